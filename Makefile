@@ -1,0 +1,51 @@
+# odradek: `make demo` and `make test` do all set-up from nothing on Debian/Ubuntu.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed-stamp
+DEMO_DIR := ./.odradek-demo
+APT_PACKAGES := default-jre-headless zookeeper kcat python3 python3-venv
+
+.PHONY: setup system-deps demo demo-down test clean
+
+setup: system-deps $(STAMP)
+
+# Java + Debian's ZooKeeper jars run the real ZooKeeper; kcat is a third-party client for
+# checking compatibility by hand. Installed only when missing, and only if we are root.
+system-deps:
+	@missing=""; \
+	command -v java >/dev/null || missing="$$missing java"; \
+	[ -f /usr/share/java/zookeeper.jar ] || missing="$$missing zookeeper.jar"; \
+	command -v kcat >/dev/null || missing="$$missing kcat"; \
+	command -v $(PYTHON) >/dev/null && $(PYTHON) -c 'import ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing$$missing: apt-get install -y $(APT_PACKAGES)"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get update && apt-get install -y $(APT_PACKAGES); \
+	  else \
+	    echo "missing$$missing: run 'sudo apt-get install -y $(APT_PACKAGES)' and retry" >&2; exit 1; \
+	  fi; \
+	fi
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+	  { echo "odradek needs Python >= 3.11; $(PYTHON) is $$($(PYTHON) -V 2>&1)" >&2; exit 1; }
+
+# The stamp makes re-runs free; editing pyproject.toml (new dependency) triggers a reinstall.
+$(STAMP): pyproject.toml
+	[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -e '.[dev]'
+	touch $@
+
+test: setup
+	$(VENV)/bin/pytest -q -p no:cacheprovider
+
+demo: setup
+	scripts/demo.sh
+
+demo-down:
+	$(VENV)/bin/odradek down --data-dir $(DEMO_DIR)
+
+clean:
+	if [ -f $(DEMO_DIR)/cluster.json ] && [ -x $(VENV)/bin/odradek ]; then $(VENV)/bin/odradek down --data-dir $(DEMO_DIR); fi
+	rm -rf $(DEMO_DIR) $(VENV) build src/*.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

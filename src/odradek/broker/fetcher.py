@@ -1,0 +1,201 @@
+"""Follower replication: one fetcher task per leader broker, one Fetch request for all its partitions.
+
+A partition joining a fetcher first truncates its log by the leader-epoch protocol (KIP-101/279):
+it asks the leader where its latest epoch ends and cuts anything past that, so a replica that
+wrote under a deposed leader never keeps a divergent tail.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Callable
+
+from odradek.broker.kafka_client import KafkaClientConnection
+from odradek.broker.partition import Partition
+from odradek.metadata import BrokerInfo, TopicPartition
+from odradek.protocol.errors import ErrorCode
+
+log = logging.getLogger("odradek.broker.fetcher")
+
+FETCH_VERSION = 12
+OFFSETS_FOR_LEADER_EPOCH_VERSION = 4
+RETRY_BACKOFF_S = 0.2
+
+
+@dataclass(slots=True)
+class _FetchState:
+    partition: Partition
+    leader_epoch: int
+    needs_truncation: bool = True
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one leader broker."""
+
+    def __init__(self, broker_id: int, leader: BrokerInfo, max_wait_ms: int, max_bytes: int,
+                 request_timeout_s: float = 30.0) -> None:
+        self.broker_id = broker_id
+        self.leader = leader
+        self.max_wait_ms = max_wait_ms
+        self.max_bytes = max_bytes
+        self.request_timeout_s = request_timeout_s
+        self._states: dict[TopicPartition, _FetchState] = {}
+        self._changed = asyncio.Event()
+        self._conn = KafkaClientConnection(leader.host, leader.port, f"replica-fetcher-{broker_id}")
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"fetcher-{self.leader.id}")
+
+    def add(self, partition: Partition) -> None:
+        self._states[partition.tp] = _FetchState(partition, partition.leader_epoch)
+        self._changed.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self._states.pop(tp, None)
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        self._conn.close()
+
+    async def _run(self) -> None:
+        while True:
+            if not self._states:
+                self._changed.clear()
+                await self._changed.wait()
+                continue
+            try:
+                await self._truncate_new_partitions()
+                await self._fetch_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # network trouble or a leader going away: retry after a pause
+                log.debug("fetch from broker %d failed: %r", self.leader.id, exc)
+                self._conn.close()
+                await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def _truncate_new_partitions(self) -> None:
+        pending = {tp: s for tp, s in self._states.items() if s.needs_truncation}
+        if not pending:
+            return
+        asks: dict[str, list[dict[str, int]]] = {}
+        for tp, state in pending.items():
+            epoch = state.partition.log.leader_epoch_cache.latest_epoch()
+            if epoch is None:
+                state.needs_truncation = False  # nothing written under any epoch: nothing to cut
+                continue
+            asks.setdefault(tp.topic, []).append(
+                {"partition": tp.partition, "current_leader_epoch": state.leader_epoch, "leader_epoch": epoch})
+        if not asks:
+            return
+        body = {"replica_id": self.broker_id,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in asks.items()]}
+        resp = await self._conn.request(23, OFFSETS_FOR_LEADER_EPOCH_VERSION, body, self.request_timeout_s)
+        for topic in resp.topics:
+            for p in topic.partitions:
+                state = pending.get(TopicPartition(topic.topic, p.partition))
+                if state is None or self._states.get(state.partition.tp) is not state:
+                    continue
+                if p.error_code != ErrorCode.NONE:
+                    continue  # leader not ready yet: ask again next round
+                self._truncate(state.partition, p.leader_epoch, p.end_offset)
+                state.needs_truncation = False
+
+    @staticmethod
+    def _truncate(partition: Partition, leader_epoch: int, leader_end_offset: int) -> None:
+        if leader_epoch < 0 or leader_end_offset < 0:
+            partition.truncate_to(partition.high_watermark)
+            return
+        _, own_end = partition.log.leader_epoch_cache.end_offset_for(leader_epoch)
+        target = min(leader_end_offset, partition.log_end_offset)
+        if own_end >= 0:
+            target = min(target, own_end)
+        partition.truncate_to(target)
+
+    async def _fetch_once(self) -> None:
+        ready = {tp: s for tp, s in self._states.items() if not s.needs_truncation}
+        if not ready:
+            await asyncio.sleep(RETRY_BACKOFF_S)
+            return
+        topics: dict[str, list[dict[str, int]]] = {}
+        for tp, state in ready.items():
+            topics.setdefault(tp.topic, []).append({
+                "partition": tp.partition,
+                "current_leader_epoch": state.leader_epoch,
+                "fetch_offset": state.partition.log_end_offset,
+                "log_start_offset": state.partition.log.log_start_offset,
+                "partition_max_bytes": self.max_bytes,
+            })
+        body = {"replica_id": self.broker_id, "max_wait": self.max_wait_ms, "min_bytes": 1,
+                "max_bytes": self.max_bytes * 8, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": []}
+        timeout = self.max_wait_ms / 1000 + self.request_timeout_s
+        resp = await self._conn.request(1, FETCH_VERSION, body, timeout)
+        for topic in resp.responses:
+            for p in topic.partitions:
+                state = ready.get(TopicPartition(topic.topic, p.partition_index))
+                if state is None or self._states.get(state.partition.tp) is not state:
+                    continue  # removed while the fetch was in flight
+                self._apply(state, p)
+
+    def _apply(self, state: _FetchState, data: object) -> None:
+        error = data.error_code  # type: ignore[attr-defined]
+        partition = state.partition
+        if error == ErrorCode.NONE:
+            partition.append_as_follower(data.records or b"", data.high_watermark)  # type: ignore[attr-defined]
+        elif error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            state.needs_truncation = True
+        else:
+            log.debug("%s: fetch error %s from broker %d", partition.tp, error, self.leader.id)
+
+
+class ReplicaFetcherManager:
+    """Owns one ReplicaFetcher per leader broker and moves partitions between them."""
+
+    def __init__(self, broker_id: int, factory: Callable[[BrokerInfo], ReplicaFetcher]) -> None:
+        self.broker_id = broker_id
+        self._factory = factory
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._owner: dict[TopicPartition, int] = {}
+
+    def follow(self, partition: Partition, leader: BrokerInfo) -> None:
+        self.stop_following(partition.tp)
+        fetcher = self._fetchers.get(leader.id)
+        if fetcher is not None and (fetcher.leader.host, fetcher.leader.port) != (leader.host, leader.port):
+            del self._fetchers[leader.id]  # the leader came back at another address
+            asyncio.get_running_loop().create_task(fetcher.close())
+            fetcher = None
+        if fetcher is None:
+            fetcher = self._factory(leader)
+            self._fetchers[leader.id] = fetcher
+            fetcher.start()
+        fetcher.add(partition)
+        self._owner[partition.tp] = leader.id
+
+    def stop_following(self, tp: TopicPartition) -> None:
+        leader_id = self._owner.pop(tp, None)
+        if leader_id is not None and leader_id in self._fetchers:
+            self._fetchers[leader_id].remove(tp)
+
+    async def shutdown_idle(self) -> None:
+        """Close fetchers that no longer have partitions."""
+        for leader_id, fetcher in list(self._fetchers.items()):
+            if not len(fetcher):
+                del self._fetchers[leader_id]
+                await fetcher.close()
+
+    async def close(self) -> None:
+        for fetcher in self._fetchers.values():
+            await fetcher.close()
+        self._fetchers.clear()
+        self._owner.clear()

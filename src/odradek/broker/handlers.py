@@ -1,0 +1,273 @@
+"""KafkaApis: one method per Kafka API this broker answers.
+
+Requests are decoded by kio; responses are described as nested dicts and encoded by kio for the
+version the client asked for (protocol/kio_util.py). Produce and Fetch keep record batches as
+opaque bytes end to end. Anything a client sends is answered with a Kafka error code or, for
+bytes that are not a Kafka request at all, a closed connection; never a crash.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from typing import Any, Awaitable
+
+from odradek.broker import admin_apis, apis
+from odradek.broker.connection import CloseConnection, KafkaConnection
+from odradek.broker.context import BrokerContext
+from odradek.broker.partition import NotLeaderError, Partition
+from odradek.log.errors import CorruptRecordError, OffsetOutOfRangeError
+from odradek.metadata import TopicPartition
+from odradek.protocol import controller_api, kio_util
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.framing import parse_request_header
+
+log = logging.getLogger("odradek.broker.handlers")
+
+
+class KafkaApis:
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self._routes = {
+            apis.PRODUCE: self.produce,
+            apis.FETCH: self.fetch,
+            apis.LIST_OFFSETS: self.list_offsets,
+            apis.METADATA: admin_apis.metadata,
+            apis.API_VERSIONS: admin_apis.api_versions,
+            apis.CREATE_TOPICS: admin_apis.create_topics,
+            apis.INIT_PRODUCER_ID: admin_apis.init_producer_id,
+            apis.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
+            apis.DESCRIBE_CONFIGS: admin_apis.describe_configs,
+            apis.DESCRIBE_CLUSTER: admin_apis.describe_cluster,
+        }
+
+    def __call__(self, frame: memoryview, conn: KafkaConnection) -> bytes | None | Awaitable[bytes | None]:
+        if len(frame) < 8:
+            raise CloseConnection("request shorter than a request header")
+        api_key, version, correlation_id = struct.unpack_from(">hhi", frame, 0)
+        if api_key in controller_api.VERSIONS:
+            return self._controller_request(frame, api_key, version, correlation_id)
+        if api_key == apis.API_VERSIONS and not apis.supported(api_key, version):
+            return admin_apis.unsupported_api_versions(correlation_id)
+        if not apis.supported(api_key, version):
+            raise CloseConnection(f"unsupported API key {api_key} version {version}")
+        try:
+            header, request = kio_util.decode_request(frame)
+        except Exception as exc:
+            raise CloseConnection(f"malformed request (key {api_key} v{version}): {exc!r}") from None
+        return self._routes[api_key](self.ctx, header, request, version)  # type: ignore[operator]
+
+    def _controller_request(self, frame: memoryview, api_key: int, version: int, correlation_id: int) -> Any:
+        if version != controller_api.VERSIONS[api_key]:
+            raise CloseConnection(f"unsupported controller API {api_key} v{version}")
+        try:
+            header_end = parse_request_header(frame)[4]
+            request = controller_api.decode_request(api_key, version, frame[header_end:])
+        except Exception as exc:
+            raise CloseConnection(f"malformed controller request {api_key}: {exc!r}") from None
+        return self.ctx.controller_requests(api_key, version, correlation_id, request)
+
+    # -- Produce -------------------------------------------------------------------------------
+
+    def produce(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes | None | Awaitable[bytes]:
+        acks = req.acks
+        results: dict[str, dict[int, dict[str, Any]]] = {}
+        waits: list[tuple[dict[str, Any], Partition, int]] = []
+        for topic in req.topic_data:
+            out = results.setdefault(topic.name, {})
+            for pdata in topic.partition_data:
+                entry = {"index": pdata.index, "error_code": 0, "base_offset": -1, "log_start_offset": -1,
+                         "record_errors": []}
+                out[pdata.index] = entry
+                if acks not in (0, 1, -1):
+                    entry["error_code"] = ErrorCode.INVALID_REQUIRED_ACKS
+                    continue
+                partition, error = self._append(TopicPartition(topic.name, pdata.index), pdata.records, acks, entry)
+                if error is not None:
+                    entry["error_code"] = error
+                elif acks == -1 and partition is not None:
+                    waits.append((entry, partition, entry.pop("_last")))
+                entry.pop("_last", None)
+        if acks == 0:
+            return None
+        if waits:
+            return self._await_acks(header.correlation_id, version, results, waits,
+                                    req.timeout.total_seconds())
+        return _produce_response(header.correlation_id, version, results)
+
+    def _append(self, tp: TopicPartition, records: bytes | None, acks: int,
+                entry: dict[str, Any]) -> tuple[Partition | None, ErrorCode | None]:
+        partition = self.ctx.replica_manager.get(tp)
+        if partition is None or not partition.is_leader:
+            if self.ctx.metadata.partition(tp) is None:
+                return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if not records:
+            return None, ErrorCode.CORRUPT_MESSAGE
+        if len(records) > self.ctx.config.message_max_bytes:
+            return None, ErrorCode.MESSAGE_TOO_LARGE
+        if acks == -1 and len(partition.isr) < partition.min_insync_replicas:
+            return None, ErrorCode.NOT_ENOUGH_REPLICAS
+        try:
+            first, last = partition.append_as_leader(records)
+        except CorruptRecordError as exc:
+            log.info("%s: rejected produce: %s", tp, exc)
+            return None, ErrorCode.CORRUPT_MESSAGE
+        entry["base_offset"] = first
+        entry["log_start_offset"] = partition.log.log_start_offset
+        entry["_last"] = last
+        return partition, None
+
+    async def _await_acks(self, correlation_id: int, version: int, results: dict[str, dict[int, dict[str, Any]]],
+                          waits: list[tuple[dict[str, Any], Partition, int]], timeout_s: float) -> bytes:
+        futures = [p.wait_for_high_watermark(last) for _, p, last in waits]
+        await asyncio.wait(futures, timeout=max(timeout_s, 0.001))
+        for (entry, _p, _last), fut in zip(waits, futures):
+            if not fut.done():
+                fut.cancel()
+                entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+            elif isinstance(fut.exception(), NotLeaderError):
+                entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return _produce_response(correlation_id, version, results)
+
+    # -- Fetch ---------------------------------------------------------------------------------
+
+    def fetch(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes | Awaitable[bytes]:
+        replica_id = getattr(req, "replica_id", -1)
+        responses, total, partitions = self._read(req, replica_id)
+        max_wait = req.max_wait.total_seconds()
+        has_error = any(p["error_code"] for t in responses.values() for p in t)
+        if total >= req.min_bytes or max_wait <= 0 or has_error or not partitions:
+            return _fetch_response(header.correlation_id, version, responses)
+        return self._delayed_fetch(header.correlation_id, version, req, replica_id, partitions,
+                                   time.monotonic() + max_wait)
+
+    async def _delayed_fetch(self, correlation_id: int, version: int, req: Any, replica_id: int,
+                             partitions: list[Partition], deadline: float) -> bytes:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            waiters = [p.data_waiter() for p in partitions]
+            await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            for w in waiters:
+                w.cancel()
+            responses, total, partitions = self._read(req, replica_id)
+            if total >= req.min_bytes or not partitions:
+                return _fetch_response(correlation_id, version, responses)
+        responses, _, _ = self._read(req, replica_id)
+        return _fetch_response(correlation_id, version, responses)
+
+    def _read(self, req: Any, replica_id: int) -> tuple[dict[str, list[dict[str, Any]]], int, list[Partition]]:
+        budget = req.max_bytes if hasattr(req, "max_bytes") else 2**31 - 1
+        total = 0
+        out: dict[str, list[dict[str, Any]]] = {}
+        readable: list[Partition] = []
+        for topic in req.topics:
+            plist = out.setdefault(topic.topic, [])
+            for p in topic.partitions:
+                tp = TopicPartition(topic.topic, p.partition)
+                entry: dict[str, Any] = {"partition_index": p.partition, "error_code": 0, "high_watermark": -1,
+                                         "last_stable_offset": -1, "log_start_offset": -1,
+                                         "aborted_transactions": None, "records": None}
+                plist.append(entry)
+                partition, error = self._leader_for(tp, getattr(p, "current_leader_epoch", -1))
+                if error is not None:
+                    entry["error_code"] = error
+                    continue
+                assert partition is not None
+                if replica_id >= 0:
+                    partition.update_follower_position(replica_id, p.fetch_offset)
+                    limit = partition.log_end_offset
+                else:
+                    limit = partition.high_watermark
+                max_bytes = min(p.partition_max_bytes, budget - total) if total else p.partition_max_bytes
+                try:
+                    data = partition.log.read(p.fetch_offset, max(max_bytes, 1), limit) if max_bytes > 0 else b""
+                except OffsetOutOfRangeError:
+                    entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                    continue
+                entry.update(high_watermark=partition.high_watermark, last_stable_offset=partition.high_watermark,
+                             log_start_offset=partition.log.log_start_offset, records=bytes(data))
+                total += len(data)
+                readable.append(partition)
+        return out, total, readable
+
+    def _leader_for(self, tp: TopicPartition, current_leader_epoch: int) -> tuple[Partition | None, ErrorCode | None]:
+        partition = self.ctx.replica_manager.get(tp)
+        if partition is None or not partition.is_leader:
+            if self.ctx.metadata.partition(tp) is None:
+                return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < partition.leader_epoch:
+                return None, ErrorCode.FENCED_LEADER_EPOCH
+            if current_leader_epoch > partition.leader_epoch:
+                return None, ErrorCode.UNKNOWN_LEADER_EPOCH
+        return partition, None
+
+    # -- ListOffsets and OffsetForLeaderEpoch ---------------------------------------------------
+
+    def list_offsets(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+        topics = []
+        for topic in req.topics:
+            parts = []
+            for p in topic.partitions:
+                entry: dict[str, Any] = {"partition_index": p.partition_index, "error_code": 0,
+                                         "timestamp": -1, "offset": -1, "leader_epoch": -1}
+                partition, error = self._leader_for(TopicPartition(topic.name, p.partition_index),
+                                                    getattr(p, "current_leader_epoch", -1))
+                if error is not None:
+                    entry["error_code"] = error
+                else:
+                    assert partition is not None
+                    entry["leader_epoch"] = partition.leader_epoch
+                    entry["offset"] = _offset_for(partition, p.timestamp)
+                parts.append(entry)
+            topics.append({"name": topic.name, "partitions": parts})
+        return kio_util.encode_response(apis.LIST_OFFSETS, version, header.correlation_id,
+                                        {"throttle_time": 0, "topics": topics})
+
+    def offset_for_leader_epoch(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+        topics = []
+        for topic in req.topics:
+            parts = []
+            for p in topic.partitions:
+                entry: dict[str, Any] = {"partition": p.partition, "error_code": 0, "leader_epoch": -1,
+                                         "end_offset": -1}
+                partition, error = self._leader_for(TopicPartition(topic.topic, p.partition),
+                                                    p.current_leader_epoch)
+                if error is not None:
+                    entry["error_code"] = error
+                else:
+                    assert partition is not None
+                    epoch, end = partition.log.leader_epoch_cache.end_offset_for(p.leader_epoch)
+                    if epoch == partition.leader_epoch or end > partition.log_end_offset:
+                        end = partition.log_end_offset
+                    entry.update(leader_epoch=epoch, end_offset=end)
+                parts.append(entry)
+            topics.append({"topic": topic.topic, "partitions": parts})
+        return kio_util.encode_response(apis.OFFSET_FOR_LEADER_EPOCH, version, header.correlation_id,
+                                        {"throttle_time": 0, "topics": topics})
+
+
+def _offset_for(partition: Partition, timestamp: int) -> int:
+    if timestamp == -2:  # EARLIEST
+        return partition.log.log_start_offset
+    if timestamp == -1:  # LATEST: consumers see up to the high watermark
+        return partition.high_watermark
+    found = partition.log.offset_for_timestamp(timestamp)
+    return -1 if found is None or found >= partition.high_watermark else found
+
+
+def _produce_response(correlation_id: int, version: int, results: dict[str, dict[int, dict[str, Any]]]) -> bytes:
+    body = {"throttle_time": 0,
+            "responses": [{"name": t, "partition_responses": list(ps.values())} for t, ps in results.items()]}
+    return kio_util.encode_response(apis.PRODUCE, version, correlation_id, body)
+
+
+def _fetch_response(correlation_id: int, version: int, responses: dict[str, list[dict[str, Any]]]) -> bytes:
+    body = {"throttle_time": 0, "error_code": 0, "session_id": 0,
+            "responses": [{"topic": t, "partitions": ps} for t, ps in responses.items()]}
+    return kio_util.encode_response(apis.FETCH, version, correlation_id, body)

@@ -1,0 +1,154 @@
+"""One partition replica on this broker: its log, its role, and (as leader) the ISR bookkeeping.
+
+The leader learns each follower's log end offset from the offset the follower fetches at, and the
+high watermark is the smallest log end offset across the ISR: everything below it is on every ISR
+member, so acks=all producers waiting on it can be answered and consumers may read it.
+"""
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+
+from odradek.log.log import Log
+from odradek.metadata import PartitionState, TopicPartition
+
+log = logging.getLogger("odradek.broker.partition")
+
+_tiebreak = itertools.count()
+
+
+class Partition:
+    def __init__(self, tp: TopicPartition, log_: Log, broker_id: int, min_insync_replicas: int = 1,
+                 high_watermark: int = 0) -> None:
+        self.tp = tp
+        self.log = log_
+        self.broker_id = broker_id
+        self.min_insync_replicas = min_insync_replicas
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.zk_version = -1
+        self.controller_epoch = -1
+        self.replicas: tuple[int, ...] = ()
+        self.isr: frozenset[int] = frozenset()
+        self.high_watermark = min(high_watermark, log_.log_end_offset)
+        self._follower_leo: dict[int, int] = {}
+        # (required high watermark, tiebreak, future) for acks=all produces, smallest first
+        self._ack_waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        # futures of long-polling fetches woken by any append or high-watermark move
+        self._data_waiters: list[asyncio.Future[None]] = []
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.broker_id
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def apply_state(self, state: PartitionState) -> None:
+        """Take the role a LeaderAndIsr request gives; a new leader starts tracking followers afresh."""
+        becomes_leader = state.leader == self.broker_id
+        new_term = state.leader_epoch != self.leader_epoch or becomes_leader != self.is_leader
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.zk_version = state.zk_version
+        self.controller_epoch = state.controller_epoch
+        self.replicas = tuple(state.replicas)
+        self.isr = frozenset(state.isr)
+        if becomes_leader:
+            if new_term:
+                self._follower_leo = {r: -1 for r in self.replicas if r != self.broker_id}
+            # A new leader's high watermark may lag the old leader's; it only moves forward.
+            self.high_watermark = min(max(self.high_watermark, 0), self.log_end_offset)
+            self._maybe_advance_high_watermark()
+        else:
+            self._fail_waiters()
+        self._wake_fetchers()
+
+    # -- leader side -------------------------------------------------------------------------
+
+    def append_as_leader(self, batches: bytes) -> tuple[int, int]:
+        """Append a producer's batches; the log assigns offsets and stamps our leader epoch."""
+        first, last = self.log.append_as_leader(batches, self.leader_epoch)
+        self._maybe_advance_high_watermark()
+        self._wake_fetchers()
+        return first, last
+
+    def wait_for_high_watermark(self, offset: int) -> asyncio.Future[None]:
+        """A future done once the high watermark passes `offset` (acks=all)."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self.high_watermark > offset:
+            fut.set_result(None)
+        else:
+            heapq.heappush(self._ack_waiters, (offset + 1, next(_tiebreak), fut))
+        return fut
+
+    def update_follower_position(self, replica_id: int, fetch_offset: int) -> None:
+        """A follower fetching at `fetch_offset` holds everything before it."""
+        if replica_id in self._follower_leo:
+            if fetch_offset > self._follower_leo[replica_id]:
+                self._follower_leo[replica_id] = fetch_offset
+                self._maybe_advance_high_watermark()
+
+    def _maybe_advance_high_watermark(self) -> None:
+        if not self.is_leader:
+            return
+        hw = self.log_end_offset
+        for replica in self.isr:
+            if replica != self.broker_id:
+                hw = min(hw, self._follower_leo.get(replica, -1))
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+            self._complete_ack_waiters()
+            self._wake_fetchers()
+
+    def _complete_ack_waiters(self) -> None:
+        waiters = self._ack_waiters
+        while waiters and waiters[0][0] <= self.high_watermark:
+            fut = heapq.heappop(waiters)[2]
+            if not fut.done():
+                fut.set_result(None)
+
+    def _fail_waiters(self) -> None:
+        """Producers waiting for acks=all lose: we are no longer the leader that could commit."""
+        for _, _, fut in self._ack_waiters:
+            if not fut.done():
+                fut.set_exception(NotLeaderError(self.tp))
+        self._ack_waiters.clear()
+
+    # -- follower side -----------------------------------------------------------------------
+
+    def append_as_follower(self, batches: bytes, leader_high_watermark: int) -> None:
+        if batches:
+            self.log.append_as_follower(batches)
+        self.high_watermark = max(self.high_watermark, min(leader_high_watermark, self.log_end_offset))
+        self._wake_fetchers()
+
+    def truncate_to(self, offset: int) -> None:
+        if offset < self.log_end_offset:
+            log.info("%s: truncating from %d to %d", self.tp, self.log_end_offset, offset)
+            self.log.truncate_to(offset)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+
+    # -- fetch long polling ------------------------------------------------------------------
+
+    def data_waiter(self) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._data_waiters.append(fut)
+        return fut
+
+    def _wake_fetchers(self) -> None:
+        waiters, self._data_waiters = self._data_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    def close(self) -> None:
+        self._fail_waiters()
+        self._wake_fetchers()
+
+
+class NotLeaderError(Exception):
+    """The partition's leadership moved while a request was waiting on it."""

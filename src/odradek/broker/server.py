@@ -1,0 +1,163 @@
+"""The broker process: wiring only.
+
+Start order matters: the Kafka listener opens before the broker registers in ZooKeeper, so that
+the controller's first LeaderAndIsr (sent as soon as the registration appears) finds it listening;
+the controller election starts last. Shutdown goes the other way.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import signal
+import time
+import uuid
+from typing import Any
+
+from kazoo.exceptions import NodeExistsError
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.connection import KafkaConnection
+from odradek.broker.context import BrokerContext
+from odradek.broker.controller_service import ControllerService
+from odradek.broker.fetcher import ReplicaFetcher, ReplicaFetcherManager
+from odradek.broker.handlers import KafkaApis
+from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.log.log import LogConfig
+from odradek.log.log_manager import LogManager
+from odradek.metadata import BrokerInfo
+from odradek.protocol import controller_api
+from odradek.protocol.controller_api import ControllerResponse
+from odradek.protocol.errors import ErrorCode
+from odradek.zk.client import KafkaZkClient
+
+log = logging.getLogger("odradek.broker")
+
+CLUSTER_ID_PATH = "/cluster/id"
+HW_CHECKPOINT_INTERVAL_S = 5.0
+RETENTION_CHECK_INTERVAL_S = 60.0
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.zk = KafkaZkClient(config.zookeeper, config.zookeeper_session_timeout_ms / 1000)
+        self.metadata = MetadataCache()
+        default_log = LogConfig(segment_bytes=config.log_segment_bytes, retention_ms=config.log_retention_ms,
+                                retention_bytes=config.log_retention_bytes,
+                                flush_messages=config.log_flush_interval_messages,
+                                flush_ms=config.log_flush_interval_ms)
+        self.log_manager = LogManager(config.data_dir, default_log, max_open_files=config.max_open_files)
+        self.fetchers = ReplicaFetcherManager(config.broker_id, self._new_fetcher)
+        self.replica_manager = ReplicaManager(config.broker_id, config.data_dir, self.log_manager, default_log,
+                                              config.min_insync_replicas, self.fetchers, self._load_topic_configs)
+        self.controller = ControllerService(config.broker_id, self.zk, config.data_dir / "state-change.log")
+        self._producer_ids: list[int] = []
+        self._producer_id_lock = asyncio.Lock()
+        self._server: asyncio.base_events.Server | None = None
+        self._stopping = asyncio.Event()
+
+    def _new_fetcher(self, leader: BrokerInfo) -> ReplicaFetcher:
+        return ReplicaFetcher(self.config.broker_id, leader, self.config.replica_fetch_wait_max_ms,
+                              self.config.replica_fetch_max_bytes)
+
+    async def _load_topic_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
+        return await asyncio.to_thread(self.zk.get_topic_configs, topics)
+
+    async def _next_producer_id(self) -> int:
+        async with self._producer_id_lock:
+            if not self._producer_ids:
+                block = await asyncio.to_thread(self.zk.allocate_producer_id_block, self.config.broker_id)
+                self._producer_ids = list(range(block.end, block.start - 1, -1))
+            return self._producer_ids.pop()
+
+    async def _controller_request(self, api_key: int, version: int, correlation_id: int, request: Any) -> bytes:
+        """LeaderAndIsr, UpdateMetadata and StopReplica, fenced by controller and broker epoch."""
+        rm = self.replica_manager
+        if api_key == controller_api.API_LEADER_AND_ISR:
+            response = await rm.become_leader_or_follower(request)
+        elif api_key == controller_api.API_STOP_REPLICA:
+            response = rm.stop_replicas(request)
+        else:
+            if request.controller_epoch < rm.controller_epoch:
+                response = ControllerResponse(int(ErrorCode.STALE_CONTROLLER_EPOCH), {})
+            elif request.broker_epoch not in (-1, rm.broker_epoch):
+                response = ControllerResponse(int(ErrorCode.STALE_BROKER_EPOCH), {})
+            else:
+                rm.controller_epoch = request.controller_epoch
+                self.metadata.update(request.controller_id, request.controller_epoch,
+                                     request.live_brokers, request.partition_states)
+                response = ControllerResponse(0, {})
+        return controller_api.encode_response(api_key, version, correlation_id, response)
+
+    def _cluster_id(self) -> str:
+        """Kafka's /cluster/id: made once by the first broker, read by every later one."""
+        kz = self.zk.kazoo
+        new_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        try:
+            kz.create(CLUSTER_ID_PATH, json.dumps({"version": "1", "id": new_id}).encode(), makepath=True)
+        except NodeExistsError:
+            pass
+        return json.loads(kz.get(CLUSTER_ID_PATH)[0])["id"]
+
+    async def run(self) -> None:
+        cfg = self.config
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(self.zk.start)
+        cluster_id = await asyncio.to_thread(self._cluster_id)
+        ctx = BrokerContext(cfg, cluster_id, self.replica_manager, self.metadata, self.zk,
+                            self._controller_request, self._next_producer_id)
+        apis = KafkaApis(ctx)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: KafkaConnection(apis, cfg.socket_request_max_bytes),
+                                                cfg.host, cfg.port, reuse_address=True, backlog=1024)
+        info = BrokerInfo(cfg.broker_id, cfg.host, cfg.port)
+        self.replica_manager.broker_epoch = await asyncio.to_thread(self.zk.register_broker, info)
+        log.info("broker %d listening on %s:%d (broker epoch %d, cluster %s)", cfg.broker_id, cfg.host, cfg.port,
+                 self.replica_manager.broker_epoch, cluster_id)
+        self.controller.start()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopping.set)
+        tasks = [loop.create_task(self._every(HW_CHECKPOINT_INTERVAL_S, self._checkpoint)),
+                 loop.create_task(self._every(RETENTION_CHECK_INTERVAL_S, self._retention))]
+        await self._stopping.wait()
+        log.info("broker %d shutting down", cfg.broker_id)
+        for task in tasks:
+            task.cancel()
+        await self.shutdown()
+
+    async def _every(self, interval_s: float, fn: Any) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                fn()
+            except Exception:
+                log.exception("periodic task %s failed", fn.__name__)
+
+    def _checkpoint(self) -> None:
+        self.replica_manager.checkpoint_high_watermarks()
+
+    def _retention(self) -> None:
+        now_ms = int(time.time() * 1000)
+        for partition in self.replica_manager.partitions():
+            partition.log.apply_retention(now_ms)
+
+    async def shutdown(self) -> None:
+        self.controller.stop()
+        if self._server is not None:
+            self._server.close()
+        await self.fetchers.close()
+        for partition in self.replica_manager.partitions():
+            partition.close()
+        self.replica_manager.checkpoint_high_watermarks()
+        self.log_manager.close()
+        await asyncio.to_thread(self.zk.close)
+
+
+def run_broker(config: BrokerConfig) -> None:
+    """Run one broker until SIGTERM or SIGINT."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    asyncio.run(Broker(config).run())

@@ -1,0 +1,221 @@
+"""Seed 000's controller operations end to end over the recording fakes."""
+from __future__ import annotations
+
+from collections import Counter
+
+from odradek.controller.events import (
+    BrokerChange,
+    ControlledShutdown,
+    IsrChangeNotification,
+    NotControllerError,
+    Resign,
+    Startup,
+    TopicChange,
+)
+from odradek.controller.partition_state_machine import PartitionStatus
+from odradek.controller.replica_state_machine import PartitionReplica, ReplicaStatus
+from odradek.metadata import LeaderAndIsr
+from odradek.protocol.controller_api import (
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from test_controller_fakes import FakeZk, new_controller, tp
+
+P, R = PartitionStatus, ReplicaStatus
+
+
+def cluster(brokers=(1, 2, 3)) -> FakeZk:
+    zk = FakeZk()
+    for b in brokers:
+        zk.register_broker(b)
+    return zk
+
+
+def test_on_new_topic_creation_batches_requests_per_broker() -> None:
+    zk = cluster()
+    controller, channel, _ = new_controller(zk)
+    controller.process(Startup(epoch=1, epoch_zk_version=0))
+    channel.sent.clear()
+    zk.calls.clear()
+    zk.create_topic("big", {p: ((1, 2, 3)[p % 3], (1, 2, 3)[(p + 1) % 3]) for p in range(100)})
+    controller.process(TopicChange())
+
+    assert len(zk.calls_named("create_partition_states")) == 1
+    assert len(zk.calls_named("create_partition_states")[0]) == 100  # type: ignore[arg-type]
+    per_broker = Counter((b, type(r).__name__) for b, r in channel.sent)
+    assert per_broker == {(b, kind): 1 for b in (1, 2, 3)
+                          for kind in ("LeaderAndIsrRequest", "UpdateMetadataRequest")}
+    kinds = [type(r) for _, r in channel.sent]
+    assert kinds == [LeaderAndIsrRequest] * 3 + [UpdateMetadataRequest] * 3
+    for broker, request in channel.leader_and_isr():
+        assert request.broker_epoch == 100 + broker
+        assert all(s.is_new and broker in s.replicas for s in request.partition_states)
+    for _, request in channel.update_metadata():
+        assert len(request.partition_states) == 100
+    ctx = controller.context
+    assert all(ctx.partition_state(tp("big", p)) is P.ONLINE for p in range(100))
+    assert all(ctx.replica_state(r) is R.ONLINE for r in ctx.replicas_on_brokers([1, 2, 3]))
+    assert zk.states[tp("big", 4)] == LeaderAndIsr(2, 0, (2, 3), 1, 0)
+
+
+def test_controller_failover_sets_initial_states_and_elects() -> None:
+    zk = cluster(brokers=(1, 2))
+    zk.create_topic("t", {0: (1, 2), 1: (3, 2), 2: (1, 2)})
+    zk.states[tp("t", 0)] = LeaderAndIsr(1, 4, (1, 2), 1, 6)   # live leader: Online
+    zk.states[tp("t", 1)] = LeaderAndIsr(3, 2, (3, 2), 1, 2)   # dead leader: Offline
+    controller, channel, _ = new_controller(zk)                 # t-2 has no state: New
+    controller.on_become_controller(epoch=2, epoch_zk_version=1)
+
+    ctx = controller.context
+    assert [ctx.partition_state(tp("t", i)) for i in range(3)] == [P.ONLINE] * 3
+    assert zk.states[tp("t", 0)] == LeaderAndIsr(1, 4, (1, 2), 1, 6)   # untouched
+    assert zk.states[tp("t", 1)] == LeaderAndIsr(2, 3, (2,), 2, 3)
+    assert zk.states[tp("t", 2)] == LeaderAndIsr(1, 0, (1, 2), 2, 0)
+    assert ctx.replica_state(PartitionReplica(tp("t", 1), 3)) is R.OFFLINE
+    assert ctx.replica_state(PartitionReplica(tp("t", 1), 2)) is R.ONLINE
+    assert Counter(b for b, r in channel.sent if isinstance(r, LeaderAndIsrRequest)) == {1: 1, 2: 1}
+    assert all(r.controller_epoch == 2 for _, r in channel.sent)
+
+
+def test_broker_failure_elects_a_live_isr_member() -> None:
+    zk = cluster()
+    zk.create_topic("t", {0: (1, 2, 3)})
+    zk.states[tp("t", 0)] = LeaderAndIsr(1, 0, (1, 3), 1, 0)
+    controller, channel, _ = new_controller(zk, broker_id=2)
+    controller.on_become_controller(epoch=1, epoch_zk_version=0)
+    channel.sent.clear()
+    zk.kill_broker(1)
+    controller.process(BrokerChange())
+
+    state = zk.states[tp("t", 0)]
+    assert (state.leader, state.isr, state.leader_epoch) == (3, (3,), 1)
+    assert 1 not in channel.brokers
+    assert controller.context.replica_state(PartitionReplica(tp("t", 0), 1)) is R.OFFLINE
+    assert all(b in (2, 3) for b, _ in channel.sent)
+    assert sorted(b for b, _ in channel.update_metadata()) == [2, 3]
+
+
+def test_broker_failure_without_live_isr_stays_offline_unless_unclean_enabled() -> None:
+    for unclean, expected_leader in (("false", -1), ("true", 2)):
+        zk = cluster()
+        zk.create_topic("t", {0: (1, 2)}, {"unclean.leader.election.enable": unclean})
+        zk.states[tp("t", 0)] = LeaderAndIsr(1, 0, (1,), 1, 0)
+        controller, _, _ = new_controller(zk, broker_id=3)
+        controller.on_become_controller(epoch=1, epoch_zk_version=0)
+        zk.kill_broker(1)
+        controller.process(BrokerChange())
+        assert zk.states[tp("t", 0)].leader == expected_leader
+        expected_state = P.ONLINE if unclean == "true" else P.OFFLINE
+        assert controller.context.partition_state(tp("t", 0)) is expected_state
+
+
+def test_broker_startup_brings_replicas_and_partitions_online() -> None:
+    zk = cluster(brokers=(1,))
+    zk.create_topic("t", {0: (2, 1), 1: (2,)})
+    zk.states[tp("t", 1)] = LeaderAndIsr(2, 0, (2,), 1, 0)
+    controller, channel, _ = new_controller(zk)
+    controller.on_become_controller(epoch=1, epoch_zk_version=0)
+    assert controller.context.partition_state(tp("t", 1)) is P.OFFLINE
+    channel.sent.clear()
+    zk.register_broker(2)
+    controller.process(BrokerChange())
+
+    ctx = controller.context
+    assert ctx.partition_state(tp("t", 1)) is P.ONLINE
+    assert zk.states[tp("t", 1)] == LeaderAndIsr(2, 1, (2,), 1, 1)
+    assert ctx.replica_state(PartitionReplica(tp("t", 0), 2)) is R.ONLINE
+    um_to_new = [r for b, r in channel.update_metadata() if b == 2]
+    assert len(um_to_new) == 1 and {s.tp for s in um_to_new[0].partition_states} == {
+        tp("t", 0), tp("t", 1)}
+    assert [b.id for b in um_to_new[0].live_brokers] == [1, 2]
+    assert Counter(b for b, _ in channel.update_metadata()) == {1: 1, 2: 1}
+
+
+def test_bounced_broker_is_failed_over_then_started() -> None:
+    zk = cluster()
+    zk.create_topic("t", {0: (1, 2)})
+    zk.states[tp("t", 0)] = LeaderAndIsr(1, 0, (1, 2), 1, 0)
+    controller, channel, _ = new_controller(zk, broker_id=3)
+    controller.on_become_controller(epoch=1, epoch_zk_version=0)
+    zk.register_broker(1, epoch=999)
+    controller.process(BrokerChange())
+    assert zk.states[tp("t", 0)].leader == 2
+    assert controller.context.broker_epoch(1) == 999
+    assert [r.broker_epoch for b, r in channel.leader_and_isr() if b == 1][-1] == 999
+
+
+def test_isr_change_notification_refreshes_cache_and_metadata() -> None:
+    zk = cluster()
+    zk.create_topic("t", {0: (1, 2, 3)})
+    zk.states[tp("t", 0)] = LeaderAndIsr(1, 0, (1, 2, 3), 1, 0)
+    controller, channel, _ = new_controller(zk)
+    controller.on_become_controller(epoch=1, epoch_zk_version=0)
+    channel.sent.clear()
+    zk.leader_isr_write(tp("t", 0), (1, 2))
+    zk.isr_notifications.add(tp("t", 0))
+    controller.process(IsrChangeNotification())
+    assert controller.context.partition_leadership(tp("t", 0)).isr == (1, 2)  # type: ignore[union-attr]
+    assert sorted(b for b, _ in channel.sent) == [1, 2, 3]
+    assert all(r.partition_states[0].isr == (1, 2) for _, r in channel.update_metadata())
+
+
+def test_controller_moved_error_resigns_and_stops_sending() -> None:
+    zk = cluster()
+    controller, channel, _ = new_controller(zk)
+    controller.on_become_controller(epoch=1, epoch_zk_version=0)
+    channel.sent.clear()
+    zk.fenced = True
+    zk.create_topic("t", {0: (1, 2)})
+    controller.process(TopicChange())
+    assert not controller.is_active
+    assert channel.sent == [] and channel.brokers == set()
+    assert controller.context.all_topics() == frozenset()
+    zk.fenced = False
+    zk.kill_broker(2)
+    controller.process(BrokerChange())
+    assert channel.sent == [] and zk.calls_named("update_leader_and_isr") == []
+
+
+def test_resign_event_clears_state() -> None:
+    zk = cluster()
+    controller, channel, _ = new_controller(zk)
+    controller.on_become_controller(epoch=1, epoch_zk_version=0)
+    controller.process(Resign())
+    assert not controller.is_active and channel.brokers == set()
+
+
+def test_controlled_shutdown_moves_leadership_and_stops_followers() -> None:
+    zk = cluster()
+    zk.create_topic("t", {0: (1, 2), 1: (2, 1), 2: (1,)})
+    zk.states[tp("t", 0)] = LeaderAndIsr(1, 0, (1, 2), 1, 0)
+    zk.states[tp("t", 1)] = LeaderAndIsr(2, 0, (2, 1), 1, 0)
+    zk.states[tp("t", 2)] = LeaderAndIsr(1, 0, (1,), 1, 0)
+    controller, channel, _ = new_controller(zk, broker_id=3)
+    controller.on_become_controller(epoch=1, epoch_zk_version=0)
+    channel.sent.clear()
+    answers: list[object] = []
+    controller.process(ControlledShutdown(1, 101, answers.append))
+    assert answers == [set()]
+    assert zk.states[tp("t", 0)] == LeaderAndIsr(2, 1, (2,), 1, 1)
+    assert zk.states[tp("t", 1)].isr == (2,)
+    assert zk.states[tp("t", 2)].leader == 1           # single replica: nowhere to go
+    stops = [r for b, r in channel.sent if b == 1 and isinstance(r, StopReplicaRequest)]
+    assert [s.partitions for s in stops] == [(tp("t", 1),)] and not stops[0].delete_partitions
+
+
+def test_controlled_shutdown_with_stale_broker_epoch_is_refused() -> None:
+    zk = cluster()
+    controller, _, _ = new_controller(zk, broker_id=3)
+    controller.on_become_controller(epoch=1, epoch_zk_version=0)
+    answers: list[object] = []
+    controller.process(ControlledShutdown(1, 5, answers.append))
+    assert isinstance(answers[0], Exception)
+
+
+def test_inactive_controller_answers_api_events_with_not_controller() -> None:
+    controller, channel, _ = new_controller(cluster())
+    answers: list[object] = []
+    controller.process(ControlledShutdown(1, 101, answers.append))
+    controller.process(BrokerChange())
+    assert isinstance(answers[0], NotControllerError) and channel.sent == []

@@ -1,0 +1,77 @@
+"""ControllerBrokerRequestBatch: one request of each kind per broker, in Kafka's order."""
+from __future__ import annotations
+
+import pytest
+
+from odradek.controller.request_batch import IllegalBatchStateError
+from odradek.metadata import LeaderAndIsr
+from odradek.protocol.controller_api import (
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from test_controller_fakes import Rig, tp
+
+LAI = LeaderAndIsr(1, 3, (1, 2), 5, 2)
+
+
+def test_new_batch_raises_if_previous_not_sent() -> None:
+    rig = Rig()
+    rig.batch.add_stop_replica([1], tp("t", 0), delete=False)
+    with pytest.raises(IllegalBatchStateError):
+        rig.batch.new_batch()
+    rig.send()
+    rig.batch.new_batch()
+
+
+def test_send_merges_per_broker_in_kafka_order() -> None:
+    rig = Rig()
+    for p in range(3):
+        rig.add_partition(tp("t", p), (1, 2), LAI)
+        rig.batch.add_leader_and_isr([1, 2], tp("t", p), LAI, (1, 2), is_new=False)
+    rig.batch.add_stop_replica([3], tp("t", 9), delete=False)
+    rig.send()
+    kinds = [(b, type(r)) for b, r in rig.channel.sent]
+    assert kinds == [(1, LeaderAndIsrRequest), (2, LeaderAndIsrRequest),
+                     (1, UpdateMetadataRequest), (2, UpdateMetadataRequest),
+                     (3, UpdateMetadataRequest), (3, StopReplicaRequest)]
+    request = rig.channel.sent[0][1]
+    assert request == LeaderAndIsrRequest(
+        controller_id=0, controller_epoch=5, broker_epoch=101,
+        partition_states=request.partition_states, live_leaders=(rig.ctx.broker_info(1),))
+    assert [s.tp for s in request.partition_states] == [tp("t", 0), tp("t", 1), tp("t", 2)]
+    assert rig.batch.is_empty()
+
+
+def test_is_new_sticks_and_dead_brokers_are_skipped() -> None:
+    rig = Rig(brokers=(1, 2))
+    rig.add_partition(tp("t", 0), (1, 2, 3), LAI)
+    rig.batch.add_leader_and_isr([1, 3], tp("t", 0), LAI, (1, 2, 3), is_new=True)
+    rig.batch.add_leader_and_isr([1], tp("t", 0), LAI, (1, 2, 3), is_new=False)
+    rig.send()
+    [(broker, request)] = rig.channel.leader_and_isr()
+    assert broker == 1
+    state = request.partition_states[0]
+    assert state.is_new and state.offline_replicas == (3,)
+
+
+def test_stop_replica_is_split_by_delete_flag_and_delete_wins() -> None:
+    rig = Rig()
+    rig.batch.add_stop_replica([1], tp("t", 0), delete=False)
+    rig.batch.add_stop_replica([1], tp("t", 0), delete=True)
+    rig.batch.add_stop_replica([1], tp("t", 1), delete=False)
+    rig.send()
+    stops = [r for _, r in rig.channel.stop_replica()]
+    assert [(s.delete_partitions, s.partitions) for s in stops] == [
+        (True, (tp("t", 0),)), (False, (tp("t", 1),))]
+
+
+def test_update_metadata_uses_latest_leadership_at_send_time() -> None:
+    rig = Rig()
+    rig.add_partition(tp("t", 0), (1, 2), LAI)
+    rig.batch.add_update_metadata([2], [tp("t", 0)])
+    rig.ctx.put_partition_leadership(tp("t", 0), LeaderAndIsr(2, 4, (2,), 5, 3))
+    rig.send()
+    [(_, request)] = rig.channel.update_metadata()
+    assert request.partition_states[0].leader == 2
+    assert [b.id for b in request.live_brokers] == [1, 2, 3]

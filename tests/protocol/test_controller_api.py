@@ -1,0 +1,217 @@
+"""The controller APIs' wire format, plus the schema codec and error codes beneath them."""
+import struct
+
+import pytest
+
+from odradek.metadata import BrokerInfo, PartitionState, TopicPartition
+from odradek.protocol import schema
+from odradek.protocol.controller_api import (
+    API_LEADER_AND_ISR, API_STOP_REPLICA, API_UPDATE_METADATA, VERSIONS, ControllerResponse,
+    LeaderAndIsrRequest, StopReplicaRequest, UnsupportedVersionError, UpdateMetadataRequest,
+    decode_request, decode_response, encode_request, encode_response, parse_response_header,
+)
+from odradek.protocol.errors import RETRIABLE, ErrorCode, is_retriable
+from odradek.protocol.framing import FrameBuffer, parse_request_header
+from odradek.protocol.schema import SchemaError
+
+TP_A0, TP_A1, TP_B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+
+
+def one_frame(data: bytes) -> memoryview:
+    frames = FrameBuffer().feed(data)
+    assert len(frames) == 1
+    return frames[0]
+
+
+def request_round_trip(req, correlation_id=42, client_id="controller-1"):
+    frame = one_frame(encode_request(req, correlation_id, client_id))
+    key, version, corr, cid, end = parse_request_header(frame)
+    assert (version, corr, cid) == (VERSIONS[key], correlation_id, client_id)
+    return key, decode_request(key, version, frame[end:])
+
+
+# --- requests -----------------------------------------------------------------------------
+
+def test_golden_leader_and_isr_v2():
+    req = LeaderAndIsrRequest(
+        controller_id=1, controller_epoch=2, broker_epoch=3,
+        partition_states=(PartitionState(TopicPartition("t", 0), controller_epoch=2, leader=1,
+                                         leader_epoch=0, isr=(1,), zk_version=0, replicas=(1,),
+                                         is_new=True),),
+        live_leaders=(BrokerInfo(1, "h", 9092),),
+    )
+    expected = bytes.fromhex(
+        "0000005a"             # size: 90 = 11 header + 79 body
+        "0004" "0002"          # api_key 4, api_version 2
+        "00000007"             # correlation_id 7
+        "0001" "63"            # client_id "c"
+        "00000001"             # ControllerId 1
+        "00000002"             # ControllerEpoch 2
+        "0000000000000003"     # BrokerEpoch 3 (int64)
+        "00000001"             # TopicStates: 1 topic
+        "0001" "74"            #   TopicName "t"
+        "00000001"             #   PartitionStates: 1 partition
+        "00000000"             #     PartitionIndex 0
+        "00000002"             #     ControllerEpoch 2
+        "00000001"             #     Leader 1
+        "00000000"             #     LeaderEpoch 0
+        "00000001" "00000001"  #     Isr [1]
+        "00000000"             #     ZkVersion 0
+        "00000001" "00000001"  #     Replicas [1]
+        "01"                   #     IsNew true
+        "00000001"             # LiveLeaders: 1 broker
+        "00000001"             #   BrokerId 1
+        "0001" "68"            #   HostName "h"
+        "00002384"             #   Port 9092
+    )
+    assert encode_request(req, 7, "c") == expected
+    assert decode_request(API_LEADER_AND_ISR, 2, expected[4 + 11:]) == req
+
+
+def test_leader_and_isr_round_trip_groups_by_topic():
+    states = (
+        PartitionState(TP_A0, 5, 1, 7, (1, 2), 3, (1, 2, 3), is_new=False),
+        PartitionState(TP_A1, 5, 2, 1, (2,), 0, (2, 3), is_new=True),
+        PartitionState(TP_B0, 4, -1, 9, (), 12, (3,)),
+    )
+    req = LeaderAndIsrRequest(1, 5, 2**40, states, (BrokerInfo(1, "h1", 9092),
+                                                   BrokerInfo(2, "héllo", 9093)))
+    key, decoded = request_round_trip(req)
+    assert key == API_LEADER_AND_ISR
+    assert decoded == req
+
+
+def test_update_metadata_round_trip():
+    states = (
+        PartitionState(TP_A0, 5, 1, 7, (1, 2), 3, (1, 2, 3), offline_replicas=(3,)),
+        PartitionState(TP_B0, 5, 2, 0, (2,), 1, (2,)),
+    )
+    brokers = (BrokerInfo(1, "h1", 9092, rack="r1"), BrokerInfo(2, "h2", 9093))
+    req = UpdateMetadataRequest(0, 5, 17, states, brokers)
+    key, decoded = request_round_trip(req)
+    assert key == API_UPDATE_METADATA
+    assert decoded == req
+
+
+def test_update_metadata_broker_endpoint_layout():
+    req = UpdateMetadataRequest(0, 1, 2, (), (BrokerInfo(3, "h", 9092, epoch=99, rack=None),))
+    body = encode_request(req, 1, None)[4 + 10:]  # size prefix, header with null client_id
+    expected_brokers = bytes.fromhex(
+        "00000001" "00000003"                       # 1 broker, Id 3
+        "00000001" "00002384" "0001" "68"           # 1 endpoint: Port 9092, Host "h"
+        "0009") + b"PLAINTEXT" + bytes.fromhex(     # Listener "PLAINTEXT"
+        "0000"                                      # SecurityProtocol 0
+        "ffff")                                     # Rack null
+    assert body == struct.pack(">iiqi", 0, 1, 2, 0) + expected_brokers
+    # the broker epoch is not on the wire: it travels as the request's broker_epoch
+    assert decode_request(API_UPDATE_METADATA, 5, body).live_brokers == (BrokerInfo(3, "h", 9092),)
+
+
+def test_stop_replica_round_trip():
+    req = StopReplicaRequest(2, 8, 123, True, (TP_A0, TP_A1, TP_B0))
+    key, decoded = request_round_trip(req)
+    assert key == API_STOP_REPLICA
+    assert decoded == req
+
+
+def test_stop_replica_v1_layout():
+    body = encode_request(StopReplicaRequest(2, 8, 123, False, (TP_A0,)), 0, "")[4 + 10:]
+    assert body == struct.pack(">iiq?ih1sii", 2, 8, 123, False, 1, 1, b"a", 1, 0)
+
+
+def test_unsupported_version_and_trailing_bytes():
+    body = encode_request(StopReplicaRequest(2, 8, 123, False, (TP_A0,)), 0, "")[4 + 10:]
+    with pytest.raises(UnsupportedVersionError):
+        decode_request(API_STOP_REPLICA, 0, body)
+    with pytest.raises(SchemaError):
+        decode_request(API_STOP_REPLICA, 1, body + b"\x00")
+    with pytest.raises(SchemaError):
+        decode_request(API_STOP_REPLICA, 1, body[:-1])
+
+
+# --- responses ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("api_key", [API_LEADER_AND_ISR, API_STOP_REPLICA])
+def test_partition_error_responses_round_trip(api_key):
+    resp = ControllerResponse(0, {TP_A0: 0, TP_B0: ErrorCode.KAFKA_STORAGE_ERROR})
+    frame = one_frame(encode_response(api_key, VERSIONS[api_key], 99, resp))
+    corr, body = parse_response_header(api_key, VERSIONS[api_key], frame)
+    assert corr == 99
+    assert decode_response(api_key, VERSIONS[api_key], body) == resp
+
+
+def test_update_metadata_response_is_just_an_error_code():
+    data = encode_response(API_UPDATE_METADATA, 5, 3,
+                           ControllerResponse(ErrorCode.STALE_BROKER_EPOCH, {TP_A0: 1}))
+    assert data == bytes.fromhex("00000006" "00000003" "004d")
+    corr, body = parse_response_header(API_UPDATE_METADATA, 5, one_frame(data))
+    assert corr == 3
+    assert decode_response(API_UPDATE_METADATA, 5, body) == ControllerResponse(77)
+
+
+# --- schema codec (flexible encodings are not used by the chosen versions) ------------------
+
+def test_unsigned_varint():
+    for value, encoded in [(0, "00"), (1, "01"), (127, "7f"), (128, "8001"), (300, "ac02"),
+                           (2**31 - 1, "ffffffff07")]:
+        assert schema.encode(schema.UnsignedVarInt, value).hex() == encoded
+        assert schema.decode(schema.UnsignedVarInt, bytes.fromhex(encoded)) == (value, len(encoded) // 2)
+
+
+def test_flexible_struct_round_trip_and_layout():
+    t = schema.Struct(
+        ("name", schema.CompactString),
+        ("rack", schema.CompactNullableString),
+        ("ids", schema.CompactArray(schema.Int32)),
+        ("maybe", schema.CompactArray(schema.Int8, nullable=True)),
+        ("tags", schema.TaggedFields),
+    )
+    value = ("ab", None, [1, 2], None, {3: b"\x07"})
+    data = schema.encode(t, value)
+    assert data.hex() == "03" "6162" "00" "03" "00000001" "00000002" "00" "01" "03" "01" "07"
+    assert schema.decode(t, data) == (value, len(data))
+
+
+def test_classic_types_round_trip():
+    t = schema.Struct(("a", schema.Int8), ("b", schema.Int16), ("c", schema.Int64),
+                      ("d", schema.Boolean), ("e", schema.NullableString),
+                      ("f", schema.Array(schema.String, nullable=True)))
+    for value in [(-1, 300, -2**63, True, None, None), (1, 2, 3, False, "x", ["p", "q"])]:
+        assert schema.decode(t, schema.encode(t, value))[0] == value
+
+
+def test_schema_rejects_nulls_and_truncation():
+    with pytest.raises(SchemaError):
+        schema.encode(schema.String, None)
+    with pytest.raises(SchemaError):
+        schema.encode(schema.Array(schema.Int32), None)
+    with pytest.raises(SchemaError):
+        schema.decode(schema.String, b"\xff\xff")
+    with pytest.raises(SchemaError):
+        schema.decode(schema.String, b"\x00\x05ab")
+    with pytest.raises(SchemaError):
+        schema.decode(schema.Array(schema.Int32), b"\x00\x00\x00\x02\x00\x00\x00\x01")
+    with pytest.raises(SchemaError):
+        schema.decode(schema.CompactArray(schema.Int32), b"\x00")
+
+
+# --- error codes --------------------------------------------------------------------------
+
+def test_error_codes_match_kafka():
+    assert ErrorCode.UNKNOWN_SERVER_ERROR == -1
+    assert ErrorCode.NOT_LEADER_OR_FOLLOWER == 6
+    assert ErrorCode.STALE_CONTROLLER_EPOCH == 11
+    assert ErrorCode.STALE_BROKER_EPOCH == 77
+    assert ErrorCode.UNKNOWN_TOPIC_ID == 100
+    assert ErrorCode(87).name == "INVALID_RECORD"
+
+
+def test_retriable():
+    assert is_retriable(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    assert is_retriable(3)  # plain ints from the wire work too
+    assert ErrorCode.REQUEST_TIMED_OUT.retriable
+    assert not is_retriable(ErrorCode.NONE)
+    assert not is_retriable(ErrorCode.STALE_CONTROLLER_EPOCH)
+    assert not ErrorCode.OFFSET_OUT_OF_RANGE.retriable
+    assert not is_retriable(12345)
+    assert all(isinstance(code, ErrorCode) for code in RETRIABLE)

@@ -1,0 +1,201 @@
+"""KafkaZkClient against a real ZooKeeper (one server per session, one chroot per test)."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+from odradek.netutil import free_port
+from odradek.zk import paths
+from odradek.zk.client import KafkaZkClient
+from odradek.controller.seams import ControllerMovedError
+from odradek.zk.errors import BrokerIdInUseError, TopicExistsError
+from zk_helpers import crashed_broker
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def make_client(zk_connect: str) -> Iterator:
+    clients: list[KafkaZkClient] = []
+
+    def make(session_timeout_s: float = 6.0) -> KafkaZkClient:
+        client = KafkaZkClient(zk_connect, session_timeout_s)
+        client.start()
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+def _controller(make_client, *topics: str) -> KafkaZkClient:
+    """Broker 1 as elected controller, with `topics` created (no partitions assigned)."""
+    zk = make_client()
+    epoch, zk.epoch_zk_version = zk.try_become_controller(1)
+    for topic in topics:
+        zk.create_topic(TopicAssignment(topic, paths.new_topic_id()), {})
+    return zk
+
+
+def _states(topic: str, n: int) -> dict[TopicPartition, LeaderAndIsr]:
+    return {TopicPartition(topic, p): LeaderAndIsr(1, 0, (1, 2), 1) for p in range(n)}
+
+
+def test_register_broker_epoch_is_czxid(make_client) -> None:
+    zk = make_client()
+    epoch = zk.register_broker(BrokerInfo(1, "127.0.0.1", 9092, rack="r"))
+    assert epoch == zk.kazoo.exists("/brokers/ids/1").czxid
+    assert zk.get_live_brokers() == {1: BrokerInfo(1, "127.0.0.1", 9092, epoch, "r")}
+
+
+def test_broker_id_held_by_another_live_broker_fails(make_client) -> None:
+    make_client().register_broker(BrokerInfo(1, "127.0.0.1", 9092))
+    with pytest.raises(BrokerIdInUseError):
+        make_client().register_broker(BrokerInfo(1, "127.0.0.1", 9999))
+
+
+def test_restarted_broker_waits_out_its_old_registration(zk_connect: str, make_client) -> None:
+    port = free_port()
+    crashed_broker(zk_connect, 1, port)
+    zk = make_client(session_timeout_s=2.0)
+    old_epoch = zk.kazoo.exists("/brokers/ids/1").czxid
+    new_epoch = zk.register_broker(BrokerInfo(1, "127.0.0.1", port))
+    assert new_epoch > old_epoch
+    assert zk.kazoo.exists("/brokers/ids/1").ephemeralOwner == zk.session_id
+
+
+def test_election_race_has_one_winner_and_one_epoch_step(make_client) -> None:
+    a, b = make_client(), make_client()
+    before, _ = a.get_controller_epoch()
+    barrier = threading.Barrier(2)
+    results: dict[int, tuple[int, int] | None] = {}
+
+    def elect(zk: KafkaZkClient, broker_id: int) -> None:
+        barrier.wait()
+        results[broker_id] = zk.try_become_controller(broker_id)
+
+    threads = [threading.Thread(target=elect, args=(a, 1)), threading.Thread(target=elect, args=(b, 2))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [bid for bid, r in results.items() if r is not None]
+    assert len(winners) == 1
+    assert a.get_controller_id() == winners[0]
+    assert results[winners[0]] == a.get_controller_epoch() and a.get_controller_epoch()[0] == before + 1
+
+
+def test_own_controller_znode_from_expired_session_is_waited_out(zk_connect: str, make_client) -> None:
+    old_epoch, _ = crashed_broker(zk_connect, 1, free_port())
+    zk = make_client(session_timeout_s=2.0)
+    assert zk.get_controller_id() == 1  # still there: the dead session has not expired yet
+    started = time.monotonic()
+    won = zk.try_become_controller(1)
+    assert won is not None and won[0] == old_epoch + 1
+    assert time.monotonic() - started > 0.2
+    assert zk.kazoo.exists("/controller").ephemeralOwner == zk.session_id
+
+
+def test_deposed_controller_writes_are_fenced(make_client) -> None:
+    a = _controller(make_client, "t", "u")
+    created = a.create_partition_states(_states("t", 2))
+    assert all(isinstance(s, LeaderAndIsr) for s in created.values())
+    b = make_client()
+    b.kazoo.delete("/controller")
+    assert b.try_become_controller(2) is not None
+    with pytest.raises(ControllerMovedError):
+        a.create_partition_states(_states("u", 3))
+    assert not b.kazoo.exists("/brokers/topics/u/partitions/0/state")
+    moved = {tp: LeaderAndIsr(2, 1, (2,), 1, 0) for tp in created}
+    with pytest.raises(ControllerMovedError):
+        a.update_leader_and_isr(moved)
+    assert b.get_partition_states(created) == {tp: LeaderAndIsr(1, 0, (1, 2), 1, 0) for tp in created}
+
+
+def test_update_leader_and_isr_fails_only_the_stale_partition(make_client) -> None:
+    zk = _controller(make_client, "t")
+    zk.create_partition_states(_states("t", 3))
+    stale = TopicPartition("t", 1)
+    zk.kazoo.set(paths.partition_state_path(stale), paths.encode_leader_and_isr(LeaderAndIsr(2, 1, (2,), 1)))
+    updates = {tp: LeaderAndIsr(2, 1, (2, 1), 1, 0) for tp in _states("t", 3)}
+    result = zk.update_leader_and_isr(updates)
+    assert isinstance(result[stale], BadVersionError)
+    for tp in (TopicPartition("t", 0), TopicPartition("t", 2)):
+        assert result[tp] == LeaderAndIsr(2, 1, (2, 1), 1, 1)
+        assert zk.get_partition_state(tp) == result[tp]
+
+
+def test_conditional_isr_update_conflict(make_client) -> None:
+    zk = _controller(make_client, "t")
+    tp = TopicPartition("t", 0)
+    zk.create_partition_states({tp: LeaderAndIsr(1, 0, (1, 2), 1)})
+    shrunk = LeaderAndIsr(1, 0, (1,), 1, zk_version=0)
+    assert zk.conditional_update_partition_state(tp, shrunk) == 1
+    assert zk.conditional_update_partition_state(tp, shrunk) is None  # zombie leader: stale version
+    assert zk.get_partition_state(tp) == LeaderAndIsr(1, 0, (1,), 1, 1)
+
+
+def test_five_thousand_partition_states_in_batches(make_client) -> None:
+    zk = _controller(make_client, "big", "bigger")
+    states = {**_states("big", 3000), **_states("bigger", 2000)}
+    result = zk.create_partition_states(states)
+    assert all(isinstance(s, LeaderAndIsr) for s in result.values()) and len(result) == 5000
+    assert len(zk.kazoo.get_children("/brokers/topics/big/partitions")) == 3000
+    assert zk.get_partition_states(states) == states
+
+
+def test_create_fails_only_existing_states_and_missing_topics(make_client) -> None:
+    zk = _controller(make_client, "t")
+    zk.create_partition_states(_states("t", 1))
+    result = zk.create_partition_states({**_states("t", 3), **_states("gone", 1)})
+    assert isinstance(result[TopicPartition("t", 0)], NodeExistsError)
+    assert isinstance(result[TopicPartition("gone", 0)], NoNodeError)
+    assert isinstance(result[TopicPartition("t", 2)], LeaderAndIsr)
+    assert not zk.kazoo.exists("/brokers/topics/gone")
+
+
+def test_topic_creation_and_reads(make_client) -> None:
+    zk = make_client()
+    assignment = TopicAssignment("t", paths.new_topic_id(), {0: (1, 2), 1: (2, 1)})
+    zk.create_topic(assignment, {"retention.ms": "1000"})
+    with pytest.raises(TopicExistsError):
+        zk.create_topic(assignment, {})
+    assert zk.topic_exists("t") and not zk.topic_exists("nope")
+    assert zk.get_all_topics() == {"t"}
+    assert zk.get_topic_assignments(["t", "nope"]) == {"t": assignment}
+    assert zk.get_topic_configs(["t", "nope"]) == {"t": {"retention.ms": "1000"}, "nope": {}}
+
+
+def test_chroot_is_created_and_isolates(zk_connect: str, make_client) -> None:
+    zk = make_client()
+    zk.create_topic(TopicAssignment("t", paths.new_topic_id(), {0: (1,)}), {})
+    hosts, _, chroot = zk_connect.partition("/")
+    raw = KazooClient(hosts=hosts)
+    raw.start()
+    try:
+        assert raw.exists(f"/{chroot}/brokers/topics/t")
+        assert not raw.exists("/brokers/topics/t")
+    finally:
+        raw.stop()
+        raw.close()
+
+
+def test_isr_change_notifications_are_popped_once(make_client) -> None:
+    zk = _controller(make_client)
+    zk.propagate_isr_changes([TopicPartition("t", 0)])
+    zk.propagate_isr_changes([TopicPartition("t", 1), TopicPartition("u", 0)])
+    assert zk.pop_isr_change_notifications() == {TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)}
+    assert zk.pop_isr_change_notifications() == set()
+
+
+def test_producer_id_blocks_are_consecutive(make_client) -> None:
+    a, b = make_client(), make_client()
+    assert a.allocate_producer_id_block(1) == paths.ProducerIdBlock(1, 0, 999)
+    assert b.allocate_producer_id_block(2, size=10) == paths.ProducerIdBlock(2, 1000, 1009)
