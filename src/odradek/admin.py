@@ -51,7 +51,8 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication_factor:
     """CreateTopics for one topic; raises AdminError carrying Kafka's error name and message."""
     topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
                      config=config or {})
-    future = _admin(bootstrap).create_topics([topic], request_timeout=timeout, operation_timeout=timeout)[name]
+    admin = _admin(bootstrap)  # must outlive the future: a collected client fails it with _DESTROY
+    future = admin.create_topics([topic], request_timeout=timeout, operation_timeout=timeout)[name]
     try:
         future.result(timeout=timeout + 5)
     except KafkaException as exc:
@@ -79,7 +80,7 @@ def describe_topics(bootstrap: str, names: list[str] | None = None, timeout: flo
     topics = []
     for t in sorted(response.topics, key=lambda t: t.name or ""):
         if t.error_code != 0:
-            raise AdminError(f"{t.error_code.name}: topic {t.name!r}")
+            raise AdminError(f"{t.error_code.name.upper()}: topic {t.name!r}")
         topics.append({
             "name": t.name,
             "partitions": [

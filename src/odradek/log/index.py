@@ -25,12 +25,13 @@ class SparseIndex:
 
     @classmethod
     def load(cls, path: Path, fmt: str, max_value: int) -> "SparseIndex | None":
-        """Read path; None when it is missing or not a plausible index (the caller rebuilds)."""
+        """Read path; None when it is not a plausible index (the caller rebuilds). A missing
+        file is an empty index: files are only created once they have an entry."""
         index = cls(path, fmt)
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            return None
+            return index
         if len(data) % index._entry.size:
             return None
         for key, value in index._entry.iter_unpack(data):
@@ -59,16 +60,18 @@ class SparseIndex:
             self._persisted = count
 
     def clear(self) -> None:
-        """Drop every entry and empty the file (before a rebuild)."""
+        """Drop every entry and empty the file, if there is one (before a rebuild)."""
         self.keys.clear()
         self.values.clear()
         self._persisted = 0
-        with open(self.path, "wb"):
+        try:
+            os.truncate(self.path, 0)
+        except FileNotFoundError:
             pass
 
     def flush(self, fsync: bool = True) -> None:
         """Append the entries not yet on disk."""
-        if self._persisted == len(self.keys) and self.path.exists():
+        if self._persisted == len(self.keys):
             return
         pack = self._entry.pack
         data = b"".join(pack(self.keys[i], self.values[i])

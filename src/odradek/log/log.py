@@ -89,7 +89,7 @@ class Log:
              now_ms: Callable[[], int] = wall_clock_ms) -> "Log":
         """Open or create the log in dir, recovering everything past the recovery point."""
         dir.mkdir(parents=True, exist_ok=True)
-        log = cls(dir, config, fds or FdCache(64), now_ms)
+        log = cls(dir, config, FdCache(64) if fds is None else fds, now_ms)
         log._load()
         return log
 

@@ -1,0 +1,143 @@
+"""Unmodified Kafka clients against a real 3-broker cluster: confluent-kafka, kafka-python, kcat."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from typing import Callable
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.cluster import LocalCluster
+
+pytestmark = pytest.mark.integration
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, rf: int, config: dict[str, str] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, rf, config=config or {})]).values():
+        future.result(30)
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout_s: float = 60) -> list[tuple[int, int, bytes, bytes]]:
+    """(partition, offset, key, value) of every message, read from the beginning with assign()."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(out) < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            out.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    return out
+
+
+def produce_acks_all(bootstrap: str, topic: str, n: int, prefix: str = "m") -> list[tuple[int, int, bytes, bytes]]:
+    """Produce n keyed messages with acks=all; returns the acknowledged (partition, offset, key, value)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                         "enable.idempotence": True})
+    acked: list[tuple[int, int, bytes, bytes]] = []
+    errors: list[object] = []
+
+    def on_delivery(err: object, msg: object) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            acked.append((msg.partition(), msg.offset(), msg.key(), msg.value()))  # type: ignore[attr-defined]
+
+    for i in range(n):
+        producer.produce(topic, key=f"{prefix}-k{i}".encode(), value=f"{prefix}-v{i}".encode() * 3,
+                         on_delivery=on_delivery)
+        if i % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    assert errors == []
+    return acked
+
+
+def segment_bytes(cluster: LocalCluster, broker_id: int, topic: str, partition: int) -> bytes:
+    pdir = cluster.broker_dir(broker_id) / "data" / f"{topic}-{partition}"
+    return b"".join(p.read_bytes() for p in sorted(pdir.glob("*.log")))
+
+
+def wait_identical_replicas(cluster: LocalCluster, topic: str, partitions: int, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        differing = [p for p in range(partitions)
+                     if len({segment_bytes(cluster, b, topic, p) for b in cluster.broker_ids}) != 1]
+        if not differing or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert differing == [], f"partitions whose replicas differ: {differing}"
+
+
+def test_acks_all_round_trip_10000_messages_rf3_replicas_byte_identical(cluster: LocalCluster) -> None:
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, "rt-all", 6, 3)
+    acked = produce_acks_all(bootstrap, "rt-all", 10_000)
+    assert len(acked) == 10_000
+    got = consume_all(bootstrap, "rt-all", 6, 10_000)
+    assert sorted(got) == sorted(acked)
+    # per-partition offsets are dense from 0: nothing lost, nothing doubled
+    for p in range(6):
+        offsets = sorted(o for part, o, _, _ in got if part == p)
+        assert offsets == list(range(len(offsets)))
+    wait_identical_replicas(cluster, "rt-all", 6)
+    assert segment_bytes(cluster, 1, "rt-all", 0)  # the replicas are not identical by being empty
+
+
+def test_kafka_python_idempotent_producer_and_consumer(cluster: LocalCluster) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTP
+
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, "rt-kp", 3, 3)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")  # idempotent by default
+    futures = [producer.send("rt-kp", key=b"k%d" % i, value=b"v%d" % i) for i in range(2000)]
+    producer.flush(60)
+    metas = [f.get(timeout=10) for f in futures]
+    producer.close()
+    assert len({(m.partition, m.offset) for m in metas}) == 2000
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=5000)
+    consumer.assign([KTP("rt-kp", p) for p in range(3)])
+    consumer.seek_to_beginning()
+    values = sorted(m.value for m in consumer)
+    consumer.close()
+    assert values == sorted(b"v%d" % i for i in range(2000))
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is installed by `make test`")
+def test_kcat_produce_consume_and_metadata(cluster: LocalCluster) -> None:
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, "rt-kcat", 2, 3)
+    lines = "".join(f"line {i}\n" for i in range(100))
+    subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", "rt-kcat", "-p", "1", "-X", "acks=all"],
+                   input=lines.encode(), check=True, timeout=30)
+    out = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", "rt-kcat", "-p", "1", "-o", "beginning", "-e"],
+                         capture_output=True, check=True, timeout=30).stdout.decode()
+    assert out == lines
+    meta = subprocess.run(["kcat", "-L", "-b", bootstrap, "-t", "rt-kcat"], capture_output=True, check=True,
+                          timeout=30).stdout.decode()
+    assert "3 brokers" in meta and "topic \"rt-kcat\" with 2 partitions" in meta
+    assert "(controller)" in meta
+
+
+def test_whole_cluster_kill_and_restart_keeps_every_acknowledged_message(cluster_factory: Callable[..., LocalCluster]) -> None:
+    c = cluster_factory()
+    create_topic(c.bootstrap_servers, "restart", 4, 3)
+    acked = produce_acks_all(c.bootstrap_servers, "restart", 5000, prefix="before")
+    for broker_id in c.broker_ids:
+        c.kill_broker(broker_id)  # SIGKILL: no clean shutdown, no final flush or checkpoint
+    c.up(timeout=60)
+    got = consume_all(c.bootstrap_servers, "restart", 4, len(acked), timeout_s=90)
+    assert sorted(got) == sorted(acked)
+    more = produce_acks_all(c.bootstrap_servers, "restart", 500, prefix="after")
+    assert len(more) == 500
+    wait_identical_replicas(c, "restart", 4)
