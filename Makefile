@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 DEMO_DIR := ./.odradek-demo
 APT_PACKAGES := default-jre-headless zookeeper kcat python3 python3-venv
 
-.PHONY: setup system-deps demo demo-down test clean
+.PHONY: setup system-deps demo demo-down test clean distclean
 
 setup: system-deps $(STAMP)
 
@@ -47,5 +47,9 @@ demo-down:
 
 clean:
 	if [ -f $(DEMO_DIR)/cluster.json ] && [ -x $(VENV)/bin/odradek ]; then $(VENV)/bin/odradek down --data-dir $(DEMO_DIR); fi
-	rm -rf $(DEMO_DIR) $(VENV) build src/*.egg-info
-	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+	rm -rf $(DEMO_DIR) build
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# Back to nothing: the next `make demo` / `make test` rebuilds the virtualenv too.
+distclean: clean
+	rm -rf $(VENV) src/*.egg-info

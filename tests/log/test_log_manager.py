@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from conftest import batch, offsets_in
 
+from odradek.log.fd_cache import FdCache
 from odradek.log.log import LogConfig
 from odradek.log.log_manager import LogManager
 from odradek.metadata import TopicPartition
@@ -36,6 +37,8 @@ def test_layout_get_and_delete(tmp_path):
     custom = LogConfig(segment_bytes=123)
     assert manager.get_or_create(tp, custom).config == custom
     manager.get_or_create(TopicPartition("other", 0))
+    manager.flush_all()
+    assert log.recovery_point == 2
     assert manager.partitions() == [TopicPartition("my-topic", 3), TopicPartition("other", 0)]
     manager.close()
 
@@ -67,3 +70,22 @@ def test_ten_thousand_logs_with_bounded_descriptors(fast_dir):
     manager.close()
     assert open_fds() <= baseline
     assert len(os.listdir(fast_dir)) == 10_000
+
+
+def test_fd_cache_never_closes_a_pinned_descriptor(tmp_path):
+    cache = FdCache(max_open=1)
+    a, b = tmp_path / "a", tmp_path / "b"
+    with cache.use(a) as fd_a:
+        with cache.use(b) as fd_b:
+            assert len(cache) == 2  # over the cap while both are in use
+            os.pwrite(fd_a, b"x", 0)
+            os.pwrite(fd_b, b"y", 0)
+        assert len(cache) == 1
+        os.fstat(fd_a)  # still open
+    with cache.use(b):
+        pass
+    assert len(cache) == 1
+    with pytest.raises(OSError):
+        os.fstat(fd_a)
+    cache.close_all()
+    assert a.read_bytes() == b"x" and b.read_bytes() == b"y"

@@ -74,7 +74,7 @@ class ControllerElector:
         """Start the elector thread; the /controller watch fires at once, so we elect now."""
         self._thread.start()
         self._zk.add_state_listener(self._on_state)
-        self._watch = self._zk.watch_data_exists("/controller", lambda _d, _s: self.trigger())
+        self._watch = self._zk.watch_controller(lambda _controller_id: self.trigger())
 
     def trigger(self) -> None:
         """Ask for a re-check, e.g. after the controller caught ControllerMovedError."""

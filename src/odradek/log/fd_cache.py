@@ -48,13 +48,11 @@ class FdCache:
                 self._evict()
 
     def _evict(self) -> None:
-        if len(self._fds) <= self.max_open:
-            return
-        for path in list(self._fds):
-            if len(self._fds) <= self.max_open:
-                break
-            if path not in self._pins:
-                os.close(self._fds.pop(path))
+        while len(self._fds) > self.max_open:
+            victim = next((p for p in self._fds if p not in self._pins), None)  # oldest first
+            if victim is None:
+                return
+            os.close(self._fds.pop(victim))
 
     def close(self, path: Path) -> None:
         """Close path's descriptor now (before deleting or renaming the file)."""

@@ -243,6 +243,7 @@ class Log:
         self._add_segment(Segment.create(self.dir, offset, self._fds,
                                          self.config.index_interval_bytes))
         self.log_start_offset = self.log_end_offset = offset
+        self._dir_dirty = True
         write_offset(self.dir / LOG_START_FILE, offset)
         self.leader_epoch_cache.clear()
         self._after_truncation()

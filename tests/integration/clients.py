@@ -1,0 +1,72 @@
+"""Real-client helpers shared by the integration tests (confluent-kafka, acks=all, assign())."""
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.cluster import LocalCluster
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, rf: int, config: dict[str, str] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, rf, config=config or {})]).values():
+        future.result(30)
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout_s: float = 60) -> list[tuple[int, int, bytes, bytes]]:
+    """(partition, offset, key, value) of every message, read from the beginning with assign()."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(out) < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            out.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    return out
+
+
+def produce_acks_all(bootstrap: str, topic: str, n: int, prefix: str = "m") -> list[tuple[int, int, bytes, bytes]]:
+    """Produce n keyed messages with acks=all; returns the acknowledged (partition, offset, key, value)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                         "enable.idempotence": True})
+    acked: list[tuple[int, int, bytes, bytes]] = []
+    errors: list[object] = []
+
+    def on_delivery(err: object, msg: object) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            acked.append((msg.partition(), msg.offset(), msg.key(), msg.value()))  # type: ignore[attr-defined]
+
+    for i in range(n):
+        producer.produce(topic, key=f"{prefix}-k{i}".encode(), value=f"{prefix}-v{i}".encode() * 3,
+                         on_delivery=on_delivery)
+        if i % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    assert errors == []
+    return acked
+
+
+def segment_bytes(cluster: LocalCluster, broker_id: int, topic: str, partition: int) -> bytes:
+    pdir = cluster.broker_dir(broker_id) / "data" / f"{topic}-{partition}"
+    return b"".join(p.read_bytes() for p in sorted(pdir.glob("*.log")))
+
+
+def wait_identical_replicas(cluster: LocalCluster, topic: str, partitions: int, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        differing = [p for p in range(partitions)
+                     if len({segment_bytes(cluster, b, topic, p) for b in cluster.broker_ids}) != 1]
+        if not differing or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert differing == [], f"partitions whose replicas differ: {differing}"
