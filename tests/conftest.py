@@ -12,10 +12,10 @@ from odradek.zk.server import ZooKeeperServer, check_installed
 
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    """A real ZooKeeper on a free port; skips the test when java or the jars are missing."""
+    """A real ZooKeeper on a free port; `make test` installs java and the jars first."""
     problem = check_installed()
     if problem:
-        pytest.skip(problem)
+        pytest.fail(problem)
     server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), free_port())
     server.start()
     try:

@@ -123,12 +123,15 @@ class KafkaApis:
                           waits: list[tuple[dict[str, Any], Partition, int]], timeout_s: float) -> bytes:
         futures = [p.wait_for_high_watermark(last) for _, p, last in waits]
         await asyncio.wait(futures, timeout=max(timeout_s, 0.001))
-        for (entry, _p, _last), fut in zip(waits, futures):
+        for (entry, partition, _last), fut in zip(waits, futures):
             if not fut.done():
                 fut.cancel()
                 entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT
             elif isinstance(fut.exception(), NotLeaderError):
                 entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif len(partition.isr) < partition.min_insync_replicas:
+                # committed by a shrunken ISR: written, but not as durable as asked (Kafka's rule)
+                entry["error_code"] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return _produce_response(correlation_id, version, results)
 
     # -- Fetch ---------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import asyncio
 import heapq
 import itertools
 import logging
+import time
 
 from odradek.log.log import Log
 from odradek.metadata import PartitionState, TopicPartition
@@ -34,6 +35,9 @@ class Partition:
         self.isr: frozenset[int] = frozenset()
         self.high_watermark = min(high_watermark, log_.log_end_offset)
         self._follower_leo: dict[int, int] = {}
+        # monotonic time each follower last fetched at (or past) our log end offset
+        self._last_caught_up: dict[int, float] = {}
+        self._leader_epoch_start_offset = 0
         # (required high watermark, tiebreak, future) for acks=all produces, smallest first
         self._ack_waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         # futures of long-polling fetches woken by any append or high-watermark move
@@ -48,9 +52,15 @@ class Partition:
         return self.log.log_end_offset
 
     def apply_state(self, state: PartitionState) -> None:
-        """Take the role a LeaderAndIsr request gives; a new leader starts tracking followers afresh."""
+        """Take the role a LeaderAndIsr request gives.
+
+        A broker that just became leader starts tracking its followers afresh; a leader that
+        stays leader under a new epoch (the controller changed the ISR) keeps what it knows of
+        their positions, so acks=all producers do not stall on the change.
+        """
         becomes_leader = state.leader == self.broker_id
-        new_term = state.leader_epoch != self.leader_epoch or becomes_leader != self.is_leader
+        was_leader = self.is_leader
+        new_epoch = state.leader_epoch != self.leader_epoch
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.zk_version = state.zk_version
@@ -58,8 +68,15 @@ class Partition:
         self.replicas = tuple(state.replicas)
         self.isr = frozenset(state.isr)
         if becomes_leader:
-            if new_term:
-                self._follower_leo = {r: -1 for r in self.replicas if r != self.broker_id}
+            now = time.monotonic()
+            followers = [r for r in self.replicas if r != self.broker_id]
+            if not was_leader:
+                self._follower_leo = {}
+                self._last_caught_up = {}
+            self._follower_leo = {r: self._follower_leo.get(r, -1) for r in followers}
+            self._last_caught_up = {r: self._last_caught_up.get(r, now) for r in followers}
+            if new_epoch or not was_leader:
+                self._leader_epoch_start_offset = self.log_end_offset
             # A new leader's high watermark may lag the old leader's; it only moves forward.
             self.high_watermark = min(max(self.high_watermark, 0), self.log_end_offset)
             self._maybe_advance_high_watermark()
@@ -88,9 +105,31 @@ class Partition:
     def update_follower_position(self, replica_id: int, fetch_offset: int) -> None:
         """A follower fetching at `fetch_offset` holds everything before it."""
         if replica_id in self._follower_leo:
+            if fetch_offset >= self.log_end_offset:
+                self._last_caught_up[replica_id] = time.monotonic()
             if fetch_offset > self._follower_leo[replica_id]:
                 self._follower_leo[replica_id] = fetch_offset
                 self._maybe_advance_high_watermark()
+
+    def isr_change_wanted(self, lag_time_max_s: float, now: float) -> frozenset[int] | None:
+        """The ISR this leader should write, or None to keep it (Kafka's maybeShrinkIsr and
+        maybeExpandIsr): followers that have not caught up within the lag time leave; a
+        follower that reached the high watermark, and this epoch's start, joins."""
+        if not self.is_leader:
+            return None
+        stale = {r for r in self.isr if r != self.broker_id
+                 and now - self._last_caught_up.get(r, 0.0) > lag_time_max_s}
+        joining = {r for r, leo in self._follower_leo.items() if r not in self.isr
+                   and leo >= self.high_watermark and leo >= self._leader_epoch_start_offset}
+        if not stale and not joining:
+            return None
+        return (self.isr - stale) | joining
+
+    def apply_isr(self, isr: frozenset[int], zk_version: int) -> None:
+        """Adopt an ISR we wrote to ZooKeeper; a smaller ISR may let the high watermark move."""
+        self.isr = isr
+        self.zk_version = zk_version
+        self._maybe_advance_high_watermark()
 
     def _maybe_advance_high_watermark(self) -> None:
         if not self.is_leader:
@@ -117,6 +156,12 @@ class Partition:
             if not fut.done():
                 fut.set_exception(NotLeaderError(self.tp))
         self._ack_waiters.clear()
+
+    def step_down(self) -> None:
+        """ZooKeeper shows another leader or epoch: stop committing until the controller speaks."""
+        self.leader_id = -1
+        self._fail_waiters()
+        self._wake_fetchers()
 
     # -- follower side -----------------------------------------------------------------------
 

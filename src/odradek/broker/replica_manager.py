@@ -6,16 +6,18 @@ A request addressed to an older incarnation of this broker (broker epoch) is ref
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import time
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 from odradek.broker.fetcher import ReplicaFetcherManager
 from odradek.broker.partition import Partition
 from odradek.log.log import LogConfig
 from odradek.log.log_manager import LogManager
-from odradek.metadata import BrokerInfo, PartitionState, TopicPartition
+from odradek.metadata import BrokerInfo, LeaderAndIsr, PartitionState, TopicPartition
 from odradek.protocol.controller_api import ControllerResponse, LeaderAndIsrRequest, StopReplicaRequest
 from odradek.protocol.errors import ErrorCode
 
@@ -28,8 +30,11 @@ TopicConfigLoader = Callable[[list[str]], Awaitable[dict[str, dict[str, str]]]]
 
 class ReplicaManager:
     def __init__(self, broker_id: int, data_dir: Path, log_manager: LogManager, default_log_config: LogConfig,
-                 default_min_isr: int, fetchers: ReplicaFetcherManager, load_topic_configs: TopicConfigLoader) -> None:
+                 default_min_isr: int, fetchers: ReplicaFetcherManager, load_topic_configs: TopicConfigLoader,
+                 zk: Any, replica_lag_time_max_ms: int) -> None:
         self.broker_id = broker_id
+        self.zk = zk  # odradek.zk.client.KafkaZkClient, used only for the leader's ISR writes
+        self.replica_lag_time_max_s = replica_lag_time_max_ms / 1000
         self.broker_epoch = -1
         self.controller_epoch = -1
         self.data_dir = data_dir
@@ -117,6 +122,49 @@ class ReplicaManager:
                 partition.leader_id = -1
                 partition.close()
         return ControllerResponse(int(ErrorCode.NONE), {tp: 0 for tp in req.partitions})
+
+    async def maintain_isr(self) -> None:
+        """Shrink and expand the ISRs this broker leads (seed 002 section 3).
+
+        Each new ISR is written conditionally on the partition state's zkVersion. A conflict
+        means the controller (or a newer leader) wrote since: we re-read, and if we are no
+        longer the leader at our epoch we stop acting as one; so a zombie leader can never
+        shrink the ISR to commit alone. The controller learns of the changes through one
+        /isr_change_notification znode per round.
+        """
+        now = time.monotonic()
+        wanted = {p.tp: (p, isr) for p in self._partitions.values()
+                  if (isr := p.isr_change_wanted(self.replica_lag_time_max_s, now)) is not None}
+        if not wanted:
+            return
+        writes = {tp: LeaderAndIsr(p.leader_id, p.leader_epoch, tuple(sorted(isr)), p.controller_epoch, p.zk_version)
+                  for tp, (p, isr) in wanted.items()}
+        results = await asyncio.to_thread(self._write_isrs, writes)
+        changed = []
+        for tp, (partition, isr) in wanted.items():
+            result = results[tp]
+            if partition.leader_epoch != writes[tp].leader_epoch:
+                continue  # a LeaderAndIsr arrived while we wrote; it wins
+            if isinstance(result, int):
+                log.info("%s: ISR %s -> %s", tp, sorted(partition.isr), sorted(isr))
+                partition.apply_isr(isr, result)
+                changed.append(tp)
+            elif result is None or result.leader != self.broker_id or result.leader_epoch != partition.leader_epoch:
+                log.warning("%s: no longer leader at epoch %d (ZooKeeper has %s); stepping down",
+                            tp, partition.leader_epoch, result)
+                partition.step_down()
+            else:
+                partition.apply_isr(frozenset(result.isr), result.zk_version)
+        if changed:
+            await asyncio.to_thread(self.zk.propagate_isr_changes, changed)
+
+    def _write_isrs(self, writes: dict[TopicPartition, LeaderAndIsr]) -> dict[TopicPartition, int | LeaderAndIsr | None]:
+        """New zk_version on success, else the state ZooKeeper holds now (None if gone)."""
+        out: dict[TopicPartition, int | LeaderAndIsr | None] = {}
+        for tp, state in writes.items():
+            version = self.zk.conditional_update_partition_state(tp, state)
+            out[tp] = version if version is not None else self.zk.get_partition_state(tp)
+        return out
 
     def checkpoint_high_watermarks(self) -> None:
         """Persist high watermarks so a restarted broker does not expose uncommitted data."""

@@ -52,7 +52,8 @@ class Broker:
         self.log_manager = LogManager(config.data_dir, default_log, max_open_files=config.max_open_files)
         self.fetchers = ReplicaFetcherManager(config.broker_id, self._new_fetcher)
         self.replica_manager = ReplicaManager(config.broker_id, config.data_dir, self.log_manager, default_log,
-                                              config.min_insync_replicas, self.fetchers, self._load_topic_configs)
+                                              config.min_insync_replicas, self.fetchers, self._load_topic_configs,
+                                              self.zk, config.replica_lag_time_max_ms)
         self.controller = ControllerService(config.broker_id, self.zk, config.data_dir / "state-change.log")
         self._producer_ids: list[int] = []
         self._producer_id_lock = asyncio.Lock()
@@ -120,7 +121,9 @@ class Broker:
         self.controller.start()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
+        isr_interval_s = min(0.5, cfg.replica_lag_time_max_ms / 2000)
         tasks = [loop.create_task(self._every(HW_CHECKPOINT_INTERVAL_S, self._checkpoint)),
+                 loop.create_task(self._every(isr_interval_s, self.replica_manager.maintain_isr)),
                  loop.create_task(self._every(RETENTION_CHECK_INTERVAL_S, self._retention))]
         await self._stopping.wait()
         log.info("broker %d shutting down", cfg.broker_id)
@@ -132,7 +135,9 @@ class Broker:
         while True:
             await asyncio.sleep(interval_s)
             try:
-                fn()
+                result = fn()
+                if asyncio.iscoroutine(result):
+                    await result
             except Exception:
                 log.exception("periodic task %s failed", fn.__name__)
 
