@@ -44,7 +44,10 @@ def free_port_block(count: int, host: str = "127.0.0.1") -> int:
 
 
 def _port_free(host: str, port: int) -> bool:
+    """Bindable the way servers bind (SO_REUSEADDR), so connections of a process that just
+    stopped, lingering in TIME_WAIT, do not count as the port being taken."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:

@@ -16,7 +16,8 @@ from odradek.protocol.framing import FrameBuffer, FramingError
 
 log = logging.getLogger("odradek.broker.connection")
 
-Response = Union[bytes, None]
+# bytes, or a list of buffers written with writelines (record data is never copied), or None
+Response = Union[bytes, list[Union[bytes, memoryview]], None]
 Handler = Callable[[memoryview, "KafkaConnection"], Union[Response, Awaitable[Response]]]
 
 MAX_PENDING = 64  # stop reading from a client with this many unanswered requests
@@ -30,7 +31,7 @@ class KafkaConnection(asyncio.Protocol):
     def __init__(self, handler: Handler, max_frame_bytes: int) -> None:
         self._handler = handler
         self._frames = FrameBuffer(max_frame_bytes)
-        self._pending: deque[asyncio.Future[Response] | Response] = deque()
+        self._pending: deque[asyncio.Future[Response] | bytes | list[bytes | memoryview]] = deque()
         self._transport: asyncio.Transport | None = None
         self._paused = False
         self.peer = "?"
@@ -72,11 +73,12 @@ class KafkaConnection(asyncio.Protocol):
             return
         if result is None:
             return  # acks=0: no response at all
-        if isinstance(result, bytes) and not self._pending:
-            self._write(result)
+        ready = isinstance(result, (bytes, list))
+        if ready and not self._pending:
+            self._write(result)  # type: ignore[arg-type]
             return
-        if not isinstance(result, bytes):
-            fut = asyncio.ensure_future(result)
+        if not ready:
+            fut = asyncio.ensure_future(result)  # type: ignore[arg-type]
             fut.add_done_callback(self._on_done)
             self._pending.append(fut)
         else:
@@ -109,8 +111,12 @@ class KafkaConnection(asyncio.Protocol):
             self._paused = False
             self._transport.resume_reading()
 
-    def _write(self, data: bytes) -> None:
-        if self._transport is not None:
+    def _write(self, data: bytes | list[bytes | memoryview]) -> None:
+        if self._transport is None:
+            return
+        if isinstance(data, list):
+            self._transport.writelines(data)
+        else:
             self._transport.write(data)
 
     def close(self) -> None:

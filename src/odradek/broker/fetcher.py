@@ -14,6 +14,7 @@ from typing import Callable
 from odradek.broker.kafka_client import KafkaClientConnection
 from odradek.broker.partition import Partition
 from odradek.metadata import BrokerInfo, TopicPartition
+from odradek.protocol import fast_paths
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger("odradek.broker.fetcher")
@@ -126,21 +127,17 @@ class ReplicaFetcher:
         if not ready:
             await asyncio.sleep(RETRY_BACKOFF_S)
             return
-        topics: dict[str, list[dict[str, int]]] = {}
+        topics: dict[str, list[tuple[int, int, int, int, int]]] = {}
         for tp, state in ready.items():
-            topics.setdefault(tp.topic, []).append({
-                "partition": tp.partition,
-                "current_leader_epoch": state.leader_epoch,
-                "fetch_offset": state.partition.log_end_offset,
-                "log_start_offset": state.partition.log.log_start_offset,
-                "partition_max_bytes": self.max_bytes,
-            })
-        body = {"replica_id": self.broker_id, "max_wait": self.max_wait_ms, "min_bytes": 1,
-                "max_bytes": self.max_bytes * 8, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": []}
+            topics.setdefault(tp.topic, []).append((tp.partition, state.leader_epoch, state.partition.log_end_offset,
+                                                    state.partition.log.log_start_offset, self.max_bytes))
+        request = list(topics.items())
         timeout = self.max_wait_ms / 1000 + self.request_timeout_s
-        resp = await self._conn.request(1, FETCH_VERSION, body, timeout)
+        resp = await self._conn.request_encoded(
+            1, FETCH_VERSION,
+            lambda corr: fast_paths.follower_fetch_request(corr, self._conn.client_id, self.broker_id,
+                                                           self.max_wait_ms, self.max_bytes * 8, request),
+            timeout)
         for topic in resp.responses:
             for p in topic.partitions:
                 state = ready.get(TopicPartition(topic.topic, p.partition_index))

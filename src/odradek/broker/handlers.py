@@ -14,12 +14,12 @@ import time
 from typing import Any, Awaitable
 
 from odradek.broker import admin_apis, apis
-from odradek.broker.connection import CloseConnection, KafkaConnection
+from odradek.broker.connection import CloseConnection, KafkaConnection, Response
 from odradek.broker.context import BrokerContext
 from odradek.broker.partition import NotLeaderError, Partition
 from odradek.log.errors import CorruptRecordError, OffsetOutOfRangeError
 from odradek.metadata import TopicPartition
-from odradek.protocol import controller_api, kio_util
+from odradek.protocol import controller_api, fast_paths, kio_util
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import parse_request_header
 
@@ -72,130 +72,126 @@ class KafkaApis:
 
     def produce(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes | None | Awaitable[bytes]:
         acks = req.acks
-        results: dict[str, dict[int, dict[str, Any]]] = {}
-        waits: list[tuple[dict[str, Any], Partition, int]] = []
+        # per topic: [partition, error_code, base_offset, log_start_offset], filled in as we go
+        results: dict[str, list[list[int]]] = {}
+        waits: list[tuple[list[int], Partition, int]] = []
         for topic in req.topic_data:
-            out = results.setdefault(topic.name, {})
+            out = results.setdefault(topic.name, [])
             for pdata in topic.partition_data:
-                entry = {"index": pdata.index, "error_code": 0, "base_offset": -1, "log_start_offset": -1,
-                         "record_errors": []}
-                out[pdata.index] = entry
+                entry = [pdata.index, 0, -1, -1]
+                out.append(entry)
                 if acks not in (0, 1, -1):
-                    entry["error_code"] = ErrorCode.INVALID_REQUIRED_ACKS
+                    entry[1] = ErrorCode.INVALID_REQUIRED_ACKS
                     continue
-                partition, error = self._append(TopicPartition(topic.name, pdata.index), pdata.records, acks, entry)
+                partition, error, last = self._append(TopicPartition(topic.name, pdata.index), pdata.records,
+                                                      acks, entry)
                 if error is not None:
-                    entry["error_code"] = error
+                    entry[1] = error
                 elif acks == -1 and partition is not None:
-                    waits.append((entry, partition, entry.pop("_last")))
-                entry.pop("_last", None)
+                    waits.append((entry, partition, last))
         if acks == 0:
             return None
         if waits:
-            return self._await_acks(header.correlation_id, version, results, waits,
-                                    req.timeout.total_seconds())
+            return self._await_acks(header.correlation_id, version, results, waits, req.timeout.total_seconds())
         return _produce_response(header.correlation_id, version, results)
 
     def _append(self, tp: TopicPartition, records: bytes | None, acks: int,
-                entry: dict[str, Any]) -> tuple[Partition | None, ErrorCode | None]:
+                entry: list[int]) -> tuple[Partition | None, ErrorCode | None, int]:
+        """Append as leader; fills entry's base and log start offsets, returns the last offset."""
         partition = self.ctx.replica_manager.get(tp)
         if partition is None or not partition.is_leader:
             if self.ctx.metadata.partition(tp) is None:
-                return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+                return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
         if not records:
-            return None, ErrorCode.CORRUPT_MESSAGE
+            return None, ErrorCode.CORRUPT_MESSAGE, -1
         if len(records) > self.ctx.config.message_max_bytes:
-            return None, ErrorCode.MESSAGE_TOO_LARGE
+            return None, ErrorCode.MESSAGE_TOO_LARGE, -1
         if acks == -1 and len(partition.isr) < partition.min_insync_replicas:
-            return None, ErrorCode.NOT_ENOUGH_REPLICAS
+            return None, ErrorCode.NOT_ENOUGH_REPLICAS, -1
         try:
             first, last = partition.append_as_leader(records)
         except CorruptRecordError as exc:
             log.info("%s: rejected produce: %s", tp, exc)
-            return None, ErrorCode.CORRUPT_MESSAGE
-        entry["base_offset"] = first
-        entry["log_start_offset"] = partition.log.log_start_offset
-        entry["_last"] = last
-        return partition, None
+            return None, ErrorCode.CORRUPT_MESSAGE, -1
+        entry[2] = first
+        entry[3] = partition.log.log_start_offset
+        return partition, None, last
 
-    async def _await_acks(self, correlation_id: int, version: int, results: dict[str, dict[int, dict[str, Any]]],
-                          waits: list[tuple[dict[str, Any], Partition, int]], timeout_s: float) -> bytes:
+    async def _await_acks(self, correlation_id: int, version: int, results: dict[str, list[list[int]]],
+                          waits: list[tuple[list[int], Partition, int]], timeout_s: float) -> bytes:
         futures = [p.wait_for_high_watermark(last) for _, p, last in waits]
         await asyncio.wait(futures, timeout=max(timeout_s, 0.001))
         for (entry, partition, _last), fut in zip(waits, futures):
             if not fut.done():
                 fut.cancel()
-                entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+                entry[1] = ErrorCode.REQUEST_TIMED_OUT
             elif isinstance(fut.exception(), NotLeaderError):
-                entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                entry[1] = ErrorCode.NOT_LEADER_OR_FOLLOWER
             elif len(partition.isr) < partition.min_insync_replicas:
                 # committed by a shrunken ISR: written, but not as durable as asked (Kafka's rule)
-                entry["error_code"] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                entry[1] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return _produce_response(correlation_id, version, results)
 
     # -- Fetch ---------------------------------------------------------------------------------
 
-    def fetch(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes | Awaitable[bytes]:
+    def fetch(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> Response | Awaitable[Response]:
         replica_id = getattr(req, "replica_id", -1)
-        responses, total, partitions = self._read(req, replica_id)
+        responses, total, partitions, has_error = self._read(req, replica_id)
         max_wait = req.max_wait.total_seconds()
-        has_error = any(p["error_code"] for t in responses.values() for p in t)
         if total >= req.min_bytes or max_wait <= 0 or has_error or not partitions:
-            return _fetch_response(header.correlation_id, version, responses)
+            return fast_paths.fetch_response(version, header.correlation_id, responses)
         return self._delayed_fetch(header.correlation_id, version, req, replica_id, partitions,
                                    time.monotonic() + max_wait)
 
     async def _delayed_fetch(self, correlation_id: int, version: int, req: Any, replica_id: int,
-                             partitions: list[Partition], deadline: float) -> bytes:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
+                             partitions: list[Partition], deadline: float) -> Response:
+        while (remaining := deadline - time.monotonic()) > 0:
             waiters = [p.data_waiter() for p in partitions]
             await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
             for w in waiters:
                 w.cancel()
-            responses, total, partitions = self._read(req, replica_id)
+            responses, total, partitions, _ = self._read(req, replica_id)
             if total >= req.min_bytes or not partitions:
-                return _fetch_response(correlation_id, version, responses)
-        responses, _, _ = self._read(req, replica_id)
-        return _fetch_response(correlation_id, version, responses)
+                return fast_paths.fetch_response(version, correlation_id, responses)
+        responses, _, _, _ = self._read(req, replica_id)
+        return fast_paths.fetch_response(version, correlation_id, responses)
 
-    def _read(self, req: Any, replica_id: int) -> tuple[dict[str, list[dict[str, Any]]], int, list[Partition]]:
+    def _read(self, req: Any, replica_id: int) -> tuple[list[tuple[str, list[fast_paths.FetchPartition]]], int,
+                                                         list[Partition], bool]:
+        """Read every requested partition: consumers up to the high watermark, followers up to
+        the log end (their fetch offset also tells us how far they have got)."""
         budget = req.max_bytes if hasattr(req, "max_bytes") else 2**31 - 1
         total = 0
-        out: dict[str, list[dict[str, Any]]] = {}
+        out: list[tuple[str, list[fast_paths.FetchPartition]]] = []
         readable: list[Partition] = []
+        has_error = False
         for topic in req.topics:
-            plist = out.setdefault(topic.topic, [])
+            plist: list[fast_paths.FetchPartition] = []
+            out.append((topic.topic, plist))
             for p in topic.partitions:
                 tp = TopicPartition(topic.topic, p.partition)
-                entry: dict[str, Any] = {"partition_index": p.partition, "error_code": 0, "high_watermark": -1,
-                                         "last_stable_offset": -1, "log_start_offset": -1,
-                                         "aborted_transactions": None, "records": None}
-                plist.append(entry)
                 partition, error = self._leader_for(tp, getattr(p, "current_leader_epoch", -1))
+                if error is None:
+                    assert partition is not None
+                    if replica_id >= 0:
+                        partition.update_follower_position(replica_id, p.fetch_offset)
+                        limit = partition.log_end_offset
+                    else:
+                        limit = partition.high_watermark
+                    max_bytes = min(p.partition_max_bytes, budget - total) if total else p.partition_max_bytes
+                    try:
+                        data = partition.log.read(p.fetch_offset, max_bytes, limit) if max_bytes > 0 else b""
+                    except OffsetOutOfRangeError:
+                        error = ErrorCode.OFFSET_OUT_OF_RANGE
                 if error is not None:
-                    entry["error_code"] = error
+                    has_error = True
+                    plist.append((p.partition, error, -1, -1, None))
                     continue
-                assert partition is not None
-                if replica_id >= 0:
-                    partition.update_follower_position(replica_id, p.fetch_offset)
-                    limit = partition.log_end_offset
-                else:
-                    limit = partition.high_watermark
-                max_bytes = min(p.partition_max_bytes, budget - total) if total else p.partition_max_bytes
-                try:
-                    data = partition.log.read(p.fetch_offset, max(max_bytes, 1), limit) if max_bytes > 0 else b""
-                except OffsetOutOfRangeError:
-                    entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-                    continue
-                entry.update(high_watermark=partition.high_watermark, last_stable_offset=partition.high_watermark,
-                             log_start_offset=partition.log.log_start_offset, records=bytes(data))
+                plist.append((p.partition, 0, partition.high_watermark, partition.log.log_start_offset, data))
                 total += len(data)
                 readable.append(partition)
-        return out, total, readable
+        return out, total, readable, has_error
 
     def _leader_for(self, tp: TopicPartition, current_leader_epoch: int) -> tuple[Partition | None, ErrorCode | None]:
         partition = self.ctx.replica_manager.get(tp)
@@ -264,13 +260,6 @@ def _offset_for(partition: Partition, timestamp: int) -> int:
     return -1 if found is None or found >= partition.high_watermark else found
 
 
-def _produce_response(correlation_id: int, version: int, results: dict[str, dict[int, dict[str, Any]]]) -> bytes:
-    body = {"throttle_time": 0,
-            "responses": [{"name": t, "partition_responses": list(ps.values())} for t, ps in results.items()]}
-    return kio_util.encode_response(apis.PRODUCE, version, correlation_id, body)
-
-
-def _fetch_response(correlation_id: int, version: int, responses: dict[str, list[dict[str, Any]]]) -> bytes:
-    body = {"throttle_time": 0, "error_code": 0, "session_id": 0,
-            "responses": [{"topic": t, "partitions": ps} for t, ps in responses.items()]}
-    return kio_util.encode_response(apis.FETCH, version, correlation_id, body)
+def _produce_response(correlation_id: int, version: int, results: dict[str, list[list[int]]]) -> bytes:
+    return fast_paths.produce_response(version, correlation_id,
+                                       [(t, [tuple(e) for e in ps]) for t, ps in results.items()])  # type: ignore[misc]

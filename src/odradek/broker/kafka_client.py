@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from typing import Any
+from typing import Any, Callable
 
 from odradek.protocol import kio_util
 
@@ -30,11 +30,18 @@ class KafkaClientConnection:
 
     async def request(self, api_key: int, version: int, body: dict[str, Any], timeout: float) -> Any:
         """Send one request and return the decoded response entity."""
+        return await self.request_encoded(
+            api_key, version, lambda corr: kio_util.encode_request(api_key, version, corr, self.client_id, body),
+            timeout)
+
+    async def request_encoded(self, api_key: int, version: int, encode: Callable[[int], bytes],
+                              timeout: float) -> Any:
+        """Like request(), for a caller that encodes the frame itself given the correlation id."""
         if self._reader is None or self._writer is None:
             await self.connect()
         assert self._reader is not None and self._writer is not None
         self._corr = (self._corr + 1) & 0x7FFFFFFF
-        self._writer.write(kio_util.encode_request(api_key, version, self._corr, self.client_id, body))
+        self._writer.write(encode(self._corr))
         await self._writer.drain()
         frame = await asyncio.wait_for(self._read_frame(), timeout)
         corr, response = kio_util.decode_response(api_key, version, frame)
