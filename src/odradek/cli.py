@@ -132,7 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--replication-factor", type=_positive, default=3, metavar="R")
     bp.add_argument("--partitions", type=_positive, default=6, metavar="P")
     bp.add_argument("--compare", action="store_true",
-                    help="run RF3 acks=all and RF1 acks=1 on the same cluster and print the ratio")
+                    help="alternate RF3 acks=all and RF1 acks=1 runs on one cluster, each in its own "
+                         "process, and print the ratio of the median throughputs")
+    bp.add_argument("--rounds", type=_positive, default=3, metavar="N", help="runs of each kind with --compare")
     bp.add_argument("--json", action="store_true")
     bp.set_defaults(func=cmd_bench_produce)
 
@@ -328,7 +330,7 @@ def cmd_bench_produce(args: argparse.Namespace) -> None:
 
     print(run_produce_command(args.bootstrap_server, messages=args.messages, size=args.size, acks=args.acks,
                               replication_factor=args.replication_factor, partitions=args.partitions,
-                              compare=args.compare, as_json=args.json))
+                              compare=args.compare, as_json=args.json, rounds=args.rounds))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
