@@ -147,10 +147,13 @@ class KafkaApis:
     async def _delayed_fetch(self, correlation_id: int, version: int, req: Any, replica_id: int,
                              partitions: list[Partition], deadline: float) -> Response:
         while (remaining := deadline - time.monotonic()) > 0:
-            waiters = [p.data_waiter() for p in partitions]
-            await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            for w in waiters:
-                w.cancel()
+            woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            for p in partitions:
+                p.add_data_waiter(woken)
+            try:
+                await asyncio.wait_for(woken, remaining)
+            except asyncio.TimeoutError:
+                pass
             responses, total, partitions, _ = self._read(req, replica_id)
             if total >= req.min_bytes or not partitions:
                 return fast_paths.fetch_response(version, correlation_id, responses)
@@ -180,10 +183,13 @@ class KafkaApis:
                     else:
                         limit = partition.high_watermark
                     max_bytes = min(p.partition_max_bytes, budget - total) if total else p.partition_max_bytes
-                    try:
-                        data = partition.log.read(p.fetch_offset, max_bytes, limit) if max_bytes > 0 else b""
-                    except OffsetOutOfRangeError:
-                        error = ErrorCode.OFFSET_OUT_OF_RANGE
+                    if p.fetch_offset == limit or max_bytes <= 0:
+                        data = b""  # the common case for an idle partition: nothing to read
+                    else:
+                        try:
+                            data = partition.log.read(p.fetch_offset, max_bytes, limit)
+                        except OffsetOutOfRangeError:
+                            error = ErrorCode.OFFSET_OUT_OF_RANGE
                 if error is not None:
                     has_error = True
                     plist.append((p.partition, error, -1, -1, None))

@@ -166,9 +166,13 @@ class Partition:
     # -- follower side -----------------------------------------------------------------------
 
     def append_as_follower(self, batches: bytes, leader_high_watermark: int) -> None:
+        hw = max(self.high_watermark, min(leader_high_watermark, self.log_end_offset))
+        if not batches and hw == self.high_watermark:
+            return
         if batches:
             self.log.append_as_follower(batches)
-        self.high_watermark = max(self.high_watermark, min(leader_high_watermark, self.log_end_offset))
+            hw = max(self.high_watermark, min(leader_high_watermark, self.log_end_offset))
+        self.high_watermark = hw
         self._wake_fetchers()
 
     def truncate_to(self, offset: int) -> None:
@@ -179,10 +183,13 @@ class Partition:
 
     # -- fetch long polling ------------------------------------------------------------------
 
-    def data_waiter(self) -> asyncio.Future[None]:
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    def add_data_waiter(self, fut: asyncio.Future[None]) -> None:
+        """Wake `fut` on the next append or high-watermark move. One future is shared by all
+        the partitions of a long-polling fetch, so a follower fetching 10,000 partitions costs
+        one future, not 10,000; done ones are pruned here, as idle partitions never wake."""
+        if len(self._data_waiters) >= 8:
+            self._data_waiters = [f for f in self._data_waiters if not f.done()]
         self._data_waiters.append(fut)
-        return fut
 
     def _wake_fetchers(self) -> None:
         waiters, self._data_waiters = self._data_waiters, []

@@ -72,6 +72,10 @@ class ReplicaManager:
         leaders = {b.id: b for b in req.live_leaders}
         for state in req.partition_states:
             errors[state.tp] = int(self._apply(state, configs.get(state.tp.topic, {}), leaders))
+        applied = [s for s in req.partition_states if errors[s.tp] == ErrorCode.NONE]
+        led = sum(1 for s in applied if s.leader == self.broker_id)
+        log.info("LeaderAndIsr from controller %d (epoch %d): leader of %d, follower of %d, %d skipped",
+                 req.controller_id, req.controller_epoch, led, len(applied) - led, len(errors) - len(applied))
         return ControllerResponse(int(ErrorCode.NONE), errors)
 
     def _apply(self, state: PartitionState, topic_config: dict[str, str],
@@ -86,7 +90,7 @@ class ReplicaManager:
         if state.leader == self.broker_id:
             self.fetchers.stop_following(state.tp)
             partition.apply_state(state)
-            log.info("%s: leader at epoch %d, isr %s", state.tp, state.leader_epoch, sorted(state.isr))
+            log.debug("%s: leader at epoch %d, isr %s", state.tp, state.leader_epoch, sorted(state.isr))
         else:
             partition.apply_state(state)
             leader = leaders.get(state.leader)
@@ -94,7 +98,7 @@ class ReplicaManager:
                 self.fetchers.stop_following(state.tp)
             else:
                 self.fetchers.follow(partition, leader)
-            log.info("%s: follower of %d at epoch %d", state.tp, state.leader, state.leader_epoch)
+            log.debug("%s: follower of %d at epoch %d", state.tp, state.leader, state.leader_epoch)
         return ErrorCode.NONE
 
     def _create_partition(self, tp: TopicPartition, topic_config: dict[str, str]) -> Partition:
@@ -146,7 +150,7 @@ class ReplicaManager:
             if partition.leader_epoch != writes[tp].leader_epoch:
                 continue  # a LeaderAndIsr arrived while we wrote; it wins
             if isinstance(result, int):
-                log.info("%s: ISR %s -> %s", tp, sorted(partition.isr), sorted(isr))
+                log.debug("%s: ISR %s -> %s", tp, sorted(partition.isr), sorted(isr))
                 partition.apply_isr(isr, result)
                 changed.append(tp)
             elif result is None or result.leader != self.broker_id or result.leader_epoch != partition.leader_epoch:
@@ -156,6 +160,8 @@ class ReplicaManager:
             else:
                 partition.apply_isr(frozenset(result.isr), result.zk_version)
         if changed:
+            shown = ", ".join(f"{tp}: {sorted(wanted[tp][1])}" for tp in changed[:5])
+            log.info("ISR changed for %d partitions (%s%s)", len(changed), shown, ", ..." if len(changed) > 5 else "")
             await asyncio.to_thread(self.zk.propagate_isr_changes, changed)
 
     def _write_isrs(self, writes: dict[TopicPartition, LeaderAndIsr]) -> dict[TopicPartition, int | LeaderAndIsr | None]:
