@@ -31,8 +31,9 @@ TopicConfigLoader = Callable[[list[str]], Awaitable[dict[str, dict[str, str]]]]
 class ReplicaManager:
     def __init__(self, broker_id: int, data_dir: Path, log_manager: LogManager, default_log_config: LogConfig,
                  default_min_isr: int, fetchers: ReplicaFetcherManager, load_topic_configs: TopicConfigLoader,
-                 zk: Any, replica_lag_time_max_ms: int) -> None:
+                 zk: Any, replica_lag_time_max_ms: int, live_broker_ids: Callable[[], set[int]]) -> None:
         self.broker_id = broker_id
+        self._live_broker_ids = live_broker_ids
         self.zk = zk  # odradek.zk.client.KafkaZkClient, used only for the leader's ISR writes
         self.replica_lag_time_max_s = replica_lag_time_max_ms / 1000
         self.broker_epoch = -1
@@ -52,16 +53,19 @@ class ReplicaManager:
     def partitions(self) -> list[Partition]:
         return list(self._partitions.values())
 
-    def _stale(self, controller_epoch: int, broker_epoch: int) -> ErrorCode | None:
+    def fence(self, controller_epoch: int, broker_epoch: int) -> ErrorCode | None:
+        """The error for a controller request we must ignore, or None (and remember the epoch)."""
         if controller_epoch < self.controller_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH
-        if broker_epoch != -1 and broker_epoch != self.broker_epoch:
+        if broker_epoch != -1 and broker_epoch < self.broker_epoch:
+            # only an older incarnation is stale: a newer epoch is our own fresh registration,
+            # which the controller may have seen before ZooKeeper's reply reached us (Kafka's rule)
             return ErrorCode.STALE_BROKER_EPOCH
         self.controller_epoch = controller_epoch
         return None
 
     async def become_leader_or_follower(self, req: LeaderAndIsrRequest) -> ControllerResponse:
-        stale = self._stale(req.controller_epoch, req.broker_epoch)
+        stale = self.fence(req.controller_epoch, req.broker_epoch)
         if stale is not None:
             log.warning("ignoring LeaderAndIsr from controller %d epoch %d: %s",
                         req.controller_id, req.controller_epoch, stale.name)
@@ -110,7 +114,7 @@ class ReplicaManager:
         return partition
 
     def stop_replicas(self, req: StopReplicaRequest) -> ControllerResponse:
-        stale = self._stale(req.controller_epoch, req.broker_epoch)
+        stale = self.fence(req.controller_epoch, req.broker_epoch)
         if stale is not None:
             return ControllerResponse(int(stale), {})
         for tp in req.partitions:
@@ -137,8 +141,16 @@ class ReplicaManager:
         /isr_change_notification znode per round.
         """
         now = time.monotonic()
-        wanted = {p.tp: (p, isr) for p in self._partitions.values()
-                  if (isr := p.isr_change_wanted(self.replica_lag_time_max_s, now)) is not None}
+        live = self._live_broker_ids()
+        wanted = {}
+        for p in self._partitions.values():
+            isr = p.isr_change_wanted(self.replica_lag_time_max_s, now)
+            if isr is not None:
+                # only a registered broker may join (KIP-841): a follower whose ZooKeeper session
+                # expired still fetches, but the controller counts it dead until it re-registers
+                isr = frozenset(r for r in isr if r in p.isr or r in live)
+                if isr != p.isr:
+                    wanted[p.tp] = (p, isr)
         if not wanted:
             return
         writes = {tp: LeaderAndIsr(p.leader_id, p.leader_epoch, tuple(sorted(isr)), p.controller_epoch, p.zk_version)

@@ -15,6 +15,7 @@ import time
 import uuid
 from typing import Any
 
+from kazoo.client import KazooState
 from kazoo.exceptions import NodeExistsError
 
 from odradek.broker.config import BrokerConfig
@@ -30,7 +31,6 @@ from odradek.log.log_manager import LogManager
 from odradek.metadata import BrokerInfo
 from odradek.protocol import controller_api
 from odradek.protocol.controller_api import ControllerResponse
-from odradek.protocol.errors import ErrorCode
 from odradek.zk.client import KafkaZkClient
 
 log = logging.getLogger("odradek.broker")
@@ -53,12 +53,14 @@ class Broker:
         self.fetchers = ReplicaFetcherManager(config.broker_id, self._new_fetcher)
         self.replica_manager = ReplicaManager(config.broker_id, config.data_dir, self.log_manager, default_log,
                                               config.min_insync_replicas, self.fetchers, self._load_topic_configs,
-                                              self.zk, config.replica_lag_time_max_ms)
+                                              self.zk, config.replica_lag_time_max_ms,
+                                              lambda: {b.id for b in self.metadata.live_brokers})
         self.controller = ControllerService(config.broker_id, self.zk, config.data_dir / "state-change.log")
         self._producer_ids: list[int] = []
         self._producer_id_lock = asyncio.Lock()
         self._server: asyncio.base_events.Server | None = None
         self._stopping = asyncio.Event()
+        self._session_lost = False
 
     def _new_fetcher(self, leader: BrokerInfo) -> ReplicaFetcher:
         return ReplicaFetcher(self.config.broker_id, leader, self.config.replica_fetch_wait_max_ms,
@@ -82,15 +84,11 @@ class Broker:
         elif api_key == controller_api.API_STOP_REPLICA:
             response = rm.stop_replicas(request)
         else:
-            if request.controller_epoch < rm.controller_epoch:
-                response = ControllerResponse(int(ErrorCode.STALE_CONTROLLER_EPOCH), {})
-            elif request.broker_epoch not in (-1, rm.broker_epoch):
-                response = ControllerResponse(int(ErrorCode.STALE_BROKER_EPOCH), {})
-            else:
-                rm.controller_epoch = request.controller_epoch
+            stale = rm.fence(request.controller_epoch, request.broker_epoch)
+            if stale is None:
                 self.metadata.update(request.controller_id, request.controller_epoch,
                                      request.live_brokers, request.partition_states)
-                response = ControllerResponse(0, {})
+            response = ControllerResponse(int(stale or 0), {})
         return controller_api.encode_response(api_key, version, correlation_id, response)
 
     def _cluster_id(self) -> str:
@@ -114,8 +112,9 @@ class Broker:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: KafkaConnection(apis, cfg.socket_request_max_bytes),
                                                 cfg.host, cfg.port, reuse_address=True, backlog=1024)
-        info = BrokerInfo(cfg.broker_id, cfg.host, cfg.port)
-        self.replica_manager.broker_epoch = await asyncio.to_thread(self.zk.register_broker, info)
+        self._info = BrokerInfo(cfg.broker_id, cfg.host, cfg.port)
+        self.replica_manager.broker_epoch = await asyncio.to_thread(self.zk.register_broker, self._info)
+        self.zk.add_state_listener(lambda state: loop.call_soon_threadsafe(self._on_zk_state, state))
         log.info("broker %d listening on %s:%d (broker epoch %d, cluster %s)", cfg.broker_id, cfg.host, cfg.port,
                  self.replica_manager.broker_epoch, cluster_id)
         self.controller.start()
@@ -130,6 +129,28 @@ class Broker:
         for task in tasks:
             task.cancel()
         await self.shutdown()
+
+    def _on_zk_state(self, state: KazooState) -> None:
+        """After a session expiry the registration znode is gone and the controller counts this
+        broker dead: register again once a new session is up, which gives a new broker epoch
+        (so requests meant for the old incarnation are refused)."""
+        if state == KazooState.LOST:
+            log.warning("broker %d: ZooKeeper session expired", self.config.broker_id)
+            self._session_lost = True
+        elif state == KazooState.CONNECTED and self._session_lost:
+            self._session_lost = False
+            asyncio.get_running_loop().create_task(self._register_again())
+
+    async def _register_again(self) -> None:
+        while True:
+            try:
+                epoch = await asyncio.to_thread(self.zk.register_broker, self._info)
+                break
+            except Exception as exc:
+                log.warning("broker %d: registering again failed (%r); retrying", self.config.broker_id, exc)
+                await asyncio.sleep(1.0)
+        self.replica_manager.broker_epoch = epoch
+        log.info("broker %d registered again (broker epoch %d)", self.config.broker_id, epoch)
 
     async def _every(self, interval_s: float, fn: Any) -> None:
         while True:

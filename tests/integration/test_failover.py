@@ -1,0 +1,223 @@
+"""Failover with real processes: kill -9 of a leader and of the controller, a controller frozen
+past its session timeout, and a killed broker catching up. Every acknowledged write must survive,
+exactly once and in per-partition send order, and replicas must end byte-identical."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+from clients import consume_all, create_topic, wait_identical_replicas
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
+
+from odradek.cluster import LocalCluster
+
+pytestmark = pytest.mark.integration
+
+SESSION_TIMEOUT_S = 4.0  # the integration clusters' zookeeper.session.timeout.ms
+
+
+class ContinuousProducer:
+    """An idempotent acks=all producer writing numbered messages to every partition in turn
+    until stopped; remembers what was acknowledged and the order each partition was sent."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.topic, self.partitions = topic, partitions
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 5, "message.timeout.ms": 120_000})
+        self.acked: dict[bytes, tuple[int, int]] = {}
+        self.errors: list[str] = []
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _on_delivery(self, err: object, msg: object) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            self.acked[msg.value()] = (msg.partition(), msg.offset())  # type: ignore[attr-defined]
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for _ in range(50):
+                try:
+                    self.producer.produce(self.topic, value=b"%d" % self.sent, partition=self.sent % self.partitions,
+                                          on_delivery=self._on_delivery)
+                except BufferError:  # too much unacknowledged (a leader is down): wait, resend this one
+                    break
+                self.sent += 1
+            self.producer.poll(0.01)
+
+    def start(self) -> "ContinuousProducer":
+        self._thread.start()
+        return self
+
+    def wait_acked(self, count: int, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while len(self.acked) < count:
+            assert time.monotonic() < deadline, f"only {len(self.acked)} of {count} acknowledged"
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        assert self.producer.flush(120) == 0
+
+
+def check_exactly_once_in_order(bootstrap: str, producer: ContinuousProducer) -> None:
+    """Every acknowledged message is in the log once; no message at all is there twice; each
+    partition holds its messages in send order."""
+    got = consume_all(bootstrap, producer.topic, producer.partitions, len(producer.acked), timeout_s=120)
+    values = [v for _, _, _, v in got]
+    assert len(values) == len(set(values)), "a message was written twice"
+    assert set(producer.acked) <= set(values), "an acknowledged message was lost"
+    for p in range(producer.partitions):
+        seqs = [int(v) for part, _, _, v in sorted(got) if part == p]
+        assert seqs == sorted(seqs), f"partition {p} is out of send order"
+        assert all(s % producer.partitions == p for s in seqs)
+
+
+def metadata(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int]]]:
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return {p.id: (p.leader, list(p.isrs)) for p in md.topics[topic].partitions.values()}
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str) -> float:
+    start = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - start < timeout_s, f"timed out after {timeout_s} s waiting for {what}"
+        time.sleep(0.1)
+    return time.monotonic() - start
+
+
+def live_leaders(c: LocalCluster, topic: str, dead: set[int]) -> bool:
+    try:
+        return all(leader >= 0 and leader not in dead for leader, _ in metadata(c.bootstrap_servers, topic).values())
+    except Exception:
+        return False
+
+
+def full_isr(c: LocalCluster, topic: str, rf: int) -> bool:
+    try:
+        return all(len(isr) == rf for _, isr in metadata(c.bootstrap_servers, topic).values())
+    except Exception:
+        return False
+
+
+def zk(c: LocalCluster) -> KazooClient:
+    client = KazooClient(hosts=c.zookeeper_connect)
+    client.start(10)
+    return client
+
+
+def controller_of(client: KazooClient) -> tuple[int, int]:
+    """(controller broker id, controller epoch) as ZooKeeper holds them."""
+    controller = json.loads(client.get("/controller")[0])["brokerid"]
+    return controller, int(client.get("/controller_epoch")[0])
+
+
+def test_kill_leader_during_acks_all_production_loses_nothing(cluster_factory: Callable[..., LocalCluster]) -> None:
+    c = cluster_factory(min_insync_replicas=2)
+    create_topic(c.bootstrap_servers, "fo", 6, 3)
+    producer = ContinuousProducer(c.bootstrap_servers, "fo", 6).start()
+    producer.wait_acked(2000)
+    victim = metadata(c.bootstrap_servers, "fo")[0][0]
+    c.kill_broker(victim)
+    elapsed = wait_until(lambda: live_leaders(c, "fo", {victim}), SESSION_TIMEOUT_S + 15, "new leaders")
+    assert elapsed < SESSION_TIMEOUT_S + 15
+    acked_at_recovery = len(producer.acked)
+    producer.wait_acked(acked_at_recovery + 3000)  # producers carry on with the new leaders
+    producer.stop()
+    assert producer.errors == []
+    check_exactly_once_in_order(c.bootstrap_servers, producer)
+
+    c.up(timeout=60)  # restart the killed broker: it truncates its divergent tail and catches up
+    wait_until(lambda: full_isr(c, "fo", 3), 60, "the restarted broker to rejoin every ISR")
+    wait_identical_replicas(c, "fo", 6)
+
+
+def test_kill_controller_elects_a_new_one_that_creates_topics(cluster_factory: Callable[..., LocalCluster]) -> None:
+    c = cluster_factory()
+    create_topic(c.bootstrap_servers, "before", 3, 3)
+    client = zk(c)
+    try:
+        old, epoch = controller_of(client)
+        c.kill_broker(old)
+        wait_until(lambda: client.exists("/controller") is not None and controller_of(client)[0] != old,
+                   SESSION_TIMEOUT_S + 15, "a new controller")
+        new, new_epoch = controller_of(client)
+        assert new != old and new_epoch == epoch + 1
+    finally:
+        client.stop()
+        client.close()
+    survivors = [b for b in c.broker_ids if b != old]
+    bootstrap = ",".join(f"{c.host}:{c.broker_port(b)}" for b in survivors)
+    create_topic(bootstrap, "after", 4, 2)
+    wait_until(lambda: live_leaders(c, "after", {old}), 30, "the new topic's leaders")
+    wait_until(lambda: live_leaders(c, "before", {old}), 30, "the old topic's leaders")
+
+
+def test_frozen_controller_is_fenced_after_it_wakes(cluster_factory: Callable[..., LocalCluster]) -> None:
+    """SIGSTOP the controller past its session timeout, let another take over, SIGCONT it: it
+    changes nothing in ZooKeeper, no broker acts on it, and no acknowledged write is lost."""
+    c = cluster_factory(min_insync_replicas=2)
+    create_topic(c.bootstrap_servers, "frozen", 6, 3)
+    client = zk(c)
+    try:
+        old, epoch = controller_of(client)
+        producer = ContinuousProducer(",".join(f"{c.host}:{c.broker_port(b)}" for b in c.broker_ids if b != old),
+                                      "frozen", 6).start()
+        producer.wait_acked(1000)
+        pid = c.broker_pid(old)
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            wait_until(lambda: client.exists("/controller") is not None and controller_of(client)[0] != old,
+                       SESSION_TIMEOUT_S + 20, "another controller")
+            new, new_epoch = controller_of(client)
+            wait_until(lambda: live_leaders(c, "frozen", {old}), 30, "leaders away from the frozen broker")
+            producer.wait_acked(len(producer.acked) + 1000)
+            log_path = c.broker_dir(old) / "data" / "state-change.log"
+            before = log_path.stat().st_size if log_path.exists() else 0
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        # it wakes with an expired session: give it time to notice, resign and re-register
+        wait_until(lambda: client.exists(f"/brokers/ids/{old}") is not None, 30, "the woken broker to re-register")
+        time.sleep(2)
+        assert controller_of(client) == (new, new_epoch)
+        appended = log_path.read_text()[before:] if log_path.exists() else ""
+        by_old = [line for line in appended.splitlines()
+                  if json.loads(line)["controller_epoch"] == epoch and json.loads(line)["kind"] != "failed"]
+        assert by_old == [], "the deposed controller made state changes after waking"
+        producer.wait_acked(len(producer.acked) + 1000)
+        producer.stop()
+    finally:
+        client.stop()
+        client.close()
+    assert producer.errors == []
+    check_exactly_once_in_order(c.bootstrap_servers, producer)
+    wait_until(lambda: full_isr(c, "frozen", 3), 60, "the woken broker to rejoin every ISR")
+    wait_identical_replicas(c, "frozen", 6)
+
+
+def test_killed_follower_catches_up_and_rejoins_the_isr(cluster_factory: Callable[..., LocalCluster]) -> None:
+    c = cluster_factory()
+    create_topic(c.bootstrap_servers, "catchup", 3, 3)
+    leader = metadata(c.bootstrap_servers, "catchup")[0][0]
+    follower = next(b for b in c.broker_ids if b != leader)
+    c.kill_broker(follower)
+    wait_until(lambda: all(follower not in isr for _, isr in metadata(c.bootstrap_servers, "catchup").values()),
+               SESSION_TIMEOUT_S + 15, "the dead follower to leave the ISRs")
+    producer = ContinuousProducer(c.bootstrap_servers, "catchup", 3).start()
+    producer.wait_acked(5000)
+    producer.stop()
+    c.up(timeout=60)
+    wait_until(lambda: full_isr(c, "catchup", 3), 60, "the follower to rejoin every ISR")
+    wait_identical_replicas(c, "catchup", 3)
+    check_exactly_once_in_order(c.bootstrap_servers, producer)
