@@ -221,3 +221,31 @@ def test_killed_follower_catches_up_and_rejoins_the_isr(cluster_factory: Callabl
     wait_until(lambda: full_isr(c, "catchup", 3), 60, "the follower to rejoin every ISR")
     wait_identical_replicas(c, "catchup", 3)
     check_exactly_once_in_order(c.bootstrap_servers, producer)
+
+
+def test_unclean_leader_election_only_where_the_topic_allows_it(
+        cluster_factory: Callable[..., LocalCluster]) -> None:
+    """Both replicas of two topics die, the ISR member last. When only the out-of-sync replica
+    comes back, the topic with unclean.leader.election.enable=true gets it as leader (possible
+    loss, logged); the other stays offline until its ISR member returns."""
+    from confluent_kafka.admin import NewTopic
+
+    c = cluster_factory()
+    admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+    topics = [NewTopic("clean", num_partitions=1, replica_assignment=[[1, 2]]),
+              NewTopic("unclean", num_partitions=1, replica_assignment=[[1, 2]], config={"unclean.leader.election.enable": "true"})]
+    for future in admin.create_topics(topics).values():
+        future.result(30)
+    wait_until(lambda: live_leaders(c, "clean", set()) and live_leaders(c, "unclean", set()), 30, "leaders")
+    c.kill_broker(2)
+    wait_until(lambda: metadata(c.bootstrap_servers, "clean")[0][1] == [1]
+               and metadata(c.bootstrap_servers, "unclean")[0][1] == [1], SESSION_TIMEOUT_S + 15, "ISR {1}")
+    c.kill_broker(1)
+    c.start_broker(2)
+    c.wait_ready([2, 3], 60)
+    third = f"{c.host}:{c.broker_port(3)}"
+    wait_until(lambda: metadata(third, "unclean")[0][0] == 2, SESSION_TIMEOUT_S + 15, "the unclean election")
+    assert metadata(third, "clean")[0][0] == -1  # offline: its only ISR member is dead
+    c.start_broker(1)
+    c.wait_ready([1, 2, 3], 60)
+    wait_until(lambda: metadata(third, "clean")[0][0] == 1, SESSION_TIMEOUT_S + 15, "the clean partition's return")
