@@ -93,6 +93,20 @@ def describe_topics(bootstrap: str, names: list[str] | None = None, timeout: flo
     return topics
 
 
+def filter_partitions(topics: list[dict[str, Any]], *, under_replicated: bool, offline: bool,
+                      keep_empty: bool = False) -> list[dict[str, Any]]:
+    """Only the partitions an operator is looking for: under-replicated (a live leader, but an
+    ISR smaller than the replica list; Kafka's TopicCommand rule) and/or offline (no live
+    leader); with both flags, either kind."""
+    def wanted(p: dict[str, Any]) -> bool:
+        has_leader = p["leader"] >= 0
+        return ((under_replicated and has_leader and len(p["isr"]) < len(p["replicas"]))
+                or (offline and not has_leader))
+
+    kept = [{**t, "partitions": [p for p in t["partitions"] if wanted(p)]} for t in topics]
+    return [t for t in kept if t["partitions"] or keep_empty]
+
+
 def _metadata_request(bootstrap: str, names: list[str] | None, timeout: float) -> Any:
     from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
     from kio.schema.metadata.v12.response import MetadataResponse
@@ -175,7 +189,7 @@ def cluster_status(zookeeper: str, timeout: float = 10.0) -> dict[str, Any]:
             replicas = assignments[t][str(p)]
             if state["leader"] == -1 or state["leader"] not in live:
                 offline.append(f"{t}-{p}")
-            if len(state["isr"]) < len(replicas):
+            elif len(state["isr"]) < len(replicas):  # same rule as `topics describe --under-replicated`
                 under.append(f"{t}-{p}")
     finally:
         zk.stop()

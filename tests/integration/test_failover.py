@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -108,6 +110,13 @@ def full_isr(c: LocalCluster, topic: str, rf: int) -> bool:
         return all(len(isr) == rf for _, isr in metadata(c.bootstrap_servers, topic).values())
     except Exception:
         return False
+
+
+def describe_cli(bootstrap: str, *flags: str) -> dict[str, list[int]]:
+    """`odradek topics describe --json FLAGS`, as topic -> partition numbers."""
+    out = subprocess.run([sys.executable, "-m", "odradek", "topics", "describe", "--json", "--bootstrap-server",
+                          bootstrap, *flags], capture_output=True, text=True, check=True, timeout=60).stdout
+    return {t["name"]: [p["partition"] for p in t["partitions"]] for t in json.loads(out)}
 
 
 def zk(c: LocalCluster) -> KazooClient:
@@ -246,6 +255,8 @@ def test_unclean_leader_election_only_where_the_topic_allows_it(
     third = f"{c.host}:{c.broker_port(3)}"
     wait_until(lambda: metadata(third, "unclean")[0][0] == 2, SESSION_TIMEOUT_S + 15, "the unclean election")
     assert metadata(third, "clean")[0][0] == -1  # offline: its only ISR member is dead
+    assert describe_cli(third, "--offline") == {"clean": [0]}
+    assert describe_cli(third, "--under-replicated") == {"unclean": [0]}
     c.start_broker(1)
     c.wait_ready([1, 2, 3], 60)
     wait_until(lambda: metadata(third, "clean")[0][0] == 1, SESSION_TIMEOUT_S + 15, "the clean partition's return")
