@@ -133,8 +133,11 @@ async def init_producer_id(ctx: BrokerContext, header: Any, req: Any, version: i
     body: dict[str, Any] = {"throttle_time": 0, "error_code": 0, "producer_id": -1, "producer_epoch": -1}
     if req.transactional_id is not None:
         body["error_code"] = ErrorCode.INVALID_REQUEST  # transactions are not supported
+    elif getattr(req, "producer_id", -1) >= 0 and req.producer_epoch < 0x7FFF - 1:
+        body.update(producer_id=req.producer_id, producer_epoch=req.producer_epoch + 1)
     elif getattr(req, "producer_id", -1) >= 0:
-        body.update(producer_id=req.producer_id, producer_epoch=(req.producer_epoch + 1) & 0x7FFF)
+        # the epoch is exhausted: a fresh id, as Kafka does, rather than wrapping to a fenced 0
+        body.update(producer_id=await ctx.next_producer_id(), producer_epoch=0)
     else:
         body.update(producer_id=await ctx.next_producer_id(), producer_epoch=0)
     return kio_util.encode_response(apis.INIT_PRODUCER_ID, version, header.correlation_id, body)

@@ -17,6 +17,7 @@ from odradek.broker import admin_apis, apis
 from odradek.broker.connection import CloseConnection, KafkaConnection, Response
 from odradek.broker.context import BrokerContext
 from odradek.broker.partition import NotLeaderError, Partition
+from odradek.broker.producer_state import ProducerStateError
 from odradek.log.errors import CorruptRecordError, OffsetOutOfRangeError
 from odradek.metadata import TopicPartition
 from odradek.protocol import controller_api, fast_paths, kio_util
@@ -114,6 +115,9 @@ class KafkaApis:
         except CorruptRecordError as exc:
             log.info("%s: rejected produce: %s", tp, exc)
             return None, ErrorCode.CORRUPT_MESSAGE, -1
+        except ProducerStateError as exc:  # a sequence gap, a fenced epoch: nothing was written
+            log.info("%s: rejected produce: %s", tp, exc)
+            return None, exc.error, -1
         entry[2] = first
         entry[3] = partition.log.log_start_offset
         return partition, None, last

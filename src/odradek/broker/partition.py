@@ -3,6 +3,10 @@
 The leader learns each follower's log end offset from the offset the follower fetches at, and the
 high watermark is the smallest log end offset across the ISR: everything below it is on every ISR
 member, so acks=all producers waiting on it can be answered and consumers may read it.
+
+Every replica, leader or follower, keeps the idempotent producers' sequence state of its log
+(producer_state.py) in step with each append and rebuilds it from the log when the log is opened
+or truncated, so whichever replica becomes leader can tell a retry from a new batch.
 """
 from __future__ import annotations
 
@@ -12,8 +16,10 @@ import itertools
 import logging
 import time
 
+from odradek.broker.producer_state import ProducerStateError, ProducerStateManager
 from odradek.log.log import Log
 from odradek.metadata import PartitionState, TopicPartition
+from odradek.protocol.records import iter_batches, validate_batches
 
 log = logging.getLogger("odradek.broker.partition")
 
@@ -42,6 +48,8 @@ class Partition:
         self._ack_waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         # futures of long-polling fetches woken by any append or high-watermark move
         self._data_waiters: list[asyncio.Future[None]] = []
+        self.producers = ProducerStateManager()
+        self.producers.rebuild(log_.iter_batch_headers())
 
     @property
     def is_leader(self) -> bool:
@@ -87,8 +95,28 @@ class Partition:
     # -- leader side -------------------------------------------------------------------------
 
     def append_as_leader(self, batches: bytes) -> tuple[int, int]:
-        """Append a producer's batches; the log assigns offsets and stamps our leader epoch."""
+        """Append a producer's batches; the log assigns offsets and stamps our leader epoch.
+
+        Returns the (first, last) offsets; for a retried idempotent batch already in the log,
+        nothing is written and the offsets it got the first time come back, so the producer
+        hears of success at the original offset (and acks=all waits for that to commit).
+        Raises ProducerStateError for a sequence gap or a fenced epoch, CorruptRecordError for
+        malformed batches, in both cases having written nothing.
+        """
+        headers = list(iter_batches(batches))  # headers only: the log checks CRCs as it appends
+        try:
+            duplicate = self.producers.validate(headers)
+        except ProducerStateError:
+            validate_batches(batches)  # a damaged batch is CORRUPT_MESSAGE (retriable), not fenced
+            raise
+        if duplicate is not None:
+            validate_batches(batches)  # trust no header we answer from without its CRC
+            return duplicate.first_offset, duplicate.last_offset
         first, last = self.log.append_as_leader(batches, self.leader_epoch)
+        offset = first
+        for h in headers:
+            self.producers.update(h, offset, offset + h.last_offset_delta)
+            offset += h.last_offset_delta + 1
         self._maybe_advance_high_watermark()
         self._wake_fetchers()
         return first, last
@@ -171,6 +199,8 @@ class Partition:
             return
         if batches:
             self.log.append_as_follower(batches)
+            for h in iter_batches(batches):
+                self.producers.update(h, h.base_offset, h.last_offset)
             hw = max(self.high_watermark, min(leader_high_watermark, self.log_end_offset))
         self.high_watermark = hw
         self._wake_fetchers()
@@ -179,6 +209,7 @@ class Partition:
         if offset < self.log_end_offset:
             log.info("%s: truncating from %d to %d", self.tp, self.log_end_offset, offset)
             self.log.truncate_to(offset)
+            self.producers.rebuild(self.log.iter_batch_headers())
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
 
     # -- fetch long polling ------------------------------------------------------------------

@@ -10,7 +10,7 @@ import time
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from odradek.log.checkpoint import read_offset, write_offset
 from odradek.log.errors import OffsetOutOfRangeError, UnexpectedAppendOffsetError
@@ -212,6 +212,20 @@ class Log:
                     if header.max_timestamp >= ts_ms:
                         return max(header.base_offset, self.log_start_offset)
             return None
+
+    def iter_batch_headers(self, from_offset: int | None = None) -> Iterator[BatchHeader]:
+        """Headers of the batches holding offsets >= from_offset (default: the log start), in
+        offset order, with the offsets the log stored; positions are within their segment.
+        For rebuilding state kept beside the log (producer sequences), so only headers are
+        parsed. Iterate on the thread that appends and truncates: segments are not locked."""
+        with self._lock:
+            start = self.log_start_offset if from_offset is None else max(from_offset, self.log_start_offset)
+            segments = self._segments[max(bisect_right(self._bases, start) - 1, 0):]
+        for seg in segments:
+            first = seg.find(start)
+            if first is None:
+                continue
+            yield from seg.scan(first.position)
 
     # ---- truncation, retention -----------------------------------------------------------
 
