@@ -104,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     td = tsub.add_parser("describe", help="leader, leader epoch, replicas and ISR of each partition")
     td.add_argument("name", nargs="?")
     td.add_argument("--json", action="store_true")
+    td.add_argument("--under-replicated", action="store_true", help="only partitions whose ISR is smaller than "
+                    "their replica list")
+    td.add_argument("--offline", action="store_true", help="only partitions without a live leader")
     td.set_defaults(func=cmd_topics_describe)
 
     pr = sub.add_parser("produce", help="send stdin lines as records")
@@ -137,6 +140,16 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--rounds", type=_positive, default=3, metavar="N", help="runs of each kind with --compare")
     bp.add_argument("--json", action="store_true")
     bp.set_defaults(func=cmd_bench_produce)
+
+    bf = bsub.add_parser("failover", help="broker and controller failover time on a private cluster, "
+                                          "with the ZooKeeper multi-write floor")
+    bf.add_argument("--partitions", type=_positive, default=10_000, metavar="P")
+    bf.add_argument("--brokers", type=_positive, default=3, metavar="N")
+    bf.add_argument("--timeout-s", type=float, default=600.0, help="how long to wait for each step")
+    bf.add_argument("--keep-dir", type=Path, metavar="DIR",
+                    help="run the cluster in DIR and keep its logs (default: a temp dir, removed)")
+    bf.add_argument("--json", action="store_true")
+    bf.set_defaults(func=cmd_bench_failover)
 
     for parser in (tc, tl, td, pr, co, bp):
         parser.add_argument("--bootstrap-server", default=None if parser is bp else DEFAULT_BOOTSTRAP,
@@ -218,9 +231,12 @@ def cmd_topics_list(args: argparse.Namespace) -> None:
 
 
 def cmd_topics_describe(args: argparse.Namespace) -> None:
-    from odradek.admin import describe_topics, format_describe
+    from odradek.admin import describe_topics, filter_partitions, format_describe
 
     topics = describe_topics(args.bootstrap_server, [args.name] if args.name else None)
+    if args.under_replicated or args.offline:
+        topics = filter_partitions(topics, under_replicated=args.under_replicated, offline=args.offline,
+                                   keep_empty=bool(args.name))
     if args.json:
         print(json.dumps(topics[0] if args.name else topics))
     else:
@@ -331,6 +347,15 @@ def cmd_bench_produce(args: argparse.Namespace) -> None:
     print(run_produce_command(args.bootstrap_server, messages=args.messages, size=args.size, acks=args.acks,
                               replication_factor=args.replication_factor, partitions=args.partitions,
                               compare=args.compare, as_json=args.json, rounds=args.rounds))
+
+
+def cmd_bench_failover(args: argparse.Namespace) -> None:
+    from odradek.bench_failover import format_result, run_failover_bench
+
+    if args.brokers < 2:
+        raise UserError("bench failover: --brokers must be at least 2")
+    result = run_failover_bench(args.partitions, args.brokers, timeout=args.timeout_s, keep_dir=args.keep_dir)
+    print(json.dumps(result) if args.json else format_result(result))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -70,7 +70,8 @@ def test_controller_failover_sets_initial_states_and_elects() -> None:
     ctx = controller.context
     assert [ctx.partition_state(tp("t", i)) for i in range(3)] == [P.ONLINE] * 3
     assert zk.states[tp("t", 0)] == LeaderAndIsr(1, 4, (1, 2), 1, 6)   # untouched
-    assert zk.states[tp("t", 1)] == LeaderAndIsr(2, 3, (2,), 2, 3)
+    # the dead leader first leaves the ISR (OfflineReplica, leader -1), then 2 is elected
+    assert zk.states[tp("t", 1)] == LeaderAndIsr(2, 4, (2,), 2, 4)
     assert zk.states[tp("t", 2)] == LeaderAndIsr(1, 0, (1, 2), 2, 0)
     assert ctx.replica_state(PartitionReplica(tp("t", 1), 3)) is R.OFFLINE
     assert ctx.replica_state(PartitionReplica(tp("t", 1), 2)) is R.ONLINE
@@ -123,7 +124,8 @@ def test_broker_startup_brings_replicas_and_partitions_online() -> None:
 
     ctx = controller.context
     assert ctx.partition_state(tp("t", 1)) is P.ONLINE
-    assert zk.states[tp("t", 1)] == LeaderAndIsr(2, 1, (2,), 1, 1)
+    # failover marked it leaderless (epoch 1), the returning broker is elected at epoch 2
+    assert zk.states[tp("t", 1)] == LeaderAndIsr(2, 2, (2,), 1, 2)
     assert ctx.replica_state(PartitionReplica(tp("t", 0), 2)) is R.ONLINE
     um_to_new = [r for b, r in channel.update_metadata() if b == 2]
     assert len(um_to_new) == 1 and {s.tp for s in um_to_new[0].partition_states} == {

@@ -7,6 +7,7 @@ thread runs the controller core. Watches are armed whether or not this broker is
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 from odradek.controller.controller import Controller
@@ -26,7 +27,9 @@ class ControllerService:
     def __init__(self, broker_id: int, zk: KafkaZkClient, state_change_log_path: Path | None = None) -> None:
         self.broker_id = broker_id
         self.zk = zk
-        self._log_file = open(state_change_log_path, "a", buffering=1) if state_change_log_path else None
+        # Buffered: a failover writes a few lines per partition; the controller flushes the
+        # state-change log once per event (Controller._run).
+        self._log_file = open(state_change_log_path, "a", buffering=1 << 20) if state_change_log_path else None
         self.channel = ControllerChannel(broker_id)
         self.core = Controller(broker_id, zk, self.channel, StateChangeLog(self._log_file))
         self.events = ControllerEventManager(self._process, name=f"controller-event-thread-{broker_id}")
@@ -36,15 +39,17 @@ class ControllerService:
     def start(self) -> None:
         self.events.start()
         self._watches = [
-            self.zk.watch_children(paths.BROKER_IDS, lambda _c: self.events.put(BrokerChange())),
-            self.zk.watch_children(paths.BROKER_TOPICS, lambda _c: self.events.put(TopicChange())),
+            self.zk.watch_children(paths.BROKER_IDS,
+                                   lambda _c: self.events.put(BrokerChange(fired=time.time()))),
+            self.zk.watch_children(paths.BROKER_TOPICS,
+                                   lambda _c: self.events.put(TopicChange(fired=time.time()))),
             self.zk.watch_children(paths.ISR_CHANGE_NOTIFICATION,
-                                   lambda c: c and self.events.put(IsrChangeNotification())),
+                                   lambda c: c and self.events.put(IsrChangeNotification(fired=time.time()))),
         ]
         self.elector.start()
 
     def _on_become(self, epoch: int, epoch_zk_version: int) -> None:
-        self.events.put(Startup(epoch, epoch_zk_version))
+        self.events.put(Startup(epoch, epoch_zk_version, fired=time.time()))
 
     def _on_resign(self) -> None:
         # Drop queued work meant for the controller we no longer are; stop sending at once.

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from odradek.broker.kafka_client import KafkaClientConnection
+from odradek.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH
 from odradek.broker.partition import Partition
 from odradek.metadata import BrokerInfo, TopicPartition
 from odradek.protocol import fast_paths
@@ -45,6 +46,11 @@ class ReplicaFetcher:
         self._changed = asyncio.Event()
         self._conn = KafkaClientConnection(leader.host, leader.port, f"replica-fetcher-{broker_id}")
         self._task: asyncio.Task[None] | None = None
+        # KIP-227 fetch session with the leader: after a full first request, only partitions
+        # whose (fetch offset, leader epoch) changed are sent, and only changed ones come back
+        self._session_id = 0
+        self._session_epoch = INITIAL_EPOCH
+        self._sent: dict[TopicPartition, tuple[int, int]] = {}
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"fetcher-{self.leader.id}")
@@ -82,7 +88,11 @@ class ReplicaFetcher:
             except Exception as exc:  # network trouble or a leader going away: retry after a pause
                 log.debug("fetch from broker %d failed: %r", self.leader.id, exc)
                 self._conn.close()
+                self._reset_session()
                 await asyncio.sleep(RETRY_BACKOFF_S)
+
+    def _reset_session(self) -> None:
+        self._session_id, self._session_epoch, self._sent = 0, INITIAL_EPOCH, {}
 
     async def _truncate_new_partitions(self) -> None:
         pending = {tp: s for tp, s in self._states.items() if s.needs_truncation}
@@ -127,17 +137,38 @@ class ReplicaFetcher:
         if not ready:
             await asyncio.sleep(RETRY_BACKOFF_S)
             return
+        full = self._session_epoch in (INITIAL_EPOCH, FINAL_EPOCH)
+        position = {tp: (st.partition.log_end_offset, st.leader_epoch) for tp, st in ready.items()}
+        changed = [tp for tp in ready if full or self._sent.get(tp) != position[tp]]
+        gone = [] if full else [tp for tp in self._sent if tp not in ready]
         topics: dict[str, list[tuple[int, int, int, int, int]]] = {}
-        for tp, state in ready.items():
-            topics.setdefault(tp.topic, []).append((tp.partition, state.leader_epoch, state.partition.log_end_offset,
-                                                    state.partition.log.log_start_offset, self.max_bytes))
-        request = list(topics.items())
+        for tp in changed:
+            st = ready[tp]
+            topics.setdefault(tp.topic, []).append((tp.partition, st.leader_epoch, position[tp][0],
+                                                    st.partition.log.log_start_offset, self.max_bytes))
+        forgotten: dict[str, list[int]] = {}
+        for tp in gone:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
         timeout = self.max_wait_ms / 1000 + self.request_timeout_s
         resp = await self._conn.request_encoded(
             1, FETCH_VERSION,
-            lambda corr: fast_paths.follower_fetch_request(corr, self._conn.client_id, self.broker_id,
-                                                           self.max_wait_ms, self.max_bytes * 8, request),
+            lambda corr: fast_paths.follower_fetch_request(
+                corr, self._conn.client_id, self.broker_id, self.max_wait_ms, self.max_bytes * 8,
+                list(topics.items()), self._session_id, self._session_epoch, list(forgotten.items())),
             timeout)
+        if resp.error_code in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+            self._reset_session()  # the leader lost or evicted our session: start a new one
+            return
+        if self._session_epoch == INITIAL_EPOCH:
+            self._session_id, self._sent = resp.session_id, {}
+        if self._session_id == 0:
+            self._session_epoch = FINAL_EPOCH  # a leader without sessions: full fetches from now on
+        else:
+            self._session_epoch += 1
+            for tp in gone:
+                del self._sent[tp]
+            for tp in changed:
+                self._sent[tp] = position[tp]
         for topic in resp.responses:
             for p in topic.partitions:
                 state = ready.get(TopicPartition(topic.topic, p.partition_index))

@@ -10,15 +10,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-import time
 from typing import Any, Awaitable
 
 from odradek.broker import admin_apis, apis
-from odradek.broker.connection import CloseConnection, KafkaConnection, Response
+from odradek.broker.connection import CloseConnection, KafkaConnection
 from odradek.broker.context import BrokerContext
+from odradek.broker.fetch_handler import FetchHandler, leader_for
 from odradek.broker.partition import NotLeaderError, Partition
 from odradek.broker.producer_state import ProducerStateError
-from odradek.log.errors import CorruptRecordError, OffsetOutOfRangeError
+from odradek.log.errors import CorruptRecordError
 from odradek.metadata import TopicPartition
 from odradek.protocol import controller_api, fast_paths, kio_util
 from odradek.protocol.errors import ErrorCode
@@ -32,7 +32,7 @@ class KafkaApis:
         self.ctx = ctx
         self._routes = {
             apis.PRODUCE: self.produce,
-            apis.FETCH: self.fetch,
+            apis.FETCH: FetchHandler(ctx),
             apis.LIST_OFFSETS: self.list_offsets,
             apis.METADATA: admin_apis.metadata,
             apis.API_VERSIONS: admin_apis.api_versions,
@@ -137,85 +137,6 @@ class KafkaApis:
                 entry[1] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return _produce_response(correlation_id, version, results)
 
-    # -- Fetch ---------------------------------------------------------------------------------
-
-    def fetch(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> Response | Awaitable[Response]:
-        replica_id = getattr(req, "replica_id", -1)
-        responses, total, partitions, has_error = self._read(req, replica_id)
-        max_wait = req.max_wait.total_seconds()
-        if total >= req.min_bytes or max_wait <= 0 or has_error or not partitions:
-            return fast_paths.fetch_response(version, header.correlation_id, responses)
-        return self._delayed_fetch(header.correlation_id, version, req, replica_id, partitions,
-                                   time.monotonic() + max_wait)
-
-    async def _delayed_fetch(self, correlation_id: int, version: int, req: Any, replica_id: int,
-                             partitions: list[Partition], deadline: float) -> Response:
-        while (remaining := deadline - time.monotonic()) > 0:
-            woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            for p in partitions:
-                p.add_data_waiter(woken)
-            try:
-                await asyncio.wait_for(woken, remaining)
-            except asyncio.TimeoutError:
-                pass
-            responses, total, partitions, _ = self._read(req, replica_id)
-            if total >= req.min_bytes or not partitions:
-                return fast_paths.fetch_response(version, correlation_id, responses)
-        responses, _, _, _ = self._read(req, replica_id)
-        return fast_paths.fetch_response(version, correlation_id, responses)
-
-    def _read(self, req: Any, replica_id: int) -> tuple[list[tuple[str, list[fast_paths.FetchPartition]]], int,
-                                                         list[Partition], bool]:
-        """Read every requested partition: consumers up to the high watermark, followers up to
-        the log end (their fetch offset also tells us how far they have got)."""
-        budget = req.max_bytes if hasattr(req, "max_bytes") else 2**31 - 1
-        total = 0
-        out: list[tuple[str, list[fast_paths.FetchPartition]]] = []
-        readable: list[Partition] = []
-        has_error = False
-        for topic in req.topics:
-            plist: list[fast_paths.FetchPartition] = []
-            out.append((topic.topic, plist))
-            for p in topic.partitions:
-                tp = TopicPartition(topic.topic, p.partition)
-                partition, error = self._leader_for(tp, getattr(p, "current_leader_epoch", -1))
-                if error is None:
-                    assert partition is not None
-                    if replica_id >= 0:
-                        partition.update_follower_position(replica_id, p.fetch_offset)
-                        limit = partition.log_end_offset
-                    else:
-                        limit = partition.high_watermark
-                    max_bytes = min(p.partition_max_bytes, budget - total) if total else p.partition_max_bytes
-                    if p.fetch_offset == limit or max_bytes <= 0:
-                        data = b""  # the common case for an idle partition: nothing to read
-                    else:
-                        try:
-                            data = partition.log.read(p.fetch_offset, max_bytes, limit)
-                        except OffsetOutOfRangeError:
-                            error = ErrorCode.OFFSET_OUT_OF_RANGE
-                if error is not None:
-                    has_error = True
-                    plist.append((p.partition, error, -1, -1, None))
-                    continue
-                plist.append((p.partition, 0, partition.high_watermark, partition.log.log_start_offset, data))
-                total += len(data)
-                readable.append(partition)
-        return out, total, readable, has_error
-
-    def _leader_for(self, tp: TopicPartition, current_leader_epoch: int) -> tuple[Partition | None, ErrorCode | None]:
-        partition = self.ctx.replica_manager.get(tp)
-        if partition is None or not partition.is_leader:
-            if self.ctx.metadata.partition(tp) is None:
-                return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if current_leader_epoch >= 0:
-            if current_leader_epoch < partition.leader_epoch:
-                return None, ErrorCode.FENCED_LEADER_EPOCH
-            if current_leader_epoch > partition.leader_epoch:
-                return None, ErrorCode.UNKNOWN_LEADER_EPOCH
-        return partition, None
-
     # -- ListOffsets and OffsetForLeaderEpoch ---------------------------------------------------
 
     def list_offsets(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
@@ -225,7 +146,7 @@ class KafkaApis:
             for p in topic.partitions:
                 entry: dict[str, Any] = {"partition_index": p.partition_index, "error_code": 0,
                                          "timestamp": -1, "offset": -1, "leader_epoch": -1}
-                partition, error = self._leader_for(TopicPartition(topic.name, p.partition_index),
+                partition, error = leader_for(self.ctx, TopicPartition(topic.name, p.partition_index),
                                                     getattr(p, "current_leader_epoch", -1))
                 if error is not None:
                     entry["error_code"] = error
@@ -245,7 +166,7 @@ class KafkaApis:
             for p in topic.partitions:
                 entry: dict[str, Any] = {"partition": p.partition, "error_code": 0, "leader_epoch": -1,
                                          "end_offset": -1}
-                partition, error = self._leader_for(TopicPartition(topic.topic, p.partition),
+                partition, error = leader_for(self.ctx, TopicPartition(topic.topic, p.partition),
                                                     p.current_leader_epoch)
                 if error is not None:
                     entry["error_code"] = error

@@ -31,6 +31,7 @@ from odradek.controller.replica_state_machine import ReplicaStateMachine, Replic
 from odradek.controller.request_batch import ControllerBrokerRequestBatch
 from odradek.controller.seams import BrokerChannel, ControllerMovedError, ControllerZk
 from odradek.controller.state_change_log import StateChangeLog
+from odradek.controller.timing import EventTimer, TimedZk
 from odradek.metadata import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -40,8 +41,12 @@ class Controller:
     """The active controller's decision core; call it only from the one event thread."""
 
     def __init__(self, broker_id: int, zk: ControllerZk, channel: BrokerChannel,
-                 state_change_log: StateChangeLog) -> None:
+                 state_change_log: StateChangeLog,
+                 timing_sink: Callable[[dict], None] | None = None) -> None:
         self.broker_id = broker_id
+        self._timing_sink = timing_sink  # None: the odradek.controller.timing logger
+        self._timer: EventTimer | None = None
+        zk = TimedZk(zk, lambda: self._timer)
         self._zk = zk
         self._channel = channel
         self._ctx = ControllerContext()
@@ -50,6 +55,7 @@ class Controller:
                                                  state_change_log)
         self._replicas = ReplicaStateMachine(broker_id, self._ctx, zk, self._batch,
                                              state_change_log)
+        self._state_change_log = state_change_log
         self._active = False
 
     @property
@@ -64,8 +70,8 @@ class Controller:
     def process(self, event: ControllerEvent) -> None:
         """The one dispatch point for every event (Kafka's ``process``)."""
         match event:
-            case Startup(epoch=epoch, epoch_zk_version=zk_version):
-                self.on_become_controller(epoch, zk_version)
+            case Startup(epoch=epoch, epoch_zk_version=zk_version, fired=fired):
+                self.on_become_controller(epoch, zk_version, fired)
             case Resign() | Expire():
                 if self._active:
                     self.on_resign()
@@ -76,20 +82,22 @@ class Controller:
                     callback(NotControllerError(f"broker {self.broker_id} is not the controller"))
             case _ if not self._active:
                 logger.debug("controller %d is not active, ignoring %r", self.broker_id, event)
-            case BrokerChange():
-                self._run(self._process_broker_change)
-            case TopicChange():
-                self._run(self._process_topic_change)
-            case IsrChangeNotification():
-                self._run(self._process_isr_change_notification)
+            case BrokerChange(fired=fired):
+                self._run(self._process_broker_change, "BrokerChange", fired)
+            case TopicChange(fired=fired):
+                self._run(self._process_topic_change, "TopicChange", fired)
+            case IsrChangeNotification(fired=fired):
+                self._run(self._process_isr_change_notification, "IsrChangeNotification", fired)
             case PreferredReplicaElection():
-                self._run(lambda: self._process_preferred_replica_election(event))
+                self._run(lambda: self._process_preferred_replica_election(event),
+                          "PreferredReplicaElection")
             case ControlledShutdown():
-                self._run(lambda: self._process_controlled_shutdown(event))
+                self._run(lambda: self._process_controlled_shutdown(event), "ControlledShutdown")
             case TopicDeletion() | PartitionReassignment():
                 logger.warning("controller %d does not handle %r yet", self.broker_id, event)
 
-    def on_become_controller(self, epoch: int, epoch_zk_version: int) -> None:
+    def on_become_controller(self, epoch: int, epoch_zk_version: int,
+                             elected_at: float | None = None) -> None:
         """Seed 000 onControllerFailover: load everything in batched reads, tell every broker
         the full metadata, then let both state machines bring the cluster to Online."""
         if self._active:
@@ -97,7 +105,7 @@ class Controller:
         self._ctx.clear()
         self._ctx.set_epoch(epoch, epoch_zk_version)
         self._active = True
-        self._run(self._failover)
+        self._run(self._failover, "Startup", elected_at)
 
     def on_resign(self) -> None:
         """Forget everything and stop talking to brokers (Kafka's onControllerResignation)."""
@@ -108,10 +116,14 @@ class Controller:
         self._active = False
 
     # -- the event envelope -----------------------------------------------------------------
-    def _run(self, action: Callable[[], None]) -> None:
+    def _run(self, action: Callable[[], None], name: str = "event",
+             fired: float | None = None) -> None:
         """One batch per event. On an unexpected error the requests already decided are still
-        sent, since their ZooKeeper writes are committed and brokers must learn of them."""
+        sent, since their ZooKeeper writes are committed and brokers must learn of them.
+        The event's timing (timing.py) is logged when its requests are all answered."""
         self._batch.new_batch()
+        timer = self._timer = EventTimer(name, self.broker_id, self._ctx.epoch, fired,
+                                         self._timing_sink)
         try:
             action()
         except ControllerMovedError:
@@ -119,8 +131,16 @@ class Controller:
             self.on_resign()
             return
         finally:
+            self._timer = None
             if self._active:
-                self._batch.send_requests(self._ctx.epoch)
+                timer.mark("zk_done")
+                self._batch.send_requests(self._ctx.epoch, timer)
+                timer.seal()
+            self._state_change_log.flush()
+
+    def _mark(self, phase: str) -> None:
+        if self._timer is not None:
+            self._timer.mark(phase)
 
     def _failover(self) -> None:
         live = self._zk.get_live_brokers()
@@ -128,9 +148,13 @@ class Controller:
         for info in live.values():
             self._channel.add_broker(info)
         self._load_topics(self._zk.get_all_topics())
+        self._mark("loaded")
         self._batch.add_update_metadata(live, self._ctx.all_partitions())
         self._replicas.startup()
-        self._partitions.startup()
+        elected = self._partitions.startup()
+        if self._timer is not None:
+            self._timer.add("leaderless", sum(1 for r in elected.values()
+                                              if not isinstance(r, Exception)))
 
     def _load_topics(self, topics: set[str] | frozenset[str]) -> list[TopicPartition]:
         """Cache assignments, configs and stored leaderships of ``topics`` in three reads."""
@@ -162,6 +186,10 @@ class Controller:
         for broker_id in new + bounced:
             self._ctx.add_live_broker(current[broker_id])
             self._channel.add_broker(current[broker_id])
+        if self._timer is not None:
+            self._timer.note("new", new)
+            self._timer.note("dead", dead)
+            self._timer.note("bounced", bounced)
         if new or bounced:
             self._on_broker_startup(new + bounced)
         if dead:
@@ -180,6 +208,8 @@ class Controller:
         """Seed 000 onBrokerFailure: leaderless partitions go Offline and are re-elected
         before the dead replicas leave the ISRs, so the election still sees the last ISR."""
         leaderless = self._ctx.partitions_with_offline_leader()
+        if self._timer is not None:
+            self._timer.add("leaderless", len(leaderless))
         self._partitions.handle_state_changes(leaderless, PartitionStatus.OFFLINE)
         self._partitions.trigger_online_partition_state_change()
         self._replicas.handle_state_changes(self._ctx.replicas_on_brokers(dead_ids),

@@ -6,7 +6,7 @@ Only events started by an API call carry data and a callback, and only they can 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from odradek.metadata import TopicPartition
@@ -33,21 +33,32 @@ class Startup:
 
     epoch: int
     epoch_zk_version: int
+    #: time.time() of the election win, for the timing log (not part of the event's identity)
+    fired: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerChange:
     """Children of /brokers/ids changed."""
 
+    #: time.time() when the watch fired, for the timing log (not part of the event's identity)
+    fired: float | None = field(default=None, compare=False)
+
 
 @dataclass(frozen=True, slots=True)
 class TopicChange:
     """Children of /brokers/topics changed."""
 
+    #: time.time() when the watch fired, for the timing log (not part of the event's identity)
+    fired: float | None = field(default=None, compare=False)
+
 
 @dataclass(frozen=True, slots=True)
 class IsrChangeNotification:
     """A leader wrote a child under /isr_change_notification after changing an ISR."""
+
+    #: time.time() when the watch fired, for the timing log (not part of the event's identity)
+    fired: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

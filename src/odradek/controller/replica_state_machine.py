@@ -8,8 +8,7 @@ died mid-deletion, so the topic deletion manager can tell "asked" from "done" an
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 from odradek.controller.leader_selectors import StateChangeFailedError
 from odradek.controller.seams import ControllerZk
@@ -21,9 +20,11 @@ if TYPE_CHECKING:
     from odradek.controller.request_batch import ControllerBrokerRequestBatch
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class PartitionReplica:
-    """One replica: partition ``tp`` hosted on broker ``replica`` (Kafka's PartitionAndReplica)."""
+class PartitionReplica(NamedTuple):
+    """One replica: partition ``tp`` hosted on broker ``replica`` (Kafka's PartitionAndReplica).
+
+    A NamedTuple rather than a frozen dataclass: a failover builds, hashes and sorts tens of
+    thousands of them, and tuple construction, hashing and ordering run in C."""
 
     tp: TopicPartition
     replica: int
@@ -76,8 +77,10 @@ class ReplicaStateMachine:
     def startup(self) -> dict[PartitionReplica, Exception]:
         """Seed 000 onControllerFailover step 1: Online or Offline by liveness, then every live
         replica -> Online, which resends its LeaderAndIsr since the new controller cannot know
-        what the previous one managed to send."""
-        online = []
+        what the previous one managed to send, and every dead one -> Offline, which takes it out
+        of its ISR (Kafka 2.4's startup does both): a broker that died with the old controller,
+        or while no controller was active, would otherwise stay in ISRs for good."""
+        online, offline = [], []
         for tp in self._ctx.all_partitions():
             for replica in self._ctx.partition_replica_assignment(tp):
                 pr = PartitionReplica(tp, replica)
@@ -86,7 +89,10 @@ class ReplicaStateMachine:
                     online.append(pr)
                 else:
                     self._ctx.put_replica_state(pr, _R.OFFLINE)
-        return self.handle_state_changes(online, _R.ONLINE)
+                    offline.append(pr)
+        errors = self.handle_state_changes(online, _R.ONLINE)
+        errors.update(self.handle_state_changes(offline, _R.OFFLINE))
+        return errors
 
     def handle_state_changes(
         self, replicas: Iterable[PartitionReplica], target: ReplicaStatus
@@ -200,7 +206,7 @@ class ReplicaStateMachine:
                 break
             stored = self._zk.get_partition_states(remaining)
             writes: dict[TopicPartition, LeaderAndIsr] = {}
-            for tp in sorted(remaining):
+            for tp in sorted(remaining, key=_tp_key):
                 failed.pop(tp, None)
                 lai = stored.get(tp)
                 if lai is None:
@@ -249,3 +255,7 @@ def _shrink(lai: LeaderAndIsr, gone: set[int], controller_epoch: int) -> LeaderA
             isr.remove(replica)
     leader = NO_LEADER if lai.leader in gone else lai.leader
     return lai.new_leader(leader, tuple(isr), controller_epoch)
+
+
+def _tp_key(tp: TopicPartition) -> tuple[str, int]:
+    return (tp.topic, tp.partition)

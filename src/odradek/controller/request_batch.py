@@ -10,9 +10,11 @@ role (LeaderAndIsr) before metadata advertises it, and stop replicas last.
 """
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import TYPE_CHECKING, Iterable
 
 from odradek.controller.seams import BrokerChannel
+from odradek.controller.timing import EventTimer
 from odradek.metadata import LeaderAndIsr, PartitionState, TopicPartition
 from odradek.protocol.controller_api import (
     LeaderAndIsrRequest,
@@ -22,6 +24,9 @@ from odradek.protocol.controller_api import (
 
 if TYPE_CHECKING:
     from odradek.controller.controller_context import ControllerContext
+
+
+_TP_KEY = attrgetter("topic", "partition")  # TopicPartition's own order, compared in C
 
 
 class IllegalBatchStateError(Exception):
@@ -38,6 +43,7 @@ class ControllerBrokerRequestBatch:
         self._leader_and_isr: dict[int, dict[TopicPartition, PartitionState]] = {}
         self._update_metadata: dict[int, set[TopicPartition]] = {}
         self._stop_replica: dict[int, dict[TopicPartition, bool]] = {}
+        self._timer: EventTimer | None = None
 
     def is_empty(self) -> bool:
         return not (self._leader_and_isr or self._update_metadata or self._stop_replica)
@@ -68,23 +74,35 @@ class ControllerBrokerRequestBatch:
         since a leadership change is exactly what clients must learn about."""
         replicas = tuple(replicas)
         offline = tuple(r for r in replicas if not self._context.is_replica_online(r, tp, True))
+        # One immutable entry shared by every receiver (two: is_new can differ per broker).
+        made: dict[bool, PartitionState] = {}
         for broker in brokers:
             if broker < 0:
                 continue
-            per_broker = self._leader_and_isr.setdefault(broker, {})
-            already_new = tp in per_broker and per_broker[tp].is_new
-            per_broker[tp] = PartitionState(
-                tp=tp,
-                controller_epoch=leader_and_isr.controller_epoch,
-                leader=leader_and_isr.leader,
-                leader_epoch=leader_and_isr.leader_epoch,
-                isr=leader_and_isr.isr,
-                zk_version=leader_and_isr.zk_version,
-                replicas=replicas,
-                is_new=is_new or already_new,
-                offline_replicas=offline,
-            )
-        self.add_update_metadata(self._context.live_or_shutting_down_broker_ids(), [tp])
+            per_broker = self._leader_and_isr.get(broker)
+            if per_broker is None:
+                per_broker = self._leader_and_isr[broker] = {}
+            previous = per_broker.get(tp)
+            new = is_new or (previous is not None and previous.is_new)
+            state = made.get(new)
+            if state is None:
+                state = made[new] = PartitionState(
+                    tp=tp,
+                    controller_epoch=leader_and_isr.controller_epoch,
+                    leader=leader_and_isr.leader,
+                    leader_epoch=leader_and_isr.leader_epoch,
+                    isr=leader_and_isr.isr,
+                    zk_version=leader_and_isr.zk_version,
+                    replicas=replicas,
+                    is_new=new,
+                    offline_replicas=offline,
+                )
+            per_broker[tp] = state
+        for broker in self._context.live_or_shutting_down_broker_ids():
+            per_broker_um = self._update_metadata.get(broker)
+            if per_broker_um is None:
+                per_broker_um = self._update_metadata[broker] = set()
+            per_broker_um.add(tp)
 
     def add_update_metadata(self, brokers: Iterable[int], tps: Iterable[TopicPartition]) -> None:
         """Brokers added with no partitions still get an UpdateMetadata: it carries the live
@@ -99,14 +117,25 @@ class ControllerBrokerRequestBatch:
             per_broker = self._stop_replica.setdefault(broker, {})
             per_broker[tp] = per_broker.get(tp, False) or delete
 
-    def send_requests(self, controller_epoch: int) -> None:
-        """Flush in Kafka's order to the brokers still registered, then start empty."""
+    def send_requests(self, controller_epoch: int, timer: EventTimer | None = None) -> None:
+        """Flush in Kafka's order to the brokers still registered, then start empty.
+
+        With ``timer``, every request is counted in flight there and its response stamped."""
+        self._timer = timer
         try:
             self._send_leader_and_isr(controller_epoch)
             self._send_update_metadata(controller_epoch)
             self._send_stop_replica(controller_epoch)
         finally:
+            self._timer = None
             self.clear()
+
+    def _send(self, broker: int, request: object, is_lai: bool = False, partitions: int = 0) -> None:
+        timer = self._timer
+        if timer is None:
+            self._channel.send(broker, request)
+        else:
+            self._channel.send(broker, request, timer.track(is_lai, partitions))
 
     def _broker_epoch(self, broker: int) -> int | None:
         """None for a broker that is gone: it will be told everything on re-registration."""
@@ -125,10 +154,10 @@ class ControllerBrokerRequestBatch:
                 controller_id=self._controller_id,
                 controller_epoch=controller_epoch,
                 broker_epoch=broker_epoch,
-                partition_states=tuple(states[tp] for tp in sorted(states)),
+                partition_states=tuple(states[tp] for tp in sorted(states, key=_TP_KEY)),
                 live_leaders=leaders,
             )
-            self._channel.send(broker, request)
+            self._send(broker, request, True, len(states))
 
     def _metadata_state(self, tp: TopicPartition) -> PartitionState | None:
         """Built at send time so the latest decision of the event is what gets advertised."""
@@ -151,11 +180,20 @@ class ControllerBrokerRequestBatch:
 
     def _send_update_metadata(self, controller_epoch: int) -> None:
         live = self._context.live_or_shutting_down_brokers()
+        built: dict[TopicPartition, PartitionState | None] = {}  # shared by all receivers
+
+        def state_of(tp: TopicPartition) -> PartitionState | None:
+            try:
+                return built[tp]
+            except KeyError:
+                state = built[tp] = self._metadata_state(tp)
+                return state
+
         for broker in sorted(self._update_metadata):
             broker_epoch = self._broker_epoch(broker)
             if broker_epoch is None:
                 continue
-            states = [self._metadata_state(tp) for tp in sorted(self._update_metadata[broker])]
+            states = [state_of(tp) for tp in sorted(self._update_metadata[broker], key=_TP_KEY)]
             request = UpdateMetadataRequest(
                 controller_id=self._controller_id,
                 controller_epoch=controller_epoch,
@@ -163,7 +201,7 @@ class ControllerBrokerRequestBatch:
                 partition_states=tuple(s for s in states if s is not None),
                 live_brokers=live,
             )
-            self._channel.send(broker, request)
+            self._send(broker, request)
 
     def _send_stop_replica(self, controller_epoch: int) -> None:
         for broker in sorted(self._stop_replica):
@@ -172,9 +210,9 @@ class ControllerBrokerRequestBatch:
                 continue
             entries = self._stop_replica[broker]
             for delete in (True, False):
-                tps = tuple(sorted(tp for tp, d in entries.items() if d == delete))
+                tps = tuple(sorted((tp for tp, d in entries.items() if d == delete), key=_TP_KEY))
                 if tps:
-                    self._channel.send(broker, StopReplicaRequest(
+                    self._send(broker, StopReplicaRequest(
                         controller_id=self._controller_id,
                         controller_epoch=controller_epoch,
                         broker_epoch=broker_epoch,

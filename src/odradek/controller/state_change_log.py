@@ -74,6 +74,11 @@ class StateChangeLog:
         self._write("failed", controller_id, controller_epoch, tp, from_state, to_state,
                     None, **extra)
 
+    def flush(self) -> None:
+        """The controller calls this once per event: a sink may buffer the event's lines."""
+        if self._sink is not None:
+            self._sink.flush()
+
     def _write(
         self,
         kind: str,

@@ -73,8 +73,8 @@ def produce_response(version: int, correlation_id: int,
     return b"".join(_frame(out))
 
 
-def fetch_response(version: int, correlation_id: int,
-                   topics: Iterable[tuple[str, Sequence[FetchPartition]]]) -> list[bytes | memoryview]:
+def fetch_response(version: int, correlation_id: int, topics: Iterable[tuple[str, Sequence[FetchPartition]]],
+                   error_code: int = 0, session_id: int = 0) -> list[bytes | memoryview]:
     """FetchResponse v4-v12 as buffers for writelines; record data is referenced, not copied."""
     flexible = version >= 12
     topics = list(topics)
@@ -83,7 +83,7 @@ def fetch_response(version: int, correlation_id: int,
         head += b"\0"
     head += _I32.pack(0)  # throttle time
     if version >= 7:
-        head += b"\0\0" + _I32.pack(0)  # error code, session id
+        head += _I16.pack(error_code) + _I32.pack(session_id)
     head += _count(len(topics), flexible)
     out: list[bytes | memoryview] = [b""]
     for name, partitions in topics:
@@ -116,12 +116,13 @@ def fetch_response(version: int, correlation_id: int,
 
 def follower_fetch_request(correlation_id: int, client_id: str, replica_id: int, max_wait_ms: int,
                            max_bytes: int, topics: Sequence[tuple[str, Sequence[tuple[int, int, int, int, int]]]],
-                           ) -> bytes:
+                           session_id: int = 0, session_epoch: int = -1,
+                           forgotten: Sequence[tuple[str, Sequence[int]]] = ()) -> bytes:
     """FetchRequest v12 from a follower. Partitions: (partition, current_leader_epoch,
-    fetch_offset, log_start_offset, partition_max_bytes)."""
+    fetch_offset, log_start_offset, partition_max_bytes); `forgotten` leaves a fetch session."""
     cid = client_id.encode()
     out = [b"", struct.pack(">hhih", 1, 12, correlation_id, len(cid)), cid, b"\0",
-           struct.pack(">iiiibii", replica_id, max_wait_ms, 1, max_bytes, 0, 0, -1),
+           struct.pack(">iiiibii", replica_id, max_wait_ms, 1, max_bytes, 0, session_id, session_epoch),
            _uvarint(len(topics) + 1)]
     for name, partitions in topics:
         out.append(_string(name, True))
@@ -130,5 +131,11 @@ def follower_fetch_request(correlation_id: int, client_id: str, replica_id: int,
             out.append(struct.pack(">iiqiqi", partition, leader_epoch, fetch_offset, -1, log_start, partition_max))
             out.append(b"\0")
         out.append(b"\0")
-    out.append(b"\x01\x01\0")  # no forgotten topics, empty rack id, no tagged fields
+    out.append(_uvarint(len(forgotten) + 1))
+    for name, partitions in forgotten:
+        out.append(_string(name, True))
+        out.append(_uvarint(len(partitions) + 1))
+        out.append(b"".join(_I32.pack(p) for p in partitions))
+        out.append(b"\0")
+    out.append(b"\x01\0")  # empty rack id, no tagged fields
     return b"".join(_frame(out))  # type: ignore[arg-type]

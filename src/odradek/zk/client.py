@@ -15,6 +15,7 @@ watch or state-listener callback. kazoo's ConnectionLoss / SessionExpiredError p
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -35,9 +36,42 @@ from odradek.controller.seams import ControllerMovedError
 from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from odradek.zk import paths
 from odradek.zk.errors import BrokerIdInUseError, StaleEphemeralError, TopicExistsError
+from odradek.zk.multi_read import MultiReader, MultiReadError, MultiReadUnsupportedError
 
 MAX_MULTI_OPS = 1000  # ops per transaction, the epoch check included
+MULTI_READ_MIN = 8  # bulk reads of at least this many znodes use the multi-read session
+log = logging.getLogger(__name__)
 K = TypeVar("K")
+
+
+# A failover reads and writes thousands of partition states, but only a handful of distinct
+# payloads (same leader, epoch, ISR and controller epoch): memoizing the JSON codec on the
+# payload takes it off the failover's critical path. Bounded, and the cache is only a cache.
+_STATE_CACHE_MAX = 4096
+_decoded: dict[bytes, tuple[int, int, tuple[int, ...], int]] = {}
+_encoded: dict[tuple[int, int, tuple[int, ...], int], bytes] = {}
+
+
+def _decode_state(data: bytes, zk_version: int) -> LeaderAndIsr:
+    fields = _decoded.get(data)
+    if fields is None:
+        lai = paths.decode_leader_and_isr(data, zk_version)
+        if len(_decoded) >= _STATE_CACHE_MAX:
+            _decoded.clear()
+        _decoded[bytes(data)] = (lai.leader, lai.leader_epoch, lai.isr, lai.controller_epoch)
+        return lai
+    return LeaderAndIsr(fields[0], fields[1], fields[2], fields[3], zk_version)
+
+
+def _encode_state(state: LeaderAndIsr) -> bytes:
+    key = (state.leader, state.leader_epoch, state.isr, state.controller_epoch)
+    data = _encoded.get(key)
+    if data is None:
+        data = paths.encode_leader_and_isr(state)
+        if len(_encoded) >= _STATE_CACHE_MAX:
+            _encoded.clear()
+        _encoded[key] = data
+    return data
 
 
 class _Op(NamedTuple):
@@ -80,6 +114,7 @@ class KafkaZkClient:
         self.session_timeout_s = session_timeout_s
         self.epoch_zk_version = -1
         self._zk = KazooClient(hosts=connect, timeout=session_timeout_s)
+        self._multi_reader: MultiReader | None = None
 
     # lifecycle -----------------------------------------------------------------------------
 
@@ -97,9 +132,12 @@ class KafkaZkClient:
         self._zk.start(timeout)
         for path in paths.PERSISTENT_PATHS:
             self._zk.ensure_path(path)
+        self._multi_reader = MultiReader(self.connect)  # connects at its first bulk read
 
     def close(self) -> None:
         """End the session: ZooKeeper deletes our ephemerals (/brokers/ids/N, /controller) now."""
+        if self._multi_reader is not None:
+            self._multi_reader.close()
         self._zk.stop()
         self._zk.close()
 
@@ -278,7 +316,22 @@ class KafkaZkClient:
     # reading the cluster (controller failover) ---------------------------------------------
 
     def _get_many(self, keyed_paths: Mapping[K, str]) -> dict[K, tuple[bytes, ZnodeStat]]:
-        """Pipelined gets; keys whose znode is missing are left out."""
+        """Bulk gets; keys whose znode is missing are left out.
+
+        Above a handful of paths they go through ZooKeeper's multi-read (multi_read.py, its own
+        session; ~40x less client CPU than kazoo per znode), else, or if the server lacks it,
+        through pipelined kazoo get_async calls."""
+        if len(keyed_paths) >= MULTI_READ_MIN and self._multi_reader is not None \
+                and not self._multi_reader.unsupported:
+            keys = list(keyed_paths)
+            try:
+                got = self._multi_reader.get_data_many([keyed_paths[k] for k in keys])
+            except MultiReadUnsupportedError:
+                log.warning("ZooKeeper has no multi-read (3.6+); using pipelined reads")
+            except MultiReadError as exc:
+                log.warning("multi-read failed (%s); using pipelined reads", exc)
+            else:
+                return {k: r for k, r in zip(keys, got) if r is not None}
         pending = {key: self._zk.get_async(path) for key, path in keyed_paths.items()}
         found = {}
         for key, result in pending.items():
@@ -306,15 +359,16 @@ class KafkaZkClient:
 
     def get_partition_states(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, LeaderAndIsr]:
         found = self._get_many({tp: paths.partition_state_path(tp) for tp in tps})
-        return {tp: paths.decode_leader_and_isr(data, stat.version) for tp, (data, stat) in found.items()}
+        decode = _decode_state
+        return {tp: decode(data, stat.version) for tp, (data, stat) in found.items()}
 
     def get_partition_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
         return self.get_partition_states([tp]).get(tp)
 
     # epoch-fenced controller writes --------------------------------------------------------
 
-    def _commit_fenced(self, ops: list[_Op]) -> list[Any]:
-        """One multi: epoch check then `ops`; returns the results of `ops` (maybe exceptions)."""
+    def _commit_fenced_async(self, ops: list[_Op]) -> Any:
+        """Start one multi: epoch check then `ops`; returns kazoo's async result."""
         tx = self._zk.transaction()
         tx.check(paths.CONTROLLER_EPOCH, self.epoch_zk_version)
         for op in ops:
@@ -324,7 +378,12 @@ class KafkaZkClient:
                 tx.set_data(op.path, op.data, op.version)
             else:
                 tx.delete(op.path, op.version)
-        check, *results = tx.commit()
+        return tx.commit_async()
+
+    def _fenced_results(self, pending: Any) -> list[Any]:
+        """The results of the ops of a fenced multi (maybe exceptions); a failed epoch check
+        raises ControllerMovedError."""
+        check, *results = pending.get()
         if isinstance(check, (BadVersionError, NoNodeError)):
             raise ControllerMovedError(
                 f"/controller_epoch is no longer at version {self.epoch_zk_version}"
@@ -333,15 +392,34 @@ class KafkaZkClient:
             raise check
         return results
 
+    def _commit_fenced(self, ops: list[_Op]) -> list[Any]:
+        """One multi: epoch check then `ops`; returns the results of `ops` (maybe exceptions)."""
+        return self._fenced_results(self._commit_fenced_async(ops))
+
     def _run_fenced(self, items: list[tuple[K, _Op]]) -> dict[K, Any]:
         """Run keyed ops in fenced batches. An op that fails (BadVersion, NodeExists, NoNode)
-        gets its exception as result and the rest of its batch is retried without it."""
+        gets its exception as result and the rest of its batch is retried without it.
+
+        For sets and deletes the first attempt of every batch is pipelined (all multis sent, then all results
+        read): the batches touch disjoint znodes and each carries the epoch check, so they
+        are independent; one ZooKeeper session applies them in order."""
         results: dict[K, Any] = {}
         step = MAX_MULTI_OPS - 1
-        for start in range(0, len(items), step):
-            batch = items[start:start + step]
-            while batch:
-                outcome = self._commit_fenced([op for _, op in batch])
+        batches = [items[start:start + step] for start in range(0, len(items), step)]
+        # Creates stay sequential: a later batch may create children of an earlier one's znodes,
+        # which must exist (after its retry) first.
+        pipelined = all(op.kind != "create" for _, op in items)
+        pending = [self._commit_fenced_async([op for _, op in batch]) if pipelined else None
+                   for batch in batches]
+        moved: ControllerMovedError | None = None
+        for batch, started in zip(batches, pending):
+            try:
+                outcome = self._fenced_results(
+                    started or self._commit_fenced_async([op for _, op in batch]))
+            except ControllerMovedError as exc:
+                moved = exc  # read every reply before raising: nothing stays in flight
+                continue
+            while True:
                 failed = [
                     i for i, r in enumerate(outcome)
                     if isinstance(r, Exception)
@@ -353,6 +431,11 @@ class KafkaZkClient:
                 bad = failed[0]
                 results[batch[bad][0]] = outcome[bad]
                 batch = batch[:bad] + batch[bad + 1:]
+                if not batch or moved is not None:
+                    break
+                outcome = self._commit_fenced([op for _, op in batch])
+        if moved is not None:
+            raise moved
         return results
 
     def create_partition_states(
@@ -387,13 +470,17 @@ class KafkaZkClient:
     ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
         """Conditional set of each state at its zk_version, fenced; success gives the new version."""
         items = [
-            (tp, _Op("set", paths.partition_state_path(tp), paths.encode_leader_and_isr(s), s.zk_version))
+            (tp, _Op("set", paths.partition_state_path(tp), _encode_state(s), s.zk_version))
             for tp, s in states.items()
         ]
-        return {
-            tp: r if isinstance(r, Exception) else replace(states[tp], zk_version=r.version)
-            for tp, r in self._run_fenced(items).items()
-        }
+        out: dict[TopicPartition, LeaderAndIsr | Exception] = {}
+        for tp, r in self._run_fenced(items).items():
+            if isinstance(r, Exception):
+                out[tp] = r
+            else:
+                s = states[tp]
+                out[tp] = LeaderAndIsr(s.leader, s.leader_epoch, s.isr, s.controller_epoch, r.version)
+        return out
 
     def pop_isr_change_notifications(self) -> set[TopicPartition]:
         """Read and delete (fenced) all ISR change notifications; the union of their partitions."""

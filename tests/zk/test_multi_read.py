@@ -1,0 +1,79 @@
+"""The raw-socket multi-read (opcode 22) against the real ZooKeeper, compared with kazoo."""
+from __future__ import annotations
+
+import pytest
+from kazoo.client import KazooClient
+
+from odradek.metadata import LeaderAndIsr, TopicPartition
+from odradek.zk import paths
+from odradek.zk.client import KafkaZkClient
+from odradek.zk.multi_read import MultiReader
+
+
+@pytest.fixture
+def kazoo(zk_connect: str):
+    client = KazooClient(hosts=zk_connect)
+    client.start(10)
+    client.ensure_path("/")
+    yield client
+    client.stop()
+    client.close()
+
+
+def test_matches_kazoo_get_including_missing_and_empty(kazoo: KazooClient, zk_connect: str) -> None:
+    names = [f"/n{i}" for i in range(2500)]
+    # every 7th is missing, every 11th empty
+    for start in range(0, len(names), 500):
+        tx = kazoo.transaction()
+        for i in range(start, min(start + 500, len(names))):
+            if i % 7:
+                tx.create(names[i], b"" if i % 11 == 0 else f"value-{i}".encode() * (i % 5 + 1))
+        assert not [r for r in tx.commit() if isinstance(r, Exception)]
+    kazoo.set("/n1", b"changed")
+    reader = MultiReader(zk_connect)
+    try:
+        got = reader.get_data_many(names + ["/n1"])  # 3 pipelined requests, one partial
+        for name, result in zip(names + ["/n1"], got):
+            if int(name[2:]) % 7 == 0:
+                assert result is None
+                continue
+            data, stat = kazoo.get(name)
+            assert result == (data, stat)
+        assert got[1][1].version == 1 and got[1][0] == b"changed"
+        # the session stays usable for another call
+        assert reader.get_data_many(["/n1"])[0][0] == b"changed"
+    finally:
+        reader.close()
+
+
+def test_reconnects_after_its_socket_breaks(kazoo: KazooClient, zk_connect: str) -> None:
+    kazoo.create("/x", b"1")
+    reader = MultiReader(zk_connect)
+    try:
+        assert reader.get_data_many(["/x"])[0][0] == b"1"
+        reader._sock.close()  # as if the server dropped an idle session
+        kazoo.set("/x", b"2")
+        assert reader.get_data_many(["/x"])[0][0] == b"2"
+    finally:
+        reader.close()
+
+
+def test_client_partition_states_use_multi_read(zk_connect: str) -> None:
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    try:
+        tps = [TopicPartition("t", p) for p in range(1200)]
+        states = {tp: LeaderAndIsr(1, tp.partition, (1, 2), 1) for tp in tps if tp.partition % 100 != 3}
+        zk.kazoo.ensure_path(paths.topic_partitions_path("t"))
+        ordered = [tp for tp in tps if tp in states]
+        for start in range(0, len(ordered), 400):
+            tx = zk.kazoo.transaction()
+            for tp in ordered[start:start + 400]:
+                tx.create(paths.partition_path(tp))
+                tx.create(paths.partition_state_path(tp), paths.encode_leader_and_isr(states[tp]))
+            assert not [r for r in tx.commit() if isinstance(r, Exception)]
+        got = zk.get_partition_states(tps)
+        assert zk._multi_reader is not None and not zk._multi_reader.unsupported
+        assert got == states
+    finally:
+        zk.close()
