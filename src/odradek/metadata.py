@@ -6,12 +6,15 @@ simulation can compare states by value.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 NO_LEADER = -1
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class TopicPartition:
+class TopicPartition(NamedTuple):
+    """A NamedTuple, not a dataclass: it keys every per-partition dict on the hot paths, and a
+    tuple hashes and compares in C (a frozen dataclass's __hash__ runs Python code)."""
+
     topic: str
     partition: int
 

@@ -93,7 +93,11 @@ class FetchHandler:
         readable: list[Partition] = []
         has_error = False
         for t in targets:
-            partition, error = leader_for(self.ctx, t.tp, t.leader_epoch)
+            partition, error = t.partition, None
+            if partition is None or not partition.is_leader or (
+                    t.leader_epoch >= 0 and t.leader_epoch != partition.leader_epoch):
+                partition, error = leader_for(self.ctx, t.tp, t.leader_epoch)
+                t.partition = partition
             data: bytes | memoryview = b""
             if partition is not None:
                 if replica_id >= 0:

@@ -13,6 +13,7 @@ import itertools
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 from odradek.metadata import TopicPartition
 from odradek.protocol.errors import ErrorCode
@@ -32,6 +33,7 @@ class FetchTarget:
     leader_epoch: int
     sent_high_watermark: int = -2  # nothing sent yet: the first response always includes it
     sent_log_start: int = -2
+    partition: Any = None  # the broker's Partition once resolved, so idle rounds skip the lookup
 
 
 @dataclass(slots=True)

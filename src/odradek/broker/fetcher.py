@@ -29,7 +29,6 @@ RETRY_BACKOFF_S = 0.2
 class _FetchState:
     partition: Partition
     leader_epoch: int
-    needs_truncation: bool = True
 
 
 class ReplicaFetcher:
@@ -51,16 +50,22 @@ class ReplicaFetcher:
         self._session_id = 0
         self._session_epoch = INITIAL_EPOCH
         self._sent: dict[TopicPartition, tuple[int, int]] = {}
+        # bookkeeping that keeps an idle round O(changes), not O(partitions)
+        self._truncating: set[TopicPartition] = set()  # waiting for OffsetsForLeaderEpoch
+        self._dirty: set[TopicPartition] = set()  # position may differ from what the session holds
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"fetcher-{self.leader.id}")
 
     def add(self, partition: Partition) -> None:
         self._states[partition.tp] = _FetchState(partition, partition.leader_epoch)
+        self._truncating.add(partition.tp)
         self._changed.set()
 
     def remove(self, tp: TopicPartition) -> None:
         self._states.pop(tp, None)
+        self._truncating.discard(tp)
+        self._dirty.discard(tp)
 
     def __len__(self) -> int:
         return len(self._states)
@@ -93,16 +98,17 @@ class ReplicaFetcher:
 
     def _reset_session(self) -> None:
         self._session_id, self._session_epoch, self._sent = 0, INITIAL_EPOCH, {}
+        self._dirty.clear()
 
     async def _truncate_new_partitions(self) -> None:
-        pending = {tp: s for tp, s in self._states.items() if s.needs_truncation}
+        pending = {tp: self._states[tp] for tp in self._truncating}
         if not pending:
             return
         asks: dict[str, list[dict[str, int]]] = {}
         for tp, state in pending.items():
             epoch = state.partition.log.leader_epoch_cache.latest_epoch()
             if epoch is None:
-                state.needs_truncation = False  # nothing written under any epoch: nothing to cut
+                self._truncation_done(tp)  # nothing written under any epoch: nothing to cut
                 continue
             asks.setdefault(tp.topic, []).append(
                 {"partition": tp.partition, "current_leader_epoch": state.leader_epoch, "leader_epoch": epoch})
@@ -119,7 +125,7 @@ class ReplicaFetcher:
                 if p.error_code != ErrorCode.NONE:
                     continue  # leader not ready yet: ask again next round
                 self._truncate(state.partition, p.leader_epoch, p.end_offset)
-                state.needs_truncation = False
+                self._truncation_done(state.partition.tp)
 
     @staticmethod
     def _truncate(partition: Partition, leader_epoch: int, leader_end_offset: int) -> None:
@@ -132,18 +138,27 @@ class ReplicaFetcher:
             target = min(target, own_end)
         partition.truncate_to(target)
 
+    def _truncation_done(self, tp: TopicPartition) -> None:
+        self._truncating.discard(tp)
+        self._dirty.add(tp)
+
     async def _fetch_once(self) -> None:
-        ready = {tp: s for tp, s in self._states.items() if not s.needs_truncation}
-        if not ready:
+        if len(self._truncating) == len(self._states):
             await asyncio.sleep(RETRY_BACKOFF_S)
             return
         full = self._session_epoch in (INITIAL_EPOCH, FINAL_EPOCH)
-        position = {tp: (st.partition.log_end_offset, st.leader_epoch) for tp, st in ready.items()}
-        changed = [tp for tp in ready if full or self._sent.get(tp) != position[tp]]
-        gone = [] if full else [tp for tp in self._sent if tp not in ready]
+        if full:
+            changed = [tp for tp in self._states if tp not in self._truncating]
+            gone: list[TopicPartition] = []
+        else:
+            changed = [tp for tp in self._dirty if tp in self._states and tp not in self._truncating]
+            gone = [tp for tp in self._sent if tp not in self._states or tp in self._truncating]
+        position = {tp: (self._states[tp].partition.log_end_offset, self._states[tp].leader_epoch) for tp in changed}
+        if not full:
+            changed = [tp for tp in changed if self._sent.get(tp) != position[tp]]
         topics: dict[str, list[tuple[int, int, int, int, int]]] = {}
         for tp in changed:
-            st = ready[tp]
+            st = self._states[tp]
             topics.setdefault(tp.topic, []).append((tp.partition, st.leader_epoch, position[tp][0],
                                                     st.partition.log.log_start_offset, self.max_bytes))
         forgotten: dict[str, list[int]] = {}
@@ -169,20 +184,24 @@ class ReplicaFetcher:
                 del self._sent[tp]
             for tp in changed:
                 self._sent[tp] = position[tp]
+        self._dirty.clear()
         for topic in resp.responses:
             for p in topic.partitions:
-                state = ready.get(TopicPartition(topic.topic, p.partition_index))
-                if state is None or self._states.get(state.partition.tp) is not state:
-                    continue  # removed while the fetch was in flight
-                self._apply(state, p)
+                tp = TopicPartition(topic.topic, p.partition_index)
+                state = self._states.get(tp)
+                if state is not None and tp not in self._truncating:
+                    self._apply(state, p)
 
     def _apply(self, state: _FetchState, data: object) -> None:
         error = data.error_code  # type: ignore[attr-defined]
         partition = state.partition
         if error == ErrorCode.NONE:
-            partition.append_as_follower(data.records or b"", data.high_watermark)  # type: ignore[attr-defined]
+            records = data.records  # type: ignore[attr-defined]
+            partition.append_as_follower(records or b"", data.high_watermark)  # type: ignore[attr-defined]
+            if records:
+                self._dirty.add(partition.tp)  # our fetch offset moved
         elif error == ErrorCode.OFFSET_OUT_OF_RANGE:
-            state.needs_truncation = True
+            self._truncating.add(partition.tp)
         else:
             log.debug("%s: fetch error %s from broker %d", partition.tp, error, self.leader.id)
 

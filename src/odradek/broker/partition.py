@@ -139,14 +139,15 @@ class Partition:
                 self._follower_leo[replica_id] = fetch_offset
                 self._maybe_advance_high_watermark()
 
-    def isr_change_wanted(self, lag_time_max_s: float, now: float) -> frozenset[int] | None:
+    def isr_change_wanted(self, lag_time_max_s: float, now: float, shrink: bool = True) -> frozenset[int] | None:
         """The ISR this leader should write, or None to keep it (Kafka's maybeShrinkIsr and
-        maybeExpandIsr): followers that have not caught up within the lag time leave; a
-        follower that reached the high watermark, and this epoch's start, joins."""
+        maybeExpandIsr): followers that have not caught up within the lag time leave (checked
+        only when `shrink`); a follower that reached the high watermark, and this epoch's
+        start, joins."""
         if not self.is_leader:
             return None
         stale = {r for r in self.isr if r != self.broker_id
-                 and now - self._last_caught_up.get(r, 0.0) > lag_time_max_s}
+                 and now - self._last_caught_up.get(r, 0.0) > lag_time_max_s} if shrink else set()
         joining = {r for r, leo in self._follower_leo.items() if r not in self.isr
                    and leo >= self.high_watermark and leo >= self._leader_epoch_start_offset}
         if not stale and not joining:
@@ -229,6 +230,7 @@ class Partition:
                 fut.set_result(None)
 
     def close(self) -> None:
+        self.leader_id = -1  # a closed (stopped or deleted) replica leads nothing
         self._fail_waiters()
         self._wake_fetchers()
 

@@ -36,6 +36,7 @@ class ReplicaManager:
         self._live_broker_ids = live_broker_ids
         self.zk = zk  # odradek.zk.client.KafkaZkClient, used only for the leader's ISR writes
         self.replica_lag_time_max_s = replica_lag_time_max_ms / 1000
+        self._next_shrink_check = 0.0
         self.broker_epoch = -1
         self.controller_epoch = -1
         self.data_dir = data_dir
@@ -141,10 +142,17 @@ class ReplicaManager:
         /isr_change_notification znode per round.
         """
         now = time.monotonic()
+        # shrinking is checked every half lag time (Kafka's schedule); expansion every round,
+        # but only where the ISR is short, so an idle broker of many partitions does little
+        shrink = now >= self._next_shrink_check
+        if shrink:
+            self._next_shrink_check = now + self.replica_lag_time_max_s / 2
         live = self._live_broker_ids()
         wanted = {}
         for p in self._partitions.values():
-            isr = p.isr_change_wanted(self.replica_lag_time_max_s, now)
+            if not p.is_leader or not (shrink or len(p.isr) < len(p.replicas)):
+                continue
+            isr = p.isr_change_wanted(self.replica_lag_time_max_s, now, shrink)
             if isr is not None:
                 # only a registered broker may join (KIP-841): a follower whose ZooKeeper session
                 # expired still fetches, but the controller counts it dead until it re-registers
