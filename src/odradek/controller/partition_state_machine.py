@@ -8,6 +8,8 @@ failover latency (seed 002).
 """
 from __future__ import annotations
 
+import logging
+
 import enum
 from typing import TYPE_CHECKING, Iterable
 
@@ -27,6 +29,8 @@ from odradek.metadata import LeaderAndIsr, TopicPartition
 if TYPE_CHECKING:
     from odradek.controller.controller_context import ControllerContext
     from odradek.controller.request_batch import ControllerBrokerRequestBatch
+
+logger = logging.getLogger(__name__)
 
 
 class PartitionStatus(enum.Enum):
@@ -208,6 +212,10 @@ class PartitionStateMachine:
             if isinstance(outcome, Exception):
                 retry[tp] = outcome
                 continue
+            if outcome.leader not in current_states[tp].isr and outcome.leader >= 0:
+                logger.warning("unclean leader election for %s: broker %d was not in the ISR %s; "
+                               "messages committed after it fell behind may be lost",
+                               tp, outcome.leader, list(current_states[tp].isr))
             self._ctx.put_partition_leadership(tp, outcome)
             self._batch.add_leader_and_isr(elections[tp].receivers, tp, outcome,
                                            self._ctx.partition_replica_assignment(tp), is_new=False)

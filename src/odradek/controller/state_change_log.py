@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from functools import lru_cache
 from typing import TextIO
 
 from odradek.metadata import LeaderAndIsr, TopicPartition
@@ -90,21 +91,29 @@ class StateChangeLog:
         leader_and_isr: LeaderAndIsr | None,
         **extra: object,
     ) -> None:
-        record: dict[str, object] = {
-            "kind": kind,
-            "controller_id": controller_id,
-            "controller_epoch": controller_epoch,
-            "topic": tp.topic,
-            "partition": tp.partition,
-            "from": from_state,
-            "to": to_state,
-            "leader": leader_and_isr.leader if leader_and_isr else None,
-            "isr": list(leader_and_isr.isr) if leader_and_isr else None,
-            "leader_epoch": leader_and_isr.leader_epoch if leader_and_isr else None,
+        # Formatted by hand, not json.dumps of a dict: at 10,000 partitions a failover writes
+        # ~40,000 lines and json.dumps was a fifth of the controller's time. Same JSON, keys sorted.
+        fields = {
+            "controller_epoch": str(controller_epoch),
+            "controller_id": str(controller_id),
+            "from": _jstr(from_state),
+            "isr": f"[{', '.join(map(str, leader_and_isr.isr))}]" if leader_and_isr else "null",
+            "kind": _jstr(kind),
+            "leader": str(leader_and_isr.leader) if leader_and_isr else "null",
+            "leader_epoch": str(leader_and_isr.leader_epoch) if leader_and_isr else "null",
+            "partition": str(tp.partition),
+            "to": _jstr(to_state),
+            "topic": _jstr(tp.topic),
         }
-        record.update(extra)
-        line = json.dumps(record, sort_keys=True)
+        fields.update((k, json.dumps(v)) for k, v in extra.items())
+        line = "{" + ", ".join(f'"{k}": {fields[k]}' for k in sorted(fields)) + "}"
         if self._sink is not None:
             self._sink.write(line + "\n")
         else:
             self._logger.info(line)
+
+
+@lru_cache(maxsize=4096)
+def _jstr(value: str | None) -> str:
+    """A JSON string literal (topic and state names repeat, so they are cached)."""
+    return json.dumps(value)
