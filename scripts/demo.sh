@@ -35,5 +35,9 @@ odradek topics describe "$TOPIC" --bootstrap-server "$BOOTSTRAP"
 echo "== odradek status"
 odradek status --data-dir "$DIR"
 
+echo "== Spark pipeline: page views -> sessionize (Structured Streaming) -> topic + Parquet -> report"
+.venv/bin/python -m pipelines.demo --bootstrap-server "$BOOTSTRAP" --work-dir "$DIR/pipeline" 2>&1 \
+  | grep -v -e '^WARNING: Using incubator modules' -e '|rdkafka#'
+
 echo
 echo "The cluster keeps running. Stop it with: .venv/bin/odradek down --data-dir $DIR"

@@ -151,10 +151,19 @@ def build_parser() -> argparse.ArgumentParser:
     bf.add_argument("--json", action="store_true")
     bf.set_defaults(func=cmd_bench_failover)
 
-    for parser in (tc, tl, td, pr, co, bp):
-        parser.add_argument("--bootstrap-server", default=None if parser is bp else DEFAULT_BOOTSTRAP,
+    bs = bsub.add_parser("spark-read", help="rows/s reading a topic through Spark vs a plain consumer")
+    bs.add_argument("--records", type=_positive, default=1_000_000, metavar="N")
+    bs.add_argument("--size", type=_positive, default=100, help="bytes per record")
+    bs.add_argument("--partitions", type=_positive, default=6, metavar="P")
+    bs.add_argument("--master", default="local[2]", help="Spark master URL")
+    bs.add_argument("--json", action="store_true")
+    bs.set_defaults(func=cmd_bench_spark_read)
+
+    for parser in (tc, tl, td, pr, co, bp, bs):
+        private = parser in (bp, bs)
+        parser.add_argument("--bootstrap-server", default=None if private else DEFAULT_BOOTSTRAP,
                             metavar="HOST:PORT[,...]",
-                            help="private 3-broker cluster if omitted" if parser is bp else None)
+                            help="private 3-broker cluster if omitted" if private else None)
     return p
 
 
@@ -347,6 +356,13 @@ def cmd_bench_produce(args: argparse.Namespace) -> None:
     print(run_produce_command(args.bootstrap_server, messages=args.messages, size=args.size, acks=args.acks,
                               replication_factor=args.replication_factor, partitions=args.partitions,
                               compare=args.compare, as_json=args.json, rounds=args.rounds))
+
+
+def cmd_bench_spark_read(args: argparse.Namespace) -> None:
+    from odradek.spark.bench import format_result, run_spark_read
+
+    print(format_result(run_spark_read(args.bootstrap_server, args.records, args.size, args.partitions,
+                                       args.master), args.json))
 
 
 def cmd_bench_failover(args: argparse.Namespace) -> None:

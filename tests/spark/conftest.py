@@ -1,0 +1,62 @@
+"""Spark fixtures: one local[2] SparkSession per test run, and 3-broker clusters on the
+session's ZooKeeper (the same recipe as tests/integration/conftest.py)."""
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from odradek.cluster import LocalCluster, free_port_block
+from odradek.zk.server import ZooKeeperServer
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))  # so tests can import pipelines/
+
+
+def start_cluster(zookeeper: ZooKeeperServer, data_dir: Path, brokers: int = 3) -> LocalCluster:
+    chroot = f"/odradek-spark-{uuid.uuid4().hex[:12]}"
+    cluster = LocalCluster(data_dir, brokers, base_port=free_port_block(brokers),
+                           zookeeper=zookeeper.connect_string + chroot,
+                           broker_args={"zookeeper_session_timeout_ms": 4000})
+    try:
+        cluster.up(timeout=60)
+    except BaseException:
+        cluster.down()
+        raise
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """The one SparkSession of the run (local[2], 2 shuffle partitions, quiet logs)."""
+    from odradek.spark.session import local_session
+
+    session = local_session("odradek-tests", master="local[2]", shuffle_partitions=2)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A 3-broker cluster shared by one module's tests (each test uses its own topics)."""
+    c = start_cluster(zookeeper, tmp_path_factory.mktemp("spark-cluster"))
+    try:
+        yield c
+    finally:
+        c.down()
+
+
+@pytest.fixture
+def private_cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> Iterator[LocalCluster]:
+    """A cluster of the test's own, for tests that kill brokers."""
+    c = start_cluster(zookeeper, tmp_path / "cluster")
+    try:
+        yield c
+    finally:
+        c.down()
