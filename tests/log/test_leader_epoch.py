@@ -81,7 +81,7 @@ def test_truncate_from_start(cache):
 
 
 def test_log_wiring(tmp_path):
-    from conftest import batch
+    from log_helpers import batch
     from odradek.log.log import Log, LogConfig
 
     log = Log.open(tmp_path / "p", LogConfig())

@@ -1,6 +1,6 @@
 """Log: offsets, reads, rolls, flush policy, truncation, retention, config."""
 import pytest
-from conftest import batch, offsets_in, read_all
+from log_helpers import batch, offsets_in, read_all
 
 from odradek.log import CorruptRecordError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from odradek.log.checkpoint import read_offset

@@ -4,7 +4,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import batch, offsets_in
+from log_helpers import batch, offsets_in
 
 from odradek.log.fd_cache import FdCache
 from odradek.log.log import LogConfig

@@ -1,7 +1,7 @@
 """Restart and crash recovery: torn tails, CRC damage past the recovery point, index rebuild."""
 import os
 
-from conftest import batch, read_all
+from log_helpers import batch, read_all
 
 from odradek.log.fd_cache import FdCache
 from odradek.log.log import LogConfig

@@ -134,6 +134,8 @@ class Broker:
         """After a session expiry the registration znode is gone and the controller counts this
         broker dead: register again once a new session is up, which gives a new broker epoch
         (so requests meant for the old incarnation are refused)."""
+        if self._stopping.is_set():
+            return  # closing our own session at shutdown is not an expiry
         if state == KazooState.LOST:
             log.warning("broker %d: ZooKeeper session expired", self.config.broker_id)
             self._session_lost = True
