@@ -1,33 +1,20 @@
 """Spark fixtures: one local[2] SparkSession per test run, and 3-broker clusters on the
-session's ZooKeeper (the same recipe as tests/integration/conftest.py)."""
+session's ZooKeeper (tests/cluster_helpers.py)."""
 from __future__ import annotations
 
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cluster_helpers import start_cluster
 
-from odradek.cluster import LocalCluster, free_port_block
+from odradek.cluster import LocalCluster
 from odradek.zk.server import ZooKeeperServer
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # so tests can import pipelines/
-
-
-def start_cluster(zookeeper: ZooKeeperServer, data_dir: Path, brokers: int = 3) -> LocalCluster:
-    chroot = f"/odradek-spark-{uuid.uuid4().hex[:12]}"
-    cluster = LocalCluster(data_dir, brokers, base_port=free_port_block(brokers),
-                           zookeeper=zookeeper.connect_string + chroot,
-                           broker_args={"zookeeper_session_timeout_ms": 4000})
-    try:
-        cluster.up(timeout=60)
-    except BaseException:
-        cluster.down()
-        raise
-    return cluster
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,23 @@
+"""Starting a real cluster for a test: broker processes on the session's ZooKeeper, in a chroot,
+data dir and free ports of their own, so tests never collide with each other or with a cluster
+a user left running on the default ports."""
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from odradek.cluster import LocalCluster, free_port_block
+from odradek.zk.server import ZooKeeperServer
+
+
+def start_cluster(zookeeper: ZooKeeperServer, data_dir: Path, brokers: int = 3, **broker_args: object) -> LocalCluster:
+    chroot = f"/odradek-it-{uuid.uuid4().hex[:12]}"
+    cluster = LocalCluster(data_dir, brokers, base_port=free_port_block(brokers),
+                           zookeeper=zookeeper.connect_string + chroot,
+                           broker_args={"zookeeper_session_timeout_ms": 4000, **broker_args})
+    try:
+        cluster.up(timeout=60)
+    except BaseException:
+        cluster.down()
+        raise
+    return cluster
