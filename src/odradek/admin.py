@@ -76,7 +76,7 @@ def describe_topics(bootstrap: str, names: list[str] | None = None, timeout: flo
     One Metadata v12 request over a plain socket: confluent-kafka's describe_topics and
     list_topics do not report the leader epoch, and a single request gives one consistent view.
     """
-    response = _metadata_request(bootstrap, names, timeout)
+    response = metadata_request(bootstrap, names, timeout)
     topics = []
     for t in sorted(response.topics, key=lambda t: t.name or ""):
         if t.error_code != 0:
@@ -107,7 +107,8 @@ def filter_partitions(topics: list[dict[str, Any]], *, under_replicated: bool, o
     return [t for t in kept if t["partitions"] or keep_empty]
 
 
-def _metadata_request(bootstrap: str, names: list[str] | None, timeout: float) -> Any:
+def metadata_request(bootstrap: str, names: list[str] | None, timeout: float) -> Any:
+    """One raw Metadata v12 request to the first reachable server of `bootstrap`."""
     from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
     from kio.schema.metadata.v12.response import MetadataResponse
     from kio.schema.request_header.v2.header import RequestHeader

@@ -229,7 +229,10 @@ class LocalCluster:
         return self.bootstrap_servers
 
     def wait_ready(self, broker_ids: list[int], timeout: float) -> None:
-        """Block until `broker_ids` are all in /brokers/ids and /controller exists.
+        """Block until `broker_ids` are all in /brokers/ids, /controller exists, and each of
+        them answers Metadata with a controller and every one of them (the controller's first
+        UpdateMetadata reached it): before that, clients find no controller to create topics
+        with, and librdkafka's admin client waits a long time before asking again.
 
         Fails fast, with the log tail, when a broker process dies while we wait."""
         deadline = time.monotonic() + timeout
@@ -242,7 +245,7 @@ class LocalCluster:
                         raise ClusterError(f"broker {broker_id} exited; tail of {log}:\n{tail(log)}")
                 registered = {int(c) for c in (zk.exists("/brokers/ids") and zk.get_children("/brokers/ids")) or []}
                 missing = [b for b in broker_ids if b not in registered]
-                if not missing and zk.exists("/controller"):
+                if not missing and zk.exists("/controller") and self._brokers_know_cluster(broker_ids):
                     return
                 if time.monotonic() > deadline:
                     culprit = missing[0] if missing else broker_ids[0]
@@ -256,6 +259,18 @@ class LocalCluster:
         finally:
             zk.stop()
             zk.close()
+
+    def _brokers_know_cluster(self, broker_ids: list[int]) -> bool:
+        from odradek.admin import AdminError, metadata_request
+
+        for broker_id in broker_ids:
+            try:
+                md = metadata_request(f"{self.host}:{self.broker_port(broker_id)}", [], 2.0)
+            except AdminError:
+                return False
+            if md.controller_id < 0 or not set(broker_ids) <= {b.node_id for b in md.brokers}:
+                return False
+        return True
 
     def start_broker(self, broker_id: int) -> int:
         """Launch broker `broker_id` in the background (no waiting) and return its pid."""
