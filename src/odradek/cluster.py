@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from kazoo.client import KazooClient
 
 from odradek.netutil import free_port
+from odradek.process import process_alive
 
 if TYPE_CHECKING:
     from odradek.zk.server import ZooKeeperServer
@@ -80,19 +81,8 @@ def tail(path: Path, lines: int = 20) -> str:
 
 def pid_alive(pid: int | None) -> bool:
     """True if `pid` runs an odradek process; reaps our own zombies and ignores recycled pids."""
-    if not pid:
+    if not pid or not process_alive(pid):
         return False
-    try:
-        if os.waitpid(pid, os.WNOHANG)[0]:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     proc = Path(f"/proc/{pid}")
     if not proc.exists():
         return True

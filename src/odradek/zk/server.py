@@ -18,6 +18,8 @@ import socket
 import time
 from pathlib import Path
 
+from odradek.process import process_alive
+
 JAVA_DIR = Path("/usr/share/java")
 CLASSPATH_JARS: tuple[Path, ...] = (
     JAVA_DIR / "zookeeper.jar",
@@ -135,7 +137,7 @@ class ZooKeeperServer:
         self.pid_file.write_text(f"{pid}\n")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not _alive(pid):
+            if not process_alive(pid):
                 self.pid_file.unlink(missing_ok=True)
                 raise RuntimeError(f"ZooKeeper exited at startup; see {self.log_file}")
             if self.is_serving():
@@ -164,34 +166,18 @@ class ZooKeeperServer:
     def is_running(self) -> bool:
         """True if the process named in the pid file exists (and is not a zombie of ours)."""
         pid = self._pid()
-        return pid is not None and _alive(pid)
+        return pid is not None and process_alive(pid)
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM the server, SIGKILL it if still alive after `timeout`, remove the pid file."""
         pid = self._pid()
-        if pid is not None and _alive(pid):
+        if pid is not None and process_alive(pid):
             os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout
-            while _alive(pid) and time.monotonic() < deadline:
+            while process_alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            if _alive(pid):
+            if process_alive(pid):
                 os.kill(pid, signal.SIGKILL)
-                while _alive(pid):
+                while process_alive(pid):
                     time.sleep(0.05)
         self.pid_file.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` is a live process; reaps it first if it is our exited child."""
-    try:
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    except ChildProcessError:  # not our child (started by another process): just probe it
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
