@@ -137,11 +137,12 @@ def zk_multi_floor(zk: Any, count: int, batch: int = FLOOR_BATCH) -> float:
 
 def _phases(r: dict[str, Any], start_key: str, keys: list[str]) -> dict[str, float]:
     """Durations between consecutive stamps, starting at `start_key`."""
-    out, prev = {}, r[start_key]
+    out: dict[str, float] = {}
+    prev_key = start_key
     for key in keys:
         if r.get(key) is not None:
-            out[f"{start_key if not out else last}->{key}"] = round(r[key] - prev, 3)
-            prev, last = r[key], key
+            out[f"{prev_key}->{key}"] = round(r[key] - r[prev_key], 3)
+            prev_key = key
     return out
 
 

@@ -1,7 +1,8 @@
 """Value types shared by the controller, ZooKeeper layer and brokers.
 
-They are plain frozen dataclasses so the controller core can be driven without I/O and a
-simulation can compare states by value.
+They are immutable values (frozen dataclasses, or NamedTuples where a failover makes one per
+partition) so the controller core can be driven without I/O and a simulation can compare
+states by value.
 """
 from __future__ import annotations
 
@@ -22,9 +23,10 @@ class TopicPartition(NamedTuple):
         return f"{self.topic}-{self.partition}"
 
 
-@dataclass(frozen=True, slots=True)
-class LeaderAndIsr:
-    """Contents of /brokers/topics/T/partitions/P/state plus the znode version it was read at."""
+class LeaderAndIsr(NamedTuple):
+    """Contents of /brokers/topics/T/partitions/P/state plus the znode version it was read at.
+
+    A NamedTuple for the same reason as TopicPartition: a failover builds one per partition."""
 
     leader: int
     leader_epoch: int
@@ -52,9 +54,9 @@ class BrokerInfo:
     rack: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionState:
-    """One partition's entry in a LeaderAndIsr or UpdateMetadata request."""
+class PartitionState(NamedTuple):
+    """One partition's entry in a LeaderAndIsr or UpdateMetadata request (a NamedTuple: a
+    failover builds and encodes tens of thousands)."""
 
     tp: TopicPartition
     controller_epoch: int

@@ -70,13 +70,33 @@ def test_controller_failover_sets_initial_states_and_elects() -> None:
     ctx = controller.context
     assert [ctx.partition_state(tp("t", i)) for i in range(3)] == [P.ONLINE] * 3
     assert zk.states[tp("t", 0)] == LeaderAndIsr(1, 4, (1, 2), 1, 6)   # untouched
-    # the dead leader first leaves the ISR (OfflineReplica, leader -1), then 2 is elected
-    assert zk.states[tp("t", 1)] == LeaderAndIsr(2, 4, (2,), 2, 4)
+    # 2 is elected and the dead leader leaves the ISR in the same (single) write
+    assert zk.states[tp("t", 1)] == LeaderAndIsr(2, 3, (2,), 2, 3)
+    assert len(zk.calls_named("update_leader_and_isr")) == 1
     assert zk.states[tp("t", 2)] == LeaderAndIsr(1, 0, (1, 2), 2, 0)
     assert ctx.replica_state(PartitionReplica(tp("t", 1), 3)) is R.OFFLINE
     assert ctx.replica_state(PartitionReplica(tp("t", 1), 2)) is R.ONLINE
     assert Counter(b for b, r in channel.sent if isinstance(r, LeaderAndIsrRequest)) == {1: 1, 2: 1}
     assert all(r.controller_epoch == 2 for _, r in channel.sent)
+
+
+def test_controller_failover_writes_each_partition_at_most_once() -> None:
+    """Broker 3 died with the old controller: the partitions it led are elected and the ones
+    it followed shrink their ISR, each in one write; healthy ones are not written at all."""
+    zk = cluster(brokers=(1, 2))
+    zk.create_topic("t", {p: tuple(1 + (p + i) % 3 for i in range(3)) for p in range(30)})
+    for p, replicas in zk.topics["t"].partitions.items():
+        zk.states[tp("t", p)] = LeaderAndIsr(replicas[0], 1, tuple(replicas), 1, 0)
+    controller, _, _ = new_controller(zk)
+    controller.on_become_controller(epoch=2, epoch_zk_version=1)
+
+    written = [t for batch in zk.calls_named("update_leader_and_isr") for t in batch]
+    assert len(written) == len(set(written)) == 30
+    for p in range(30):
+        state = zk.states[tp("t", p)]
+        assert 3 not in state.isr and state.leader in (1, 2)
+        assert state.zk_version == 1
+    assert zk.calls_named("get_partition_states") == [sorted(tp("t", p) for p in range(30))]
 
 
 def test_broker_failure_elects_a_live_isr_member() -> None:

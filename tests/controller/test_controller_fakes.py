@@ -6,7 +6,6 @@ sys.path). No mocks: the fakes keep real state, so tests assert on outcomes, not
 """
 from __future__ import annotations
 
-import dataclasses
 import io
 from typing import Iterable
 
@@ -103,7 +102,7 @@ class FakeZk:
             if tp in self.states:
                 out[tp] = NodeExistsError(str(tp))
             else:
-                self.states[tp] = out[tp] = dataclasses.replace(lai, zk_version=0)
+                self.states[tp] = out[tp] = lai._replace(zk_version=0)
         return out
 
     def update_leader_and_isr(self, states: dict[TopicPartition, LeaderAndIsr]
@@ -122,7 +121,7 @@ class FakeZk:
             elif stored.zk_version != lai.zk_version:
                 out[tp] = BadVersionError(f"{tp}: {lai.zk_version} != {stored.zk_version}")
             else:
-                self.states[tp] = out[tp] = dataclasses.replace(lai, zk_version=lai.zk_version + 1)
+                self.states[tp] = out[tp] = lai._replace(zk_version=lai.zk_version + 1)
         return out
 
     def pop_isr_change_notifications(self) -> set[TopicPartition]:
@@ -133,7 +132,7 @@ class FakeZk:
     def leader_isr_write(self, tp: TopicPartition, isr: tuple[int, ...]) -> None:
         """What a partition leader does when it shrinks or expands its ISR."""
         stored = self.states[tp]
-        self.states[tp] = dataclasses.replace(stored, isr=isr, zk_version=stored.zk_version + 1)
+        self.states[tp] = stored._replace(isr=isr, zk_version=stored.zk_version + 1)
 
 
 class FakeChannel:
@@ -213,7 +212,7 @@ class Rig:
             self.ctx.add_live_broker(info)
             self.channel.add_broker(info)
         self.batch = ControllerBrokerRequestBatch(0, self.ctx, self.channel)
-        log = StateChangeLog(self.sink)
+        log = self.log = StateChangeLog(self.sink)
         self.psm = PartitionStateMachine(0, self.ctx, self.zk, self.batch, log)
         self.rsm = ReplicaStateMachine(0, self.ctx, self.zk, self.batch, log)
 
@@ -224,6 +223,12 @@ class Rig:
         if stored is not None:
             self.zk.states[p] = stored
             self.ctx.put_partition_leadership(p, stored)
+            self.ctx.start_event()  # known from an earlier event: not fresh
 
     def send(self) -> None:
         self.batch.send_requests(self.ctx.epoch)
+
+    def log_text(self) -> str:
+        """The state-change log so far (the controller flushes it once per event)."""
+        self.log.flush()
+        return self.sink.getvalue()

@@ -59,6 +59,7 @@ def test_state_change_log_writes_one_json_line_per_record() -> None:
     log = StateChangeLog(sink)
     log.leader_election(1, 7, tp("t", 3), "OfflinePartitionLeaderSelector",
                         LeaderAndIsr(2, 4, (2, 3), 7, 1))
+    log.flush()
     [line] = sink.getvalue().splitlines()
     assert json.loads(line) == {
         "kind": "election", "controller_id": 1, "controller_epoch": 7, "topic": "t",

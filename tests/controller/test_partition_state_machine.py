@@ -31,7 +31,7 @@ def test_nonexistent_partition_to_new_partition_transition() -> None:
     assert rig.psm.handle_state_changes([T0], P.NEW) == {}
     assert rig.ctx.partition_state(T0) is P.NEW
     assert rig.batch.is_empty()
-    record = json.loads(rig.sink.getvalue().splitlines()[-1])
+    record = json.loads(rig.log_text().splitlines()[-1])
     assert (record["from"], record["to"], record["controller_epoch"]) == (
         "NonExistentPartition", "NewPartition", 5)
 
@@ -111,7 +111,37 @@ def test_election_retries_after_version_conflict() -> None:
     results = rig.psm.handle_state_changes([T0], P.ONLINE, ElectionStrategy.OFFLINE)
     assert results[T0] == LeaderAndIsr(2, 4, (2, 3), 5, 3)
     assert len(rig.zk.calls_named("update_leader_and_isr")) == 3
-    assert len(rig.zk.calls_named("get_partition_states")) == 3
+    # the first round decides on the cache, each retry re-reads
+    assert len(rig.zk.calls_named("get_partition_states")) == 2
+
+
+def test_election_on_a_fresh_cache_reads_nothing() -> None:
+    rig = rig_in_state(P.OFFLINE, stored=LeaderAndIsr(1, 3, (1, 2, 3), 4, 0))
+    rig.ctx.remove_live_broker(1)
+    results = rig.psm.handle_state_changes([T0], P.ONLINE, ElectionStrategy.OFFLINE)
+    assert results[T0] == LeaderAndIsr(2, 4, (2, 3), 5, 1)
+    assert rig.zk.calls_named("get_partition_states") == []
+
+
+def test_cache_that_cannot_elect_is_checked_against_zookeeper() -> None:
+    """The controller last saw ISR (1,), but the leader added 2 before it died: a decision
+    not to elect must not rest on the stale cache (no write would catch the mistake)."""
+    rig = rig_in_state(P.OFFLINE, stored=LeaderAndIsr(1, 3, (1,), 4, 0))
+    rig.zk.leader_isr_write(T0, (1, 2))
+    rig.ctx.remove_live_broker(1)
+    results = rig.psm.handle_state_changes([T0], P.ONLINE, ElectionStrategy.OFFLINE)
+    assert results[T0] == LeaderAndIsr(2, 4, (2,), 5, 2)
+    assert rig.zk.calls_named("get_partition_states") == [[T0]]
+
+
+def test_unclean_election_reads_state_and_config_even_with_a_cache() -> None:
+    rig = rig_in_state(P.OFFLINE, stored=LeaderAndIsr(1, 3, (1,), 4, 0))
+    rig.ctx.put_topic_config("t", {"unclean.leader.election.enable": "true"})  # stale
+    rig.ctx.remove_live_broker(1)
+    results = rig.psm.handle_state_changes([T0], P.ONLINE, ElectionStrategy.OFFLINE)
+    assert isinstance(results[T0], StateChangeFailedError)  # the stored config says false
+    assert rig.zk.calls_named("get_partition_states") == [[T0]]
+    assert rig.zk.states[T0] == LeaderAndIsr(1, 3, (1,), 4, 0)
 
 
 def test_election_gives_up_after_bounded_conflicts() -> None:
@@ -157,7 +187,7 @@ def test_illegal_partition_transition_is_rejected_and_logged(source, target) -> 
     assert isinstance(results[T0], IllegalStateTransitionError)
     assert rig.ctx.partition_state(T0) is source
     assert rig.batch.is_empty() and rig.zk.calls == []
-    assert json.loads(rig.sink.getvalue().splitlines()[-1])["kind"] == "failed"
+    assert json.loads(rig.log_text().splitlines()[-1])["kind"] == "failed"
 
 
 def test_initial_states_from_stored_leadership() -> None:

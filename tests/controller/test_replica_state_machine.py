@@ -115,6 +115,23 @@ def test_offline_replica_retries_isr_shrink_after_version_conflict() -> None:
     assert len(rig.zk.calls_named("update_leader_and_isr")) == 2
 
 
+def test_offline_replica_shrinks_on_the_cache_without_reading() -> None:
+    rig, pr = rig_with_replica(R.ONLINE)
+    assert rig.rsm.handle_state_changes([pr], R.OFFLINE) == {}
+    assert rig.zk.states[T0] == LeaderAndIsr(1, 3, (1, 3), 5, 5)
+    assert rig.zk.calls_named("get_partition_states") == []
+
+
+def test_offline_replica_missing_from_a_stale_cached_isr_is_checked_in_zookeeper() -> None:
+    """The cache says 2 already left the ISR, but the leader has since added it back: only
+    a read can tell, because deciding not to write is never checked by a znode version."""
+    rig, pr = rig_with_replica(R.ONLINE, stored=LeaderAndIsr(1, 2, (1, 3), 5, 4))
+    rig.zk.leader_isr_write(T0, (1, 2, 3))
+    assert rig.rsm.handle_state_changes([pr], R.OFFLINE) == {}
+    assert rig.zk.states[T0].isr == (1, 3)
+    assert rig.zk.calls_named("get_partition_states") == [[T0]]
+
+
 def test_offline_replica_without_leadership_sends_update_metadata() -> None:
     rig, pr = rig_with_replica(R.NEW, stored=None)
     rig.rsm.handle_state_changes([pr], R.OFFLINE)

@@ -93,6 +93,27 @@ def test_update_metadata_round_trip():
     assert decoded == req
 
 
+@pytest.mark.parametrize("api_key", [API_LEADER_AND_ISR, API_UPDATE_METADATA])
+def test_every_truncation_and_a_huge_count_are_schema_errors(api_key):
+    """The hand-rolled partition-state codec checks its own bounds: any cut of a valid body,
+    or an array count larger than the bytes left, is a SchemaError, never another exception."""
+    states = (PartitionState(TP_A0, 5, 1, 7, (1, 2), 3, (1, 2, 3), is_new=True,
+                             offline_replicas=(3,) if api_key == API_UPDATE_METADATA else ()),)
+    cls = LeaderAndIsrRequest if api_key == API_LEADER_AND_ISR else UpdateMetadataRequest
+    frame = one_frame(encode_request(cls(1, 5, 9, states, (BrokerInfo(1, "h", 1),)), 0, "c"))
+    body = bytes(frame[parse_request_header(frame)[-1]:])
+    for cut in range(len(body)):
+        with pytest.raises(SchemaError):
+            decode_request(api_key, VERSIONS[api_key], body[:cut])
+    isr_count_at = 4 + 4 + 8 + 4 + 3 + 4 + 16  # header fields, 1 topic "a", 1 partition, 4 ints
+    huge = body[:isr_count_at] + struct.pack(">i", 2**30) + body[isr_count_at + 4:]
+    with pytest.raises(SchemaError):
+        decode_request(api_key, VERSIONS[api_key], huge)
+    negative = body[:isr_count_at] + struct.pack(">i", -5) + body[isr_count_at + 4:]
+    with pytest.raises(SchemaError):
+        decode_request(api_key, VERSIONS[api_key], negative)
+
+
 def test_update_metadata_broker_endpoint_layout():
     req = UpdateMetadataRequest(0, 1, 2, (), (BrokerInfo(3, "h", 9092, epoch=99, rack=None),))
     body = encode_request(req, 1, None)[4 + 10:]  # size prefix, header with null client_id

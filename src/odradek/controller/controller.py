@@ -122,6 +122,7 @@ class Controller:
         sent, since their ZooKeeper writes are committed and brokers must learn of them.
         The event's timing (timing.py) is logged when its requests are all answered."""
         self._batch.new_batch()
+        self._ctx.start_event()
         timer = self._timer = EventTimer(name, self.broker_id, self._ctx.epoch, fired,
                                          self._timing_sink)
         try:
@@ -150,8 +151,17 @@ class Controller:
         self._load_topics(self._zk.get_all_topics())
         self._mark("loaded")
         self._batch.add_update_metadata(live, self._ctx.all_partitions())
-        self._replicas.startup()
-        elected = self._partitions.startup()
+        online, offline = self._replicas.initialize_replica_states()
+        self._partitions.initialize_partition_states()
+        # Kafka 2.4 runs the replica state machine's startup first: dead replicas leave their
+        # ISRs (a dead leader leaves the partition leaderless), then the partition state
+        # machine elects, writing every partition the dead broker led twice. Electing first
+        # gives the same final states in one write per partition: the offline selector
+        # already drops dead replicas from the ISR, so the Offline step below only writes the
+        # partitions the dead brokers followed.
+        elected = self._partitions.trigger_online_partition_state_change()
+        self._replicas.handle_state_changes(online, ReplicaStatus.ONLINE)
+        self._replicas.handle_state_changes(offline, ReplicaStatus.OFFLINE)
         if self._timer is not None:
             self._timer.add("leaderless", sum(1 for r in elected.values()
                                               if not isinstance(r, Exception)))

@@ -44,6 +44,7 @@ class ControllerContext:
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._assignment: dict[TopicPartition, tuple[int, ...]] = {}
         self._leadership: dict[TopicPartition, LeaderAndIsr] = {}
+        self._fresh: set[TopicPartition] = set()
         self._partition_states: dict[TopicPartition, PartitionStatus] = {}
         self._replica_states: dict[PartitionReplica, ReplicaStatus] = {}
 
@@ -169,8 +170,19 @@ class ControllerContext:
         return [PartitionReplica(tp, r) for tp in tps for r in self.partition_replica_assignment(tp)]
 
     # -- leadership cache -------------------------------------------------------------------
+    def start_event(self) -> None:
+        """A new event begins: what earlier events read or wrote may be stale by now."""
+        self._fresh.clear()
+
     def put_partition_leadership(self, tp: TopicPartition, leader_and_isr: LeaderAndIsr) -> None:
+        """Called with what was just read from or written to ZooKeeper, so the entry counts
+        as fresh for the rest of the event (leadership_reads.py)."""
         self._leadership[tp] = leader_and_isr
+        self._fresh.add(tp)
+
+    def is_fresh(self, tp: TopicPartition) -> bool:
+        """Whether ``tp``'s leadership was read or written during the current event."""
+        return tp in self._fresh
 
     def partition_leadership(self, tp: TopicPartition) -> LeaderAndIsr | None:
         return self._leadership.get(tp)

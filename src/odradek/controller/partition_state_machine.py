@@ -13,6 +13,7 @@ import logging
 import enum
 from typing import TYPE_CHECKING, Iterable
 
+from odradek.controller.leadership_reads import states_for_writes
 from odradek.controller.leader_selectors import (
     Election,
     ElectionStrategy,
@@ -76,11 +77,6 @@ class PartitionStateMachine:
         self._zk = zk
         self._batch = batch
         self._log = log
-
-    def startup(self) -> PartitionResults:
-        """Seed 000 onControllerFailover step 2: set initial states, then elect where needed."""
-        self.initialize_partition_states()
-        return self.trigger_online_partition_state_change()
 
     def initialize_partition_states(self) -> None:
         """Seed 001: no stored leader -> New; stored leader alive -> Online; else Offline."""
@@ -165,24 +161,40 @@ class PartitionStateMachine:
         self, tps: list[TopicPartition], strategy: ElectionStrategy, results: PartitionResults
     ) -> None:
         remaining: dict[TopicPartition, Exception | None] = {tp: None for tp in tps}
-        for _ in range(MAX_ELECTION_ATTEMPTS):
+        for attempt in range(MAX_ELECTION_ATTEMPTS):
             if not remaining:
                 return
-            remaining = self._try_elect(list(remaining), strategy, results)
+            remaining = self._try_elect(list(remaining), strategy, results, use_cache=attempt == 0)
         for tp, error in remaining.items():
             self._fail(tp, self._ctx.partition_state(tp), _P.ONLINE, StateChangeFailedError(
                 f"gave up electing a leader for {tp} after {MAX_ELECTION_ATTEMPTS} attempts: "
                 f"{error}"), results)
 
     def _try_elect(
-        self, tps: list[TopicPartition], strategy: ElectionStrategy, results: PartitionResults
+        self, tps: list[TopicPartition], strategy: ElectionStrategy, results: PartitionResults,
+        use_cache: bool,
     ) -> dict[TopicPartition, Exception | None]:
-        """One read-elect-write round; returns the partitions to retry with their last error.
+        """One decide-and-write round; returns the partitions to retry with their last error.
 
-        The stored state is re-read rather than taken from the cache because the leader may
-        have changed the ISR since (seed 002: ISR changes are conditional on the znode version).
+        The first round decides on the cached state where that yields a clean election (a
+        stale cache then fails the conditional write and the retry re-reads: leadership_reads.py);
+        a partition the cache cannot elect, or would elect uncleanly, is read first, since
+        the leader may have changed the ISR since (seed 002) and the topic's unclean setting
+        is read fresh too. Retry rounds read everything.
         """
-        stored = self._zk.get_partition_states(tps)
+        elections: dict[TopicPartition, Election] = {}
+
+        def elects_cleanly(tp: TopicPartition, cached: LeaderAndIsr) -> bool:
+            if cached.controller_epoch > self._ctx.epoch:
+                return False
+            try:
+                elections[tp] = self._elect(tp, cached, strategy, allow_unclean=False)
+            except StateChangeFailedError:
+                return False
+            return True
+
+        stored = (states_for_writes(self._ctx, self._zk, tps, elects_cleanly) if use_cache
+                  else self._zk.get_partition_states(tps))
         current_states: dict[TopicPartition, LeaderAndIsr] = {}
         for tp in tps:
             lai = stored.get(tp)
@@ -195,10 +207,10 @@ class PartitionStateMachine:
                     f"newer than ours ({self._ctx.epoch}): another controller is active"), results)
             else:
                 current_states[tp] = lai
+        undecided = {tp: lai for tp, lai in current_states.items() if tp not in elections}
         if strategy is ElectionStrategy.OFFLINE:
-            self._refresh_configs_for_unclean(current_states)
-        elections: dict[TopicPartition, Election] = {}
-        for tp, lai in current_states.items():
+            self._refresh_configs_for_unclean(undecided)
+        for tp, lai in undecided.items():
             try:
                 elections[tp] = self._elect(tp, lai, strategy)
             except StateChangeFailedError as e:
@@ -235,13 +247,13 @@ class PartitionStateMachine:
                 self._ctx.put_topic_config(topic, config)
 
     def _elect(self, tp: TopicPartition, current: LeaderAndIsr,
-               strategy: ElectionStrategy) -> Election:
+               strategy: ElectionStrategy, allow_unclean: bool = True) -> Election:
         ctx = self._ctx
         assignment = ctx.partition_replica_assignment(tp)
         live = {r for r in assignment if ctx.is_replica_online(r, tp)}
         match strategy:
             case ElectionStrategy.OFFLINE:
-                unclean = ctx.unclean_leader_election_enabled(tp.topic)
+                unclean = allow_unclean and ctx.unclean_leader_election_enabled(tp.topic)
                 return select_offline(current, assignment, live, unclean, ctx.epoch)
             case ElectionStrategy.REASSIGN:
                 # Seed 000 onPartitionReassignment step 6 sets AR to RAR in memory first.

@@ -11,6 +11,7 @@ import enum
 from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 from odradek.controller.leader_selectors import StateChangeFailedError
+from odradek.controller.leadership_reads import states_for_writes
 from odradek.controller.seams import ControllerZk
 from odradek.controller.state_change_log import StateChangeLog
 from odradek.metadata import NO_LEADER, LeaderAndIsr, TopicPartition
@@ -74,25 +75,22 @@ class ReplicaStateMachine:
         self._batch = batch
         self._log = log
 
-    def startup(self) -> dict[PartitionReplica, Exception]:
-        """Seed 000 onControllerFailover step 1: Online or Offline by liveness, then every live
-        replica -> Online, which resends its LeaderAndIsr since the new controller cannot know
-        what the previous one managed to send, and every dead one -> Offline, which takes it out
-        of its ISR (Kafka 2.4's startup does both): a broker that died with the old controller,
-        or while no controller was active, would otherwise stay in ISRs for good."""
+    def initialize_replica_states(self) -> tuple[list[PartitionReplica], list[PartitionReplica]]:
+        """Seed 001: a replica on a live broker is Online, any other Offline; returns both
+        lists so the controller can then move them (see Controller._failover for the order)."""
         online, offline = [], []
+        is_online = self._ctx.is_replica_online
+        put = self._ctx.put_replica_state
         for tp in self._ctx.all_partitions():
             for replica in self._ctx.partition_replica_assignment(tp):
                 pr = PartitionReplica(tp, replica)
-                if self._ctx.is_replica_online(replica, tp):
-                    self._ctx.put_replica_state(pr, _R.ONLINE)
+                if is_online(replica, tp):
+                    put(pr, _R.ONLINE)
                     online.append(pr)
                 else:
-                    self._ctx.put_replica_state(pr, _R.OFFLINE)
+                    put(pr, _R.OFFLINE)
                     offline.append(pr)
-        errors = self.handle_state_changes(online, _R.ONLINE)
-        errors.update(self.handle_state_changes(offline, _R.OFFLINE))
-        return errors
+        return online, offline
 
     def handle_state_changes(
         self, replicas: Iterable[PartitionReplica], target: ReplicaStatus
@@ -115,8 +113,7 @@ class ReplicaStateMachine:
                 for pr in valid:
                     self._to_new(pr, errors)
             case _R.ONLINE:
-                for pr in valid:
-                    self._to_online(pr)
+                self._to_online(valid)
             case _R.OFFLINE:
                 self._to_offline(valid, errors)
             case _R.DELETION_STARTED:
@@ -148,18 +145,25 @@ class ReplicaStateMachine:
                                            is_new=True)
         self._transition(pr, _R.NEW)
 
-    def _to_online(self, pr: PartitionReplica) -> None:
-        if self._ctx.replica_state(pr) is _R.NEW:
-            assignment = self._ctx.partition_replica_assignment(pr.tp)
-            if pr.replica not in assignment:
-                self._ctx.update_partition_replica_assignment(pr.tp, (*assignment, pr.replica))
-        else:
-            lai = self._ctx.partition_leadership(pr.tp)
+    def _to_online(self, replicas: list[PartitionReplica]) -> None:
+        """A new replica joins the assignment; any other gets its partition's current state
+        again (one entry per partition for all its receivers), since a broker coming back, or
+        a new controller, cannot know what it was told before."""
+        receivers: dict[TopicPartition, list[int]] = {}
+        for pr in replicas:
+            if self._ctx.replica_state(pr) is _R.NEW:
+                assignment = self._ctx.partition_replica_assignment(pr.tp)
+                if pr.replica not in assignment:
+                    self._ctx.update_partition_replica_assignment(pr.tp, (*assignment, pr.replica))
+            else:
+                receivers.setdefault(pr.tp, []).append(pr.replica)
+            self._transition(pr, _R.ONLINE)
+        for tp, brokers in receivers.items():
+            lai = self._ctx.partition_leadership(tp)
             if lai is not None:
-                self._batch.add_leader_and_isr([pr.replica], pr.tp, lai,
-                                               self._ctx.partition_replica_assignment(pr.tp),
+                self._batch.add_leader_and_isr(brokers, tp, lai,
+                                               self._ctx.partition_replica_assignment(tp),
                                                is_new=False)
-        self._transition(pr, _R.ONLINE)
 
     def _to_offline(self, replicas: list[PartitionReplica],
                     errors: dict[PartitionReplica, Exception]) -> None:
@@ -200,13 +204,21 @@ class ReplicaStateMachine:
         """Returns the new (or unchanged) leadership per partition and the failures."""
         updated: dict[TopicPartition, LeaderAndIsr] = {}
         failed: dict[TopicPartition, Exception] = {}
-        remaining = set(removed)
-        for _ in range(MAX_ISR_SHRINK_ATTEMPTS):
+        remaining = sorted(removed, key=_tp_key)
+        epoch = self._ctx.epoch
+
+        def shrinks(tp: TopicPartition, cached: LeaderAndIsr) -> bool:
+            return cached.controller_epoch <= epoch and bool(
+                removed[tp] & ({cached.leader} | set(cached.isr)))
+
+        for attempt in range(MAX_ISR_SHRINK_ATTEMPTS):
             if not remaining:
                 break
-            stored = self._zk.get_partition_states(remaining)
+            # First round: the cache where it leads to a write (leadership_reads.py).
+            stored = (states_for_writes(self._ctx, self._zk, remaining, shrinks) if attempt == 0
+                      else self._zk.get_partition_states(remaining))
             writes: dict[TopicPartition, LeaderAndIsr] = {}
-            for tp in sorted(remaining, key=_tp_key):
+            for tp in remaining:
                 failed.pop(tp, None)
                 lai = stored.get(tp)
                 if lai is None:
@@ -222,10 +234,10 @@ class ReplicaStateMachine:
                     updated[tp] = lai
                     self._ctx.put_partition_leadership(tp, lai)
             written = self._zk.update_leader_and_isr(writes) if writes else {}
-            remaining = set()
+            remaining = []
             for tp, outcome in written.items():
                 if isinstance(outcome, Exception):
-                    remaining.add(tp)
+                    remaining.append(tp)
                     failed[tp] = outcome
                 else:
                     updated[tp] = outcome

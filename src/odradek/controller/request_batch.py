@@ -43,10 +43,13 @@ class ControllerBrokerRequestBatch:
         self._leader_and_isr: dict[int, dict[TopicPartition, PartitionState]] = {}
         self._update_metadata: dict[int, set[TopicPartition]] = {}
         self._stop_replica: dict[int, dict[TopicPartition, bool]] = {}
+        #: partitions whose metadata goes to every broker registered when the batch is sent
+        self._metadata_for_all: set[TopicPartition] = set()
         self._timer: EventTimer | None = None
 
     def is_empty(self) -> bool:
-        return not (self._leader_and_isr or self._update_metadata or self._stop_replica)
+        return not (self._leader_and_isr or self._update_metadata or self._stop_replica
+                    or self._metadata_for_all)
 
     def new_batch(self) -> None:
         if not self.is_empty():
@@ -61,6 +64,7 @@ class ControllerBrokerRequestBatch:
         self._leader_and_isr.clear()
         self._update_metadata.clear()
         self._stop_replica.clear()
+        self._metadata_for_all.clear()
 
     def add_leader_and_isr(
         self,
@@ -73,36 +77,27 @@ class ControllerBrokerRequestBatch:
         """Tell ``brokers`` their role for ``tp``; every live broker also gets its metadata,
         since a leadership change is exactly what clients must learn about."""
         replicas = tuple(replicas)
-        offline = tuple(r for r in replicas if not self._context.is_replica_online(r, tp, True))
+        online = self._context.is_replica_online
+        offline = tuple(r for r in replicas if not online(r, tp, True))
         # One immutable entry shared by every receiver (two: is_new can differ per broker).
         made: dict[bool, PartitionState] = {}
+        all_lai = self._leader_and_isr
         for broker in brokers:
             if broker < 0:
                 continue
-            per_broker = self._leader_and_isr.get(broker)
+            per_broker = all_lai.get(broker)
             if per_broker is None:
-                per_broker = self._leader_and_isr[broker] = {}
+                per_broker = all_lai[broker] = {}
             previous = per_broker.get(tp)
             new = is_new or (previous is not None and previous.is_new)
             state = made.get(new)
             if state is None:
                 state = made[new] = PartitionState(
-                    tp=tp,
-                    controller_epoch=leader_and_isr.controller_epoch,
-                    leader=leader_and_isr.leader,
-                    leader_epoch=leader_and_isr.leader_epoch,
-                    isr=leader_and_isr.isr,
-                    zk_version=leader_and_isr.zk_version,
-                    replicas=replicas,
-                    is_new=new,
-                    offline_replicas=offline,
-                )
+                    tp, leader_and_isr.controller_epoch, leader_and_isr.leader,
+                    leader_and_isr.leader_epoch, leader_and_isr.isr, leader_and_isr.zk_version,
+                    replicas, new, offline)
             per_broker[tp] = state
-        for broker in self._context.live_or_shutting_down_broker_ids():
-            per_broker_um = self._update_metadata.get(broker)
-            if per_broker_um is None:
-                per_broker_um = self._update_metadata[broker] = set()
-            per_broker_um.add(tp)
+        self._metadata_for_all.add(tp)
 
     def add_update_metadata(self, brokers: Iterable[int], tps: Iterable[TopicPartition]) -> None:
         """Brokers added with no partitions still get an UpdateMetadata: it carries the live
@@ -189,6 +184,9 @@ class ControllerBrokerRequestBatch:
                 state = built[tp] = self._metadata_state(tp)
                 return state
 
+        if self._metadata_for_all:
+            for broker in self._context.live_or_shutting_down_broker_ids():
+                self._update_metadata.setdefault(broker, set()).update(self._metadata_for_all)
         for broker in sorted(self._update_metadata):
             broker_epoch = self._broker_epoch(broker)
             if broker_epoch is None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 from typing import Any, NamedTuple, TypeVar
 
 from kazoo.client import KazooClient, KazooState
@@ -462,7 +461,7 @@ class KafkaZkClient:
             tp: NoNodeError(paths.topic_path(tp.topic)) for tp in states if tp.topic not in live
         }
         for tp, r in self._run_fenced(items).items():
-            results[tp] = r if isinstance(r, Exception) else replace(states[tp], zk_version=0)
+            results[tp] = r if isinstance(r, Exception) else states[tp]._replace(zk_version=0)
         return results
 
     def update_leader_and_isr(
