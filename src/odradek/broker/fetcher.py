@@ -53,19 +53,25 @@ class ReplicaFetcher:
         # bookkeeping that keeps an idle round O(changes), not O(partitions)
         self._truncating: set[TopicPartition] = set()  # waiting for OffsetsForLeaderEpoch
         self._dirty: set[TopicPartition] = set()  # position may differ from what the session holds
+        self._leaving: set[TopicPartition] = set()  # removed or re-truncating: drop from the session
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"fetcher-{self.leader.id}")
 
     def add(self, partition: Partition) -> None:
         self._states[partition.tp] = _FetchState(partition, partition.leader_epoch)
-        self._truncating.add(partition.tp)
+        self._start_truncation(partition.tp)
         self._changed.set()
 
     def remove(self, tp: TopicPartition) -> None:
         self._states.pop(tp, None)
         self._truncating.discard(tp)
         self._dirty.discard(tp)
+        self._leaving.add(tp)
+
+    def _start_truncation(self, tp: TopicPartition) -> None:
+        self._truncating.add(tp)
+        self._leaving.add(tp)
 
     def __len__(self) -> int:
         return len(self._states)
@@ -99,6 +105,7 @@ class ReplicaFetcher:
     def _reset_session(self) -> None:
         self._session_id, self._session_epoch, self._sent = 0, INITIAL_EPOCH, {}
         self._dirty.clear()
+        self._leaving.clear()
 
     async def _truncate_new_partitions(self) -> None:
         pending = {tp: self._states[tp] for tp in self._truncating}
@@ -150,9 +157,13 @@ class ReplicaFetcher:
         if full:
             changed = [tp for tp in self._states if tp not in self._truncating]
             gone: list[TopicPartition] = []
+            self._leaving = set()  # a full request replaces the whole session
         else:
             changed = [tp for tp in self._dirty if tp in self._states and tp not in self._truncating]
-            gone = [tp for tp in self._sent if tp not in self._states or tp in self._truncating]
+            # swapped out, not cleared after the response: remove() may run while we wait
+            leaving, self._leaving = self._leaving, set()
+            gone = [tp for tp in leaving
+                    if tp in self._sent and (tp not in self._states or tp in self._truncating)]
         position = {tp: (self._states[tp].partition.log_end_offset, self._states[tp].leader_epoch) for tp in changed}
         if not full:
             changed = [tp for tp in changed if self._sent.get(tp) != position[tp]]
@@ -201,7 +212,7 @@ class ReplicaFetcher:
             if records:
                 self._dirty.add(partition.tp)  # our fetch offset moved
         elif error == ErrorCode.OFFSET_OUT_OF_RANGE:
-            self._truncating.add(partition.tp)
+            self._start_truncation(partition.tp)
         else:
             log.debug("%s: fetch error %s from broker %d", partition.tp, error, self.leader.id)
 

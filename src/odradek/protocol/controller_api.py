@@ -82,6 +82,7 @@ ControllerRequest = Union[LeaderAndIsrRequest, UpdateMetadataRequest, StopReplic
 _INT32S = Array(Int32)
 _HEAD = struct.Struct(">iiiii")  # partition, controller epoch, leader, leader epoch, len(isr)
 _I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
 _I32_PAIR = struct.Struct(">ii")
 _BOOL = struct.Struct(">?")
 _PARTITION_ERROR = struct.Struct(">ih")
@@ -186,10 +187,18 @@ class _PartitionErrors(Type):
     def decode(self, buf: memoryview, pos: int) -> tuple[dict[TopicPartition, int], int]:
         n, pos = _count(buf, pos, 8)
         errors: dict[TopicPartition, int] = {}
+        topics: dict[bytes, str] = {}  # every entry repeats its topic name: decode each once
         for _ in range(n):
-            topic, pos = String.decode(buf, pos)
-            partition, code = _PARTITION_ERROR.unpack_from(buf, pos)
-            pos += 6
+            (size,) = _I16.unpack_from(buf, pos)
+            end = pos + 2 + size
+            if size < 0 or end + 6 > len(buf):
+                raise SchemaError(f"partition error entry at offset {pos} overruns the buffer")
+            raw = bytes(buf[pos + 2:end])
+            topic = topics.get(raw)
+            if topic is None:
+                topic = topics[raw] = str(raw, "utf-8")
+            partition, code = _PARTITION_ERROR.unpack_from(buf, end)
+            pos = end + 6
             errors[TopicPartition(topic, partition)] = code
         return errors, pos
 
