@@ -23,6 +23,7 @@ log = logging.getLogger("odradek.broker.fetcher")
 FETCH_VERSION = 12
 OFFSETS_FOR_LEADER_EPOCH_VERSION = 4
 RETRY_BACKOFF_S = 0.2
+MAX_RETRY_BACKOFF_S = 1.0  # Kafka's replica.fetch.backoff.ms
 
 
 @dataclass(slots=True)
@@ -86,21 +87,28 @@ class ReplicaFetcher:
         self._conn.close()
 
     async def _run(self) -> None:
+        backoff = RETRY_BACKOFF_S
         while True:
             if not self._states:
                 self._changed.clear()
                 await self._changed.wait()
                 continue
             try:
+                if not self._conn.connected:
+                    # before building requests: a dead leader's thousands of partitions would
+                    # otherwise be encoded for nothing at every retry until the controller moves them
+                    await self._conn.connect()
                 await self._truncate_new_partitions()
                 await self._fetch_once()
+                backoff = RETRY_BACKOFF_S
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # network trouble or a leader going away: retry after a pause
                 log.debug("fetch from broker %d failed: %r", self.leader.id, exc)
                 self._conn.close()
                 self._reset_session()
-                await asyncio.sleep(RETRY_BACKOFF_S)
+                await asyncio.sleep(backoff)
+                backoff = min(2 * backoff, MAX_RETRY_BACKOFF_S)
 
     def _reset_session(self) -> None:
         self._session_id, self._session_epoch, self._sent = 0, INITIAL_EPOCH, {}

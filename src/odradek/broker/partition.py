@@ -15,6 +15,7 @@ import heapq
 import itertools
 import logging
 import time
+from typing import Callable
 
 from odradek.broker.producer_state import ProducerStateError, ProducerStateManager
 from odradek.log.log import Log
@@ -28,7 +29,8 @@ _tiebreak = itertools.count()
 
 class Partition:
     def __init__(self, tp: TopicPartition, log_: Log, broker_id: int, min_insync_replicas: int = 1,
-                 high_watermark: int = 0) -> None:
+                 high_watermark: int = 0,
+                 on_isr_candidate: Callable[[TopicPartition], None] | None = None) -> None:
         self.tp = tp
         self.log = log_
         self.broker_id = broker_id
@@ -44,6 +46,11 @@ class Partition:
         # monotonic time each follower last fetched at (or past) our log end offset
         self._last_caught_up: dict[int, float] = {}
         self._leader_epoch_start_offset = 0
+        # followers outside the ISR that fetched caught up since the last ISR decision: Kafka
+        # expands the ISR on such a fetch, never from remembered positions, so a follower that
+        # died caught up (an idle partition) cannot be written back into the ISR
+        self._isr_candidates: set[int] = set()
+        self._on_isr_candidate = on_isr_candidate
         # (required high watermark, tiebreak, future) for acks=all produces, smallest first
         self._ack_waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         # futures of long-polling fetches woken by any append or high-watermark move
@@ -75,6 +82,7 @@ class Partition:
         self.controller_epoch = state.controller_epoch
         self.replicas = tuple(state.replicas)
         self.isr = frozenset(state.isr)
+        self._isr_candidates.clear()
         if becomes_leader:
             now = time.monotonic()
             followers = [r for r in self.replicas if r != self.broker_id]
@@ -138,18 +146,26 @@ class Partition:
             if fetch_offset > self._follower_leo[replica_id]:
                 self._follower_leo[replica_id] = fetch_offset
                 self._maybe_advance_high_watermark()
+            if (replica_id not in self.isr and replica_id not in self._isr_candidates
+                    and fetch_offset >= self.high_watermark
+                    and fetch_offset >= self._leader_epoch_start_offset):
+                self._isr_candidates.add(replica_id)
+                if self._on_isr_candidate is not None:
+                    self._on_isr_candidate(self.tp)
 
     def isr_change_wanted(self, lag_time_max_s: float, now: float, shrink: bool = True) -> frozenset[int] | None:
         """The ISR this leader should write, or None to keep it (Kafka's maybeShrinkIsr and
         maybeExpandIsr): followers that have not caught up within the lag time leave (checked
-        only when `shrink`); a follower that reached the high watermark, and this epoch's
-        start, joins."""
+        only when `shrink`); a follower that fetched at or past the high watermark, and this
+        epoch's start, since the last call joins."""
         if not self.is_leader:
             return None
         stale = {r for r in self.isr if r != self.broker_id
                  and now - self._last_caught_up.get(r, 0.0) > lag_time_max_s} if shrink else set()
-        joining = {r for r, leo in self._follower_leo.items() if r not in self.isr
-                   and leo >= self.high_watermark and leo >= self._leader_epoch_start_offset}
+        joining = {r for r in self._isr_candidates if r not in self.isr
+                   and self._follower_leo.get(r, -1) >= self.high_watermark
+                   and self._follower_leo.get(r, -1) >= self._leader_epoch_start_offset}
+        self._isr_candidates.clear()  # a follower still caught up is proposed again at its next fetch
         if not stale and not joining:
             return None
         return (self.isr - stale) | joining

@@ -46,6 +46,7 @@ class ReplicaManager:
         self.fetchers = fetchers
         self._load_topic_configs = load_topic_configs
         self._partitions: dict[TopicPartition, Partition] = {}
+        self._may_expand: set[TopicPartition] = set()  # a follower fetched caught up (Partition)
         self._checkpointed_hw = read_hw_checkpoint(data_dir / HW_CHECKPOINT)
 
     def get(self, tp: TopicPartition) -> Partition | None:
@@ -110,7 +111,8 @@ class ReplicaManager:
         config = LogConfig.from_topic_config(topic_config, self.default_log_config)
         log_ = self.log_manager.get_or_create(tp, config)
         min_isr = int(topic_config.get("min.insync.replicas", self.default_min_isr))
-        partition = Partition(tp, log_, self.broker_id, min_isr, self._checkpointed_hw.get(tp, 0))
+        partition = Partition(tp, log_, self.broker_id, min_isr, self._checkpointed_hw.get(tp, 0),
+                              on_isr_candidate=self._may_expand.add)
         self._partitions[tp] = partition
         return partition
 
@@ -142,15 +144,19 @@ class ReplicaManager:
         /isr_change_notification znode per round.
         """
         now = time.monotonic()
-        # shrinking is checked every half lag time (Kafka's schedule); expansion every round,
-        # but only where the ISR is short, so an idle broker of many partitions does little
+        # shrinking is checked every half lag time (Kafka's schedule) on every partition;
+        # expansion every round, only where a follower fetched caught up since the last one
         shrink = now >= self._next_shrink_check
         if shrink:
             self._next_shrink_check = now + self.replica_lag_time_max_s / 2
+        expanding = list(self._may_expand)  # cleared, not replaced: partitions hold its .add
+        self._may_expand.clear()
+        candidates = (self._partitions.values() if shrink
+                      else [p for tp in expanding if (p := self._partitions.get(tp)) is not None])
         live = self._live_broker_ids()
         wanted = {}
-        for p in self._partitions.values():
-            if not p.is_leader or not (shrink or len(p.isr) < len(p.replicas)):
+        for p in candidates:
+            if not p.is_leader:
                 continue
             isr = p.isr_change_wanted(self.replica_lag_time_max_s, now, shrink)
             if isr is not None:

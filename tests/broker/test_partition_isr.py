@@ -1,0 +1,41 @@
+"""The leader's ISR decisions (Partition.isr_change_wanted) on a real log."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from odradek.broker.partition import Partition
+from odradek.log.log import Log, LogConfig
+from odradek.metadata import PartitionState, TopicPartition
+
+TP = TopicPartition("t", 0)
+LAG_S = 30.0
+
+
+def leader(tmp_path: Path, isr: tuple[int, ...], epoch: int = 1,
+           noted: list[TopicPartition] | None = None) -> Partition:
+    p = Partition(TP, Log.open(tmp_path / "t-0", LogConfig()), broker_id=1,
+                  on_isr_candidate=None if noted is None else noted.append)
+    p.apply_state(PartitionState(TP, 1, 1, epoch, isr, 0, (1, 2, 3)))
+    return p
+
+
+def test_a_follower_that_died_caught_up_is_not_written_back_into_the_isr(tmp_path: Path) -> None:
+    """Idle partition: followers 2 and 3 sit at offset 0 = the log end. The controller takes
+    dead broker 3 out of the ISR (new epoch, same leader); 3 never fetches again, so no
+    expansion may propose it, however caught up its last known position looks."""
+    p = leader(tmp_path, (1, 2, 3))
+    p.update_follower_position(2, 0)
+    p.update_follower_position(3, 0)
+    p.apply_state(PartitionState(TP, 1, 1, 2, (1, 2), 1, (1, 2, 3)))
+    p.update_follower_position(2, 0)
+    assert p.isr_change_wanted(LAG_S, 0.0, shrink=False) is None
+
+
+def test_a_caught_up_fetch_from_outside_the_isr_proposes_it_once(tmp_path: Path) -> None:
+    noted: list[TopicPartition] = []
+    p = leader(tmp_path, (1, 2), noted=noted)
+    p.update_follower_position(3, 0)
+    p.update_follower_position(3, 0)  # the same candidate is announced once
+    assert noted == [TP]
+    assert p.isr_change_wanted(LAG_S, 0.0, shrink=False) == frozenset({1, 2, 3})
+    assert p.isr_change_wanted(LAG_S, 0.0, shrink=False) is None  # until it fetches again
