@@ -35,7 +35,9 @@ from odradek.controller.seams import ControllerMovedError
 from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from odradek.zk import paths
 from odradek.zk.errors import BrokerIdInUseError, StaleEphemeralError, TopicExistsError
-from odradek.zk.multi_read import MultiReader, MultiReadError, MultiReadUnsupportedError
+from odradek.zk.raw_session import (
+    OP_DELETE, OP_SET_DATA, MultiReadUnsupportedError, RawSession, RawSessionError,
+)
 
 MAX_MULTI_OPS = 1000  # ops per transaction, the epoch check included
 MULTI_READ_MIN = 8  # bulk reads of at least this many znodes use the multi-read session
@@ -113,7 +115,7 @@ class KafkaZkClient:
         self.session_timeout_s = session_timeout_s
         self.epoch_zk_version = -1
         self._zk = KazooClient(hosts=connect, timeout=session_timeout_s)
-        self._multi_reader: MultiReader | None = None
+        self._raw: RawSession | None = None
 
     # lifecycle -----------------------------------------------------------------------------
 
@@ -131,12 +133,12 @@ class KafkaZkClient:
         self._zk.start(timeout)
         for path in paths.PERSISTENT_PATHS:
             self._zk.ensure_path(path)
-        self._multi_reader = MultiReader(self.connect)  # connects at its first bulk read
+        self._raw = RawSession(self.connect)  # connects at its first bulk read
 
     def close(self) -> None:
         """End the session: ZooKeeper deletes our ephemerals (/brokers/ids/N, /controller) now."""
-        if self._multi_reader is not None:
-            self._multi_reader.close()
+        if self._raw is not None:
+            self._raw.close()
         self._zk.stop()
         self._zk.close()
 
@@ -317,17 +319,17 @@ class KafkaZkClient:
     def _get_many(self, keyed_paths: Mapping[K, str]) -> dict[K, tuple[bytes, ZnodeStat]]:
         """Bulk gets; keys whose znode is missing are left out.
 
-        Above a handful of paths they go through ZooKeeper's multi-read (multi_read.py, its own
+        Above a handful of paths they go through ZooKeeper's multi-read (raw_session.py, its own
         session; ~40x less client CPU than kazoo per znode), else, or if the server lacks it,
         through pipelined kazoo get_async calls."""
-        if len(keyed_paths) >= MULTI_READ_MIN and self._multi_reader is not None \
-                and not self._multi_reader.unsupported:
+        if len(keyed_paths) >= MULTI_READ_MIN and self._raw is not None \
+                and not self._raw.unsupported:
             keys = list(keyed_paths)
             try:
-                got = self._multi_reader.get_data_many([keyed_paths[k] for k in keys])
+                got = self._raw.get_data_many([keyed_paths[k] for k in keys])
             except MultiReadUnsupportedError:
                 log.warning("ZooKeeper has no multi-read (3.6+); using pipelined reads")
-            except MultiReadError as exc:
+            except RawSessionError as exc:
                 log.warning("multi-read failed (%s); using pipelined reads", exc)
             else:
                 return {k: r for k, r in zip(keys, got) if r is not None}
@@ -367,7 +369,7 @@ class KafkaZkClient:
     # epoch-fenced controller writes --------------------------------------------------------
 
     def _commit_fenced_async(self, ops: list[_Op]) -> Any:
-        """Start one multi: epoch check then `ops`; returns kazoo's async result."""
+        """Start one multi through kazoo: epoch check then `ops`; returns kazoo's async result."""
         tx = self._zk.transaction()
         tx.check(paths.CONTROLLER_EPOCH, self.epoch_zk_version)
         for op in ops:
@@ -379,10 +381,10 @@ class KafkaZkClient:
                 tx.delete(op.path, op.version)
         return tx.commit_async()
 
-    def _fenced_results(self, pending: Any) -> list[Any]:
-        """The results of the ops of a fenced multi (maybe exceptions); a failed epoch check
-        raises ControllerMovedError."""
-        check, *results = pending.get()
+    def _fenced_results(self, outcome: list[Any]) -> list[Any]:
+        """The results of the ops of a fenced multi (maybe exceptions), given all its results;
+        a failed epoch check raises ControllerMovedError."""
+        check, *results = outcome
         if isinstance(check, (BadVersionError, NoNodeError)):
             raise ControllerMovedError(
                 f"/controller_epoch is no longer at version {self.epoch_zk_version}"
@@ -393,28 +395,41 @@ class KafkaZkClient:
 
     def _commit_fenced(self, ops: list[_Op]) -> list[Any]:
         """One multi: epoch check then `ops`; returns the results of `ops` (maybe exceptions)."""
-        return self._fenced_results(self._commit_fenced_async(ops))
+        return self._fenced_results(self._commit_fenced_async(ops).get())
+
+    def _start_pipelined(self, batches: list[list[tuple[K, _Op]]]) -> list[Any]:
+        """Send every batch's multi before reading any reply: on the raw session when there is
+        one (raw_session.py), else through kazoo. Returns per batch its result list, a kazoo
+        async result, or None for a raw multi whose reply was lost (resent through kazoo)."""
+        if self._raw is not None:
+            kinds = {"set": OP_SET_DATA, "delete": OP_DELETE}
+            return self._raw.fenced_multis(
+                paths.CONTROLLER_EPOCH, self.epoch_zk_version,
+                [[(kinds[op.kind], op.path, op.data, op.version) for _, op in batch]
+                 for batch in batches])
+        return [self._commit_fenced_async([op for _, op in batch]) for batch in batches]
 
     def _run_fenced(self, items: list[tuple[K, _Op]]) -> dict[K, Any]:
         """Run keyed ops in fenced batches. An op that fails (BadVersion, NodeExists, NoNode)
         gets its exception as result and the rest of its batch is retried without it.
 
-        For sets and deletes the first attempt of every batch is pipelined (all multis sent, then all results
-        read): the batches touch disjoint znodes and each carries the epoch check, so they
-        are independent; one ZooKeeper session applies them in order."""
+        For sets and deletes the first attempt of every batch is pipelined (all multis sent,
+        then all results read): the batches touch disjoint znodes and each carries the epoch
+        check, so they are independent. Retries go through kazoo, one multi at a time."""
         results: dict[K, Any] = {}
         step = MAX_MULTI_OPS - 1
         batches = [items[start:start + step] for start in range(0, len(items), step)]
         # Creates stay sequential: a later batch may create children of an earlier one's znodes,
         # which must exist (after its retry) first.
         pipelined = all(op.kind != "create" for _, op in items)
-        pending = [self._commit_fenced_async([op for _, op in batch]) if pipelined else None
-                   for batch in batches]
+        pending = self._start_pipelined(batches) if pipelined else [None] * len(batches)
         moved: ControllerMovedError | None = None
         for batch, started in zip(batches, pending):
             try:
+                if started is None:
+                    started = self._commit_fenced_async([op for _, op in batch])
                 outcome = self._fenced_results(
-                    started or self._commit_fenced_async([op for _, op in batch]))
+                    started if isinstance(started, list) else started.get())
             except ControllerMovedError as exc:
                 moved = exc  # read every reply before raising: nothing stays in flight
                 continue

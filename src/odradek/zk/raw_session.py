@@ -1,25 +1,33 @@
-"""Bulk getData through ZooKeeper 3.6+'s multi-read (opcode 22), on a raw socket of its own.
+"""ZooKeeper's bulk operations on a raw socket of our own: multi-read and fenced write multis.
 
-Why: kazoo spends about 115 us of Python per pipelined get (more when the broker's event loop
-competes for the GIL), so reading 10,000 partition states at a controller failover costs
-seconds. ZooKeeper 3.6 added ``multiRead``: one request carrying many getData ops, one response
-carrying all results. kazoo does not expose it, so this module speaks the jute wire format
-itself, with ``struct``, on its own session:
+Why: kazoo spends about 115 us of Python per pipelined get and tens of microseconds per op of a
+transaction (op objects, path normalisation, serialisation, result objects), on the thread the
+broker's event loop competes with for the GIL. A failover reads and writes thousands of partition
+states, so this module speaks the jute wire format itself, with ``struct``, on its own session:
 
   ConnectRequest  int protocolVersion, long lastZxidSeen, int timeOut, long sessionId,
                   buffer passwd, bool readOnly        -> ConnectResponse (same fields, no zxid)
-  request         int length, RequestHeader(int xid, int type=22),
-                  n x (MultiHeader(int type=4, bool done=false, int err=-1), string path, bool watch),
+  multi-read      RequestHeader(int xid, int type=22),
+  (3.6+)          n x (MultiHeader(int type=4, bool done=false, int err=-1), string path, bool watch),
                   MultiHeader(-1, true, -1)
-  response        int length, ReplyHeader(int xid, long zxid, int err),
+    response      ReplyHeader(int xid, long zxid, int err),
                   n x (MultiHeader(type, done, err), GetDataResponse(buffer data, Stat) if type==4
                        else ErrorResponse(int err)),
                   MultiHeader(-1, true, -1)
+  multi (write)   RequestHeader(xid, type=14), MultiHeader(13, false, -1) CheckVersion(string path,
+                  int version), then per op MultiHeader(5|2, false, -1) SetData(string path,
+                  buffer data, int version) | Delete(string path, int version), MultiHeader(-1,..)
+    response      ReplyHeader, per op MultiHeader(type, done, err) + Stat for a SetData, nothing
+                  for CheckVersion/Delete, ErrorResponse(int err) when type == -1 (the multi
+                  failed: 0 for ops rolled back, -2 for ops never tried), end MultiHeader
 
 Requests are pipelined (every batch is sent before the first response is read). Reads are
 idempotent, so any failure (the session expired while idle, the server went away) closes the
 socket and the call is retried once on a fresh session. With several servers in the connect
 string a ``sync`` goes first, so a read sees every write our kazoo session committed before it.
+Writes are never retried here: a multi whose reply was lost may or may not have committed, so it
+comes back as None and the caller decides (zk/client.py resends it conditionally through kazoo,
+where a write that did commit fails its version check and the controller re-reads).
 """
 from __future__ import annotations
 
@@ -29,8 +37,14 @@ import struct
 import threading
 from collections.abc import Sequence
 
+from kazoo.exceptions import EXCEPTIONS, ZookeeperError
 from kazoo.protocol.states import ZnodeStat
 
+OP_CREATE = 1
+OP_DELETE = 2
+OP_SET_DATA = 5
+OP_CHECK = 13
+OP_MULTI = 14
 OP_GET_DATA = 4
 OP_SYNC = 9
 OP_CLOSE = -11
@@ -47,13 +61,18 @@ _MULTI_HDR = struct.Struct(">i?i")  # type, done, err
 _STAT = struct.Struct(">qqqqiiiqiiq")
 _END = _MULTI_HDR.pack(-1, True, -1)
 _GET_HDR = _MULTI_HDR.pack(OP_GET_DATA, False, -1)
+_OP_HDRS = {op: _MULTI_HDR.pack(op, False, -1) for op in (OP_CHECK, OP_SET_DATA, OP_DELETE)}
+
+#: One write inside a multi: (OP_SET_DATA or OP_DELETE, path, data, expected version); data is
+#: ignored for a delete.
+WriteOp = tuple[int, str, bytes, int]
 
 
-class MultiReadError(Exception):
+class RawSessionError(Exception):
     """The server refused or broke the exchange (after the one retry)."""
 
 
-class MultiReadUnsupportedError(MultiReadError):
+class MultiReadUnsupportedError(RawSessionError):
     """The server is older than 3.6: callers fall back to pipelined single reads."""
 
 
@@ -66,7 +85,7 @@ def _parse_hosts(connect: str) -> tuple[list[tuple[str, int]], str]:
     return out, (slash + chroot).rstrip("/")
 
 
-class MultiReader:
+class RawSession:
     """Thread-safe; one session, opened lazily, kept open between calls."""
 
     def __init__(self, connect: str, session_timeout_s: float = 30.0,
@@ -99,14 +118,14 @@ class MultiReader:
                 reply = self._recv_frame(sock)
                 _proto, timeout_ms, session_id = struct.unpack_from(">iiq", reply, 0)
                 if session_id == 0 or timeout_ms <= 0:
-                    raise MultiReadError("ZooKeeper refused the session")
+                    raise RawSessionError("ZooKeeper refused the session")
                 sock.settimeout(max(self._connect_timeout_s, timeout_ms / 1000))
                 self._xid = 0
                 return sock
-            except (OSError, struct.error, MultiReadError) as exc:
+            except (OSError, struct.error, RawSessionError) as exc:
                 sock.close()
                 error = exc
-        raise MultiReadError(f"cannot open a ZooKeeper session at {self._hosts}: {error}")
+        raise RawSessionError(f"cannot open a ZooKeeper session at {self._hosts}: {error}")
 
     @staticmethod
     def _recv_exactly(sock: socket.socket, n: int) -> bytes:
@@ -126,7 +145,7 @@ class MultiReader:
     def _recv_frame(self, sock: socket.socket) -> bytes:
         (length,) = _INT.unpack(self._recv_exactly(sock, 4))
         if length < 0 or length > 512 * 1024 * 1024:
-            raise MultiReadError(f"bad frame length {length}")
+            raise RawSessionError(f"bad frame length {length}")
         return self._recv_exactly(sock, length)
 
     def close(self) -> None:
@@ -157,12 +176,12 @@ class MultiReader:
                 except MultiReadUnsupportedError:
                     self.unsupported = True
                     raise
-                except (OSError, struct.error, MultiReadError, IndexError) as exc:
+                except (OSError, struct.error, RawSessionError, IndexError) as exc:
                     if self._sock is not None:
                         self._sock.close()
                         self._sock = None
                     if attempt:
-                        raise MultiReadError(f"multi-read failed: {exc!r}") from exc
+                        raise RawSessionError(f"multi-read failed: {exc!r}") from exc
         raise AssertionError("unreachable")
 
     def _get_data_many(self, sock: socket.socket, paths: Sequence[str]) -> list:
@@ -202,11 +221,11 @@ class MultiReader:
                     break
                 frame = self._recv_frame(sock)  # -2 ping or -1 watch event: not ours
             if got_xid != xid:
-                raise MultiReadError(f"xid {got_xid}, expected {xid}")
+                raise RawSessionError(f"xid {got_xid}, expected {xid}")
             if err == ERR_UNIMPLEMENTED:
                 raise MultiReadUnsupportedError(f"opcode {OP_MULTI_READ} unimplemented")
             if err != 0:
-                raise MultiReadError(f"ZooKeeper error {err} for the multi-read")
+                raise RawSessionError(f"ZooKeeper error {err} for the multi-read")
             if count == 0:  # the sync
                 continue
             pos = 16
@@ -214,7 +233,7 @@ class MultiReader:
                 op_type, done, op_err = unpack_hdr(frame, pos)
                 pos += 9
                 if done:
-                    raise MultiReadError("multi-read response ended early")
+                    raise RawSessionError("multi-read response ended early")
                 if op_type == OP_GET_DATA:
                     (length,) = unpack_int(frame, pos)
                     pos += 4
@@ -231,9 +250,93 @@ class MultiReader:
                     if code == ERR_UNIMPLEMENTED:
                         raise MultiReadUnsupportedError("getData inside multi-read unimplemented")
                     if code != ERR_NONODE:
-                        raise MultiReadError(f"ZooKeeper error {code} reading {paths[i]}")
+                        raise RawSessionError(f"ZooKeeper error {code} reading {paths[i]}")
                 else:
-                    raise MultiReadError(f"unexpected op type {op_type} in multi-read response")
+                    raise RawSessionError(f"unexpected op type {op_type} in multi-read response")
             if not unpack_hdr(frame, pos)[1]:
-                raise MultiReadError("multi-read response has more results than requests")
+                raise RawSessionError("multi-read response has more results than requests")
         return out
+
+    # writes ----------------------------------------------------------------------------------
+
+    def fenced_multis(self, check_path: str, check_version: int,
+                      batches: Sequence[Sequence[WriteOp]]) -> list[list[object] | None]:
+        """One multi per batch, each opening with a version check of ``check_path``, all sent
+        before any reply is read. Per batch, kazoo's result shape: [check, *ops], each True
+        (check, delete), a ZnodeStat (set) or a kazoo exception instance; None for a batch
+        whose reply never came (see the module doc)."""
+        results: list[list[object] | None] = [None] * len(batches)
+        if not batches:
+            return results
+        with self._lock:
+            try:
+                if self._sock is None:
+                    self._sock = self._connect()
+                self._fenced_multis(self._sock, check_path, check_version, batches, results)
+            except (OSError, struct.error, RawSessionError, IndexError):
+                if self._sock is not None:
+                    self._sock.close()
+                    self._sock = None
+        return results
+
+    def _path(self, path: str) -> bytes:
+        raw = (self._chroot + path).encode() if self._chroot else path.encode()
+        return _INT.pack(len(raw)) + raw
+
+    def _fenced_multis(self, sock: socket.socket, check_path: str, check_version: int,
+                       batches: Sequence[Sequence[WriteOp]],
+                       results: list[list[object] | None]) -> None:
+        check = _OP_HDRS[OP_CHECK] + self._path(check_path) + _INT.pack(check_version)
+        frames = []
+        xids = []
+        for batch in batches:
+            self._xid += 1
+            parts = [struct.pack(">ii", self._xid, OP_MULTI), check]
+            for kind, path, data, version in batch:
+                parts.append(_OP_HDRS[kind])
+                parts.append(self._path(path))
+                if kind == OP_SET_DATA:
+                    parts.append(_INT.pack(len(data)))
+                    parts.append(data)
+                parts.append(_INT.pack(version))
+            parts.append(_END)
+            body = b"".join(parts)
+            frames.append(_INT.pack(len(body)) + body)
+            xids.append(self._xid)
+        sock.sendall(b"".join(frames))
+        unpack_hdr = _MULTI_HDR.unpack_from
+        unpack_int = _INT.unpack_from
+        unpack_stat = _STAT.unpack_from
+        for i, (xid, batch) in enumerate(zip(xids, batches)):
+            frame = self._recv_frame(sock)
+            while True:
+                got_xid, _zxid, err = struct.unpack_from(">iqi", frame, 0)
+                if got_xid >= 0:
+                    break
+                frame = self._recv_frame(sock)  # -2 ping or -1 watch event: not ours
+            if got_xid != xid:
+                raise RawSessionError(f"xid {got_xid}, expected {xid}")
+            if err != 0:
+                raise RawSessionError(f"ZooKeeper error {err} for a multi")
+            out: list[object] = []
+            pos = 16
+            while True:
+                op_type, done, _ = unpack_hdr(frame, pos)
+                pos += 9
+                if done:
+                    break
+                if op_type == OP_SET_DATA:
+                    out.append(ZnodeStat(*unpack_stat(frame, pos)))
+                    pos += _STAT.size
+                elif op_type in (OP_CHECK, OP_DELETE):
+                    out.append(True)
+                elif op_type == OP_ERROR:
+                    (code,) = unpack_int(frame, pos)
+                    pos += 4
+                    out.append(EXCEPTIONS.get(code, ZookeeperError)())
+                else:
+                    raise RawSessionError(f"unexpected op type {op_type} in a multi response")
+            if len(out) != len(batch) + 1:
+                raise RawSessionError(f"multi response has {len(out)} results for "
+                                     f"{len(batch) + 1} ops")
+            results[i] = out

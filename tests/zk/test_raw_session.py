@@ -1,13 +1,15 @@
 """The raw-socket multi-read (opcode 22) against the real ZooKeeper, compared with kazoo."""
 from __future__ import annotations
 
+import socket
+
 import pytest
 from kazoo.client import KazooClient
 
 from odradek.metadata import LeaderAndIsr, TopicPartition
 from odradek.zk import paths
 from odradek.zk.client import KafkaZkClient
-from odradek.zk.multi_read import MultiReader
+from odradek.zk.raw_session import RawSession
 
 
 @pytest.fixture
@@ -30,7 +32,7 @@ def test_matches_kazoo_get_including_missing_and_empty(kazoo: KazooClient, zk_co
                 tx.create(names[i], b"" if i % 11 == 0 else f"value-{i}".encode() * (i % 5 + 1))
         assert not [r for r in tx.commit() if isinstance(r, Exception)]
     kazoo.set("/n1", b"changed")
-    reader = MultiReader(zk_connect)
+    reader = RawSession(zk_connect)
     try:
         got = reader.get_data_many(names + ["/n1"])  # 3 pipelined requests, one partial
         for name, result in zip(names + ["/n1"], got):
@@ -48,7 +50,7 @@ def test_matches_kazoo_get_including_missing_and_empty(kazoo: KazooClient, zk_co
 
 def test_reconnects_after_its_socket_breaks(kazoo: KazooClient, zk_connect: str) -> None:
     kazoo.create("/x", b"1")
-    reader = MultiReader(zk_connect)
+    reader = RawSession(zk_connect)
     try:
         assert reader.get_data_many(["/x"])[0][0] == b"1"
         reader._sock.close()  # as if the server dropped an idle session
@@ -73,7 +75,52 @@ def test_client_partition_states_use_multi_read(zk_connect: str) -> None:
                 tx.create(paths.partition_state_path(tp), paths.encode_leader_and_isr(states[tp]))
             assert not [r for r in tx.commit() if isinstance(r, Exception)]
         got = zk.get_partition_states(tps)
-        assert zk._multi_reader is not None and not zk._multi_reader.unsupported
+        assert zk._raw is not None and not zk._raw.unsupported
         assert got == states
+    finally:
+        zk.close()
+
+
+def test_fenced_multis_answer_like_kazoo_transactions(kazoo: KazooClient, zk_connect: str) -> None:
+    from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError, RuntimeInconsistency
+
+    from odradek.zk.raw_session import OP_DELETE, OP_SET_DATA
+
+    for path in ("/epoch", "/a", "/b", "/c"):
+        kazoo.create(path, b"0")
+    session = RawSession(zk_connect)
+    try:
+        ok, stale, missing = session.fenced_multis("/epoch", 0, [
+            [(OP_SET_DATA, "/a", b"1", 0), (OP_SET_DATA, "/b", b"1", 0), (OP_DELETE, "/c", b"", 0)],
+            [(OP_SET_DATA, "/b", b"2", 0)],         # runs after the first: /b is at version 1
+            [(OP_SET_DATA, "/a", b"2", 1), (OP_SET_DATA, "/nope", b"", 0), (OP_SET_DATA, "/b", b"2", 1)],
+        ])
+        assert ok[0] is True and ok[3] is True
+        assert (ok[1].version, ok[2].version) == (1, 1)
+        assert [type(r) for r in stale] == [RolledBackError, BadVersionError]
+        assert [type(r) for r in missing] == [RolledBackError, RolledBackError, NoNodeError,
+                                              RuntimeInconsistency]
+        assert kazoo.get("/a")[0] == b"1" and not kazoo.exists("/c")
+        [fenced] = session.fenced_multis("/epoch", 7, [[(OP_SET_DATA, "/a", b"x", 1)]])
+        assert isinstance(fenced[0], BadVersionError) and kazoo.get("/a")[0] == b"1"
+    finally:
+        session.close()
+
+
+def test_client_resends_through_kazoo_when_the_raw_reply_is_lost(zk_connect: str) -> None:
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    try:
+        zk.kazoo.ensure_path(paths.CONTROLLER_EPOCH)
+        zk.epoch_zk_version = zk.kazoo.exists(paths.CONTROLLER_EPOCH).version
+        tp = TopicPartition("t", 0)
+        zk.kazoo.ensure_path(paths.partition_path(tp))
+        zk.kazoo.create(paths.partition_state_path(tp),
+                        paths.encode_leader_and_isr(LeaderAndIsr(1, 0, (1, 2), 1)))
+        assert zk._raw is not None
+        zk._raw._sock = socket.socket()  # never connected: the send fails, nothing was written
+        result = zk.update_leader_and_isr({tp: LeaderAndIsr(2, 1, (2,), 1, 0)})
+        assert result[tp] == LeaderAndIsr(2, 1, (2,), 1, 1)
+        assert zk.get_partition_state(tp) == result[tp]
     finally:
         zk.close()
