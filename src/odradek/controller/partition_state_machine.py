@@ -37,6 +37,8 @@ logger = logging.getLogger(__name__)
 class PartitionStatus(enum.Enum):
     """Seed 000's partition states (named Status: ``metadata.PartitionState`` is the wire entry)."""
 
+    __hash__ = object.__hash__  # identity, in C (see ReplicaStatus)
+
     NON_EXISTENT = "NonExistentPartition"
     NEW = "NewPartition"
     ONLINE = "OnlinePartition"
@@ -44,6 +46,7 @@ class PartitionStatus(enum.Enum):
 
 
 _P = PartitionStatus
+_NAME = {status: status.value for status in PartitionStatus}
 VALID_PREVIOUS: dict[PartitionStatus, frozenset[PartitionStatus]] = {
     _P.NEW: frozenset({_P.NON_EXISTENT}),
     _P.ONLINE: frozenset({_P.NEW, _P.ONLINE, _P.OFFLINE}),
@@ -271,8 +274,8 @@ class PartitionStateMachine:
                     lai: LeaderAndIsr | None = None) -> None:
         previous = self._ctx.partition_state(tp)
         self._ctx.put_partition_state(tp, target)
-        self._log.partition_transition(self._controller_id, self._ctx.epoch, tp, previous.value,
-                                       target.value, lai)
+        self._log.partition_transition(self._controller_id, self._ctx.epoch, tp, _NAME[previous],
+                                       _NAME[target], lai)
 
     def _fail(self, tp: TopicPartition, current: PartitionStatus, target: PartitionStatus,
               error: Exception, results: PartitionResults) -> None:

@@ -32,6 +32,10 @@ class PartitionReplica(NamedTuple):
 
 
 class ReplicaStatus(enum.Enum):
+    # Members are singletons compared by identity; Enum's own __hash__ is Python code, and a
+    # failover hashes a status for every replica it checks against VALID_PREVIOUS.
+    __hash__ = object.__hash__
+
     NEW = "NewReplica"
     ONLINE = "OnlineReplica"
     OFFLINE = "OfflineReplica"
@@ -42,6 +46,7 @@ class ReplicaStatus(enum.Enum):
 
 
 _R = ReplicaStatus
+_NAME = {status: status.value for status in ReplicaStatus}  # .value is a Python descriptor
 VALID_PREVIOUS: dict[ReplicaStatus, frozenset[ReplicaStatus]] = {
     _R.NEW: frozenset({_R.NON_EXISTENT}),
     _R.ONLINE: frozenset({_R.NEW, _R.ONLINE, _R.OFFLINE, _R.DELETION_INELIGIBLE}),
@@ -172,30 +177,28 @@ class ReplicaStateMachine:
         The new state goes to every remaining replica, not only the leader as seed 000 says,
         because the write bumps the leader epoch (Kafka 2.4) and followers fetch with it.
         """
-        for pr in replicas:
-            self._batch.add_stop_replica([pr.replica], pr.tp, delete=False)
         removed: dict[TopicPartition, set[int]] = {}
+        gone: dict[TopicPartition, list[PartitionReplica]] = {}  # in the order given
         for pr in replicas:
+            self._batch.add_stop_replica((pr.replica,), pr.tp, delete=False)
             if self._ctx.partition_leadership(pr.tp) is None:
                 live = self._ctx.live_or_shutting_down_broker_ids()
                 self._batch.add_update_metadata(live, [pr.tp])
                 self._transition(pr, _R.OFFLINE)
             else:
                 removed.setdefault(pr.tp, set()).add(pr.replica)
+                gone.setdefault(pr.tp, []).append(pr)
         if not removed:
             return
         updated, failed = self._remove_from_isr(removed)
         for tp, lai in updated.items():
-            recipients = [r for r in self._ctx.partition_replica_assignment(tp)
-                          if r not in removed[tp]]
-            self._batch.add_leader_and_isr(recipients, tp, lai,
-                                           self._ctx.partition_replica_assignment(tp),
-                                           is_new=False)
-            for replica in sorted(removed[tp]):
-                self._transition(PartitionReplica(tp, replica), _R.OFFLINE)
+            assignment = self._ctx.partition_replica_assignment(tp)
+            self._batch.add_leader_and_isr([r for r in assignment if r not in removed[tp]], tp,
+                                           lai, assignment, is_new=False)
+            for pr in gone[tp]:
+                self._transition(pr, _R.OFFLINE)
         for tp, error in failed.items():
-            for replica in sorted(removed[tp]):
-                pr = PartitionReplica(tp, replica)
+            for pr in gone[tp]:
                 self._fail(pr, self._ctx.replica_state(pr), _R.OFFLINE, error, errors)
 
     def _remove_from_isr(
@@ -248,7 +251,7 @@ class ReplicaStateMachine:
         previous = self._ctx.replica_state(pr)
         self._ctx.put_replica_state(pr, target)
         self._log.replica_transition(self._controller_id, self._ctx.epoch, pr.tp, pr.replica,
-                                     previous.value, target.value)
+                                     _NAME[previous], _NAME[target])
 
     def _fail(self, pr: PartitionReplica, current: ReplicaStatus, target: ReplicaStatus,
               error: Exception, errors: dict[PartitionReplica, Exception]) -> None:

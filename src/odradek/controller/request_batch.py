@@ -45,6 +45,9 @@ class ControllerBrokerRequestBatch:
         self._stop_replica: dict[int, dict[TopicPartition, bool]] = {}
         #: partitions whose metadata goes to every broker registered when the batch is sent
         self._metadata_for_all: set[TopicPartition] = set()
+        #: the last LeaderAndIsr entry built per partition, with the leadership it came from,
+        #: reused as the UpdateMetadata entry while that leadership is still current
+        self._entries: dict[TopicPartition, tuple[LeaderAndIsr, PartitionState]] = {}
         self._timer: EventTimer | None = None
 
     def is_empty(self) -> bool:
@@ -65,6 +68,7 @@ class ControllerBrokerRequestBatch:
         self._update_metadata.clear()
         self._stop_replica.clear()
         self._metadata_for_all.clear()
+        self._entries.clear()
 
     def add_leader_and_isr(
         self,
@@ -97,6 +101,8 @@ class ControllerBrokerRequestBatch:
                     leader_and_isr.leader_epoch, leader_and_isr.isr, leader_and_isr.zk_version,
                     replicas, new, offline)
             per_broker[tp] = state
+        if made:
+            self._entries[tp] = (leader_and_isr, next(iter(made.values())))
         self._metadata_for_all.add(tp)
 
     def add_update_metadata(self, brokers: Iterable[int], tps: Iterable[TopicPartition]) -> None:
@@ -160,6 +166,9 @@ class ControllerBrokerRequestBatch:
         if lai is None:
             return None
         replicas = self._context.partition_replica_assignment(tp)
+        entry = self._entries.get(tp)
+        if entry is not None and entry[0] is lai and entry[1].replicas == replicas:
+            return entry[1]  # the same facts; is_new is not part of UpdateMetadata
         return PartitionState(
             tp=tp,
             controller_epoch=lai.controller_epoch,
