@@ -64,6 +64,20 @@ class ReplicaFetcher:
         self._start_truncation(partition.tp)
         self._changed.set()
 
+    def next_epoch(self, partition: Partition) -> bool:
+        """Carry on at the partition's new leader epoch without truncating, if it is the very
+        next epoch of the same leader (the controller changed only the ISR): every epoch change
+        is one controller write, so no other leader can have written in between and our log is
+        still a prefix of the leader's. False if the partition must start over (``add``)."""
+        state = self._states.get(partition.tp)
+        if state is None or partition.leader_epoch != state.leader_epoch + 1:
+            return False
+        state.leader_epoch = partition.leader_epoch
+        if partition.tp not in self._truncating:
+            self._dirty.add(partition.tp)  # the session must hear the new epoch
+        self._changed.set()
+        return True
+
     def remove(self, tp: TopicPartition) -> None:
         self._states.pop(tp, None)
         self._truncating.discard(tp)
@@ -235,8 +249,12 @@ class ReplicaFetcherManager:
         self._owner: dict[TopicPartition, int] = {}
 
     def follow(self, partition: Partition, leader: BrokerInfo) -> None:
-        self.stop_following(partition.tp)
         fetcher = self._fetchers.get(leader.id)
+        if (self._owner.get(partition.tp) == leader.id and fetcher is not None
+                and (fetcher.leader.host, fetcher.leader.port) == (leader.host, leader.port)
+                and fetcher.next_epoch(partition)):
+            return
+        self.stop_following(partition.tp)
         if fetcher is not None and (fetcher.leader.host, fetcher.leader.port) != (leader.host, leader.port):
             del self._fetchers[leader.id]  # the leader came back at another address
             asyncio.get_running_loop().create_task(fetcher.close())

@@ -1,0 +1,53 @@
+"""Which LeaderAndIsr changes make a follower start over (truncate by leader epoch)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from odradek.broker.fetcher import ReplicaFetcher, ReplicaFetcherManager
+from odradek.broker.partition import Partition
+from odradek.log.log import Log, LogConfig
+from odradek.metadata import BrokerInfo, PartitionState, TopicPartition
+
+TP = TopicPartition("t", 0)
+B2, B3 = BrokerInfo(2, "h", 9002), BrokerInfo(3, "h", 9003)
+
+
+class IdleFetcher(ReplicaFetcher):
+    def start(self) -> None:  # no task: these tests only look at the bookkeeping
+        pass
+
+
+def follower(tmp_path: Path) -> tuple[Partition, ReplicaFetcherManager, dict[int, ReplicaFetcher]]:
+    made: dict[int, ReplicaFetcher] = {}
+
+    def factory(leader: BrokerInfo) -> ReplicaFetcher:
+        made[leader.id] = IdleFetcher(1, leader, 500, 1 << 20)
+        return made[leader.id]
+
+    return Partition(TP, Log.open(tmp_path / "t-0", LogConfig()), broker_id=1), \
+        ReplicaFetcherManager(1, factory), made
+
+
+def become(p: Partition, manager: ReplicaFetcherManager, leader: BrokerInfo, epoch: int) -> None:
+    p.apply_state(PartitionState(TP, 1, leader.id, epoch, (1, 2, 3), epoch, (1, 2, 3)))
+    manager.follow(p, leader)
+
+
+def test_next_epoch_of_the_same_leader_keeps_fetching_without_truncating(tmp_path: Path) -> None:
+    p, manager, made = follower(tmp_path)
+    become(p, manager, B2, 4)
+    made[2]._truncation_done(TP)
+    become(p, manager, B2, 5)  # the controller shrank the ISR: same leader, next epoch
+    assert TP not in made[2]._truncating and made[2]._states[TP].leader_epoch == 5
+    assert TP in made[2]._dirty  # the fetch session is told the new epoch
+
+
+def test_a_skipped_epoch_or_a_new_leader_truncates_again(tmp_path: Path) -> None:
+    p, manager, made = follower(tmp_path)
+    become(p, manager, B2, 4)
+    made[2]._truncation_done(TP)
+    become(p, manager, B2, 6)  # epoch 5 had another leader: our tail may have diverged
+    assert TP in made[2]._truncating
+    made[2]._truncation_done(TP)
+    become(p, manager, B3, 7)
+    assert TP not in made[2]._states and TP in made[3]._truncating
