@@ -51,3 +51,21 @@ def test_a_skipped_epoch_or_a_new_leader_truncates_again(tmp_path: Path) -> None
     made[2]._truncation_done(TP)
     become(p, manager, B3, 7)
     assert TP not in made[2]._states and TP in made[3]._truncating
+
+
+def test_a_partition_the_leader_refuses_rests_and_the_next_leader_and_isr_wakes_it(
+        tmp_path: Path) -> None:
+    """A follower whose LeaderAndIsr lags the leader's gets NOT_LEADER / FENCED_LEADER_EPOCH:
+    it leaves the fetch session for a backoff instead of asking again at once, every round."""
+    from types import SimpleNamespace
+
+    from odradek.protocol.errors import ErrorCode
+
+    p, manager, made = follower(tmp_path)
+    become(p, manager, B2, 4)
+    fetcher = made[2]
+    fetcher._truncation_done(TP)
+    fetcher._apply(fetcher._states[TP], SimpleNamespace(error_code=ErrorCode.FENCED_LEADER_EPOCH))
+    assert TP in fetcher._resting and TP in fetcher._leaving
+    become(p, manager, B2, 5)
+    assert TP not in fetcher._resting and TP in fetcher._dirty

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -55,6 +56,10 @@ class ReplicaFetcher:
         self._truncating: set[TopicPartition] = set()  # waiting for OffsetsForLeaderEpoch
         self._dirty: set[TopicPartition] = set()  # position may differ from what the session holds
         self._leaving: set[TopicPartition] = set()  # removed or re-truncating: drop from the session
+        # partitions the leader answered with an error (not leader, fenced epoch, ...), left out
+        # until this monotonic time: until our LeaderAndIsr catches up with the leader's, asking
+        # again at once would only make both brokers spin (Kafka's fetch backoff per partition)
+        self._resting: dict[TopicPartition, float] = {}
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"fetcher-{self.leader.id}")
@@ -73,6 +78,7 @@ class ReplicaFetcher:
         if state is None or partition.leader_epoch != state.leader_epoch + 1:
             return False
         state.leader_epoch = partition.leader_epoch
+        self._resting.pop(partition.tp, None)
         if partition.tp not in self._truncating:
             self._dirty.add(partition.tp)  # the session must hear the new epoch
         self._changed.set()
@@ -82,10 +88,16 @@ class ReplicaFetcher:
         self._states.pop(tp, None)
         self._truncating.discard(tp)
         self._dirty.discard(tp)
+        self._resting.pop(tp, None)
         self._leaving.add(tp)
 
     def _start_truncation(self, tp: TopicPartition) -> None:
         self._truncating.add(tp)
+        self._resting.pop(tp, None)
+        self._leaving.add(tp)
+
+    def _rest(self, tp: TopicPartition) -> None:
+        self._resting[tp] = time.monotonic() + RETRY_BACKOFF_S
         self._leaving.add(tp)
 
     def __len__(self) -> int:
@@ -172,20 +184,28 @@ class ReplicaFetcher:
         self._dirty.add(tp)
 
     async def _fetch_once(self) -> None:
-        if len(self._truncating) == len(self._states):
+        if self._resting:
+            now = time.monotonic()
+            for tp in [tp for tp, until in self._resting.items() if until <= now]:
+                del self._resting[tp]
+                self._dirty.add(tp)
+        resting = self._resting
+        if len(self._truncating) + len(resting) >= len(self._states):
             await asyncio.sleep(RETRY_BACKOFF_S)
             return
         full = self._session_epoch in (INITIAL_EPOCH, FINAL_EPOCH)
         if full:
-            changed = [tp for tp in self._states if tp not in self._truncating]
+            changed = [tp for tp in self._states if tp not in self._truncating and tp not in resting]
             gone: list[TopicPartition] = []
             self._leaving = set()  # a full request replaces the whole session
         else:
-            changed = [tp for tp in self._dirty if tp in self._states and tp not in self._truncating]
+            changed = [tp for tp in self._dirty
+                       if tp in self._states and tp not in self._truncating and tp not in resting]
             # swapped out, not cleared after the response: remove() may run while we wait
             leaving, self._leaving = self._leaving, set()
             gone = [tp for tp in leaving
-                    if tp in self._sent and (tp not in self._states or tp in self._truncating)]
+                    if tp in self._sent
+                    and (tp not in self._states or tp in self._truncating or tp in resting)]
         position = {tp: (self._states[tp].partition.log_end_offset, self._states[tp].leader_epoch) for tp in changed}
         if not full:
             changed = [tp for tp in changed if self._sent.get(tp) != position[tp]]
@@ -237,6 +257,7 @@ class ReplicaFetcher:
             self._start_truncation(partition.tp)
         else:
             log.debug("%s: fetch error %s from broker %d", partition.tp, error, self.leader.id)
+            self._rest(partition.tp)
 
 
 class ReplicaFetcherManager:
