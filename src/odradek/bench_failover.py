@@ -11,7 +11,7 @@ One run on a private cluster (its own ZooKeeper, brokers on free ports, a temp d
    controller's timing log (controller/timing.py), the BrokerChange event that noticed it:
    watch fired -> dequeued -> ZooKeeper writes done -> requests queued -> last LeaderAndIsr
    answered. broker_failover_s = last LeaderAndIsr answered - watch fired;
-4. restart that broker and wait until the controller has told it everything;
+4. restart that broker and wait until it is back in every ISR (no partition under-replicated);
 5. controller failover: SIGKILL the controller and read the new controller's Startup event:
    elected -> context loaded -> states written -> requests queued -> last LeaderAndIsr
    answered. controller_failover_s = last LeaderAndIsr answered - elected.
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from odradek.admin import create_topic
+from odradek.admin import create_topic, describe_topics, filter_partitions
 from odradek.cluster import ClusterError, LocalCluster, connect_zk, free_port_block
 from odradek.netutil import free_port
 
@@ -71,6 +71,24 @@ def _wait_record(cluster: LocalCluster, broker_ids: list[int], event: str, after
             raise ClusterError(f"no acknowledged {event} event in the controller timing log after "
                                f"{timeout:g} s (brokers {broker_ids})")
         time.sleep(0.1)
+
+
+def _wait_full_isrs(bootstrap: str, timeout: float) -> float:
+    """Wait until no partition is under-replicated, so the controller failover starts from a
+    settled cluster rather than racing the leaders' ISR expansions; returns when that was."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            short = filter_partitions(describe_topics(bootstrap, [_TOPIC]), under_replicated=True,
+                                      offline=True)
+        except Exception:  # noqa: BLE001 - a broker still starting: ask again
+            short = [{"partitions": [None]}]
+        if not short:
+            return time.time()
+        if time.monotonic() > deadline:
+            count = sum(len(t["partitions"]) for t in short)
+            raise ClusterError(f"{count} partitions still under-replicated after {timeout:g} s")
+        time.sleep(0.5)
 
 
 def _controller_id(zk: Any) -> int:
@@ -192,6 +210,8 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
             cluster.start_broker(victim)
             _wait_record(cluster, [controller], "BrokerChange", restarted, timeout,
                          lambda r: victim in r.get("new", []))
+            result["victim_back_in_every_isr_s"] = round(
+                _wait_full_isrs(bootstrap, timeout) - restarted, 3)
             time.sleep(2)
 
             # (b) the controller dies

@@ -132,6 +132,18 @@ def test_update_leader_and_isr_fails_only_the_stale_partition(make_client) -> No
         assert zk.get_partition_state(tp) == result[tp]
 
 
+def test_many_conflicts_in_one_batch_fail_exactly_the_stale_partitions(make_client) -> None:
+    zk = _controller(make_client, "t")
+    zk.create_partition_states(_states("t", 300))
+    stale = {TopicPartition("t", p) for p in range(0, 300, 7)}
+    for tp in stale:  # a leader's ISR writes race the controller's
+        zk.kazoo.set(paths.partition_state_path(tp), paths.encode_leader_and_isr(LeaderAndIsr(1, 0, (1,), 1)))
+    result = zk.update_leader_and_isr({tp: LeaderAndIsr(2, 1, (2,), 1, 0) for tp in _states("t", 300)})
+    assert {tp for tp, r in result.items() if isinstance(r, BadVersionError)} == stale
+    assert all(r == LeaderAndIsr(2, 1, (2,), 1, 1) for tp, r in result.items() if tp not in stale)
+    assert zk.get_partition_states(stale) == {tp: LeaderAndIsr(1, 0, (1,), 1, 1) for tp in stale}
+
+
 def test_conditional_isr_update_conflict(make_client) -> None:
     zk = _controller(make_client, "t")
     tp = TopicPartition("t", 0)

@@ -393,10 +393,6 @@ class KafkaZkClient:
             raise check
         return results
 
-    def _commit_fenced(self, ops: list[_Op]) -> list[Any]:
-        """One multi: epoch check then `ops`; returns the results of `ops` (maybe exceptions)."""
-        return self._fenced_results(self._commit_fenced_async(ops).get())
-
     def _start_pipelined(self, batches: list[list[tuple[K, _Op]]]) -> list[Any]:
         """Send every batch's multi before reading any reply: on the raw session when there is
         one (raw_session.py), else through kazoo. Returns per batch its result list, a kazoo
@@ -410,47 +406,55 @@ class KafkaZkClient:
         return [self._commit_fenced_async([op for _, op in batch]) for batch in batches]
 
     def _run_fenced(self, items: list[tuple[K, _Op]]) -> dict[K, Any]:
-        """Run keyed ops in fenced batches. An op that fails (BadVersion, NodeExists, NoNode)
-        gets its exception as result and the rest of its batch is retried without it.
+        """Run keyed ops in fenced batches; an op that fails (BadVersion, NodeExists, NoNode)
+        gets its exception as result, the others their result.
 
-        For sets and deletes the first attempt of every batch is pipelined (all multis sent,
-        then all results read): the batches touch disjoint znodes and each carries the epoch
-        check, so they are independent. Retries go through kazoo, one multi at a time."""
+        A multi is atomic and names only its first failing op, so after a failure the rest of
+        that batch goes again as one single-op multi each, all sent before any reply is read:
+        one more round trip however many ops conflict (retrying the batch minus one op at a
+        time was quadratic when a leader's ISR writes raced thousands of ours).
+        For sets and deletes every batch's first attempt is pipelined too: the batches touch
+        disjoint znodes and each carries the epoch check, so they are independent. Creates
+        stay sequential by batch: a later batch may create children of an earlier one's."""
         results: dict[K, Any] = {}
         step = MAX_MULTI_OPS - 1
         batches = [items[start:start + step] for start in range(0, len(items), step)]
-        # Creates stay sequential: a later batch may create children of an earlier one's znodes,
-        # which must exist (after its retry) first.
         pipelined = all(op.kind != "create" for _, op in items)
         pending = self._start_pipelined(batches) if pipelined else [None] * len(batches)
         moved: ControllerMovedError | None = None
         for batch, started in zip(batches, pending):
             try:
-                if started is None:
-                    started = self._commit_fenced_async([op for _, op in batch])
-                outcome = self._fenced_results(
-                    started if isinstance(started, list) else started.get())
+                outcome = self._outcome(batch, started)
             except ControllerMovedError as exc:
                 moved = exc  # read every reply before raising: nothing stays in flight
                 continue
-            while True:
-                failed = [
-                    i for i, r in enumerate(outcome)
-                    if isinstance(r, Exception)
-                    and not isinstance(r, (RolledBackError, RuntimeInconsistency))
-                ]
-                if not failed:
-                    results.update((key, r) for (key, _), r in zip(batch, outcome))
-                    break
-                bad = failed[0]
-                results[batch[bad][0]] = outcome[bad]
-                batch = batch[:bad] + batch[bad + 1:]
-                if not batch or moved is not None:
-                    break
-                outcome = self._commit_fenced([op for _, op in batch])
+            bad = next((i for i, r in enumerate(outcome) if isinstance(r, Exception)
+                        and not isinstance(r, (RolledBackError, RuntimeInconsistency))), None)
+            if bad is None:
+                results.update((key, r) for (key, _), r in zip(batch, outcome))
+                continue
+            results[batch[bad][0]] = outcome[bad]
+            rest = batch[:bad] + batch[bad + 1:]
+            if not rest or moved is not None:
+                continue
+            singles = [[item] for item in rest]
+            starts = (self._start_pipelined(singles) if pipelined else
+                      [self._commit_fenced_async([op for _, op in one]) for one in singles])
+            for single, started_single in zip(singles, starts):
+                try:
+                    results[single[0][0]] = self._outcome(single, started_single)[0]
+                except ControllerMovedError as exc:
+                    moved = exc
         if moved is not None:
             raise moved
         return results
+
+    def _outcome(self, batch: list[tuple[K, _Op]], started: Any) -> list[Any]:
+        """The results of a batch's ops: from its pipelined start (a result list or a kazoo
+        async result), or committed now through kazoo when it has none (or its reply was lost)."""
+        if started is None:
+            started = self._commit_fenced_async([op for _, op in batch])
+        return self._fenced_results(started if isinstance(started, list) else started.get())
 
     def create_partition_states(
         self, states: Mapping[TopicPartition, LeaderAndIsr]
