@@ -149,9 +149,14 @@ def test_conditional_isr_update_conflict(make_client) -> None:
     tp = TopicPartition("t", 0)
     zk.create_partition_states({tp: LeaderAndIsr(1, 0, (1, 2), 1)})
     shrunk = LeaderAndIsr(1, 0, (1,), 1, zk_version=0)
-    assert zk.conditional_update_partition_state(tp, shrunk) == 1
-    assert zk.conditional_update_partition_state(tp, shrunk) is None  # zombie leader: stale version
+    assert zk.conditional_update_partition_states({tp: shrunk}) == {tp: 1}
+    # zombie leader: stale version
+    assert zk.conditional_update_partition_states({tp: shrunk}) == {tp: None}
     assert zk.get_partition_state(tp) == LeaderAndIsr(1, 0, (1,), 1, 1)
+    other = TopicPartition("t", 1)
+    zk.create_partition_states({other: LeaderAndIsr(1, 0, (1, 2), 1)})
+    # independent writes: the stale one fails alone
+    assert zk.conditional_update_partition_states({tp: shrunk, other: shrunk}) == {tp: None, other: 1}
 
 
 def test_five_thousand_partition_states_in_batches(make_client) -> None:
@@ -205,6 +210,15 @@ def test_isr_change_notifications_are_popped_once(make_client) -> None:
     zk.propagate_isr_changes([TopicPartition("t", 1), TopicPartition("u", 0)])
     assert zk.pop_isr_change_notifications() == {TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)}
     assert zk.pop_isr_change_notifications() == set()
+
+
+def test_isr_changes_of_30000_partitions_fit_zookeeper_request_limits(make_client) -> None:
+    """One notification of 30,000 partitions is ~1.3 MB: over jute.maxbuffer, ZooKeeper would
+    drop the leader's connection and the controller would never hear of the change."""
+    zk = _controller(make_client)
+    changed = {TopicPartition("failover-bench", p) for p in range(30000)}
+    assert len(zk.propagate_isr_changes(sorted(changed))) == 6
+    assert zk.pop_isr_change_notifications() == changed
 
 
 def test_producer_id_blocks_are_consecutive(make_client) -> None:

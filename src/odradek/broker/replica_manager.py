@@ -192,10 +192,12 @@ class ReplicaManager:
 
     def _write_isrs(self, writes: dict[TopicPartition, LeaderAndIsr]) -> dict[TopicPartition, int | LeaderAndIsr | None]:
         """New zk_version on success, else the state ZooKeeper holds now (None if gone)."""
-        out: dict[TopicPartition, int | LeaderAndIsr | None] = {}
-        for tp, state in writes.items():
-            version = self.zk.conditional_update_partition_state(tp, state)
-            out[tp] = version if version is not None else self.zk.get_partition_state(tp)
+        out: dict[TopicPartition, int | LeaderAndIsr | None] = dict(
+            self.zk.conditional_update_partition_states(writes))
+        lost = [tp for tp, version in out.items() if version is None]
+        if lost:
+            current = self.zk.get_partition_states(lost)
+            out.update((tp, current.get(tp)) for tp in lost)
         return out
 
     def checkpoint_high_watermarks(self) -> None:

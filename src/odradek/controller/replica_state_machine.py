@@ -124,16 +124,15 @@ class ReplicaStateMachine:
             case _R.DELETION_STARTED:
                 for pr in valid:
                     self._batch.add_stop_replica([pr.replica], pr.tp, delete=True)
-                    self._transition(pr, target)
+                self._transition_all(valid, target)
             case _R.DELETION_SUCCESSFUL | _R.DELETION_INELIGIBLE:
-                for pr in valid:
-                    self._transition(pr, target)
+                self._transition_all(valid, target)
             case _R.NON_EXISTENT:
                 for pr in valid:
                     assignment = self._ctx.partition_replica_assignment(pr.tp)
                     self._ctx.update_partition_replica_assignment(
                         pr.tp, [r for r in assignment if r != pr.replica])
-                    self._transition(pr, target)
+                self._transition_all(valid, target)
         return errors
 
     def _to_new(self, pr: PartitionReplica, errors: dict[PartitionReplica, Exception]) -> None:
@@ -155,14 +154,13 @@ class ReplicaStateMachine:
         again (one entry per partition for all its receivers), since a broker coming back, or
         a new controller, cannot know what it was told before."""
         receivers: dict[TopicPartition, list[int]] = {}
-        for pr in replicas:
-            if self._ctx.replica_state(pr) is _R.NEW:
+        for pr, previous in zip(replicas, self._transition_all(replicas, _R.ONLINE)):
+            if previous is _R.NEW:
                 assignment = self._ctx.partition_replica_assignment(pr.tp)
                 if pr.replica not in assignment:
                     self._ctx.update_partition_replica_assignment(pr.tp, (*assignment, pr.replica))
             else:
                 receivers.setdefault(pr.tp, []).append(pr.replica)
-            self._transition(pr, _R.ONLINE)
         for tp, brokers in receivers.items():
             lai = self._ctx.partition_leadership(tp)
             if lai is not None:
@@ -195,8 +193,7 @@ class ReplicaStateMachine:
             assignment = self._ctx.partition_replica_assignment(tp)
             self._batch.add_leader_and_isr([r for r in assignment if r not in removed[tp]], tp,
                                            lai, assignment, is_new=False)
-            for pr in gone[tp]:
-                self._transition(pr, _R.OFFLINE)
+        self._transition_all([pr for tp in updated for pr in gone[tp]], _R.OFFLINE)
         for tp, error in failed.items():
             for pr in gone[tp]:
                 self._fail(pr, self._ctx.replica_state(pr), _R.OFFLINE, error, errors)
@@ -248,10 +245,15 @@ class ReplicaStateMachine:
         return updated, failed
 
     def _transition(self, pr: PartitionReplica, target: ReplicaStatus) -> None:
-        previous = self._ctx.replica_state(pr)
-        self._ctx.put_replica_state(pr, target)
-        self._log.replica_transition(self._controller_id, self._ctx.epoch, pr.tp, pr.replica,
-                                     _NAME[previous], _NAME[target])
+        self._transition_all([pr], target)
+
+    def _transition_all(self, replicas: list[PartitionReplica],
+                        target: ReplicaStatus) -> list[ReplicaStatus]:
+        """Move every replica to ``target`` and log each move; returns the previous states."""
+        previous = self._ctx.swap_replica_states(replicas, target)
+        self._log.replica_transitions(self._controller_id, self._ctx.epoch, replicas,
+                                      [_NAME[p] for p in previous], _NAME[target])
+        return previous
 
     def _fail(self, pr: PartitionReplica, current: ReplicaStatus, target: ReplicaStatus,
               error: Exception, errors: dict[PartitionReplica, Exception]) -> None:

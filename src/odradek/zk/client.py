@@ -40,6 +40,7 @@ from odradek.zk.raw_session import (
 )
 
 MAX_MULTI_OPS = 1000  # ops per transaction, the epoch check included
+ISR_CHANGES_PER_ZNODE = 5000  # ~225 KB of JSON, well under ZooKeeper's 1 MB jute.maxbuffer
 MULTI_READ_MIN = 8  # bulk reads of at least this many znodes use the multi-read session
 log = logging.getLogger(__name__)
 K = TypeVar("K")
@@ -522,20 +523,36 @@ class KafkaZkClient:
             if isinstance(r, Exception) and not isinstance(r, (RolledBackError, RuntimeInconsistency)):
                 raise r
 
-    def conditional_update_partition_state(self, tp: TopicPartition, state: LeaderAndIsr) -> int | None:
-        """The partition leader's ISR write at state.zk_version: the new version, or None if the
-        controller (or another leader) wrote since, which fences a zombie leader (seed 002)."""
-        try:
-            stat = self._zk.set(
-                paths.partition_state_path(tp), paths.encode_leader_and_isr(state), state.zk_version
-            )
-        except (BadVersionError, NoNodeError):
-            return None
-        return stat.version
+    def conditional_update_partition_states(
+        self, states: Mapping[TopicPartition, LeaderAndIsr]
+    ) -> dict[TopicPartition, int | None]:
+        """The partition leader's ISR writes, each at its state's zk_version and independent of
+        the others (no multi: one conflict must not undo the rest): per partition the new
+        version, or None if the controller (or another leader) wrote since, which fences a
+        zombie leader (seed 002). All are sent before any reply is read: a leader re-adding a
+        restarted follower to 25,000 ISRs would otherwise wait 25,000 round trips."""
+        pending = {tp: self._zk.set_async(paths.partition_state_path(tp), _encode_state(state),
+                                          state.zk_version)
+                   for tp, state in states.items()}
+        out: dict[TopicPartition, int | None] = {}
+        for tp, result in pending.items():
+            try:
+                out[tp] = result.get().version
+            except (BadVersionError, NoNodeError):
+                out[tp] = None
+        return out
 
-    def propagate_isr_changes(self, tps: Iterable[TopicPartition]) -> str:
-        """Tell the controller about ISR changes with a sequential notification znode."""
-        return self._zk.create(paths.ISR_CHANGE_PREFIX, paths.encode_isr_change(tps), sequence=True)
+    def propagate_isr_changes(self, tps: Iterable[TopicPartition]) -> list[str]:
+        """Tell the controller about ISR changes with sequential notification znodes, at most
+        ISR_CHANGES_PER_ZNODE partitions each: ZooKeeper drops the connection of a client that
+        sends more than jute.maxbuffer (1 MB by default) in one request, and a leader
+        re-adding a restarted follower to 25,000 ISRs would (~45 bytes per partition)."""
+        tps = list(tps)
+        pending = [self._zk.create_async(paths.ISR_CHANGE_PREFIX,
+                                         paths.encode_isr_change(tps[i:i + ISR_CHANGES_PER_ZNODE]),
+                                         sequence=True)
+                   for i in range(0, len(tps), ISR_CHANGES_PER_ZNODE)]
+        return [result.get() for result in pending]
 
     def allocate_producer_id_block(self, broker_id: int, size: int = 1000) -> paths.ProducerIdBlock:
         """Claim the next block of producer ids with a conditional update (retried on races)."""
