@@ -27,6 +27,7 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -168,6 +169,7 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
                        keep_dir: Path | None = None) -> dict[str, Any]:
     if brokers < 2:
         raise ClusterError("a failover needs at least 2 brokers")
+    previous_sigterm = _exit_on_sigterm()
     tmp = Path(keep_dir) if keep_dir else Path(tempfile.mkdtemp(prefix="odradek-failover-"))
     cluster = LocalCluster(tmp, brokers, base_port=free_port_block(brokers), zk_port=free_port())
     result: dict[str, Any] = {"partitions": partitions, "brokers": brokers,
@@ -184,6 +186,7 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
             time.sleep(2)  # followers start fetching; let the first round settle
             result["idle_cpu_per_broker"] = _idle_cpu(cluster)
             result["loadavg_1m_before_failovers"] = round(os.getloadavg()[0], 2)
+            result["cpu_probe_s"] = cpu_probe_s()
 
             result["zk_multi_floor_s"] = round(zk_multi_floor(zk, partitions), 3)
 
@@ -241,7 +244,31 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
         cluster.down()
         if keep_dir is None:
             shutil.rmtree(tmp, ignore_errors=True)
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
     return result
+
+
+def _exit_on_sigterm() -> Any:
+    """A bench killed with SIGTERM (timeout, Ctrl-C's cousin) still stops its cluster: the
+    signal becomes SystemExit, so the finally clauses run. Returns the handler it replaced."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    return signal.signal(signal.SIGTERM, stop)
+
+
+def cpu_probe_s(n: int = 3_000_000) -> float:
+    """Seconds a fixed pure-Python loop takes: how fast this machine's CPU was during the run
+    (shared machines vary by 2x from hour to hour), so runs can be compared."""
+    started = time.perf_counter()
+    total = 0
+    for i in range(n):
+        total += i
+    return round(time.perf_counter() - started, 3)
 
 
 def format_result(r: dict[str, Any]) -> str:
@@ -249,7 +276,8 @@ def format_result(r: dict[str, Any]) -> str:
         f"partitions {r['partitions']:,}, brokers {r['brokers']}, RF {r['replication_factor']}; "
         f"topic created and acknowledged in {r['topic_create_s']:.1f} s; idle CPU per broker "
         f"{r['idle_cpu_per_broker']}; machine load average (1 min) "
-        f"{r['loadavg_1m_before_failovers']} -> {r['loadavg_1m_after_failovers']}",
+        f"{r['loadavg_1m_before_failovers']} -> {r['loadavg_1m_after_failovers']}; "
+        f"CPU probe {r['cpu_probe_s']:.2f} s",
         f"ZooKeeper multi floor ({r['partitions']:,} set_data, batches of {FLOOR_BATCH:,}): "
         f"{r['zk_multi_floor_s']:.3f} s",
     ]

@@ -83,18 +83,14 @@ class ReplicaStateMachine:
     def initialize_replica_states(self) -> tuple[list[PartitionReplica], list[PartitionReplica]]:
         """Seed 001: a replica on a live broker is Online, any other Offline; returns both
         lists so the controller can then move them (see Controller._failover for the order)."""
-        online, offline = [], []
+        online: list[PartitionReplica] = []
+        offline: list[PartitionReplica] = []
         is_online = self._ctx.is_replica_online
-        put = self._ctx.put_replica_state
         for tp in self._ctx.all_partitions():
             for replica in self._ctx.partition_replica_assignment(tp):
-                pr = PartitionReplica(tp, replica)
-                if is_online(replica, tp):
-                    put(pr, _R.ONLINE)
-                    online.append(pr)
-                else:
-                    put(pr, _R.OFFLINE)
-                    offline.append(pr)
+                (online if is_online(replica, tp) else offline).append(PartitionReplica(tp, replica))
+        self._ctx.swap_replica_states(online, _R.ONLINE)
+        self._ctx.swap_replica_states(offline, _R.OFFLINE)
         return online, offline
 
     def handle_state_changes(
@@ -267,7 +263,7 @@ def _shrink(lai: LeaderAndIsr, gone: set[int], controller_epoch: int) -> LeaderA
     member is never removed (it is the only record of who held the committed log, which
     a later clean election needs), and a removed leader leaves the partition leaderless."""
     isr = list(lai.isr)
-    for replica in sorted(gone):
+    for replica in (gone if len(gone) == 1 else sorted(gone)):
         if replica in isr and len(isr) > 1:
             isr.remove(replica)
     leader = NO_LEADER if lai.leader in gone else lai.leader
