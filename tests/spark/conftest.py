@@ -32,7 +32,9 @@ def spark() -> Iterator[object]:
 @pytest.fixture(scope="module")
 def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """A 3-broker cluster shared by one module's tests (each test uses its own topics)."""
-    c = start_cluster(zookeeper, tmp_path_factory.mktemp("spark-cluster"))
+    # retention checked every second, so a test can see segments deleted (failOnDataLoss)
+    c = start_cluster(zookeeper, tmp_path_factory.mktemp("spark-cluster"),
+                      log_retention_check_interval_ms=1000)
     try:
         yield c
     finally:

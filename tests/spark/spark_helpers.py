@@ -12,11 +12,13 @@ def topic_name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, rf: int = 3) -> str:
+def create_topic(bootstrap: str, name: str, partitions: int, rf: int = 3,
+                 config: dict[str, str] | None = None) -> str:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for attempt in (1, 2):
         try:
-            for future in admin.create_topics([NewTopic(name, partitions, rf)], request_timeout=60).values():
+            for future in admin.create_topics([NewTopic(name, partitions, rf, config=config or {})],
+                                                request_timeout=60).values():
                 future.result(90)   # generous: a freshly started cluster on 2 busy cores can be slow
             break
         except KafkaException as exc:

@@ -25,6 +25,7 @@ class BrokerConfig:
     log_segment_bytes: int = 128 * 1024 * 1024
     log_retention_ms: int = 7 * 24 * 3600 * 1000
     log_retention_bytes: int = -1
+    log_retention_check_interval_ms: int = 60000  # how often segments past retention are deleted
     log_flush_interval_messages: int = 2**63 - 1
     log_flush_interval_ms: int = 2**63 - 1
     replica_lag_time_max_ms: int = 30000

@@ -37,7 +37,6 @@ log = logging.getLogger("odradek.broker")
 
 CLUSTER_ID_PATH = "/cluster/id"
 HW_CHECKPOINT_INTERVAL_S = 5.0
-RETENTION_CHECK_INTERVAL_S = 60.0
 
 
 class Broker:
@@ -123,7 +122,8 @@ class Broker:
         isr_interval_s = min(0.5, cfg.replica_lag_time_max_ms / 2000)
         tasks = [loop.create_task(self._every(HW_CHECKPOINT_INTERVAL_S, self._checkpoint)),
                  loop.create_task(self._every(isr_interval_s, self.replica_manager.maintain_isr)),
-                 loop.create_task(self._every(RETENTION_CHECK_INTERVAL_S, self._retention))]
+                 loop.create_task(self._every(cfg.log_retention_check_interval_ms / 1000,
+                                              self._retention))]
         await self._stopping.wait()
         log.info("broker %d shutting down", cfg.broker_id)
         for task in tasks:
