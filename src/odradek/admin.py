@@ -42,8 +42,13 @@ def kafka_error_text(err: KafkaError | KafkaException | Exception) -> str:
     return str(err)
 
 
-def _admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
+def _admin(bootstrap: str, request_timeout: float = 0.0) -> AdminClient:
+    """``request_timeout``: how long one request may wait for its answer; librdkafka's own
+    socket.timeout.ms (60 s) would otherwise cut off a longer CreateTopics operation timeout."""
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": quiet_logger()}
+    if request_timeout > 50:
+        conf["socket.timeout.ms"] = int((request_timeout + 10) * 1000)
+    return AdminClient(conf)
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int,
@@ -51,7 +56,8 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication_factor:
     """CreateTopics for one topic; raises AdminError carrying Kafka's error name and message."""
     topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
                      config=config or {})
-    admin = _admin(bootstrap)  # must outlive the future: a collected client fails it with _DESTROY
+    # must outlive the future: a collected client fails it with _DESTROY
+    admin = _admin(bootstrap, request_timeout=timeout)
     future = admin.create_topics([topic], request_timeout=timeout, operation_timeout=timeout)[name]
     try:
         future.result(timeout=timeout + 5)

@@ -179,7 +179,8 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
         zk = connect_zk(cluster.zookeeper_connect)
         try:
             t0 = time.time()
-            create_topic(bootstrap, _TOPIC, partitions, result["replication_factor"], timeout=120)
+            create_topic(bootstrap, _TOPIC, partitions, result["replication_factor"],
+                         timeout=max(120.0, partitions / 250))  # 50,000 partitions: 200 s
             _, created = _wait_record(cluster, cluster.broker_ids, "TopicChange", t0, timeout,
                                       lambda r: r.get("lai_partitions", 0) > 0)
             result["topic_create_s"] = round(created["acked"] - t0, 3)

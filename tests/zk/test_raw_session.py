@@ -124,3 +124,24 @@ def test_client_resends_through_kazoo_when_the_raw_reply_is_lost(zk_connect: str
         assert zk.get_partition_state(tp) == result[tp]
     finally:
         zk.close()
+
+
+def test_fenced_creates_return_paths_without_the_chroot(kazoo: KazooClient, zk_connect: str) -> None:
+    from kazoo.exceptions import NodeExistsError, RolledBackError
+
+    from odradek.zk.raw_session import OP_CREATE
+
+    kazoo.create("/epoch", b"0")
+    kazoo.create("/taken", b"")
+    session = RawSession(zk_connect)
+    try:
+        made, clash = session.fenced_multis("/epoch", 0, [
+            [(OP_CREATE, "/p", b"", -1), (OP_CREATE, "/p/c", b"data", -1)],
+            [(OP_CREATE, "/q", b"", -1), (OP_CREATE, "/taken", b"", -1)],
+        ])
+        assert made == [True, "/p", "/p/c"]
+        assert [type(r) for r in clash] == [RolledBackError, RolledBackError, NodeExistsError]
+        assert kazoo.get("/p/c")[0] == b"data" and not kazoo.exists("/q")
+        assert kazoo.get_acls("/p/c")[0] == kazoo.get_acls("/taken")[0]  # open ACL, as kazoo's
+    finally:
+        session.close()

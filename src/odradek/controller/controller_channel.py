@@ -31,6 +31,7 @@ Callback = Callable[[ControllerResponse | Exception], None]
 _BACKOFF_INITIAL_S = 0.05
 _BACKOFF_MAX_S = 2.0
 _RECV_BYTES = 65536
+PER_PARTITION_TIMEOUT_S = 0.001
 
 
 class ChannelClosedError(Exception):
@@ -99,7 +100,8 @@ class _RequestSendThread(threading.Thread):
                           self.broker.id, exc)
                 return exc
             try:
-                body = self._round_trip(frame, correlation_id, api_key, api_version)
+                body = self._round_trip(frame, correlation_id, api_key, api_version,
+                                        self._timeout_for(request))
             except (OSError, FramingError, SchemaError, _ProtocolError) as exc:
                 if self._stopped.is_set():
                     return None
@@ -118,10 +120,18 @@ class _RequestSendThread(threading.Thread):
                 return exc
         return None
 
+    def _timeout_for(self, request: ControllerRequest) -> float:
+        """The request timeout plus 1 ms per partition: a LeaderAndIsr that creates 50,000
+        partitions keeps a broker busy for more than 30 s, and resending it on a timeout
+        would only make the broker do the work twice."""
+        entries = getattr(request, "partition_states", None) or getattr(request, "partitions", ())
+        return self._request_timeout_s + len(entries) * PER_PARTITION_TIMEOUT_S
+
     def _round_trip(self, frame: bytes, correlation_id: int, api_key: int,
-                    api_version: int) -> memoryview:
+                    api_version: int, timeout_s: float) -> memoryview:
         """Send one request frame and return the body of its response."""
         sock = self._connect()
+        sock.settimeout(timeout_s)
         sock.sendall(frame)
         frames = FrameBuffer()
         while True:

@@ -36,7 +36,7 @@ from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPar
 from odradek.zk import paths
 from odradek.zk.errors import BrokerIdInUseError, StaleEphemeralError, TopicExistsError
 from odradek.zk.raw_session import (
-    OP_DELETE, OP_SET_DATA, MultiReadUnsupportedError, RawSession, RawSessionError,
+    OP_CREATE, OP_DELETE, OP_SET_DATA, MultiReadUnsupportedError, RawSession, RawSessionError,
 )
 
 MAX_MULTI_OPS = 1000  # ops per transaction, the epoch check included
@@ -399,7 +399,7 @@ class KafkaZkClient:
         one (raw_session.py), else through kazoo. Returns per batch its result list, a kazoo
         async result, or None for a raw multi whose reply was lost (resent through kazoo)."""
         if self._raw is not None:
-            kinds = {"set": OP_SET_DATA, "delete": OP_DELETE}
+            kinds = {"create": OP_CREATE, "set": OP_SET_DATA, "delete": OP_DELETE}
             return self._raw.fenced_multis(
                 paths.CONTROLLER_EPOCH, self.epoch_zk_version,
                 [[(kinds[op.kind], op.path, op.data, op.version) for _, op in batch]
@@ -425,6 +425,8 @@ class KafkaZkClient:
         moved: ControllerMovedError | None = None
         for batch, started in zip(batches, pending):
             try:
+                if not pipelined:  # creates: this batch only, once the previous one is done
+                    started = self._start_pipelined([batch])[0]
                 outcome = self._outcome(batch, started)
             except ControllerMovedError as exc:
                 moved = exc  # read every reply before raising: nothing stays in flight
@@ -439,9 +441,8 @@ class KafkaZkClient:
             if not rest or moved is not None:
                 continue
             singles = [[item] for item in rest]
-            starts = (self._start_pipelined(singles) if pipelined else
-                      [self._commit_fenced_async([op for _, op in one]) for one in singles])
-            for single, started_single in zip(singles, starts):
+            # in order on one session, so a parent created here precedes its children
+            for single, started_single in zip(singles, self._start_pipelined(singles)):
                 try:
                     results[single[0][0]] = self._outcome(single, started_single)[0]
                 except ControllerMovedError as exc:

@@ -15,10 +15,12 @@ states, so this module speaks the jute wire format itself, with ``struct``, on i
                        else ErrorResponse(int err)),
                   MultiHeader(-1, true, -1)
   multi (write)   RequestHeader(xid, type=14), MultiHeader(13, false, -1) CheckVersion(string path,
-                  int version), then per op MultiHeader(5|2, false, -1) SetData(string path,
-                  buffer data, int version) | Delete(string path, int version), MultiHeader(-1,..)
-    response      ReplyHeader, per op MultiHeader(type, done, err) + Stat for a SetData, nothing
-                  for CheckVersion/Delete, ErrorResponse(int err) when type == -1 (the multi
+                  int version), then per op MultiHeader(1|5|2, false, -1) Create(string path,
+                  buffer data, vector<ACL> acl, int flags) | SetData(string path, buffer data,
+                  int version) | Delete(string path, int version), MultiHeader(-1, true, -1)
+    response      ReplyHeader, per op MultiHeader(type, done, err) + string path for a Create,
+                  Stat for a SetData, nothing for CheckVersion/Delete,
+                  ErrorResponse(int err) when type == -1 (the multi
                   failed: 0 for ops rolled back, -2 for ops never tried), end MultiHeader
 
 Requests are pipelined (every batch is sent before the first response is read). Reads are
@@ -61,10 +63,14 @@ _MULTI_HDR = struct.Struct(">i?i")  # type, done, err
 _STAT = struct.Struct(">qqqqiiiqiiq")
 _END = _MULTI_HDR.pack(-1, True, -1)
 _GET_HDR = _MULTI_HDR.pack(OP_GET_DATA, False, -1)
-_OP_HDRS = {op: _MULTI_HDR.pack(op, False, -1) for op in (OP_CHECK, OP_SET_DATA, OP_DELETE)}
+_OP_HDRS = {op: _MULTI_HDR.pack(op, False, -1)
+            for op in (OP_CHECK, OP_CREATE, OP_SET_DATA, OP_DELETE)}
+# a persistent znode open to all (ZooKeeper's OPEN_ACL_UNSAFE: perms ALL, world:anyone), flags 0
+_OPEN_ACL_PERSISTENT = (_INT.pack(1) + _INT.pack(31) + _INT.pack(5) + b"world" + _INT.pack(6)
+                        + b"anyone" + _INT.pack(0))
 
-#: One write inside a multi: (OP_SET_DATA or OP_DELETE, path, data, expected version); data is
-#: ignored for a delete.
+#: One write inside a multi: (OP_CREATE, OP_SET_DATA or OP_DELETE, path, data, expected
+#: version); data is ignored for a delete, the version for a create.
 WriteOp = tuple[int, str, bytes, int]
 
 
@@ -295,6 +301,11 @@ class RawSession:
             for kind, path, data, version in batch:
                 parts.append(_OP_HDRS[kind])
                 parts.append(self._path(path))
+                if kind == OP_CREATE:
+                    parts.append(_INT.pack(len(data)))
+                    parts.append(data)
+                    parts.append(_OPEN_ACL_PERSISTENT)
+                    continue
                 if kind == OP_SET_DATA:
                     parts.append(_INT.pack(len(data)))
                     parts.append(data)
@@ -330,6 +341,11 @@ class RawSession:
                     pos += _STAT.size
                 elif op_type in (OP_CHECK, OP_DELETE):
                     out.append(True)
+                elif op_type == OP_CREATE:  # the created path, without our chroot (as kazoo)
+                    (length,) = unpack_int(frame, pos)
+                    created = frame[pos + 4:pos + 4 + length].decode()
+                    pos += 4 + length
+                    out.append(created[len(self._chroot):] or "/")
                 elif op_type == OP_ERROR:
                     (code,) = unpack_int(frame, pos)
                     pos += 4
