@@ -154,6 +154,17 @@ class RawSession:
             raise RawSessionError(f"bad frame length {length}")
         return self._recv_exactly(sock, length)
 
+    def _recv_reply(self, sock: socket.socket, xid: int) -> tuple[bytes, int]:
+        """The reply frame to request ``xid`` and its error code, skipping pings and events."""
+        while True:
+            frame = self._recv_frame(sock)
+            got_xid, _zxid, err = struct.unpack_from(">iqi", frame, 0)
+            if got_xid >= 0:  # -2 is a ping, -1 a watch event: not ours
+                break
+        if got_xid != xid:
+            raise RawSessionError(f"xid {got_xid}, expected {xid}")
+        return frame, err
+
     def close(self) -> None:
         with self._lock:
             sock, self._sock = self._sock, None
@@ -220,14 +231,7 @@ class RawSession:
         unpack_int = _INT.unpack_from
         unpack_stat = _STAT.unpack_from
         for xid, start, count in xids:
-            frame = self._recv_frame(sock)
-            while True:
-                got_xid, _zxid, err = struct.unpack_from(">iqi", frame, 0)
-                if got_xid >= 0:
-                    break
-                frame = self._recv_frame(sock)  # -2 ping or -1 watch event: not ours
-            if got_xid != xid:
-                raise RawSessionError(f"xid {got_xid}, expected {xid}")
+            frame, err = self._recv_reply(sock, xid)
             if err == ERR_UNIMPLEMENTED:
                 raise MultiReadUnsupportedError(f"opcode {OP_MULTI_READ} unimplemented")
             if err != 0:
@@ -319,14 +323,7 @@ class RawSession:
         unpack_int = _INT.unpack_from
         unpack_stat = _STAT.unpack_from
         for i, (xid, batch) in enumerate(zip(xids, batches)):
-            frame = self._recv_frame(sock)
-            while True:
-                got_xid, _zxid, err = struct.unpack_from(">iqi", frame, 0)
-                if got_xid >= 0:
-                    break
-                frame = self._recv_frame(sock)  # -2 ping or -1 watch event: not ours
-            if got_xid != xid:
-                raise RawSessionError(f"xid {got_xid}, expected {xid}")
+            frame, err = self._recv_reply(sock, xid)
             if err != 0:
                 raise RawSessionError(f"ZooKeeper error {err} for a multi")
             out: list[object] = []
