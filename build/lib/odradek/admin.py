@@ -1,0 +1,243 @@
+"""Operator queries behind `odradek topics ...` and `odradek status`.
+
+Topic commands speak only the Kafka protocol (confluent-kafka, plus one raw Metadata request),
+so they work unchanged against Apache Kafka. `status` reads ZooKeeper directly in Kafka's own
+znode layout, because offline and under-replicated partitions are exactly what a broker that is
+down cannot tell you.
+"""
+from __future__ import annotations
+
+import io
+import json
+import logging
+import socket
+import struct
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.cluster import ClusterError, connect_zk
+
+
+class AdminError(RuntimeError):
+    """A request failed in a way the operator should read as one line."""
+
+
+def quiet_logger() -> logging.Logger:
+    """librdkafka logs every refused connection to stderr; the CLI reports errors itself."""
+    log = logging.getLogger("odradek.librdkafka")
+    if not log.handlers:
+        log.addHandler(logging.NullHandler())
+        log.propagate = False
+    return log
+
+
+def kafka_error_text(err: KafkaError | KafkaException | Exception) -> str:
+    """`NAME: message` for a Kafka error, e.g. `TOPIC_ALREADY_EXISTS: Topic 'x' already exists.`"""
+    if isinstance(err, KafkaException) and err.args and isinstance(err.args[0], KafkaError):
+        err = err.args[0]
+    if isinstance(err, KafkaError):
+        return f"{err.name()}: {err.str()}"
+    return str(err)
+
+
+def _admin(bootstrap: str, request_timeout: float = 0.0) -> AdminClient:
+    """``request_timeout``: how long one request may wait for its answer; librdkafka's own
+    socket.timeout.ms (60 s) would otherwise cut off a longer CreateTopics operation timeout."""
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": quiet_logger()}
+    if request_timeout > 50:
+        conf["socket.timeout.ms"] = int((request_timeout + 10) * 1000)
+    return AdminClient(conf)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int,
+                 config: dict[str, str] | None = None, timeout: float = 30.0) -> None:
+    """CreateTopics for one topic; raises AdminError carrying Kafka's error name and message."""
+    topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+                     config=config or {})
+    # must outlive the future: a collected client fails it with _DESTROY
+    admin = _admin(bootstrap, request_timeout=timeout)
+    future = admin.create_topics([topic], request_timeout=timeout, operation_timeout=timeout)[name]
+    try:
+        future.result(timeout=timeout + 5)
+    except KafkaException as exc:
+        raise AdminError(kafka_error_text(exc)) from None
+    except TimeoutError:
+        raise AdminError(f"no answer from {bootstrap} within {timeout:g} s") from None
+
+
+def list_topics(bootstrap: str, timeout: float = 10.0) -> list[str]:
+    """Topic names from the cluster's metadata, sorted."""
+    try:
+        meta = _admin(bootstrap).list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise AdminError(f"cannot reach {bootstrap}: {kafka_error_text(exc)}") from None
+    return sorted(meta.topics)
+
+
+def describe_topics(bootstrap: str, names: list[str] | None = None, timeout: float = 10.0) -> list[dict[str, Any]]:
+    """Leader, leader epoch, replicas and ISR of every partition of `names` (all topics if None).
+
+    One Metadata v12 request over a plain socket: confluent-kafka's describe_topics and
+    list_topics do not report the leader epoch, and a single request gives one consistent view.
+    """
+    response = metadata_request(bootstrap, names, timeout)
+    topics = []
+    for t in sorted(response.topics, key=lambda t: t.name or ""):
+        if t.error_code != 0:
+            raise AdminError(f"{t.error_code.name.upper()}: topic {t.name!r}")
+        topics.append({
+            "name": t.name,
+            "partitions": [
+                {"partition": int(p.partition_index), "leader": int(p.leader_id),
+                 "leader_epoch": int(p.leader_epoch), "replicas": [int(r) for r in p.replica_nodes],
+                 "isr": [int(r) for r in p.isr_nodes]}
+                for p in sorted(t.partitions, key=lambda p: p.partition_index)
+            ],
+        })
+    return topics
+
+
+def filter_partitions(topics: list[dict[str, Any]], *, under_replicated: bool, offline: bool,
+                      keep_empty: bool = False) -> list[dict[str, Any]]:
+    """Only the partitions an operator is looking for: under-replicated (a live leader, but an
+    ISR smaller than the replica list; Kafka's TopicCommand rule) and/or offline (no live
+    leader); with both flags, either kind."""
+    def wanted(p: dict[str, Any]) -> bool:
+        has_leader = p["leader"] >= 0
+        return ((under_replicated and has_leader and len(p["isr"]) < len(p["replicas"]))
+                or (offline and not has_leader))
+
+    kept = [{**t, "partitions": [p for p in t["partitions"] if wanted(p)]} for t in topics]
+    return [t for t in kept if t["partitions"] or keep_empty]
+
+
+def metadata_request(bootstrap: str, names: list[str] | None, timeout: float) -> Any:
+    """One raw Metadata v12 request to the first reachable server of `bootstrap`."""
+    from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+    from kio.schema.metadata.v12.response import MetadataResponse
+    from kio.schema.request_header.v2.header import RequestHeader
+    from kio.schema.response_header.v1.header import ResponseHeader
+    from kio.serial import entity_reader, entity_writer
+    from kio.static.primitive import i16, i32
+
+    buf = io.BytesIO()
+    entity_writer(RequestHeader)(buf, RequestHeader(
+        request_api_key=i16(3), request_api_version=i16(12), correlation_id=i32(1), client_id="odradek-admin"))
+    topics = None if names is None else tuple(MetadataRequestTopic(topic_id=None, name=n) for n in names)
+    entity_writer(MetadataRequest)(buf, MetadataRequest(
+        topics=topics, allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    request = struct.pack(">i", buf.tell()) + buf.getvalue()
+    errors = []
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+                sock.sendall(request)
+                size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+                body = memoryview(_recv_exactly(sock, size))
+        except (OSError, ValueError) as exc:
+            errors.append(f"{server}: {exc}")
+            continue
+        _, used = entity_reader(ResponseHeader)(body, 0)
+        return entity_reader(MetadataResponse)(body, used)[0]
+    raise AdminError(f"cannot reach {bootstrap}: {'; '.join(errors)}")
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = sock.recv(min(n - got, 1 << 20))
+        if not chunk:
+            raise ConnectionError("connection closed by broker")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def format_describe(topics: list[dict[str, Any]]) -> str:
+    """One aligned table row per partition, the layout kafka-topics.sh --describe uses."""
+    header = ("Topic", "Partition", "Leader", "LeaderEpoch", "Replicas", "Isr")
+    rows = [header] + [
+        (t["name"], str(p["partition"]), str(p["leader"]), str(p["leader_epoch"]),
+         ",".join(map(str, p["replicas"])), ",".join(map(str, p["isr"])))
+        for t in topics for p in t["partitions"]
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def cluster_status(zookeeper: str, timeout: float = 10.0) -> dict[str, Any]:
+    """Controller, live brokers and partition health, read straight from ZooKeeper's znodes."""
+    try:
+        zk = connect_zk(zookeeper, timeout)
+    except ClusterError as exc:
+        raise AdminError(str(exc)) from None
+    try:
+        controller = _json(zk, "/controller")
+        epoch = _json(zk, "/controller_epoch")
+        brokers = []
+        for bid in sorted(_children(zk, "/brokers/ids"), key=int):
+            info = _json(zk, f"/brokers/ids/{bid}") or {}
+            brokers.append({"id": int(bid), "host": info.get("host"), "port": info.get("port")})
+        live = {b["id"] for b in brokers}
+        topics = sorted(_children(zk, "/brokers/topics"))
+        assignments = {t: (_json(zk, f"/brokers/topics/{t}") or {}).get("partitions", {}) for t in topics}
+        # Pipelined reads: one round trip per partition would dominate with thousands of them.
+        pending = {(t, int(p)): zk.get_async(f"/brokers/topics/{t}/partitions/{p}/state")
+                   for t, parts in assignments.items() for p in parts}
+        offline, under = [], []
+        for (t, p), result in sorted(pending.items()):
+            try:
+                state = json.loads(result.get(timeout=timeout)[0])
+            except Exception:  # NoNodeError: the controller has not elected a leader yet
+                state = {"leader": -1, "isr": []}
+            replicas = assignments[t][str(p)]
+            if state["leader"] == -1 or state["leader"] not in live:
+                offline.append(f"{t}-{p}")
+            elif len(state["isr"]) < len(replicas):  # same rule as `topics describe --under-replicated`
+                under.append(f"{t}-{p}")
+    finally:
+        zk.stop()
+        zk.close()
+    return {
+        "zookeeper": zookeeper,
+        "controller": controller["brokerid"] if controller else None,
+        "controller_epoch": epoch,
+        "live_brokers": brokers,
+        "topics": len(topics),
+        "partitions": len(pending),
+        "offline_partitions": offline,
+        "under_replicated_partitions": under,
+    }
+
+
+def _json(zk: Any, path: str) -> Any:
+    if not zk.exists(path):
+        return None
+    return json.loads(zk.get(path)[0])
+
+
+def _children(zk: Any, path: str) -> list[str]:
+    return zk.get_children(path) if zk.exists(path) else []
+
+
+def format_status(status: dict[str, Any]) -> str:
+    """The status as `key: value` lines; problem partitions listed (first 20) when present."""
+    brokers = ", ".join(f"{b['id']} ({b['host']}:{b['port']})" for b in status["live_brokers"]) or "none"
+    ctrl = status["controller"]
+    lines = [
+        f"zookeeper:          {status['zookeeper']}",
+        f"controller:         {'none' if ctrl is None else ctrl} (epoch {status['controller_epoch']})",
+        f"live brokers:       {brokers}",
+        f"topics:             {status['topics']}",
+        f"partitions:         {status['partitions']}",
+        f"offline:            {len(status['offline_partitions'])}",
+        f"under-replicated:   {len(status['under_replicated_partitions'])}",
+    ]
+    for key in ("offline_partitions", "under_replicated_partitions"):
+        if status[key]:
+            more = f" (+{len(status[key]) - 20} more)" if len(status[key]) > 20 else ""
+            lines.append(f"{key.replace('_', ' ')}: {' '.join(status[key][:20])}{more}")
+    return "\n".join(lines)

@@ -1,0 +1,295 @@
+"""`odradek bench failover`: how long leadership takes to move when a broker or the controller dies.
+
+One run on a private cluster (its own ZooKeeper, brokers on free ports, a temp dir):
+
+1. create one topic with --partitions partitions (replication factor min(3, brokers)), wait
+   until the controller's TopicChange event is acknowledged by every broker and no partition
+   is under-replicated;
+2. the floor: set_data on as many scratch znodes as there are partitions, in ZooKeeper multi
+   transactions of 1,000 ops committed one after another (what the controller's writes cost
+   with no controller logic at all);
+3. broker failover: SIGKILL a broker that is not the controller and read, from the
+   controller's timing log (controller/timing.py), the BrokerChange event that noticed it:
+   watch fired -> dequeued -> ZooKeeper writes done -> requests queued -> last LeaderAndIsr
+   answered. broker_failover_s = last LeaderAndIsr answered - watch fired;
+4. restart that broker and wait until it is back in every ISR (no partition under-replicated);
+5. controller failover: SIGKILL the controller and read the new controller's Startup event:
+   elected -> context loaded -> states written -> requests queued -> last LeaderAndIsr
+   answered. controller_failover_s = last LeaderAndIsr answered - elected.
+
+The time from the kill to the watch (or the election) is ZooKeeper's session timeout, reported
+as detection_s but not counted: it is a setting, not work. Everything is read from wall-clock
+stamps the brokers log, so the bench process's own speed does not enter the numbers.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from odradek.admin import create_topic, describe_topics, filter_partitions
+from odradek.cluster import ClusterError, LocalCluster, connect_zk, free_port_block
+from odradek.netutil import free_port
+
+TIMING_MARK = "odradek.controller.timing: "
+FLOOR_BATCH = 1000
+_TOPIC = "failover-bench"
+
+
+def timing_records(log: Path) -> list[dict[str, Any]]:
+    """Every controller timing record in a broker log, in order."""
+    out = []
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        at = line.find(TIMING_MARK)
+        if at >= 0:
+            try:
+                out.append(json.loads(line[at + len(TIMING_MARK):]))
+            except ValueError:
+                pass
+    return out
+
+
+def _wait_record(cluster: LocalCluster, broker_ids: list[int], event: str, after: float,
+                 timeout: float, want=lambda r: True) -> tuple[int, dict[str, Any]]:
+    """The first timing record of `event` fired after `after` and fully answered."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for b in broker_ids:
+            for r in timing_records(cluster.broker_dir(b) / "broker.log"):
+                if (r.get("event") == event and (r.get("fired") or r.get("dequeued")) >= after
+                        and "acked" in r and want(r)):
+                    return b, r
+        if time.monotonic() > deadline:
+            raise ClusterError(f"no acknowledged {event} event in the controller timing log after "
+                               f"{timeout:g} s (brokers {broker_ids})")
+        time.sleep(0.1)
+
+
+def _wait_full_isrs(bootstrap: str, timeout: float) -> float:
+    """Wait until no partition is under-replicated, so the controller failover starts from a
+    settled cluster rather than racing the leaders' ISR expansions; returns when that was."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            short = filter_partitions(describe_topics(bootstrap, [_TOPIC]), under_replicated=True,
+                                      offline=True)
+        except Exception:  # noqa: BLE001 - a broker still starting: ask again
+            short = [{"partitions": [None]}]
+        if not short:
+            return time.time()
+        if time.monotonic() > deadline:
+            count = sum(len(t["partitions"]) for t in short)
+            raise ClusterError(f"{count} partitions still under-replicated after {timeout:g} s")
+        time.sleep(0.5)
+
+
+def _controller_id(zk: Any) -> int:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if zk.exists("/controller"):
+            try:
+                return int(json.loads(zk.get("/controller")[0])["brokerid"])
+            except Exception:  # noqa: BLE001 - it moved between exists and get
+                pass
+        time.sleep(0.05)
+    raise ClusterError("no controller elected")
+
+
+def _cpu_s(pid: int | None) -> float:
+    if not pid:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _idle_cpu(cluster: LocalCluster, seconds: float = 2.0) -> dict[str, float]:
+    """Share of one core each broker burns while nothing but follower fetches happen."""
+    pids = {b: cluster.broker_pid(b) for b in cluster.broker_ids}
+    before = {b: _cpu_s(p) for b, p in pids.items()}
+    time.sleep(seconds)
+    return {str(b): round((_cpu_s(p) - before[b]) / seconds, 2) for b, p in pids.items()}
+
+
+def zk_multi_floor(zk: Any, count: int, batch: int = FLOOR_BATCH) -> float:
+    """Seconds to set_data `count` leader-state-sized znodes in multis of `batch` ops,
+    committed one after another, on a scratch path (created and removed untimed)."""
+    root = f"/odradek-bench-floor-{os.getpid()}"
+    zk.ensure_path(root)
+    data = json.dumps({"version": 1, "leader": 1, "leader_epoch": 1, "isr": [1, 2],
+                       "controller_epoch": 1}).encode()
+    names = [f"{root}/p{i}" for i in range(count)]
+
+    def run(op) -> None:
+        for start in range(0, count, batch):
+            tx = zk.transaction()
+            for path in names[start:start + batch]:
+                op(tx, path)
+            results = tx.commit()
+            bad = [r for r in results if isinstance(r, Exception)]
+            if bad:
+                raise ClusterError(f"floor multi failed: {bad[0]!r}")
+
+    try:
+        run(lambda tx, p: tx.create(p, data))
+        t0 = time.perf_counter()
+        run(lambda tx, p: tx.set_data(p, data))
+        return time.perf_counter() - t0
+    finally:
+        try:
+            run(lambda tx, p: tx.delete(p))
+            zk.delete(root)
+        except Exception:  # noqa: BLE001 - scratch cleanup; the cluster is thrown away anyway
+            pass
+
+
+def _phases(r: dict[str, Any], start_key: str, keys: list[str]) -> dict[str, float]:
+    """Durations between consecutive stamps, starting at `start_key`."""
+    out: dict[str, float] = {}
+    prev_key = start_key
+    for key in keys:
+        if r.get(key) is not None:
+            out[f"{prev_key}->{key}"] = round(r[key] - r[prev_key], 3)
+            prev_key = key
+    return out
+
+
+def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0,
+                       keep_dir: Path | None = None) -> dict[str, Any]:
+    if brokers < 2:
+        raise ClusterError("a failover needs at least 2 brokers")
+    previous_sigterm = _exit_on_sigterm()
+    tmp = Path(keep_dir) if keep_dir else Path(tempfile.mkdtemp(prefix="odradek-failover-"))
+    cluster = LocalCluster(tmp, brokers, base_port=free_port_block(brokers), zk_port=free_port())
+    result: dict[str, Any] = {"partitions": partitions, "brokers": brokers,
+                              "replication_factor": min(3, brokers)}
+    try:
+        bootstrap = cluster.up(timeout=120)
+        zk = connect_zk(cluster.zookeeper_connect)
+        try:
+            t0 = time.time()
+            create_topic(bootstrap, _TOPIC, partitions, result["replication_factor"],
+                         timeout=max(120.0, partitions / 250))  # 50,000 partitions: 200 s
+            _, created = _wait_record(cluster, cluster.broker_ids, "TopicChange", t0, timeout,
+                                      lambda r: r.get("lai_partitions", 0) > 0)
+            result["topic_create_s"] = round(created["acked"] - t0, 3)
+            # at 50,000 partitions creating the logs outlasts replica.lag.time.max.ms, so the
+            # leaders shrink and re-expand ISRs for a while: start from a settled cluster
+            result["isrs_full_s"] = round(_wait_full_isrs(bootstrap, timeout) - t0, 3)
+            time.sleep(2)  # followers start fetching; let the first round settle
+            result["idle_cpu_per_broker"] = _idle_cpu(cluster)
+            result["loadavg_1m_before_failovers"] = round(os.getloadavg()[0], 2)
+            result["cpu_probe_s"] = cpu_probe_s()
+
+            result["zk_multi_floor_s"] = round(zk_multi_floor(zk, partitions), 3)
+
+            # (a) a broker that is not the controller dies
+            controller = _controller_id(zk)
+            victim = max(b for b in cluster.broker_ids if b != controller)
+            killed = time.time()
+            cluster.kill_broker(victim, signal.SIGKILL)
+            _, rec = _wait_record(cluster, [controller], "BrokerChange", killed, timeout,
+                                  lambda r: r.get("dead") == [victim])
+            result["broker_failover_s"] = round(rec["lai_acked"] - rec["fired"], 3)
+            result["broker_failover"] = {
+                "killed_broker": victim, "controller": controller,
+                "detection_s": round(rec["fired"] - killed, 3),
+                "leaders_moved": rec.get("leaderless", 0),
+                "lai_partition_states": rec.get("lai_partitions", 0),
+                "requests": rec.get("requests", 0),
+                "phases_s": _phases(rec, "fired", ["dequeued", "zk_done", "sent", "lai_acked", "acked"]),
+                "zk": {k: rec[k] for k in ("zk_reads", "zk_writes", "zk_read_s", "zk_write_s") if k in rec},
+            }
+
+            # the victim comes back, so the controller failover sees the whole cluster again
+            restarted = time.time()
+            cluster.start_broker(victim)
+            _wait_record(cluster, [controller], "BrokerChange", restarted, timeout,
+                         lambda r: victim in r.get("new", []))
+            result["victim_back_in_every_isr_s"] = round(
+                _wait_full_isrs(bootstrap, timeout) - restarted, 3)
+            time.sleep(2)
+
+            # (b) the controller dies
+            killed = time.time()
+            cluster.kill_broker(controller, signal.SIGKILL)
+            others = [b for b in cluster.broker_ids if b != controller]
+            new_controller, rec = _wait_record(cluster, others, "Startup", killed, timeout)
+            result["controller_failover_s"] = round(rec["lai_acked"] - rec["fired"], 3)
+            result["controller_failover"] = {
+                "killed_controller": controller, "new_controller": new_controller,
+                "detection_s": round(rec["fired"] - killed, 3),
+                "leaders_moved": rec.get("leaderless", 0),
+                "lai_partition_states": rec.get("lai_partitions", 0),
+                "requests": rec.get("requests", 0),
+                "phases_s": _phases(rec, "fired", ["dequeued", "loaded", "zk_done", "sent",
+                                                   "lai_acked", "acked"]),
+                "zk": {k: rec[k] for k in ("zk_reads", "zk_writes", "zk_read_s", "zk_write_s") if k in rec},
+            }
+            result["loadavg_1m_after_failovers"] = round(os.getloadavg()[0], 2)
+            floor = result["zk_multi_floor_s"]
+            result["broker_failover_vs_floor"] = round(result["broker_failover_s"] / floor, 2)
+            result["controller_failover_vs_floor"] = round(result["controller_failover_s"] / floor, 2)
+        finally:
+            zk.stop()
+            zk.close()
+    finally:
+        cluster.down()
+        if keep_dir is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+    return result
+
+
+def _exit_on_sigterm() -> Any:
+    """A bench killed with SIGTERM (timeout, Ctrl-C's cousin) still stops its cluster: the
+    signal becomes SystemExit, so the finally clauses run. Returns the handler it replaced."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    return signal.signal(signal.SIGTERM, stop)
+
+
+def cpu_probe_s(n: int = 3_000_000) -> float:
+    """Seconds a fixed pure-Python loop takes: how fast this machine's CPU was during the run
+    (shared machines vary by 2x from hour to hour), so runs can be compared."""
+    started = time.perf_counter()
+    total = 0
+    for i in range(n):
+        total += i
+    return round(time.perf_counter() - started, 3)
+
+
+def format_result(r: dict[str, Any]) -> str:
+    lines = [
+        f"partitions {r['partitions']:,}, brokers {r['brokers']}, RF {r['replication_factor']}; "
+        f"topic created and acknowledged in {r['topic_create_s']:.1f} s; idle CPU per broker "
+        f"{r['idle_cpu_per_broker']}; machine load average (1 min) "
+        f"{r['loadavg_1m_before_failovers']} -> {r['loadavg_1m_after_failovers']}; "
+        f"CPU probe {r['cpu_probe_s']:.2f} s",
+        f"ZooKeeper multi floor ({r['partitions']:,} set_data, batches of {FLOOR_BATCH:,}): "
+        f"{r['zk_multi_floor_s']:.3f} s",
+    ]
+    for key, label in (("broker_failover", "broker failover"), ("controller_failover", "controller failover")):
+        d = r[key]
+        lines.append(f"{label}: {r[key + '_s']:.3f} s ({r[key + '_vs_floor']:.1f}x floor), "
+                     f"{d['leaders_moved']:,} leaders moved, detection (session timeout) "
+                     f"{d['detection_s']:.1f} s")
+        lines.append("  " + ", ".join(f"{k} {v:.3f}" for k, v in d["phases_s"].items()))
+    return "\n".join(lines)

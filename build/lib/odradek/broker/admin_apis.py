@@ -1,0 +1,190 @@
+"""The metadata and admin APIs: ApiVersions, Metadata, CreateTopics, InitProducerId,
+DescribeConfigs and DescribeCluster. None of them touches a log."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from odradek.broker import apis
+from odradek.broker.context import BrokerContext
+from odradek.broker.topic_admin import (TOPIC_CONFIG_DEFAULTS, TopicError, assign_replicas,
+                                        validate_assignment, validate_configs, validate_topic_name)
+from odradek.metadata import TopicAssignment
+from odradek.protocol import kio_util
+from odradek.protocol.errors import ErrorCode
+from odradek.zk.paths import new_topic_id
+
+log = logging.getLogger("odradek.broker.admin")
+
+_API_KEYS = [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(apis.VERSIONS.items())]
+
+
+def api_versions(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    return kio_util.encode_response(apis.API_VERSIONS, version, header.correlation_id,
+                                    {"error_code": 0, "api_keys": _API_KEYS, "throttle_time": 0})
+
+
+def unsupported_api_versions(correlation_id: int) -> bytes:
+    """A client asking for a newer ApiVersions gets a v0 answer with UNSUPPORTED_VERSION and retries."""
+    return kio_util.encode_response(apis.API_VERSIONS, 0, correlation_id,
+                                    {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": _API_KEYS})
+
+
+def metadata(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    cache = ctx.metadata
+    live = {b.id for b in cache.live_brokers}
+    if req.topics is None or (version == 0 and not req.topics):
+        names = cache.topics()
+    else:
+        names = [t.name for t in req.topics]
+    topics = []
+    for name in names:
+        parts = cache.partitions(name) if name else None
+        if parts is None:
+            try:
+                validate_topic_name(name or "")
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            except TopicError:
+                code = ErrorCode.INVALID_TOPIC_EXCEPTION
+            topics.append({"error_code": code, "name": name, "topic_id": None, "is_internal": False,
+                           "partitions": []})
+            continue
+        plist = []
+        for p, state in sorted(parts.items()):
+            leader_live = state.leader in live
+            plist.append({
+                "error_code": 0 if leader_live else ErrorCode.LEADER_NOT_AVAILABLE,
+                "partition_index": p,
+                "leader_id": state.leader if leader_live else -1,
+                "leader_epoch": state.leader_epoch,
+                "replica_nodes": list(state.replicas),
+                "isr_nodes": list(state.isr),
+                "offline_replicas": [r for r in state.replicas if r not in live],
+            })
+        topics.append({"error_code": 0, "name": name, "topic_id": None, "is_internal": False, "partitions": plist})
+    body = {"throttle_time": 0, "cluster_id": ctx.cluster_id, "controller_id": cache.controller_id,
+            "brokers": [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack} for b in cache.live_brokers],
+            "topics": topics}
+    return kio_util.encode_response(apis.METADATA, version, header.correlation_id, body)
+
+
+async def create_topics(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    results = []
+    created: list[str] = []
+    for topic in req.topics:
+        result: dict[str, Any] = {"name": topic.name, "topic_id": None, "error_code": 0, "error_message": None,
+                                  "num_partitions": -1, "replication_factor": -1, "configs": None}
+        try:
+            assignment, configs = _plan_topic(ctx, topic)
+            result.update(num_partitions=len(assignment.partitions),
+                          replication_factor=len(assignment.partitions[0]))
+            if not req.validate_only:
+                await asyncio.to_thread(ctx.zk.create_topic, assignment, configs)
+                created.append(topic.name)
+                log.info("created topic %s with %d partitions", topic.name, len(assignment.partitions))
+        except TopicError as exc:
+            result.update(error_code=exc.code, error_message=str(exc))
+        except Exception as exc:  # ZooKeeper trouble, or the name was taken meanwhile
+            code = ErrorCode.TOPIC_ALREADY_EXISTS if type(exc).__name__ in ("NodeExistsError", "TopicExistsError") \
+                else ErrorCode.UNKNOWN_SERVER_ERROR
+            result.update(error_code=code, error_message=f"Topic '{topic.name}' already exists."
+                          if code == ErrorCode.TOPIC_ALREADY_EXISTS else str(exc))
+        results.append(result)
+    if created:
+        await _wait_for_leaders(ctx, created, req.timeout.total_seconds())
+    return kio_util.encode_response(apis.CREATE_TOPICS, version, header.correlation_id,
+                                    {"throttle_time": 0, "topics": results})
+
+
+def _plan_topic(ctx: BrokerContext, topic: Any) -> tuple[TopicAssignment, dict[str, str]]:
+    validate_topic_name(topic.name)
+    if ctx.metadata.partitions(topic.name) is not None:
+        raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
+    configs = validate_configs({c.name: c.value for c in topic.configs})
+    live = [b.id for b in ctx.metadata.live_brokers]
+    if topic.assignments:
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            raise TopicError(ErrorCode.INVALID_REQUEST,
+                             "Both replica assignment and partition count or replication factor were set")
+        partitions = validate_assignment({a.partition_index: list(a.broker_ids) for a in topic.assignments}, set(live))
+    else:
+        count = ctx.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+        rf = ctx.config.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
+        partitions = assign_replicas(live, count, rf)
+    min_isr = int(configs.get("min.insync.replicas", ctx.config.min_insync_replicas))
+    if min_isr > len(partitions[0]):
+        raise TopicError(ErrorCode.INVALID_CONFIG,
+                         f"min.insync.replicas {min_isr} is larger than the replication factor {len(partitions[0])}")
+    return TopicAssignment(topic.name, new_topic_id(), partitions), configs
+
+
+async def _wait_for_leaders(ctx: BrokerContext, topics: list[str], timeout_s: float) -> None:
+    """Kafka answers CreateTopics once the topic's metadata reached this broker (or on timeout)."""
+    deadline = time.monotonic() + max(0.0, min(timeout_s, 30.0))
+    while time.monotonic() < deadline:
+        if all((parts := ctx.metadata.partitions(t)) and all(s.leader >= 0 for s in parts.values()) for t in topics):
+            return
+        await asyncio.sleep(0.02)
+
+
+async def init_producer_id(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    body: dict[str, Any] = {"throttle_time": 0, "error_code": 0, "producer_id": -1, "producer_epoch": -1}
+    if req.transactional_id is not None:
+        body["error_code"] = ErrorCode.INVALID_REQUEST  # transactions are not supported
+    elif getattr(req, "producer_id", -1) >= 0 and req.producer_epoch < 0x7FFF - 1:
+        body.update(producer_id=req.producer_id, producer_epoch=req.producer_epoch + 1)
+    elif getattr(req, "producer_id", -1) >= 0:
+        # the epoch is exhausted: a fresh id, as Kafka does, rather than wrapping to a fenced 0
+        body.update(producer_id=await ctx.next_producer_id(), producer_epoch=0)
+    else:
+        body.update(producer_id=await ctx.next_producer_id(), producer_epoch=0)
+    return kio_util.encode_response(apis.INIT_PRODUCER_ID, version, header.correlation_id, body)
+
+
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+
+
+async def describe_configs(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    results = []
+    topics = [r.resource_name for r in req.resources if r.resource_type == TOPIC_RESOURCE]
+    stored = await asyncio.to_thread(ctx.zk.get_topic_configs, topics) if topics else {}
+    for res in req.resources:
+        entry: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
+                                 "resource_name": res.resource_name, "configs": []}
+        if res.resource_type == TOPIC_RESOURCE:
+            if ctx.metadata.partitions(res.resource_name) is None:
+                entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             error_message=f"Topic {res.resource_name} does not exist")
+            else:
+                own = stored.get(res.resource_name, {})
+                values = {k: (own.get(k, v), SOURCE_TOPIC if k in own else SOURCE_DEFAULT)
+                          for k, v in TOPIC_CONFIG_DEFAULTS.items()}
+                entry["configs"] = _config_entries(values, res.configuration_keys)
+        elif res.resource_type == BROKER_RESOURCE and res.resource_name in ("", str(ctx.config.broker_id)):
+            values = {"broker.id": (str(ctx.config.broker_id), SOURCE_STATIC_BROKER),
+                      "min.insync.replicas": (str(ctx.config.min_insync_replicas), SOURCE_STATIC_BROKER),
+                      "zookeeper.session.timeout.ms": (str(ctx.config.zookeeper_session_timeout_ms),
+                                                       SOURCE_STATIC_BROKER)}
+            entry["configs"] = _config_entries(values, res.configuration_keys)
+        else:
+            entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message="Unsupported resource")
+        results.append(entry)
+    return kio_util.encode_response(apis.DESCRIBE_CONFIGS, version, header.correlation_id,
+                                    {"throttle_time": 0, "results": results})
+
+
+def _config_entries(values: dict[str, tuple[str, int]], keys: tuple[str, ...] | None) -> list[dict[str, Any]]:
+    return [{"name": k, "value": v, "read_only": False, "config_source": src, "is_default": src == SOURCE_DEFAULT,
+             "is_sensitive": False, "synonyms": [], "config_type": 0, "documentation": None}
+            for k, (v, src) in sorted(values.items()) if keys is None or k in keys]
+
+
+def describe_cluster(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    body = {"throttle_time": 0, "error_code": 0, "error_message": None, "cluster_id": ctx.cluster_id,
+            "controller_id": ctx.metadata.controller_id,
+            "brokers": [{"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+                        for b in ctx.metadata.live_brokers]}
+    return kio_util.encode_response(apis.DESCRIBE_CLUSTER, version, header.correlation_id, body)

@@ -1,0 +1,35 @@
+"""The Kafka APIs and versions this broker speaks, as advertised in ApiVersions.
+
+Produce stops at v9 and Fetch at v12: later versions name topics by id. Metadata starts low enough
+for old clients and goes past v4 so kafka-python recognises a modern broker (see NOTES.md).
+"""
+from __future__ import annotations
+
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+API_VERSIONS = 18
+CREATE_TOPICS = 19
+INIT_PRODUCER_ID = 22
+OFFSET_FOR_LEADER_EPOCH = 23
+DESCRIBE_CONFIGS = 32
+DESCRIBE_CLUSTER = 60
+
+VERSIONS: dict[int, tuple[int, int]] = {
+    PRODUCE: (3, 9),
+    FETCH: (4, 12),
+    LIST_OFFSETS: (1, 7),
+    METADATA: (0, 12),
+    API_VERSIONS: (0, 3),
+    CREATE_TOPICS: (2, 7),
+    INIT_PRODUCER_ID: (0, 4),
+    OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    DESCRIBE_CONFIGS: (1, 4),
+    DESCRIBE_CLUSTER: (0, 1),
+}
+
+
+def supported(api_key: int, version: int) -> bool:
+    lo_hi = VERSIONS.get(api_key)
+    return lo_hi is not None and lo_hi[0] <= version <= lo_hi[1]

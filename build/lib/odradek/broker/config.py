@@ -1,0 +1,66 @@
+"""Broker settings: command-line flags, an optional key=value file, and their defaults.
+
+Names follow Kafka's server.properties where a Kafka operator would look for them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+
+@dataclass(slots=True)
+class BrokerConfig:
+    broker_id: int
+    host: str
+    port: int
+    zookeeper: str  # HOST:PORT[,HOST:PORT...][/chroot]
+    data_dir: Path
+    # zookeeper.session.timeout.ms: how long a dead broker keeps its registration (failover delay)
+    # against how long a GC pause or network hiccup may last before the broker is declared dead.
+    zookeeper_session_timeout_ms: int = 6000
+    default_replication_factor: int = 1
+    num_partitions: int = 1
+    min_insync_replicas: int = 1
+    auto_create_topics_enable: bool = False
+    log_segment_bytes: int = 128 * 1024 * 1024
+    log_retention_ms: int = 7 * 24 * 3600 * 1000
+    log_retention_bytes: int = -1
+    log_retention_check_interval_ms: int = 60000  # how often segments past retention are deleted
+    log_flush_interval_messages: int = 2**63 - 1
+    log_flush_interval_ms: int = 2**63 - 1
+    replica_lag_time_max_ms: int = 30000
+    replica_fetch_max_bytes: int = 1024 * 1024
+    replica_fetch_wait_max_ms: int = 500
+    message_max_bytes: int = 1024 * 1024 + 12
+    socket_request_max_bytes: int = 100 * 1024 * 1024
+    max_open_files: int = 1000
+
+    @classmethod
+    def from_file(cls, path: Path, **overrides: object) -> "BrokerConfig":
+        """Read Kafka-style `key.name=value` lines; flags given on the command line win."""
+        known = {f.name: f for f in fields(cls)}
+        values: dict[str, object] = {}
+        for lineno, raw in enumerate(path.read_text().splitlines(), 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            key, sep, value = line.partition("=")
+            name = key.strip().replace(".", "_")
+            if not sep or name not in known:
+                raise ValueError(f"{path}:{lineno}: unknown setting {key.strip()!r}")
+            values[name] = value.strip()
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**{k: _coerce(known[k].type, v) for k, v in values.items()})  # type: ignore[arg-type]
+
+
+def _coerce(type_name: object, value: object) -> object:
+    if not isinstance(value, str):
+        return value
+    match str(type_name):
+        case "int":
+            return int(value)
+        case "bool":
+            return value.lower() in ("1", "true", "yes")
+        case "Path":
+            return Path(value)
+    return value

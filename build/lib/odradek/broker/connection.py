@@ -1,0 +1,125 @@
+"""One client connection: frames in, responses out, strictly in request order.
+
+Handlers may answer at once (bytes), later (an awaitable, e.g. acks=all or a long-polling fetch)
+or never (acks=0). Kafka clients match responses by position, so a later answer holds back the
+ones queued behind it. Garbage framing closes the connection; nothing a client sends may raise
+out of here.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import Awaitable, Callable, Union
+
+from odradek.protocol.framing import FrameBuffer, FramingError
+
+log = logging.getLogger("odradek.broker.connection")
+
+# bytes, or a list of buffers written with writelines (record data is never copied), or None
+Response = Union[bytes, list[Union[bytes, memoryview]], None]
+Handler = Callable[[memoryview, "KafkaConnection"], Union[Response, Awaitable[Response]]]
+
+MAX_PENDING = 64  # stop reading from a client with this many unanswered requests
+
+
+class CloseConnection(Exception):
+    """A handler's way to say the request cannot be answered and the connection must go."""
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, handler: Handler, max_frame_bytes: int) -> None:
+        self._handler = handler
+        self._frames = FrameBuffer(max_frame_bytes)
+        self._pending: deque[asyncio.Future[Response] | bytes | list[bytes | memoryview]] = deque()
+        self._transport: asyncio.Transport | None = None
+        self._paused = False
+        self.peer = "?"
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        for item in self._pending:
+            if isinstance(item, asyncio.Future):
+                item.cancel()
+        self._pending.clear()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._frames.feed(data)
+        except FramingError as exc:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+            self.close()
+            return
+        for frame in frames:
+            if self._transport is None:
+                return
+            self._dispatch(frame)
+
+    def _dispatch(self, frame: memoryview) -> None:
+        try:
+            result = self._handler(frame, self)
+        except CloseConnection as exc:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+            self.close()
+            return
+        except Exception:
+            log.exception("closing connection from %s after an unexpected error", self.peer)
+            self.close()
+            return
+        if result is None:
+            return  # acks=0: no response at all
+        ready = isinstance(result, (bytes, list))
+        if ready and not self._pending:
+            self._write(result)  # type: ignore[arg-type]
+            return
+        if not ready:
+            fut = asyncio.ensure_future(result)  # type: ignore[arg-type]
+            fut.add_done_callback(self._on_done)
+            self._pending.append(fut)
+        else:
+            self._pending.append(result)
+        if len(self._pending) >= MAX_PENDING and not self._paused and self._transport is not None:
+            self._paused = True
+            self._transport.pause_reading()
+
+    def _on_done(self, _fut: asyncio.Future[Response]) -> None:
+        while self._pending:
+            head = self._pending[0]
+            if isinstance(head, asyncio.Future):
+                if not head.done():
+                    break
+                self._pending.popleft()
+                if head.cancelled():
+                    continue
+                exc = head.exception()
+                if exc is not None:
+                    log.error("closing connection from %s: handler failed", self.peer, exc_info=exc)
+                    self.close()
+                    return
+                data = head.result()
+                if data is not None:
+                    self._write(data)
+            else:
+                self._pending.popleft()
+                self._write(head)
+        if self._paused and len(self._pending) < MAX_PENDING // 2 and self._transport is not None:
+            self._paused = False
+            self._transport.resume_reading()
+
+    def _write(self, data: bytes | list[bytes | memoryview]) -> None:
+        if self._transport is None:
+            return
+        if isinstance(data, list):
+            self._transport.writelines(data)
+        else:
+            self._transport.write(data)
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None

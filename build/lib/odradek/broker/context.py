@@ -1,0 +1,21 @@
+"""What request handlers need from the broker, in one object passed to each handler."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.replica_manager import ReplicaManager
+
+
+@dataclass(slots=True)
+class BrokerContext:
+    config: BrokerConfig
+    cluster_id: str
+    replica_manager: ReplicaManager
+    metadata: MetadataCache
+    zk: Any  # odradek.zk.client.KafkaZkClient; blocking, so handlers call it through asyncio.to_thread
+    # (api_key, version, correlation_id, request) -> encoded response, for the controller's requests
+    controller_requests: Callable[[int, int, int, Any], Awaitable[bytes]]
+    next_producer_id: Callable[[], Awaitable[int]]

@@ -1,0 +1,78 @@
+"""The controller as it runs inside a broker: election, watches, one event thread, the channel.
+
+Threads: kazoo's watcher thread and the elector thread only put events on the queue; the event
+thread runs the controller core. Watches are armed whether or not this broker is controller
+(they are cheap, and the core ignores events while inactive), so failover has nothing to arm.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from odradek.controller.controller import Controller
+from odradek.controller.controller_channel import ControllerChannel
+from odradek.controller.election import ControllerElector
+from odradek.controller.event_manager import ControllerEventManager
+from odradek.controller.events import (BrokerChange, ControllerEvent, IsrChangeNotification, Resign, Startup,
+                                       TopicChange)
+from odradek.controller.state_change_log import StateChangeLog
+from odradek.zk import paths
+from odradek.zk.client import KafkaZkClient, Watch
+
+log = logging.getLogger("odradek.controller")
+
+
+class ControllerService:
+    def __init__(self, broker_id: int, zk: KafkaZkClient, state_change_log_path: Path | None = None) -> None:
+        self.broker_id = broker_id
+        self.zk = zk
+        # Buffered: a failover writes a few lines per partition; the controller flushes the
+        # state-change log once per event (Controller._run).
+        self._log_file = open(state_change_log_path, "a", buffering=1 << 20) if state_change_log_path else None
+        self.channel = ControllerChannel(broker_id)
+        self.core = Controller(broker_id, zk, self.channel, StateChangeLog(self._log_file))
+        self.events = ControllerEventManager(self._process, name=f"controller-event-thread-{broker_id}")
+        self.elector = ControllerElector(zk, broker_id, self._on_become, self._on_resign)
+        self._watches: list[Watch] = []
+
+    def start(self) -> None:
+        self.events.start()
+        self._watches = [
+            self.zk.watch_children(paths.BROKER_IDS,
+                                   lambda _c: self.events.put(BrokerChange(fired=time.time()))),
+            self.zk.watch_children(paths.BROKER_TOPICS,
+                                   lambda _c: self.events.put(TopicChange(fired=time.time()))),
+            self.zk.watch_children(paths.ISR_CHANGE_NOTIFICATION,
+                                   lambda c: c and self.events.put(IsrChangeNotification(fired=time.time()))),
+        ]
+        self.elector.start()
+
+    def _on_become(self, epoch: int, epoch_zk_version: int) -> None:
+        self.events.put(Startup(epoch, epoch_zk_version, fired=time.time()))
+
+    def _on_resign(self) -> None:
+        # Drop queued work meant for the controller we no longer are; stop sending at once.
+        self.events.clear_and_put(Resign())
+
+    def _process(self, event: ControllerEvent) -> None:
+        if isinstance(event, Startup):
+            self.zk.epoch_zk_version = event.epoch_zk_version
+            log.info("broker %d is controller at epoch %d", self.broker_id, event.epoch)
+        was_active = self.core.is_active
+        self.core.process(event)
+        if was_active and not self.core.is_active and not isinstance(event, Resign):
+            self.elector.trigger()  # fenced out mid-event: let the elector look at /controller again
+
+    @property
+    def is_controller(self) -> bool:
+        return self.core.is_active
+
+    def stop(self) -> None:
+        for watch in self._watches:
+            watch.cancel()
+        self.elector.stop()
+        self.events.close(timeout=10)
+        self.channel.shutdown()
+        if self._log_file is not None:
+            self._log_file.close()

@@ -1,0 +1,132 @@
+"""Fetch: consumers read up to the high watermark, followers up to the log end.
+
+A follower's fetch offset is also how the leader learns how far it has got (the high watermark
+and acks=all depend on it). A fetch with nothing to return waits (long poll) until any of its
+partitions gets data or max_wait passes; one future is shared by all its partitions.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Awaitable
+
+from odradek.broker.connection import Response
+from odradek.broker.context import BrokerContext
+from odradek.broker.fetch_session import FetchSessionCache, FetchSessionError, FetchTarget
+from odradek.broker.partition import Partition
+from odradek.log.errors import OffsetOutOfRangeError
+from odradek.metadata import TopicPartition
+from odradek.protocol import fast_paths
+from odradek.protocol.errors import ErrorCode
+
+Topics = list[tuple[str, list[fast_paths.FetchPartition]]]
+# what a response tells each target; recorded in the session only once the response is sent
+Told = list[tuple[FetchTarget, int, int]]
+
+
+def leader_for(ctx: BrokerContext, tp: TopicPartition,
+               current_leader_epoch: int) -> tuple[Partition | None, ErrorCode | None]:
+    """This broker's partition if it leads tp at the epoch the client believes in."""
+    partition = ctx.replica_manager.get(tp)
+    if partition is None or not partition.is_leader:
+        if ctx.metadata.partition(tp) is None:
+            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if current_leader_epoch >= 0:
+        if current_leader_epoch < partition.leader_epoch:
+            return None, ErrorCode.FENCED_LEADER_EPOCH
+        if current_leader_epoch > partition.leader_epoch:
+            return None, ErrorCode.UNKNOWN_LEADER_EPOCH
+    return partition, None
+
+
+class FetchHandler:
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.sessions = FetchSessionCache()
+
+    def __call__(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> Response | Awaitable[Response]:
+        requested = [FetchTarget(TopicPartition(t.topic, p.partition), p.fetch_offset, p.partition_max_bytes,
+                                 getattr(p, "current_leader_epoch", -1))
+                     for t in req.topics for p in t.partitions]
+        forgotten = [TopicPartition(t.topic, p) for t in getattr(req, "forgotten_topics_data", ()) for p in t.partitions]
+        try:
+            session, full = self.sessions.resolve(getattr(req, "session_id", 0), getattr(req, "session_epoch", -1),
+                                                  requested, forgotten)
+        except FetchSessionError as exc:
+            return fast_paths.fetch_response(version, header.correlation_id, [], error_code=exc.code)
+        targets = list(session.targets.values()) if session is not None else requested
+        replica_id = getattr(req, "replica_id", -1)
+        topics, told, total, readable, has_error = self._read(targets, replica_id, req.max_bytes, full)
+        session_id = session.id if session is not None else 0
+        max_wait = req.max_wait.total_seconds()
+        if total >= req.min_bytes or max_wait <= 0 or has_error or not readable:
+            return _respond(version, header.correlation_id, topics, told, session_id)
+        return self._delayed(header.correlation_id, version, req, targets, replica_id, full, session_id,
+                             readable, time.monotonic() + max_wait)
+
+    async def _delayed(self, correlation_id: int, version: int, req: Any, targets: list[FetchTarget],
+                       replica_id: int, full: bool, session_id: int, readable: list[Partition],
+                       deadline: float) -> Response:
+        while (remaining := deadline - time.monotonic()) > 0:
+            woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            for p in readable:
+                p.add_data_waiter(woken)
+            try:
+                await asyncio.wait_for(woken, remaining)
+            except asyncio.TimeoutError:
+                break
+            topics, told, total, readable, _ = self._read(targets, replica_id, req.max_bytes, full)
+            if total >= req.min_bytes or not readable:
+                return _respond(version, correlation_id, topics, told, session_id)
+        topics, told, _, _, _ = self._read(targets, replica_id, req.max_bytes, full)
+        return _respond(version, correlation_id, topics, told, session_id)
+
+    def _read(self, targets: list[FetchTarget], replica_id: int, budget: int,
+              full: bool) -> tuple[Topics, Told, int, list[Partition], bool]:
+        """Read each target; an incremental (not full) response leaves out partitions with no
+        records and nothing new to tell. Returns (topics, what they tell, bytes, readable
+        partitions, whether any partition has an error)."""
+        total = 0
+        told: Told = []
+        out: dict[str, list[fast_paths.FetchPartition]] = {}
+        readable: list[Partition] = []
+        has_error = False
+        for t in targets:
+            partition, error = t.partition, None
+            if partition is None or not partition.is_leader or (
+                    t.leader_epoch >= 0 and t.leader_epoch != partition.leader_epoch):
+                partition, error = leader_for(self.ctx, t.tp, t.leader_epoch)
+                t.partition = partition
+            data: bytes | memoryview = b""
+            if partition is not None:
+                if replica_id >= 0:
+                    partition.update_follower_position(replica_id, t.fetch_offset)
+                    limit = partition.log_end_offset
+                else:
+                    limit = partition.high_watermark
+                max_bytes = min(t.max_bytes, budget - total) if total else t.max_bytes
+                if t.fetch_offset != limit and max_bytes > 0:  # an idle partition reads nothing
+                    try:
+                        data = partition.log.read(t.fetch_offset, max_bytes, limit)
+                    except OffsetOutOfRangeError:
+                        error = ErrorCode.OFFSET_OUT_OF_RANGE
+            if error is not None:
+                has_error = True
+                out.setdefault(t.tp.topic, []).append((t.tp.partition, error, -1, -1, None))
+                told.append((t, -2, -2))  # tell it everything again once it recovers
+                continue
+            assert partition is not None
+            readable.append(partition)
+            hw, log_start = partition.high_watermark, partition.log.log_start_offset
+            if full or data or hw != t.sent_high_watermark or log_start != t.sent_log_start:
+                out.setdefault(t.tp.topic, []).append((t.tp.partition, 0, hw, log_start, data))
+                told.append((t, hw, log_start))
+                total += len(data)
+        return list(out.items()), told, total, readable, has_error
+
+
+def _respond(version: int, correlation_id: int, topics: Topics, told: Told, session_id: int) -> Response:
+    for target, hw, log_start in told:
+        target.sent_high_watermark, target.sent_log_start = hw, log_start
+    return fast_paths.fetch_response(version, correlation_id, topics, session_id=session_id)

@@ -1,0 +1,106 @@
+"""Incremental fetch sessions (KIP-227), so an idle follower of thousands of partitions does not
+resend and re-receive all of them twice a second.
+
+A session remembers, per partition, what the fetcher asked for and the high watermark and log
+start offset it was last told. An incremental request carries only partitions whose fetch
+position changed (plus those to forget); an incremental response carries only partitions with
+records, a moved high watermark or log start, or an error. Session id 0 with epoch -1 is the
+classic session-less full fetch that librdkafka and kcat send.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.metadata import TopicPartition
+from odradek.protocol.errors import ErrorCode
+
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+SESSION_IDLE_S = 120.0
+
+
+@dataclass(slots=True)
+class FetchTarget:
+    """One partition of a fetch: where to read and what the fetcher last heard."""
+
+    tp: TopicPartition
+    fetch_offset: int
+    max_bytes: int
+    leader_epoch: int
+    sent_high_watermark: int = -2  # nothing sent yet: the first response always includes it
+    sent_log_start: int = -2
+    partition: Any = None  # the broker's Partition once resolved, so idle rounds skip the lookup
+
+
+@dataclass(slots=True)
+class FetchSession:
+    id: int
+    epoch: int
+    targets: dict[TopicPartition, FetchTarget] = field(default_factory=dict)
+    last_used: float = 0.0
+
+
+class FetchSessionError(Exception):
+    def __init__(self, code: ErrorCode) -> None:
+        super().__init__(code.name)
+        self.code = code
+
+
+class FetchSessionCache:
+    """The sessions a leader keeps for its fetchers, least recently used evicted first."""
+
+    def __init__(self, max_sessions: int = 1000) -> None:
+        self.max_sessions = max_sessions
+        self._sessions: OrderedDict[int, FetchSession] = OrderedDict()
+        self._ids = itertools.count(1)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def resolve(self, session_id: int, epoch: int, requested: list[FetchTarget],
+                forgotten: list[TopicPartition]) -> tuple[FetchSession | None, bool]:
+        """The session this request belongs to (None: session-less) and whether the response
+        must be full. Raises FetchSessionError for an unknown session or a wrong epoch."""
+        now = time.monotonic()
+        if epoch == FINAL_EPOCH:
+            self._sessions.pop(session_id, None)
+            return None, True
+        if epoch == INITIAL_EPOCH:
+            self._sessions.pop(session_id, None)
+            session = self._new_session(now)
+            session.targets = {t.tp: t for t in requested}
+            return session, True
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise FetchSessionError(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+        if session.epoch != epoch:
+            raise FetchSessionError(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        for tp in forgotten:
+            session.targets.pop(tp, None)
+        for target in requested:
+            known = session.targets.get(target.tp)
+            if known is None:
+                session.targets[target.tp] = target
+            else:
+                known.fetch_offset, known.max_bytes = target.fetch_offset, target.max_bytes
+                known.leader_epoch = target.leader_epoch
+        self._touch(session, now)
+        return session, False
+
+    def _new_session(self, now: float) -> FetchSession:
+        while self._sessions and (len(self._sessions) >= self.max_sessions
+                                  or now - next(iter(self._sessions.values())).last_used > SESSION_IDLE_S):
+            self._sessions.popitem(last=False)
+        session = FetchSession(next(self._ids), INITIAL_EPOCH)
+        self._touch(session, now)
+        return session
+
+    def _touch(self, session: FetchSession, now: float) -> None:
+        session.epoch += 1
+        session.last_used = now
+        self._sessions[session.id] = session
+        self._sessions.move_to_end(session.id)

@@ -1,0 +1,306 @@
+"""Follower replication: one fetcher task per leader broker, one Fetch request for all its partitions.
+
+A partition joining a fetcher first truncates its log by the leader-epoch protocol (KIP-101/279):
+it asks the leader where its latest epoch ends and cuts anything past that, so a replica that
+wrote under a deposed leader never keeps a divergent tail.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from odradek.broker.kafka_client import KafkaClientConnection
+from odradek.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH
+from odradek.broker.partition import Partition
+from odradek.metadata import BrokerInfo, TopicPartition
+from odradek.protocol import fast_paths
+from odradek.protocol.errors import ErrorCode
+
+log = logging.getLogger("odradek.broker.fetcher")
+
+FETCH_VERSION = 12
+OFFSETS_FOR_LEADER_EPOCH_VERSION = 4
+RETRY_BACKOFF_S = 0.2
+MAX_RETRY_BACKOFF_S = 1.0  # Kafka's replica.fetch.backoff.ms
+
+
+@dataclass(slots=True)
+class _FetchState:
+    partition: Partition
+    leader_epoch: int
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one leader broker."""
+
+    def __init__(self, broker_id: int, leader: BrokerInfo, max_wait_ms: int, max_bytes: int,
+                 request_timeout_s: float = 30.0) -> None:
+        self.broker_id = broker_id
+        self.leader = leader
+        self.max_wait_ms = max_wait_ms
+        self.max_bytes = max_bytes
+        self.request_timeout_s = request_timeout_s
+        self._states: dict[TopicPartition, _FetchState] = {}
+        self._changed = asyncio.Event()
+        self._conn = KafkaClientConnection(leader.host, leader.port, f"replica-fetcher-{broker_id}")
+        self._task: asyncio.Task[None] | None = None
+        # KIP-227 fetch session with the leader: after a full first request, only partitions
+        # whose (fetch offset, leader epoch) changed are sent, and only changed ones come back
+        self._session_id = 0
+        self._session_epoch = INITIAL_EPOCH
+        self._sent: dict[TopicPartition, tuple[int, int]] = {}
+        # bookkeeping that keeps an idle round O(changes), not O(partitions)
+        self._truncating: set[TopicPartition] = set()  # waiting for OffsetsForLeaderEpoch
+        self._dirty: set[TopicPartition] = set()  # position may differ from what the session holds
+        self._leaving: set[TopicPartition] = set()  # removed or re-truncating: drop from the session
+        # partitions the leader answered with an error (not leader, fenced epoch, ...), left out
+        # until this monotonic time: until our LeaderAndIsr catches up with the leader's, asking
+        # again at once would only make both brokers spin (Kafka's fetch backoff per partition)
+        self._resting: dict[TopicPartition, float] = {}
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"fetcher-{self.leader.id}")
+
+    def add(self, partition: Partition) -> None:
+        self._states[partition.tp] = _FetchState(partition, partition.leader_epoch)
+        self._start_truncation(partition.tp)
+        self._changed.set()
+
+    def next_epoch(self, partition: Partition) -> bool:
+        """Carry on at the partition's new leader epoch without truncating, if it is the very
+        next epoch of the same leader (the controller changed only the ISR): every epoch change
+        is one controller write, so no other leader can have written in between and our log is
+        still a prefix of the leader's. False if the partition must start over (``add``)."""
+        state = self._states.get(partition.tp)
+        if state is None or partition.leader_epoch != state.leader_epoch + 1:
+            return False
+        state.leader_epoch = partition.leader_epoch
+        self._resting.pop(partition.tp, None)
+        if partition.tp not in self._truncating:
+            self._dirty.add(partition.tp)  # the session must hear the new epoch
+        self._changed.set()
+        return True
+
+    def remove(self, tp: TopicPartition) -> None:
+        self._states.pop(tp, None)
+        self._truncating.discard(tp)
+        self._dirty.discard(tp)
+        self._resting.pop(tp, None)
+        self._leaving.add(tp)
+
+    def _start_truncation(self, tp: TopicPartition) -> None:
+        self._truncating.add(tp)
+        self._resting.pop(tp, None)
+        self._leaving.add(tp)
+
+    def _rest(self, tp: TopicPartition) -> None:
+        self._resting[tp] = time.monotonic() + RETRY_BACKOFF_S
+        self._leaving.add(tp)
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        self._conn.close()
+
+    async def _run(self) -> None:
+        backoff = RETRY_BACKOFF_S
+        while True:
+            if not self._states:
+                self._changed.clear()
+                await self._changed.wait()
+                continue
+            try:
+                if not self._conn.connected:
+                    # before building requests: a dead leader's thousands of partitions would
+                    # otherwise be encoded for nothing at every retry until the controller moves them
+                    await self._conn.connect()
+                await self._truncate_new_partitions()
+                await self._fetch_once()
+                backoff = RETRY_BACKOFF_S
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # network trouble or a leader going away: retry after a pause
+                log.debug("fetch from broker %d failed: %r", self.leader.id, exc)
+                self._conn.close()
+                self._reset_session()
+                await asyncio.sleep(backoff)
+                backoff = min(2 * backoff, MAX_RETRY_BACKOFF_S)
+
+    def _reset_session(self) -> None:
+        self._session_id, self._session_epoch, self._sent = 0, INITIAL_EPOCH, {}
+        self._dirty.clear()
+        self._leaving.clear()
+
+    async def _truncate_new_partitions(self) -> None:
+        pending = {tp: self._states[tp] for tp in self._truncating}
+        if not pending:
+            return
+        asks: dict[str, list[dict[str, int]]] = {}
+        for tp, state in pending.items():
+            epoch = state.partition.log.leader_epoch_cache.latest_epoch()
+            if epoch is None:
+                self._truncation_done(tp)  # nothing written under any epoch: nothing to cut
+                continue
+            asks.setdefault(tp.topic, []).append(
+                {"partition": tp.partition, "current_leader_epoch": state.leader_epoch, "leader_epoch": epoch})
+        if not asks:
+            return
+        body = {"replica_id": self.broker_id,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in asks.items()]}
+        resp = await self._conn.request(23, OFFSETS_FOR_LEADER_EPOCH_VERSION, body, self.request_timeout_s)
+        for topic in resp.topics:
+            for p in topic.partitions:
+                state = pending.get(TopicPartition(topic.topic, p.partition))
+                if state is None or self._states.get(state.partition.tp) is not state:
+                    continue
+                if p.error_code != ErrorCode.NONE:
+                    continue  # leader not ready yet: ask again next round
+                self._truncate(state.partition, p.leader_epoch, p.end_offset)
+                self._truncation_done(state.partition.tp)
+
+    @staticmethod
+    def _truncate(partition: Partition, leader_epoch: int, leader_end_offset: int) -> None:
+        if leader_epoch < 0 or leader_end_offset < 0:
+            partition.truncate_to(partition.high_watermark)
+            return
+        _, own_end = partition.log.leader_epoch_cache.end_offset_for(leader_epoch)
+        target = min(leader_end_offset, partition.log_end_offset)
+        if own_end >= 0:
+            target = min(target, own_end)
+        partition.truncate_to(target)
+
+    def _truncation_done(self, tp: TopicPartition) -> None:
+        self._truncating.discard(tp)
+        self._dirty.add(tp)
+
+    async def _fetch_once(self) -> None:
+        if self._resting:
+            now = time.monotonic()
+            for tp in [tp for tp, until in self._resting.items() if until <= now]:
+                del self._resting[tp]
+                self._dirty.add(tp)
+        resting = self._resting
+        if len(self._truncating) + len(resting) >= len(self._states):
+            await asyncio.sleep(RETRY_BACKOFF_S)
+            return
+        full = self._session_epoch in (INITIAL_EPOCH, FINAL_EPOCH)
+        if full:
+            changed = [tp for tp in self._states if tp not in self._truncating and tp not in resting]
+            gone: list[TopicPartition] = []
+            self._leaving = set()  # a full request replaces the whole session
+        else:
+            changed = [tp for tp in self._dirty
+                       if tp in self._states and tp not in self._truncating and tp not in resting]
+            # swapped out, not cleared after the response: remove() may run while we wait
+            leaving, self._leaving = self._leaving, set()
+            gone = [tp for tp in leaving
+                    if tp in self._sent
+                    and (tp not in self._states or tp in self._truncating or tp in resting)]
+        position = {tp: (self._states[tp].partition.log_end_offset, self._states[tp].leader_epoch) for tp in changed}
+        if not full:
+            changed = [tp for tp in changed if self._sent.get(tp) != position[tp]]
+        topics: dict[str, list[tuple[int, int, int, int, int]]] = {}
+        for tp in changed:
+            st = self._states[tp]
+            topics.setdefault(tp.topic, []).append((tp.partition, st.leader_epoch, position[tp][0],
+                                                    st.partition.log.log_start_offset, self.max_bytes))
+        forgotten: dict[str, list[int]] = {}
+        for tp in gone:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
+        timeout = self.max_wait_ms / 1000 + self.request_timeout_s
+        resp = await self._conn.request_encoded(
+            1, FETCH_VERSION,
+            lambda corr: fast_paths.follower_fetch_request(
+                corr, self._conn.client_id, self.broker_id, self.max_wait_ms, self.max_bytes * 8,
+                list(topics.items()), self._session_id, self._session_epoch, list(forgotten.items())),
+            timeout)
+        if resp.error_code in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+            self._reset_session()  # the leader lost or evicted our session: start a new one
+            return
+        if self._session_epoch == INITIAL_EPOCH:
+            self._session_id, self._sent = resp.session_id, {}
+        if self._session_id == 0:
+            self._session_epoch = FINAL_EPOCH  # a leader without sessions: full fetches from now on
+        else:
+            self._session_epoch += 1
+            for tp in gone:
+                del self._sent[tp]
+            for tp in changed:
+                self._sent[tp] = position[tp]
+        self._dirty.clear()
+        for topic in resp.responses:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.topic, p.partition_index)
+                state = self._states.get(tp)
+                if state is not None and tp not in self._truncating:
+                    self._apply(state, p)
+
+    def _apply(self, state: _FetchState, data: object) -> None:
+        error = data.error_code  # type: ignore[attr-defined]
+        partition = state.partition
+        if error == ErrorCode.NONE:
+            records = data.records  # type: ignore[attr-defined]
+            partition.append_as_follower(records or b"", data.high_watermark)  # type: ignore[attr-defined]
+            if records:
+                self._dirty.add(partition.tp)  # our fetch offset moved
+        elif error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            self._start_truncation(partition.tp)
+        else:
+            log.debug("%s: fetch error %s from broker %d", partition.tp, error, self.leader.id)
+            self._rest(partition.tp)
+
+
+class ReplicaFetcherManager:
+    """Owns one ReplicaFetcher per leader broker and moves partitions between them."""
+
+    def __init__(self, broker_id: int, factory: Callable[[BrokerInfo], ReplicaFetcher]) -> None:
+        self.broker_id = broker_id
+        self._factory = factory
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._owner: dict[TopicPartition, int] = {}
+
+    def follow(self, partition: Partition, leader: BrokerInfo) -> None:
+        fetcher = self._fetchers.get(leader.id)
+        if (self._owner.get(partition.tp) == leader.id and fetcher is not None
+                and (fetcher.leader.host, fetcher.leader.port) == (leader.host, leader.port)
+                and fetcher.next_epoch(partition)):
+            return
+        self.stop_following(partition.tp)
+        if fetcher is not None and (fetcher.leader.host, fetcher.leader.port) != (leader.host, leader.port):
+            del self._fetchers[leader.id]  # the leader came back at another address
+            asyncio.get_running_loop().create_task(fetcher.close())
+            fetcher = None
+        if fetcher is None:
+            fetcher = self._factory(leader)
+            self._fetchers[leader.id] = fetcher
+            fetcher.start()
+        fetcher.add(partition)
+        self._owner[partition.tp] = leader.id
+
+    def stop_following(self, tp: TopicPartition) -> None:
+        leader_id = self._owner.pop(tp, None)
+        if leader_id is not None and leader_id in self._fetchers:
+            self._fetchers[leader_id].remove(tp)
+
+    async def shutdown_idle(self) -> None:
+        """Close fetchers that no longer have partitions."""
+        for leader_id, fetcher in list(self._fetchers.items()):
+            if not len(fetcher):
+                del self._fetchers[leader_id]
+                await fetcher.close()
+
+    async def close(self) -> None:
+        for fetcher in self._fetchers.values():
+            await fetcher.close()
+        self._fetchers.clear()
+        self._owner.clear()

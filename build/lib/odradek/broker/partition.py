@@ -1,0 +1,255 @@
+"""One partition replica on this broker: its log, its role, and (as leader) the ISR bookkeeping.
+
+The leader learns each follower's log end offset from the offset the follower fetches at, and the
+high watermark is the smallest log end offset across the ISR: everything below it is on every ISR
+member, so acks=all producers waiting on it can be answered and consumers may read it.
+
+Every replica, leader or follower, keeps the idempotent producers' sequence state of its log
+(producer_state.py) in step with each append and rebuilds it from the log when the log is opened
+or truncated, so whichever replica becomes leader can tell a retry from a new batch.
+"""
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import time
+from typing import Callable
+
+from odradek.broker.producer_state import ProducerStateError, ProducerStateManager
+from odradek.log.log import Log
+from odradek.metadata import PartitionState, TopicPartition
+from odradek.protocol.records import iter_batches, validate_batches
+
+log = logging.getLogger("odradek.broker.partition")
+
+_tiebreak = itertools.count()
+
+
+class Partition:
+    def __init__(self, tp: TopicPartition, log_: Log, broker_id: int, min_insync_replicas: int = 1,
+                 high_watermark: int = 0,
+                 on_isr_candidate: Callable[[TopicPartition], None] | None = None) -> None:
+        self.tp = tp
+        self.log = log_
+        self.broker_id = broker_id
+        self.min_insync_replicas = min_insync_replicas
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.zk_version = -1
+        self.controller_epoch = -1
+        self.replicas: tuple[int, ...] = ()
+        self.isr: frozenset[int] = frozenset()
+        self.high_watermark = min(high_watermark, log_.log_end_offset)
+        self._follower_leo: dict[int, int] = {}
+        # monotonic time each follower last fetched at (or past) our log end offset
+        self._last_caught_up: dict[int, float] = {}
+        self._leader_epoch_start_offset = 0
+        # followers outside the ISR that fetched caught up since the last ISR decision: Kafka
+        # expands the ISR on such a fetch, never from remembered positions, so a follower that
+        # died caught up (an idle partition) cannot be written back into the ISR
+        self._isr_candidates: set[int] = set()
+        self._on_isr_candidate = on_isr_candidate
+        # (required high watermark, tiebreak, future) for acks=all produces, smallest first
+        self._ack_waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        # futures of long-polling fetches woken by any append or high-watermark move
+        self._data_waiters: list[asyncio.Future[None]] = []
+        self.producers = ProducerStateManager()
+        self.producers.rebuild(log_.iter_batch_headers())
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.broker_id
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def apply_state(self, state: PartitionState) -> None:
+        """Take the role a LeaderAndIsr request gives.
+
+        A broker that just became leader starts tracking its followers afresh; a leader that
+        stays leader under a new epoch (the controller changed the ISR) keeps what it knows of
+        their positions, so acks=all producers do not stall on the change.
+        """
+        becomes_leader = state.leader == self.broker_id
+        was_leader = self.is_leader
+        new_epoch = state.leader_epoch != self.leader_epoch
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.zk_version = state.zk_version
+        self.controller_epoch = state.controller_epoch
+        self.replicas = tuple(state.replicas)
+        self.isr = frozenset(state.isr)
+        self._isr_candidates.clear()
+        if becomes_leader:
+            now = time.monotonic()
+            followers = [r for r in self.replicas if r != self.broker_id]
+            if not was_leader:
+                self._follower_leo = {}
+                self._last_caught_up = {}
+            self._follower_leo = {r: self._follower_leo.get(r, -1) for r in followers}
+            self._last_caught_up = {r: self._last_caught_up.get(r, now) for r in followers}
+            if new_epoch or not was_leader:
+                self._leader_epoch_start_offset = self.log_end_offset
+            # A new leader's high watermark may lag the old leader's; it only moves forward.
+            self.high_watermark = min(max(self.high_watermark, 0), self.log_end_offset)
+            self._maybe_advance_high_watermark()
+        else:
+            self._fail_waiters()
+        self._wake_fetchers()
+
+    # -- leader side -------------------------------------------------------------------------
+
+    def append_as_leader(self, batches: bytes) -> tuple[int, int]:
+        """Append a producer's batches; the log assigns offsets and stamps our leader epoch.
+
+        Returns the (first, last) offsets; for a retried idempotent batch already in the log,
+        nothing is written and the offsets it got the first time come back, so the producer
+        hears of success at the original offset (and acks=all waits for that to commit).
+        Raises ProducerStateError for a sequence gap or a fenced epoch, CorruptRecordError for
+        malformed batches, in both cases having written nothing.
+        """
+        headers = list(iter_batches(batches))  # headers only: the log checks CRCs as it appends
+        try:
+            duplicate = self.producers.validate(headers)
+        except ProducerStateError:
+            validate_batches(batches)  # a damaged batch is CORRUPT_MESSAGE (retriable), not fenced
+            raise
+        if duplicate is not None:
+            validate_batches(batches)  # trust no header we answer from without its CRC
+            return duplicate.first_offset, duplicate.last_offset
+        first, last = self.log.append_as_leader(batches, self.leader_epoch)
+        offset = first
+        for h in headers:
+            self.producers.update(h, offset, offset + h.last_offset_delta)
+            offset += h.last_offset_delta + 1
+        self._maybe_advance_high_watermark()
+        self._wake_fetchers()
+        return first, last
+
+    def wait_for_high_watermark(self, offset: int) -> asyncio.Future[None]:
+        """A future done once the high watermark passes `offset` (acks=all)."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self.high_watermark > offset:
+            fut.set_result(None)
+        else:
+            heapq.heappush(self._ack_waiters, (offset + 1, next(_tiebreak), fut))
+        return fut
+
+    def update_follower_position(self, replica_id: int, fetch_offset: int) -> None:
+        """A follower fetching at `fetch_offset` holds everything before it."""
+        if replica_id in self._follower_leo:
+            if fetch_offset >= self.log_end_offset:
+                self._last_caught_up[replica_id] = time.monotonic()
+            if fetch_offset > self._follower_leo[replica_id]:
+                self._follower_leo[replica_id] = fetch_offset
+                self._maybe_advance_high_watermark()
+            if (replica_id not in self.isr and replica_id not in self._isr_candidates
+                    and fetch_offset >= self.high_watermark
+                    and fetch_offset >= self._leader_epoch_start_offset):
+                self._isr_candidates.add(replica_id)
+                if self._on_isr_candidate is not None:
+                    self._on_isr_candidate(self.tp)
+
+    def isr_change_wanted(self, lag_time_max_s: float, now: float, shrink: bool = True) -> frozenset[int] | None:
+        """The ISR this leader should write, or None to keep it (Kafka's maybeShrinkIsr and
+        maybeExpandIsr): followers that have not caught up within the lag time leave (checked
+        only when `shrink`); a follower that fetched at or past the high watermark, and this
+        epoch's start, since the last call joins."""
+        if not self.is_leader:
+            return None
+        stale = {r for r in self.isr if r != self.broker_id
+                 and now - self._last_caught_up.get(r, 0.0) > lag_time_max_s} if shrink else set()
+        joining = {r for r in self._isr_candidates if r not in self.isr
+                   and self._follower_leo.get(r, -1) >= self.high_watermark
+                   and self._follower_leo.get(r, -1) >= self._leader_epoch_start_offset}
+        self._isr_candidates.clear()  # a follower still caught up is proposed again at its next fetch
+        if not stale and not joining:
+            return None
+        return (self.isr - stale) | joining
+
+    def apply_isr(self, isr: frozenset[int], zk_version: int) -> None:
+        """Adopt an ISR we wrote to ZooKeeper; a smaller ISR may let the high watermark move."""
+        self.isr = isr
+        self.zk_version = zk_version
+        self._maybe_advance_high_watermark()
+
+    def _maybe_advance_high_watermark(self) -> None:
+        if not self.is_leader:
+            return
+        hw = self.log_end_offset
+        for replica in self.isr:
+            if replica != self.broker_id:
+                hw = min(hw, self._follower_leo.get(replica, -1))
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+            self._complete_ack_waiters()
+            self._wake_fetchers()
+
+    def _complete_ack_waiters(self) -> None:
+        waiters = self._ack_waiters
+        while waiters and waiters[0][0] <= self.high_watermark:
+            fut = heapq.heappop(waiters)[2]
+            if not fut.done():
+                fut.set_result(None)
+
+    def _fail_waiters(self) -> None:
+        """Producers waiting for acks=all lose: we are no longer the leader that could commit."""
+        for _, _, fut in self._ack_waiters:
+            if not fut.done():
+                fut.set_exception(NotLeaderError(self.tp))
+        self._ack_waiters.clear()
+
+    def step_down(self) -> None:
+        """ZooKeeper shows another leader or epoch: stop committing until the controller speaks."""
+        self.leader_id = -1
+        self._fail_waiters()
+        self._wake_fetchers()
+
+    # -- follower side -----------------------------------------------------------------------
+
+    def append_as_follower(self, batches: bytes, leader_high_watermark: int) -> None:
+        hw = max(self.high_watermark, min(leader_high_watermark, self.log_end_offset))
+        if not batches and hw == self.high_watermark:
+            return
+        if batches:
+            self.log.append_as_follower(batches)
+            for h in iter_batches(batches):
+                self.producers.update(h, h.base_offset, h.last_offset)
+            hw = max(self.high_watermark, min(leader_high_watermark, self.log_end_offset))
+        self.high_watermark = hw
+        self._wake_fetchers()
+
+    def truncate_to(self, offset: int) -> None:
+        if offset < self.log_end_offset:
+            log.info("%s: truncating from %d to %d", self.tp, self.log_end_offset, offset)
+            self.log.truncate_to(offset)
+            self.producers.rebuild(self.log.iter_batch_headers())
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+
+    # -- fetch long polling ------------------------------------------------------------------
+
+    def add_data_waiter(self, fut: asyncio.Future[None]) -> None:
+        """Wake `fut` on the next append or high-watermark move. One future is shared by all
+        the partitions of a long-polling fetch, so a follower fetching 10,000 partitions costs
+        one future, not 10,000; done ones are pruned here, as idle partitions never wake."""
+        if len(self._data_waiters) >= 8:
+            self._data_waiters = [f for f in self._data_waiters if not f.done()]
+        self._data_waiters.append(fut)
+
+    def _wake_fetchers(self) -> None:
+        waiters, self._data_waiters = self._data_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    def close(self) -> None:
+        self.leader_id = -1  # a closed (stopped or deleted) replica leads nothing
+        self._fail_waiters()
+        self._wake_fetchers()
+
+
+class NotLeaderError(Exception):
+    """The partition's leadership moved while a request was waiting on it."""

@@ -1,0 +1,229 @@
+"""The partitions this broker hosts, and the controller's requests that change their roles.
+
+It fences the controller twice, as Kafka does: a request from an older controller epoch is
+refused whole, and a partition state with an older leader epoch than the one applied is skipped.
+A request addressed to an older incarnation of this broker (broker epoch) is refused as well.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from odradek.broker.fetcher import ReplicaFetcherManager
+from odradek.broker.partition import Partition
+from odradek.log.log import LogConfig
+from odradek.log.log_manager import LogManager
+from odradek.metadata import BrokerInfo, LeaderAndIsr, PartitionState, TopicPartition
+from odradek.protocol.controller_api import ControllerResponse, LeaderAndIsrRequest, StopReplicaRequest
+from odradek.protocol.errors import ErrorCode
+
+log = logging.getLogger("odradek.broker.replica_manager")
+
+HW_CHECKPOINT = "replication-offset-checkpoint"
+
+TopicConfigLoader = Callable[[list[str]], Awaitable[dict[str, dict[str, str]]]]
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, data_dir: Path, log_manager: LogManager, default_log_config: LogConfig,
+                 default_min_isr: int, fetchers: ReplicaFetcherManager, load_topic_configs: TopicConfigLoader,
+                 zk: Any, replica_lag_time_max_ms: int, live_broker_ids: Callable[[], set[int]]) -> None:
+        self.broker_id = broker_id
+        self._live_broker_ids = live_broker_ids
+        self.zk = zk  # odradek.zk.client.KafkaZkClient, used only for the leader's ISR writes
+        self.replica_lag_time_max_s = replica_lag_time_max_ms / 1000
+        self._next_shrink_check = 0.0
+        self.broker_epoch = -1
+        self.controller_epoch = -1
+        self.data_dir = data_dir
+        self.log_manager = log_manager
+        self.default_log_config = default_log_config
+        self.default_min_isr = default_min_isr
+        self.fetchers = fetchers
+        self._load_topic_configs = load_topic_configs
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self._may_expand: set[TopicPartition] = set()  # a follower fetched caught up (Partition)
+        self._checkpointed_hw = read_hw_checkpoint(data_dir / HW_CHECKPOINT)
+
+    def get(self, tp: TopicPartition) -> Partition | None:
+        return self._partitions.get(tp)
+
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    def fence(self, controller_epoch: int, broker_epoch: int) -> ErrorCode | None:
+        """The error for a controller request we must ignore, or None (and remember the epoch)."""
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        if broker_epoch != -1 and broker_epoch < self.broker_epoch:
+            # only an older incarnation is stale: a newer epoch is our own fresh registration,
+            # which the controller may have seen before ZooKeeper's reply reached us (Kafka's rule)
+            return ErrorCode.STALE_BROKER_EPOCH
+        self.controller_epoch = controller_epoch
+        return None
+
+    async def become_leader_or_follower(self, req: LeaderAndIsrRequest) -> ControllerResponse:
+        stale = self.fence(req.controller_epoch, req.broker_epoch)
+        if stale is not None:
+            log.warning("ignoring LeaderAndIsr from controller %d epoch %d: %s",
+                        req.controller_id, req.controller_epoch, stale.name)
+            return ControllerResponse(int(stale), {})
+        errors: dict[TopicPartition, int] = {}
+        new_topics = sorted({s.tp.topic for s in req.partition_states if s.tp not in self._partitions})
+        configs = await self._load_topic_configs(new_topics) if new_topics else {}
+        leaders = {b.id: b for b in req.live_leaders}
+        for state in req.partition_states:
+            errors[state.tp] = int(self._apply(state, configs.get(state.tp.topic, {}), leaders))
+        applied = [s for s in req.partition_states if errors[s.tp] == ErrorCode.NONE]
+        led = sum(1 for s in applied if s.leader == self.broker_id)
+        log.info("LeaderAndIsr from controller %d (epoch %d): leader of %d, follower of %d, %d skipped",
+                 req.controller_id, req.controller_epoch, led, len(applied) - led, len(errors) - len(applied))
+        return ControllerResponse(int(ErrorCode.NONE), errors)
+
+    def _apply(self, state: PartitionState, topic_config: dict[str, str],
+               leaders: dict[int, BrokerInfo]) -> ErrorCode:
+        if self.broker_id not in state.replicas:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        partition = self._partitions.get(state.tp)
+        if partition is None:
+            partition = self._create_partition(state.tp, topic_config)
+        elif (state.leader_epoch, state.zk_version) <= (partition.leader_epoch, partition.zk_version):
+            return ErrorCode.STALE_CONTROLLER_EPOCH  # Kafka's answer to an old leader epoch
+        if state.leader == self.broker_id:
+            self.fetchers.stop_following(state.tp)
+            partition.apply_state(state)
+            log.debug("%s: leader at epoch %d, isr %s", state.tp, state.leader_epoch, sorted(state.isr))
+        else:
+            partition.apply_state(state)
+            leader = leaders.get(state.leader)
+            if leader is None:
+                self.fetchers.stop_following(state.tp)
+            else:
+                self.fetchers.follow(partition, leader)
+            log.debug("%s: follower of %d at epoch %d", state.tp, state.leader, state.leader_epoch)
+        return ErrorCode.NONE
+
+    def _create_partition(self, tp: TopicPartition, topic_config: dict[str, str]) -> Partition:
+        config = LogConfig.from_topic_config(topic_config, self.default_log_config)
+        log_ = self.log_manager.get_or_create(tp, config)
+        min_isr = int(topic_config.get("min.insync.replicas", self.default_min_isr))
+        partition = Partition(tp, log_, self.broker_id, min_isr, self._checkpointed_hw.get(tp, 0),
+                              on_isr_candidate=self._may_expand.add)
+        self._partitions[tp] = partition
+        return partition
+
+    def stop_replicas(self, req: StopReplicaRequest) -> ControllerResponse:
+        stale = self.fence(req.controller_epoch, req.broker_epoch)
+        if stale is not None:
+            return ControllerResponse(int(stale), {})
+        for tp in req.partitions:
+            self.fetchers.stop_following(tp)
+            partition = self._partitions.get(tp)
+            if partition is None:
+                continue
+            if req.delete_partitions:
+                del self._partitions[tp]
+                partition.close()
+                self.log_manager.delete(tp)
+            else:
+                partition.leader_id = -1
+                partition.close()
+        return ControllerResponse(int(ErrorCode.NONE), {tp: 0 for tp in req.partitions})
+
+    async def maintain_isr(self) -> None:
+        """Shrink and expand the ISRs this broker leads (seed 002 section 3).
+
+        Each new ISR is written conditionally on the partition state's zkVersion. A conflict
+        means the controller (or a newer leader) wrote since: we re-read, and if we are no
+        longer the leader at our epoch we stop acting as one; so a zombie leader can never
+        shrink the ISR to commit alone. The controller learns of the changes through one
+        /isr_change_notification znode per round.
+        """
+        now = time.monotonic()
+        # shrinking is checked every half lag time (Kafka's schedule) on every partition;
+        # expansion every round, only where a follower fetched caught up since the last one
+        shrink = now >= self._next_shrink_check
+        if shrink:
+            self._next_shrink_check = now + self.replica_lag_time_max_s / 2
+        expanding = list(self._may_expand)  # cleared, not replaced: partitions hold its .add
+        self._may_expand.clear()
+        candidates = (self._partitions.values() if shrink
+                      else [p for tp in expanding if (p := self._partitions.get(tp)) is not None])
+        live = self._live_broker_ids()
+        wanted = {}
+        for p in candidates:
+            if not p.is_leader:
+                continue
+            isr = p.isr_change_wanted(self.replica_lag_time_max_s, now, shrink)
+            if isr is not None:
+                # only a registered broker may join (KIP-841): a follower whose ZooKeeper session
+                # expired still fetches, but the controller counts it dead until it re-registers
+                isr = frozenset(r for r in isr if r in p.isr or r in live)
+                if isr != p.isr:
+                    wanted[p.tp] = (p, isr)
+        if not wanted:
+            return
+        writes = {tp: LeaderAndIsr(p.leader_id, p.leader_epoch, tuple(sorted(isr)), p.controller_epoch, p.zk_version)
+                  for tp, (p, isr) in wanted.items()}
+        results = await asyncio.to_thread(self._write_isrs, writes)
+        changed = []
+        for tp, (partition, isr) in wanted.items():
+            result = results[tp]
+            if partition.leader_epoch != writes[tp].leader_epoch:
+                continue  # a LeaderAndIsr arrived while we wrote; it wins
+            if isinstance(result, int):
+                log.debug("%s: ISR %s -> %s", tp, sorted(partition.isr), sorted(isr))
+                partition.apply_isr(isr, result)
+                changed.append(tp)
+            elif result is None or result.leader != self.broker_id or result.leader_epoch != partition.leader_epoch:
+                log.warning("%s: no longer leader at epoch %d (ZooKeeper has %s); stepping down",
+                            tp, partition.leader_epoch, result)
+                partition.step_down()
+            else:
+                partition.apply_isr(frozenset(result.isr), result.zk_version)
+        if changed:
+            shown = ", ".join(f"{tp}: {sorted(wanted[tp][1])}" for tp in changed[:5])
+            log.info("ISR changed for %d partitions (%s%s)", len(changed), shown, ", ..." if len(changed) > 5 else "")
+            await asyncio.to_thread(self.zk.propagate_isr_changes, changed)
+
+    def _write_isrs(self, writes: dict[TopicPartition, LeaderAndIsr]) -> dict[TopicPartition, int | LeaderAndIsr | None]:
+        """New zk_version on success, else the state ZooKeeper holds now (None if gone)."""
+        out: dict[TopicPartition, int | LeaderAndIsr | None] = dict(
+            self.zk.conditional_update_partition_states(writes))
+        lost = [tp for tp, version in out.items() if version is None]
+        if lost:
+            current = self.zk.get_partition_states(lost)
+            out.update((tp, current.get(tp)) for tp in lost)
+        return out
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Persist high watermarks so a restarted broker does not expose uncommitted data."""
+        hws = {p.tp: p.high_watermark for p in self._partitions.values()}
+        write_hw_checkpoint(self.data_dir / HW_CHECKPOINT, hws)
+
+
+def read_hw_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    """Kafka's checkpoint format: a version line, a count line, then `topic partition offset`."""
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return {}
+    out: dict[TopicPartition, int] = {}
+    for line in lines[2:]:
+        topic, partition, offset = line.rsplit(" ", 2)
+        out[TopicPartition(topic, int(partition))] = int(offset)
+    return out
+
+
+def write_hw_checkpoint(path: Path, hws: dict[TopicPartition, int]) -> None:
+    tmp = path.with_suffix(".tmp")
+    body = "".join(f"{tp.topic} {tp.partition} {hw}\n" for tp, hw in sorted(hws.items()))
+    with open(tmp, "w") as f:
+        f.write(f"0\n{len(hws)}\n{body}")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

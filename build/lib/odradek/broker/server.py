@@ -1,0 +1,191 @@
+"""The broker process: wiring only.
+
+Start order matters: the Kafka listener opens before the broker registers in ZooKeeper, so that
+the controller's first LeaderAndIsr (sent as soon as the registration appears) finds it listening;
+the controller election starts last. Shutdown goes the other way.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import signal
+import time
+import uuid
+from typing import Any
+
+from kazoo.client import KazooState
+from kazoo.exceptions import NodeExistsError
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.connection import KafkaConnection
+from odradek.broker.context import BrokerContext
+from odradek.broker.controller_service import ControllerService
+from odradek.broker.fetcher import ReplicaFetcher, ReplicaFetcherManager
+from odradek.broker.handlers import KafkaApis
+from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.log.log import LogConfig
+from odradek.log.log_manager import LogManager
+from odradek.metadata import BrokerInfo
+from odradek.protocol import controller_api
+from odradek.protocol.controller_api import ControllerResponse
+from odradek.zk.client import KafkaZkClient
+
+log = logging.getLogger("odradek.broker")
+
+CLUSTER_ID_PATH = "/cluster/id"
+HW_CHECKPOINT_INTERVAL_S = 5.0
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.zk = KafkaZkClient(config.zookeeper, config.zookeeper_session_timeout_ms / 1000)
+        self.metadata = MetadataCache()
+        default_log = LogConfig(segment_bytes=config.log_segment_bytes, retention_ms=config.log_retention_ms,
+                                retention_bytes=config.log_retention_bytes,
+                                flush_messages=config.log_flush_interval_messages,
+                                flush_ms=config.log_flush_interval_ms)
+        self.log_manager = LogManager(config.data_dir, default_log, max_open_files=config.max_open_files)
+        self.fetchers = ReplicaFetcherManager(config.broker_id, self._new_fetcher)
+        self.replica_manager = ReplicaManager(config.broker_id, config.data_dir, self.log_manager, default_log,
+                                              config.min_insync_replicas, self.fetchers, self._load_topic_configs,
+                                              self.zk, config.replica_lag_time_max_ms,
+                                              lambda: {b.id for b in self.metadata.live_brokers})
+        self.controller = ControllerService(config.broker_id, self.zk, config.data_dir / "state-change.log")
+        self._producer_ids: list[int] = []
+        self._producer_id_lock = asyncio.Lock()
+        self._server: asyncio.base_events.Server | None = None
+        self._stopping = asyncio.Event()
+        self._session_lost = False
+
+    def _new_fetcher(self, leader: BrokerInfo) -> ReplicaFetcher:
+        return ReplicaFetcher(self.config.broker_id, leader, self.config.replica_fetch_wait_max_ms,
+                              self.config.replica_fetch_max_bytes)
+
+    async def _load_topic_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
+        return await asyncio.to_thread(self.zk.get_topic_configs, topics)
+
+    async def _next_producer_id(self) -> int:
+        async with self._producer_id_lock:
+            if not self._producer_ids:
+                block = await asyncio.to_thread(self.zk.allocate_producer_id_block, self.config.broker_id)
+                self._producer_ids = list(range(block.end, block.start - 1, -1))
+            return self._producer_ids.pop()
+
+    async def _controller_request(self, api_key: int, version: int, correlation_id: int, request: Any) -> bytes:
+        """LeaderAndIsr, UpdateMetadata and StopReplica, fenced by controller and broker epoch."""
+        rm = self.replica_manager
+        if api_key == controller_api.API_LEADER_AND_ISR:
+            response = await rm.become_leader_or_follower(request)
+        elif api_key == controller_api.API_STOP_REPLICA:
+            response = rm.stop_replicas(request)
+        else:
+            stale = rm.fence(request.controller_epoch, request.broker_epoch)
+            if stale is None:
+                self.metadata.update(request.controller_id, request.controller_epoch,
+                                     request.live_brokers, request.partition_states)
+            response = ControllerResponse(int(stale or 0), {})
+        return controller_api.encode_response(api_key, version, correlation_id, response)
+
+    def _cluster_id(self) -> str:
+        """Kafka's /cluster/id: made once by the first broker, read by every later one."""
+        kz = self.zk.kazoo
+        new_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        try:
+            kz.create(CLUSTER_ID_PATH, json.dumps({"version": "1", "id": new_id}).encode(), makepath=True)
+        except NodeExistsError:
+            pass
+        return json.loads(kz.get(CLUSTER_ID_PATH)[0])["id"]
+
+    async def run(self) -> None:
+        cfg = self.config
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(self.zk.start)
+        cluster_id = await asyncio.to_thread(self._cluster_id)
+        ctx = BrokerContext(cfg, cluster_id, self.replica_manager, self.metadata, self.zk,
+                            self._controller_request, self._next_producer_id)
+        apis = KafkaApis(ctx)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: KafkaConnection(apis, cfg.socket_request_max_bytes),
+                                                cfg.host, cfg.port, reuse_address=True, backlog=1024)
+        self._info = BrokerInfo(cfg.broker_id, cfg.host, cfg.port)
+        self.replica_manager.broker_epoch = await asyncio.to_thread(self.zk.register_broker, self._info)
+        self.zk.add_state_listener(lambda state: loop.call_soon_threadsafe(self._on_zk_state, state))
+        log.info("broker %d listening on %s:%d (broker epoch %d, cluster %s)", cfg.broker_id, cfg.host, cfg.port,
+                 self.replica_manager.broker_epoch, cluster_id)
+        self.controller.start()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopping.set)
+        isr_interval_s = min(0.5, cfg.replica_lag_time_max_ms / 2000)
+        tasks = [loop.create_task(self._every(HW_CHECKPOINT_INTERVAL_S, self._checkpoint)),
+                 loop.create_task(self._every(isr_interval_s, self.replica_manager.maintain_isr)),
+                 loop.create_task(self._every(cfg.log_retention_check_interval_ms / 1000,
+                                              self._retention))]
+        await self._stopping.wait()
+        log.info("broker %d shutting down", cfg.broker_id)
+        for task in tasks:
+            task.cancel()
+        await self.shutdown()
+
+    def _on_zk_state(self, state: KazooState) -> None:
+        """After a session expiry the registration znode is gone and the controller counts this
+        broker dead: register again once a new session is up, which gives a new broker epoch
+        (so requests meant for the old incarnation are refused)."""
+        if self._stopping.is_set():
+            return  # closing our own session at shutdown is not an expiry
+        if state == KazooState.LOST:
+            log.warning("broker %d: ZooKeeper session expired", self.config.broker_id)
+            self._session_lost = True
+        elif state == KazooState.CONNECTED and self._session_lost:
+            self._session_lost = False
+            asyncio.get_running_loop().create_task(self._register_again())
+
+    async def _register_again(self) -> None:
+        while True:
+            try:
+                epoch = await asyncio.to_thread(self.zk.register_broker, self._info)
+                break
+            except Exception as exc:
+                log.warning("broker %d: registering again failed (%r); retrying", self.config.broker_id, exc)
+                await asyncio.sleep(1.0)
+        self.replica_manager.broker_epoch = epoch
+        log.info("broker %d registered again (broker epoch %d)", self.config.broker_id, epoch)
+
+    async def _every(self, interval_s: float, fn: Any) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                result = fn()
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception:
+                log.exception("periodic task %s failed", fn.__name__)
+
+    def _checkpoint(self) -> None:
+        self.replica_manager.checkpoint_high_watermarks()
+
+    def _retention(self) -> None:
+        now_ms = int(time.time() * 1000)
+        for partition in self.replica_manager.partitions():
+            partition.log.apply_retention(now_ms)
+
+    async def shutdown(self) -> None:
+        self.controller.stop()
+        if self._server is not None:
+            self._server.close()
+        await self.fetchers.close()
+        for partition in self.replica_manager.partitions():
+            partition.close()
+        self.replica_manager.checkpoint_high_watermarks()
+        self.log_manager.close()
+        await asyncio.to_thread(self.zk.close)
+
+
+def run_broker(config: BrokerConfig) -> None:
+    """Run one broker until SIGTERM or SIGINT."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    asyncio.run(Broker(config).run())

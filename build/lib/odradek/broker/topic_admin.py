@@ -1,0 +1,115 @@
+"""Rules for creating a topic: legal names, known configs, and the replica assignment.
+
+The assignment is Kafka's rack-unaware one (AdminUtils.assignReplicasToBrokers): leaders go
+round-robin from a random start, followers are shifted by a per-round increment, so leadership
+and replicas spread evenly and no broker holds two replicas of one partition.
+"""
+from __future__ import annotations
+
+import random
+import re
+
+from odradek.protocol.errors import ErrorCode
+
+MAX_TOPIC_NAME = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+# Topic configs we honour, with their defaults as strings (Kafka's names and meanings).
+TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
+    "cleanup.policy": "delete",
+    "retention.ms": str(7 * 24 * 3600 * 1000),
+    "retention.bytes": "-1",
+    "segment.bytes": str(1024 * 1024 * 1024),
+    "flush.messages": str(2**63 - 1),
+    "flush.ms": str(2**63 - 1),
+    "min.insync.replicas": "1",
+    "unclean.leader.election.enable": "false",
+    "max.message.bytes": str(1024 * 1024 + 12),
+    "message.timestamp.type": "CreateTime",
+    "enable.ordered.delivery": "false",
+}
+_INT_CONFIGS = {"retention.ms", "retention.bytes", "segment.bytes", "flush.messages", "flush.ms",
+                "min.insync.replicas", "max.message.bytes"}
+_CHOICES = {"cleanup.policy": {"delete", "compact", "compact,delete", "delete,compact"},
+            "unclean.leader.election.enable": {"true", "false"},
+            "enable.ordered.delivery": {"true", "false"},
+            "message.timestamp.type": {"CreateTime", "LogAppendTime"}}
+
+
+class TopicError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def validate_topic_name(name: str) -> None:
+    if not name or name in (".", ".."):
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name {name!r} is illegal")
+    if len(name) > MAX_TOPIC_NAME:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"Topic name is longer than {MAX_TOPIC_NAME} characters")
+    if not _LEGAL.match(name):
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"Topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' and '-'")
+
+
+def validate_configs(configs: dict[str, str | None]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in configs.items():
+        if key not in TOPIC_CONFIG_DEFAULTS:
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
+        if value is None:
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value for topic config {key}")
+        if key in _INT_CONFIGS:
+            try:
+                number = int(value)
+            except ValueError:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for config {key}") from None
+            if key == "min.insync.replicas" and number < 1:
+                raise TopicError(ErrorCode.INVALID_CONFIG, "min.insync.replicas must be at least 1")
+        if key in _CHOICES and value not in _CHOICES[key]:
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for config {key}")
+        out[key] = value
+    return out
+
+
+def assign_replicas(brokers: list[int], partitions: int, replication_factor: int,
+                    rng: random.Random | None = None) -> dict[int, tuple[int, ...]]:
+    """Kafka's rack-unaware assignment of `partitions` x `replication_factor` replicas."""
+    if partitions <= 0:
+        raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+    if replication_factor <= 0:
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+    if replication_factor > len(brokers):
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         f"Replication factor: {replication_factor} larger than available brokers: {len(brokers)}.")
+    rng = rng or random.Random()
+    ids = sorted(brokers)
+    n = len(ids)
+    start = rng.randrange(n)
+    shift = rng.randrange(n)
+    out: dict[int, tuple[int, ...]] = {}
+    for p in range(partitions):
+        if p > 0 and p % n == 0:
+            shift += 1
+        first = (p + start) % n
+        replicas = [ids[first]]
+        for j in range(replication_factor - 1):
+            replicas.append(ids[(first + 1 + (shift + j) % (n - 1)) % n])
+        out[p] = tuple(replicas)
+    return out
+
+
+def validate_assignment(assignment: dict[int, list[int]], live: set[int]) -> dict[int, tuple[int, ...]]:
+    """A client-given assignment: partitions 0..n-1, same length, distinct live brokers."""
+    if sorted(assignment) != list(range(len(assignment))):
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partitions must be numbered 0..n-1")
+    sizes = {len(r) for r in assignment.values()}
+    if len(sizes) != 1 or 0 in sizes:
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "All partitions need the same, non-zero replica count")
+    for p, replicas in assignment.items():
+        if len(set(replicas)) != len(replicas):
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Duplicate brokers in partition {p}")
+        if not set(replicas) <= live:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown brokers in partition {p}")
+    return {p: tuple(r) for p, r in assignment.items()}

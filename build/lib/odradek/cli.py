@@ -1,0 +1,396 @@
+"""The `odradek` console script: run brokers and local clusters, and operate on them.
+
+Client commands (topics, produce, consume, bench) speak only the Kafka protocol, so they work
+against Apache Kafka as well. Every user error is one `odradek: error: ...` line on stderr and
+exit status 1 (2 for bad arguments), never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn, Sequence
+
+from confluent_kafka import KafkaError
+
+from odradek.admin import AdminError, kafka_error_text, quiet_logger
+from odradek.cluster import ClusterError, LocalCluster
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+class UserError(Exception):
+    """Anything the operator can fix; printed as one line without a traceback."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """One line instead of argparse's usage block, naming the subcommand and its --help."""
+        sub = self.prog.partition(" ")[2]
+        where = f"{sub}: " if sub else ""
+        self.exit(2, f"odradek: error: {where}{message} (see `{self.prog} --help`)\n")
+
+
+def _hostport(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return host, int(port)
+
+
+def _positive(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    return int(value)
+
+
+def _keyvalue(value: str) -> tuple[str, str]:
+    key, sep, val = value.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {value!r}")
+    return key, val
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command tree; each leaf carries its handler in `func`."""
+    p = _Parser(prog="odradek", description="A Kafka-compatible broker cluster on ZooKeeper.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    b = sub.add_parser("broker", help="run one broker in the foreground until SIGTERM")
+    b.add_argument("--id", type=int, help="broker.id")
+    b.add_argument("--listen", type=_hostport, metavar="HOST:PORT", help="address to serve Kafka clients on")
+    b.add_argument("--zookeeper", metavar="CONN", help="HOST:PORT[,HOST:PORT...][/chroot]")
+    b.add_argument("--data-dir", type=Path, metavar="DIR", help="where partition logs live")
+    b.add_argument("--config", type=Path, metavar="FILE", help="Kafka-style key=value settings; flags win")
+    b.add_argument("--session-timeout-ms", type=_positive, metavar="N", help="zookeeper.session.timeout.ms")
+    b.set_defaults(func=cmd_broker)
+
+    u = sub.add_parser("up", help="start (or restart what is missing of) a local cluster in the background")
+    u.add_argument("--brokers", type=_positive, required=True, metavar="N")
+    u.add_argument("--data-dir", type=Path, required=True, metavar="DIR")
+    u.add_argument("--base-port", type=_positive, default=9092, help="broker i listens on base-port + i - 1")
+    u.add_argument("--zk-port", type=_positive, default=2181, help="port of the private ZooKeeper")
+    u.add_argument("--zookeeper", metavar="CONN", help="use this ZooKeeper instead of a private one")
+    u.add_argument("--host", default="127.0.0.1")
+    u.add_argument("--timeout-s", type=float, default=60.0, help="how long to wait for the cluster")
+    u.set_defaults(func=cmd_up)
+
+    d = sub.add_parser("down", help="stop a local cluster started by `odradek up` (data is kept)")
+    d.add_argument("--data-dir", type=Path, required=True, metavar="DIR")
+    d.set_defaults(func=cmd_down)
+
+    s = sub.add_parser("status", help="controller, live brokers and partition health, from ZooKeeper")
+    where = s.add_mutually_exclusive_group()
+    where.add_argument("--zookeeper", metavar="CONN", help="default 127.0.0.1:2181")
+    where.add_argument("--data-dir", type=Path, metavar="DIR", help="a cluster started by `odradek up`")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--timeout-s", type=float, default=10.0, help="how long to try to reach ZooKeeper")
+    s.set_defaults(func=cmd_status)
+
+    t = sub.add_parser("topics", help="create, list and describe topics")
+    tsub = t.add_subparsers(dest="topics_command", metavar="SUBCOMMAND", required=True)
+    tc = tsub.add_parser("create", help="create a topic")
+    tc.add_argument("name")
+    tc.add_argument("--partitions", type=_positive, required=True, metavar="P")
+    tc.add_argument("--replication-factor", type=_positive, required=True, metavar="R")
+    tc.add_argument("--config", type=_keyvalue, action="append", default=[], metavar="KEY=VALUE",
+                    help="topic config, e.g. retention.ms=60000 (repeatable)")
+    tc.add_argument("--if-not-exists", action="store_true", help="succeed if the topic already exists")
+    tc.set_defaults(func=cmd_topics_create)
+    tl = tsub.add_parser("list", help="list topic names")
+    tl.set_defaults(func=cmd_topics_list)
+    td = tsub.add_parser("describe", help="leader, leader epoch, replicas and ISR of each partition")
+    td.add_argument("name", nargs="?")
+    td.add_argument("--json", action="store_true")
+    td.add_argument("--under-replicated", action="store_true", help="only partitions whose ISR is smaller than "
+                    "their replica list")
+    td.add_argument("--offline", action="store_true", help="only partitions without a live leader")
+    td.set_defaults(func=cmd_topics_describe)
+
+    pr = sub.add_parser("produce", help="send stdin lines as records")
+    pr.add_argument("topic")
+    pr.add_argument("--key-separator", metavar="SEP", help="split each line into key SEP value")
+    pr.add_argument("--acks", choices=("all", "1", "0"), default="all")
+    pr.add_argument("--timeout-s", type=float, default=30.0, help="give up on a record after this long")
+    pr.set_defaults(func=cmd_produce)
+
+    co = sub.add_parser("consume", help="print records as lines")
+    co.add_argument("topic")
+    co.add_argument("--from-beginning", action="store_true", help="start at the log start, not the end")
+    co.add_argument("--max-messages", type=_positive, metavar="N",
+                    help="stop after N records; exit 1 if fewer arrive before the idle timeout")
+    co.add_argument("--timeout-s", type=float, default=10.0, help="exit after this long without a record")
+    co.add_argument("--group", metavar="G", help="join consumer group G (needs group support in the broker)")
+    co.add_argument("--print-key", action="store_true", help="print key<TAB>value")
+    co.set_defaults(func=cmd_consume)
+
+    be = sub.add_parser("bench", help="benchmarks")
+    bsub = be.add_subparsers(dest="bench_command", metavar="SUBCOMMAND", required=True)
+    bp = bsub.add_parser("produce", help="producer throughput and latency")
+    bp.add_argument("--messages", type=_positive, default=200_000, metavar="N")
+    bp.add_argument("--size", type=_positive, default=100, help="bytes per message")
+    bp.add_argument("--acks", choices=("all", "1"), default="all")
+    bp.add_argument("--replication-factor", type=_positive, default=3, metavar="R")
+    bp.add_argument("--partitions", type=_positive, default=6, metavar="P")
+    bp.add_argument("--compare", action="store_true",
+                    help="alternate RF3 acks=all and RF1 acks=1 runs on one cluster, each in its own "
+                         "process, and print the ratio of the median throughputs")
+    bp.add_argument("--rounds", type=_positive, default=3, metavar="N", help="runs of each kind with --compare")
+    bp.add_argument("--json", action="store_true")
+    bp.set_defaults(func=cmd_bench_produce)
+
+    bf = bsub.add_parser("failover", help="broker and controller failover time on a private cluster, "
+                                          "with the ZooKeeper multi-write floor")
+    bf.add_argument("--partitions", type=_positive, default=10_000, metavar="P")
+    bf.add_argument("--brokers", type=_positive, default=3, metavar="N")
+    bf.add_argument("--timeout-s", type=float, default=600.0, help="how long to wait for each step")
+    bf.add_argument("--keep-dir", type=Path, metavar="DIR",
+                    help="run the cluster in DIR and keep its logs (default: a temp dir, removed)")
+    bf.add_argument("--json", action="store_true")
+    bf.set_defaults(func=cmd_bench_failover)
+
+    bs = bsub.add_parser("spark-read", help="rows/s reading a topic through Spark vs a plain consumer")
+    bs.add_argument("--records", type=_positive, default=1_000_000, metavar="N")
+    bs.add_argument("--size", type=_positive, default=100, help="bytes per record")
+    bs.add_argument("--partitions", type=_positive, default=6, metavar="P")
+    bs.add_argument("--master", default="local[2]", help="Spark master URL")
+    bs.add_argument("--json", action="store_true")
+    bs.set_defaults(func=cmd_bench_spark_read)
+
+    for parser in (tc, tl, td, pr, co, bp, bs):
+        private = parser in (bp, bs)
+        parser.add_argument("--bootstrap-server", default=None if private else DEFAULT_BOOTSTRAP,
+                            metavar="HOST:PORT[,...]",
+                            help="private 3-broker cluster if omitted" if private else None)
+    return p
+
+
+def cmd_broker(args: argparse.Namespace) -> None:
+    """Foreground broker; the BrokerConfig is built here so flags and files share one path."""
+    from odradek.broker.config import BrokerConfig
+
+    flags = {
+        "broker_id": args.id,
+        "host": args.listen[0] if args.listen else None,
+        "port": args.listen[1] if args.listen else None,
+        "zookeeper": args.zookeeper,
+        "data_dir": args.data_dir,
+        "zookeeper_session_timeout_ms": args.session_timeout_ms,
+    }
+    if args.config:
+        try:
+            config = BrokerConfig.from_file(args.config, **flags)
+        except (OSError, ValueError, TypeError) as exc:
+            raise UserError(f"--config {args.config}: {exc}") from None
+    else:
+        missing = [f for f, k in (("--id", "broker_id"), ("--listen", "host"), ("--zookeeper", "zookeeper"),
+                                  ("--data-dir", "data_dir")) if flags[k] is None]
+        if missing:
+            raise UserError(f"broker: missing {', '.join(missing)} (or give them in --config)")
+        config = BrokerConfig(**{k: v for k, v in flags.items() if v is not None})
+    from odradek.broker.server import run_broker
+
+    run_broker(config)
+
+
+def cmd_up(args: argparse.Namespace) -> None:
+    cluster = LocalCluster(args.data_dir, args.brokers, base_port=args.base_port, zk_port=args.zk_port,
+                           zookeeper=args.zookeeper, host=args.host)
+    bootstrap = cluster.up(timeout=args.timeout_s)
+    for broker_id in cluster.broker_ids:
+        print(f"broker {broker_id}: {args.host}:{cluster.broker_port(broker_id)} "
+              f"pid {cluster.broker_pid(broker_id)} log {cluster.broker_dir(broker_id) / 'broker.log'}")
+    print(f"zookeeper: {cluster.zookeeper_connect}")
+    print(f"bootstrap servers: {bootstrap}")
+
+
+def cmd_down(args: argparse.Namespace) -> None:
+    LocalCluster.load(args.data_dir).down()
+    print(f"stopped the cluster in {args.data_dir}")
+
+
+def cmd_status(args: argparse.Namespace) -> None:
+    from odradek.admin import cluster_status, format_status
+
+    zookeeper = LocalCluster.load(args.data_dir).zookeeper_connect if args.data_dir else args.zookeeper
+    status = cluster_status(zookeeper or "127.0.0.1:2181", timeout=args.timeout_s)
+    print(json.dumps(status, indent=2) if args.json else format_status(status))
+
+
+def cmd_topics_create(args: argparse.Namespace) -> None:
+    from odradek.admin import create_topic
+
+    try:
+        create_topic(args.bootstrap_server, args.name, args.partitions, args.replication_factor, dict(args.config))
+    except AdminError as exc:
+        if not (args.if_not_exists and str(exc).startswith("TOPIC_ALREADY_EXISTS")):
+            raise
+        print(f"topic {args.name} already exists")
+        return
+    print(f"created topic {args.name} ({args.partitions} partitions, replication factor {args.replication_factor})")
+
+
+def cmd_topics_list(args: argparse.Namespace) -> None:
+    from odradek.admin import list_topics
+
+    for name in list_topics(args.bootstrap_server):
+        print(name)
+
+
+def cmd_topics_describe(args: argparse.Namespace) -> None:
+    from odradek.admin import describe_topics, filter_partitions, format_describe
+
+    topics = describe_topics(args.bootstrap_server, [args.name] if args.name else None)
+    if args.under_replicated or args.offline:
+        topics = filter_partitions(topics, under_replicated=args.under_replicated, offline=args.offline,
+                                   keep_empty=bool(args.name))
+    if args.json:
+        print(json.dumps(topics[0] if args.name else topics))
+    else:
+        print(format_describe(topics))
+
+
+def _check_topic(client: Any, bootstrap: str, topic: str, timeout: float) -> Any:
+    """The topic's metadata, or a UserError saying whether the cluster or the topic is missing.
+
+    Lists all topics rather than asking for one, because asking may auto-create it."""
+    from confluent_kafka import KafkaException
+
+    try:
+        meta = client.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise UserError(f"cannot reach {bootstrap} within {timeout:g} s ({kafka_error_text(exc)})") from None
+    if topic not in meta.topics:
+        raise UserError(f"topic {topic!r} does not exist (create it with `odradek topics create`)")
+    return meta.topics[topic]
+
+
+def cmd_produce(args: argparse.Namespace) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": args.bootstrap_server, "acks": args.acks, "linger.ms": 5,
+                         "message.timeout.ms": int(args.timeout_s * 1000), "logger": quiet_logger()})
+    _check_topic(producer, args.bootstrap_server, args.topic, args.timeout_s)
+    failures: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(kafka_error_text(err))
+
+    sent = 0
+    for line in sys.stdin.buffer:
+        value = line.rstrip(b"\r\n")
+        key = None
+        if args.key_separator is not None:
+            k, sep, v = value.partition(args.key_separator.encode())
+            key, value = (k, v) if sep else (None, value)
+        while True:
+            try:
+                producer.produce(args.topic, value, key, on_delivery=on_delivery)
+                break
+            except BufferError:  # local queue full: let deliveries drain
+                producer.poll(0.1)
+        producer.poll(0)
+        sent += 1
+    left = producer.flush(args.timeout_s + 5)
+    if left or failures:
+        first = f": {failures[0]}" if failures else ""
+        raise UserError(f"{len(failures) + left} of {sent} records not delivered to {args.topic}{first}")
+    print(f"produced {sent} records to {args.topic}", file=sys.stderr)
+
+
+def cmd_consume(args: argparse.Namespace) -> None:
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+
+    conf = {"bootstrap.servers": args.bootstrap_server, "enable.auto.commit": False,
+            "enable.auto.offset.store": False, "logger": quiet_logger(),
+            "auto.offset.reset": "earliest" if args.from_beginning else "latest"}
+    # librdkafka insists on a group.id even for assign(); nothing is committed without --group.
+    conf["group.id"] = args.group or "odradek-console"
+    consumer = Consumer(conf)
+    try:
+        meta = _check_topic(consumer, args.bootstrap_server, args.topic, args.timeout_s)
+        if args.group:
+            consumer.subscribe([args.topic])
+        else:  # no group: read every partition directly, as kafka-console-consumer --partition does
+            start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
+            consumer.assign([TopicPartition(args.topic, p, start) for p in sorted(meta.partitions)])
+        _print_records(consumer, args)
+    finally:
+        consumer.close()
+
+
+_FATAL_CONSUME_ERRORS = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
+
+
+def _print_records(consumer: Any, args: argparse.Namespace) -> None:
+    count, idle_since = 0, time.monotonic()
+    out = sys.stdout.buffer
+    while args.max_messages is None or count < args.max_messages:
+        msg = consumer.poll(0.2)
+        if msg is None:
+            if time.monotonic() - idle_since > args.timeout_s:
+                break
+            continue
+        err = msg.error()
+        if err:
+            # Others (a leader moving, no group coordinator without --group) librdkafka rides out.
+            if err.fatal() or err.code() in _FATAL_CONSUME_ERRORS:
+                raise UserError(f"consume failed: {kafka_error_text(err)}")
+            continue
+        idle_since = time.monotonic()
+        if args.print_key:
+            out.write((msg.key() or b"") + b"\t")
+        out.write((msg.value() or b"") + b"\n")
+        count += 1
+    out.flush()
+    if args.max_messages is not None and count < args.max_messages:
+        raise UserError(f"only {count} of {args.max_messages} records within {args.timeout_s:g} s idle timeout")
+
+
+def cmd_bench_produce(args: argparse.Namespace) -> None:
+    from odradek.bench import run_produce_command
+
+    print(run_produce_command(args.bootstrap_server, messages=args.messages, size=args.size, acks=args.acks,
+                              replication_factor=args.replication_factor, partitions=args.partitions,
+                              compare=args.compare, as_json=args.json, rounds=args.rounds))
+
+
+def cmd_bench_spark_read(args: argparse.Namespace) -> None:
+    from odradek.spark.bench import format_result, run_spark_read
+
+    print(format_result(run_spark_read(args.bootstrap_server, args.records, args.size, args.partitions,
+                                       args.master), args.json))
+
+
+def cmd_bench_failover(args: argparse.Namespace) -> None:
+    from odradek.bench_failover import format_result, run_failover_bench
+
+    if args.brokers < 2:
+        raise UserError("bench failover: --brokers must be at least 2")
+    result = run_failover_bench(args.partitions, args.brokers, timeout=args.timeout_s, keep_dir=args.keep_dir)
+    print(json.dumps(result) if args.json else format_result(result))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (UserError, AdminError, ClusterError) as exc:
+        lines = str(exc).splitlines() or [type(exc).__name__]
+        print(f"odradek: error: {lines[0]}", file=sys.stderr)
+        if len(lines) > 1:  # e.g. the tail of a broker log: context after the one error line
+            print("\n".join(lines[1:]), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `odradek consume ... | head`
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,302 @@
+"""The controller: maps events to seed 000's operations over the two state machines.
+
+Every event runs the same way (``_run``): start a request batch, re-read what the event says
+changed, drive the state machines, then send the batch once. A ``ControllerMovedError`` from any
+fenced write means another controller was elected while we worked: we resign on the spot and the
+batch is dropped, because a deposed controller's requests would only confuse brokers.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from odradek.controller.controller_context import ControllerContext
+from odradek.controller.events import (
+    BrokerChange,
+    ControlledShutdown,
+    ControllerEvent,
+    Expire,
+    IsrChangeNotification,
+    NotControllerError,
+    PartitionReassignment,
+    PreferredReplicaElection,
+    Resign,
+    Startup,
+    TopicChange,
+    TopicDeletion,
+)
+from odradek.controller.leader_selectors import ElectionStrategy, StateChangeFailedError
+from odradek.controller.partition_state_machine import PartitionStateMachine, PartitionStatus
+from odradek.controller.replica_state_machine import ReplicaStateMachine, ReplicaStatus
+from odradek.controller.request_batch import ControllerBrokerRequestBatch
+from odradek.controller.seams import BrokerChannel, ControllerMovedError, ControllerZk
+from odradek.controller.state_change_log import StateChangeLog
+from odradek.controller.timing import EventTimer, TimedZk
+from odradek.metadata import TopicPartition
+
+logger = logging.getLogger(__name__)
+
+
+class Controller:
+    """The active controller's decision core; call it only from the one event thread."""
+
+    def __init__(self, broker_id: int, zk: ControllerZk, channel: BrokerChannel,
+                 state_change_log: StateChangeLog,
+                 timing_sink: Callable[[dict], None] | None = None) -> None:
+        self.broker_id = broker_id
+        self._timing_sink = timing_sink  # None: the odradek.controller.timing logger
+        self._timer: EventTimer | None = None
+        zk = TimedZk(zk, lambda: self._timer)
+        self._zk = zk
+        self._channel = channel
+        self._ctx = ControllerContext()
+        self._batch = ControllerBrokerRequestBatch(broker_id, self._ctx, channel)
+        self._partitions = PartitionStateMachine(broker_id, self._ctx, zk, self._batch,
+                                                 state_change_log)
+        self._replicas = ReplicaStateMachine(broker_id, self._ctx, zk, self._batch,
+                                             state_change_log)
+        self._state_change_log = state_change_log
+        self._active = False
+
+    @property
+    def is_active(self) -> bool:
+        return self._active
+
+    @property
+    def context(self) -> ControllerContext:
+        """Read access for the simulation's checkers and for tests."""
+        return self._ctx
+
+    def process(self, event: ControllerEvent) -> None:
+        """The one dispatch point for every event (Kafka's ``process``)."""
+        match event:
+            case Startup(epoch=epoch, epoch_zk_version=zk_version, fired=fired):
+                self.on_become_controller(epoch, zk_version, fired)
+            case Resign() | Expire():
+                if self._active:
+                    self.on_resign()
+            case ControlledShutdown(callback=callback) if not self._active:
+                callback(NotControllerError(f"broker {self.broker_id} is not the controller"))
+            case PreferredReplicaElection(callback=callback) if not self._active:
+                if callback is not None:
+                    callback(NotControllerError(f"broker {self.broker_id} is not the controller"))
+            case _ if not self._active:
+                logger.debug("controller %d is not active, ignoring %r", self.broker_id, event)
+            case BrokerChange(fired=fired):
+                self._run(self._process_broker_change, "BrokerChange", fired)
+            case TopicChange(fired=fired):
+                self._run(self._process_topic_change, "TopicChange", fired)
+            case IsrChangeNotification(fired=fired):
+                self._run(self._process_isr_change_notification, "IsrChangeNotification", fired)
+            case PreferredReplicaElection():
+                self._run(lambda: self._process_preferred_replica_election(event),
+                          "PreferredReplicaElection")
+            case ControlledShutdown():
+                self._run(lambda: self._process_controlled_shutdown(event), "ControlledShutdown")
+            case TopicDeletion() | PartitionReassignment():
+                logger.warning("controller %d does not handle %r yet", self.broker_id, event)
+
+    def on_become_controller(self, epoch: int, epoch_zk_version: int,
+                             elected_at: float | None = None) -> None:
+        """Seed 000 onControllerFailover: load everything in batched reads, tell every broker
+        the full metadata, then let both state machines bring the cluster to Online."""
+        if self._active:
+            self.on_resign()
+        self._ctx.clear()
+        self._ctx.set_epoch(epoch, epoch_zk_version)
+        self._active = True
+        self._run(self._failover, "Startup", elected_at)
+
+    def on_resign(self) -> None:
+        """Forget everything and stop talking to brokers (Kafka's onControllerResignation)."""
+        for broker_id in self._ctx.live_or_shutting_down_broker_ids():
+            self._channel.remove_broker(broker_id)
+        self._batch.clear()
+        self._ctx.clear()
+        self._active = False
+
+    # -- the event envelope -----------------------------------------------------------------
+    def _run(self, action: Callable[[], None], name: str = "event",
+             fired: float | None = None) -> None:
+        """One batch per event. On an unexpected error the requests already decided are still
+        sent, since their ZooKeeper writes are committed and brokers must learn of them.
+        The event's timing (timing.py) is logged when its requests are all answered."""
+        self._batch.new_batch()
+        self._ctx.start_event()
+        timer = self._timer = EventTimer(name, self.broker_id, self._ctx.epoch, fired,
+                                         self._timing_sink)
+        try:
+            action()
+        except ControllerMovedError:
+            logger.warning("controller %d lost its epoch fence; resigning", self.broker_id)
+            self.on_resign()
+            return
+        finally:
+            self._timer = None
+            if self._active:
+                timer.mark("zk_done")
+                self._batch.send_requests(self._ctx.epoch, timer)
+                timer.seal()
+            self._state_change_log.flush()
+
+    def _mark(self, phase: str) -> None:
+        if self._timer is not None:
+            self._timer.mark(phase)
+
+    def _failover(self) -> None:
+        live = self._zk.get_live_brokers()
+        self._ctx.set_live_brokers(live.values())
+        for info in live.values():
+            self._channel.add_broker(info)
+        self._load_topics(self._zk.get_all_topics())
+        self._mark("loaded")
+        self._batch.add_update_metadata(live, self._ctx.all_partitions())
+        online, offline = self._replicas.initialize_replica_states()
+        self._partitions.initialize_partition_states()
+        # Kafka 2.4 runs the replica state machine's startup first: dead replicas leave their
+        # ISRs (a dead leader leaves the partition leaderless), then the partition state
+        # machine elects, writing every partition the dead broker led twice. Electing first
+        # gives the same final states in one write per partition: the offline selector
+        # already drops dead replicas from the ISR, so the Offline step below only writes the
+        # partitions the dead brokers followed.
+        elected = self._partitions.trigger_online_partition_state_change()
+        self._replicas.handle_state_changes(online, ReplicaStatus.ONLINE)
+        self._replicas.handle_state_changes(offline, ReplicaStatus.OFFLINE)
+        if self._timer is not None:
+            self._timer.add("leaderless", sum(1 for r in elected.values()
+                                              if not isinstance(r, Exception)))
+
+    def _load_topics(self, topics: set[str] | frozenset[str]) -> list[TopicPartition]:
+        """Cache assignments, configs and stored leaderships of ``topics`` in three reads."""
+        if not topics:
+            return []
+        for assignment in self._zk.get_topic_assignments(topics).values():
+            self._ctx.put_topic(assignment)
+        for topic, config in self._zk.get_topic_configs(topics).items():
+            self._ctx.put_topic_config(topic, config)
+        tps = [tp for topic in sorted(topics) for tp in self._ctx.partitions_for_topic(topic)]
+        for tp, lai in self._zk.get_partition_states(tps).items():
+            self._ctx.put_partition_leadership(tp, lai)
+        return tps
+
+    # -- broker changes ---------------------------------------------------------------------
+    def _process_broker_change(self) -> None:
+        current = self._zk.get_live_brokers()
+        known = self._ctx.live_or_shutting_down_broker_ids()
+        new = sorted(current.keys() - known)
+        dead = sorted(known - current.keys())
+        bounced = sorted(b for b in current.keys() & known
+                         if current[b].epoch != self._ctx.broker_epoch(b))
+        for broker_id in bounced + dead:
+            self._channel.remove_broker(broker_id)
+            self._ctx.remove_live_broker(broker_id)
+        if bounced:
+            # A broker that re-registered lost its in-memory state: treat it as dead, then new.
+            self._on_broker_failure(bounced)
+        for broker_id in new + bounced:
+            self._ctx.add_live_broker(current[broker_id])
+            self._channel.add_broker(current[broker_id])
+        if self._timer is not None:
+            self._timer.note("new", new)
+            self._timer.note("dead", dead)
+            self._timer.note("bounced", bounced)
+        if new or bounced:
+            self._on_broker_startup(new + bounced)
+        if dead:
+            self._on_broker_failure(dead)
+
+    def _on_broker_startup(self, new_ids: list[int]) -> None:
+        """Seed 000 onBrokerStartup, steps 1-3 (reassignment resumption is not built yet)."""
+        existing = self._ctx.live_or_shutting_down_broker_ids() - set(new_ids)
+        self._batch.add_update_metadata(existing, [])
+        self._batch.add_update_metadata(new_ids, self._ctx.partitions_with_leadership())
+        self._replicas.handle_state_changes(self._ctx.replicas_on_brokers(new_ids),
+                                            ReplicaStatus.ONLINE)
+        self._partitions.trigger_online_partition_state_change()
+
+    def _on_broker_failure(self, dead_ids: list[int]) -> None:
+        """Seed 000 onBrokerFailure: leaderless partitions go Offline and are re-elected
+        before the dead replicas leave the ISRs, so the election still sees the last ISR."""
+        leaderless = self._ctx.partitions_with_offline_leader()
+        if self._timer is not None:
+            self._timer.add("leaderless", len(leaderless))
+        self._partitions.handle_state_changes(leaderless, PartitionStatus.OFFLINE)
+        self._partitions.trigger_online_partition_state_change()
+        self._replicas.handle_state_changes(self._ctx.replicas_on_brokers(dead_ids),
+                                            ReplicaStatus.OFFLINE)
+        if not leaderless:
+            # Nobody else will carry the news that the broker is gone.
+            self._batch.add_update_metadata(self._ctx.live_or_shutting_down_broker_ids(), [])
+
+    # -- topic changes ----------------------------------------------------------------------
+    def _process_topic_change(self) -> None:
+        topics = self._zk.get_all_topics()
+        known = self._ctx.all_topics()
+        for topic in known - topics:
+            self._ctx.remove_topic(topic)
+        new_partitions = self._load_topics(topics - known)
+        if new_partitions:
+            self._on_new_partition_creation(new_partitions)
+
+    def _on_new_partition_creation(self, tps: list[TopicPartition]) -> None:
+        """Seed 000 onNewTopicCreation / onNewPartitionCreation: exactly its four steps."""
+        replicas = self._ctx.replicas_for_partitions(tps)
+        self._partitions.handle_state_changes(tps, PartitionStatus.NEW)
+        self._replicas.handle_state_changes(replicas, ReplicaStatus.NEW)
+        self._partitions.handle_state_changes(tps, PartitionStatus.ONLINE,
+                                              ElectionStrategy.OFFLINE)
+        self._replicas.handle_state_changes(replicas, ReplicaStatus.ONLINE)
+
+    # -- ISR changes made by leaders --------------------------------------------------------
+    def _process_isr_change_notification(self) -> None:
+        """Leaders change ISRs themselves; the controller only refreshes and re-advertises."""
+        tps = [tp for tp in self._zk.pop_isr_change_notifications()
+               if self._ctx.partition_replica_assignment(tp)]
+        if not tps:
+            return
+        states = self._zk.get_partition_states(tps)
+        for tp, lai in states.items():
+            self._ctx.put_partition_leadership(tp, lai)
+        self._batch.add_update_metadata(self._ctx.live_or_shutting_down_broker_ids(),
+                                        sorted(states))
+
+    # -- API-driven events ------------------------------------------------------------------
+    def _process_preferred_replica_election(self, event: PreferredReplicaElection) -> None:
+        """Seed 000 onPreferredReplicaElection, skipping partitions already led by it."""
+        candidates = (event.partitions if event.partitions is not None
+                      else self._ctx.partitions_with_leadership())
+        results: dict[TopicPartition, object] = {}
+        to_elect = []
+        for tp in sorted(candidates):
+            assignment = self._ctx.partition_replica_assignment(tp)
+            lai = self._ctx.partition_leadership(tp)
+            if not assignment or lai is None:
+                results[tp] = StateChangeFailedError(f"unknown or leaderless partition {tp}")
+            elif lai.leader != assignment[0]:
+                to_elect.append(tp)
+        results.update(self._partitions.handle_state_changes(
+            to_elect, PartitionStatus.ONLINE, ElectionStrategy.PREFERRED))
+        if event.callback is not None:
+            event.callback(results)
+
+    def _process_controlled_shutdown(self, event: ControlledShutdown) -> None:
+        """Seed 000 shutdownBroker: move leadership away, then take its follower replicas
+        offline. Single-replica partitions are left alone: there is nowhere to move them."""
+        info = self._ctx.broker_info(event.broker_id)
+        if info is None or info.epoch != event.broker_epoch:
+            event.callback(StateChangeFailedError(
+                f"broker {event.broker_id} epoch {event.broker_epoch} is not registered"))
+            return
+        self._ctx.add_shutting_down_broker(event.broker_id)
+        replicated = [tp for tp in self._ctx.partitions_on_broker(event.broker_id)
+                      if len(self._ctx.partition_replica_assignment(tp)) > 1]
+        led_by_broker = set(self._ctx.partitions_led_by(event.broker_id))
+        led = [tp for tp in replicated if tp in led_by_broker]
+        followed = [tp for tp in replicated if tp not in led_by_broker]
+        self._partitions.handle_state_changes(led, PartitionStatus.ONLINE,
+                                              ElectionStrategy.CONTROLLED_SHUTDOWN)
+        self._replicas.handle_state_changes(
+            [pr for pr in self._ctx.replicas_for_partitions(followed)
+             if pr.replica == event.broker_id], ReplicaStatus.OFFLINE)
+        still_led = set(self._ctx.partitions_led_by(event.broker_id)) & set(replicated)
+        event.callback(still_led)

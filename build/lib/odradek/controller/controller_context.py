@@ -1,0 +1,240 @@
+"""What the active controller knows about the cluster, behind methods.
+
+Kafka's ControllerContext is a bag of public ``var``s and mutable maps every manager writes to,
+which makes it hard to see who changes what. Here every read and write is a named method, so the
+invariants (e.g. shutting-down brokers are live but not electable) live in one place. Only the
+controller's event thread touches it, so it needs no locks.
+"""
+from __future__ import annotations
+
+from operator import attrgetter
+from typing import Iterable
+
+from odradek.controller.partition_state_machine import PartitionStatus
+from odradek.controller.replica_state_machine import PartitionReplica, ReplicaStatus
+from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+
+UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
+
+#: Sort keys with the dataclasses' own order (fields in order), compared as C tuples: sorting
+#: 10,000 partitions with the generated __lt__ costs a Python call per comparison.
+TP_KEY = attrgetter("topic", "partition")
+
+
+def REPLICA_KEY(pr: PartitionReplica) -> tuple[str, int, int]:  # noqa: N802 - a key like TP_KEY
+    return (pr.tp.topic, pr.tp.partition, pr.replica)
+
+
+class ControllerContext:
+    """The controller's cache of ZooKeeper plus the two state machines' states."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def clear(self) -> None:
+        """Forget everything: a resigned controller must not act on stale knowledge."""
+        self._reset()
+
+    def _reset(self) -> None:
+        self._epoch = 0
+        self._epoch_zk_version = 0
+        self._live_brokers: dict[int, BrokerInfo] = {}
+        self._shutting_down: set[int] = set()
+        self._topic_ids: dict[str, str] = {}
+        self._topic_configs: dict[str, dict[str, str]] = {}
+        self._assignment: dict[TopicPartition, tuple[int, ...]] = {}
+        self._leadership: dict[TopicPartition, LeaderAndIsr] = {}
+        self._fresh: set[TopicPartition] = set()
+        self._partition_states: dict[TopicPartition, PartitionStatus] = {}
+        self._replica_states: dict[PartitionReplica, ReplicaStatus] = {}
+
+    # -- controller epoch -------------------------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def epoch_zk_version(self) -> int:
+        """The /controller_epoch znode version every fenced write is conditional on."""
+        return self._epoch_zk_version
+
+    def set_epoch(self, epoch: int, epoch_zk_version: int) -> None:
+        self._epoch = epoch
+        self._epoch_zk_version = epoch_zk_version
+
+    # -- brokers ----------------------------------------------------------------------------
+    def set_live_brokers(self, brokers: Iterable[BrokerInfo]) -> None:
+        self._live_brokers = {b.id: b for b in brokers}
+
+    def add_live_broker(self, info: BrokerInfo) -> None:
+        """Also replaces a bounced broker's registration (and so its broker epoch)."""
+        self._live_brokers[info.id] = info
+
+    def remove_live_broker(self, broker_id: int) -> None:
+        self._live_brokers.pop(broker_id, None)
+        self._shutting_down.discard(broker_id)
+
+    def broker_info(self, broker_id: int) -> BrokerInfo | None:
+        return self._live_brokers.get(broker_id)
+
+    def broker_epoch(self, broker_id: int) -> int | None:
+        info = self._live_brokers.get(broker_id)
+        return info.epoch if info is not None else None
+
+    def live_or_shutting_down_brokers(self) -> tuple[BrokerInfo, ...]:
+        """Every registered broker, sorted: what UpdateMetadata advertises."""
+        return tuple(self._live_brokers[b] for b in sorted(self._live_brokers))
+
+    def live_or_shutting_down_broker_ids(self) -> frozenset[int]:
+        return frozenset(self._live_brokers)
+
+    def live_broker_ids(self) -> frozenset[int]:
+        """Brokers that may lead: registered and not in controlled shutdown."""
+        return frozenset(self._live_brokers.keys() - self._shutting_down)
+
+    def add_shutting_down_broker(self, broker_id: int) -> None:
+        self._shutting_down.add(broker_id)
+
+    def shutting_down_broker_ids(self) -> frozenset[int]:
+        return frozenset(self._shutting_down)
+
+    def is_replica_online(
+        self, replica: int, tp: TopicPartition, include_shutting_down: bool = False
+    ) -> bool:
+        """Kafka's isReplicaOnline; ``tp`` is kept for when log-dir failures are tracked."""
+        del tp
+        if include_shutting_down:
+            return replica in self._live_brokers
+        return replica in self._live_brokers and replica not in self._shutting_down
+
+    # -- topics, configs and assignments ----------------------------------------------------
+    def put_topic(self, assignment: TopicAssignment) -> None:
+        self._topic_ids[assignment.name] = assignment.topic_id
+        for partition, replicas in assignment.partitions.items():
+            self._assignment[TopicPartition(assignment.name, partition)] = tuple(replicas)
+
+    def remove_topic(self, topic: str) -> None:
+        """Drop the topic and everything known about its partitions and replicas."""
+        self._topic_ids.pop(topic, None)
+        self._topic_configs.pop(topic, None)
+        for tp in self.partitions_for_topic(topic):
+            del self._assignment[tp]
+            self._leadership.pop(tp, None)
+            self._partition_states.pop(tp, None)
+        for pr in [pr for pr in self._replica_states if pr.tp.topic == topic]:
+            del self._replica_states[pr]
+
+    def all_topics(self) -> frozenset[str]:
+        return frozenset(self._topic_ids)
+
+    def topic_id(self, topic: str) -> str | None:
+        return self._topic_ids.get(topic)
+
+    def put_topic_config(self, topic: str, config: dict[str, str]) -> None:
+        self._topic_configs[topic] = dict(config)
+
+    def unclean_leader_election_enabled(self, topic: str) -> bool:
+        """Kafka 2.4's default is false: availability over durability must be opted into."""
+        value = self._topic_configs.get(topic, {}).get(UNCLEAN_LEADER_ELECTION, "false")
+        return value.strip().lower() == "true"
+
+    def partition_replica_assignment(self, tp: TopicPartition) -> tuple[int, ...]:
+        return self._assignment.get(tp, ())
+
+    def update_partition_replica_assignment(
+        self, tp: TopicPartition, replicas: Iterable[int]
+    ) -> None:
+        self._assignment[tp] = tuple(replicas)
+
+    def all_partitions(self) -> list[TopicPartition]:
+        return sorted(self._assignment, key=TP_KEY)
+
+    def partitions_for_topic(self, topic: str) -> list[TopicPartition]:
+        return sorted((tp for tp in self._assignment if tp.topic == topic), key=TP_KEY)
+
+    def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]:
+        return sorted((tp for tp, replicas in self._assignment.items() if broker_id in replicas),
+                      key=TP_KEY)
+
+    def replicas_on_brokers(self, broker_ids: Iterable[int]) -> list[PartitionReplica]:
+        ids = set(broker_ids)
+        return sorted(
+            (PartitionReplica(tp, r)
+             for tp, replicas in self._assignment.items()
+             for r in replicas
+             if r in ids),
+            key=REPLICA_KEY,
+        )
+
+    def replicas_for_partitions(self, tps: Iterable[TopicPartition]) -> list[PartitionReplica]:
+        return [PartitionReplica(tp, r) for tp in tps for r in self.partition_replica_assignment(tp)]
+
+    # -- leadership cache -------------------------------------------------------------------
+    def start_event(self) -> None:
+        """A new event begins: what earlier events read or wrote may be stale by now."""
+        self._fresh.clear()
+
+    def put_partition_leadership(self, tp: TopicPartition, leader_and_isr: LeaderAndIsr) -> None:
+        """Called with what was just read from or written to ZooKeeper, so the entry counts
+        as fresh for the rest of the event (leadership_reads.py)."""
+        self._leadership[tp] = leader_and_isr
+        self._fresh.add(tp)
+
+    def is_fresh(self, tp: TopicPartition) -> bool:
+        """Whether ``tp``'s leadership was read or written during the current event."""
+        return tp in self._fresh
+
+    def partition_leadership(self, tp: TopicPartition) -> LeaderAndIsr | None:
+        return self._leadership.get(tp)
+
+    def partitions_with_leadership(self) -> list[TopicPartition]:
+        return sorted(self._leadership, key=TP_KEY)
+
+    def partitions_led_by(self, broker_id: int) -> list[TopicPartition]:
+        return sorted((tp for tp, lai in self._leadership.items() if lai.leader == broker_id),
+                      key=TP_KEY)
+
+    def partitions_with_offline_leader(self) -> list[TopicPartition]:
+        """Partitions whose recorded leader is not an online replica (seed 000 onBrokerFailure)."""
+        return sorted(
+            (tp for tp, lai in self._leadership.items() if not self.is_replica_online(lai.leader, tp)),
+            key=TP_KEY,
+        )
+
+    # -- state machine states ---------------------------------------------------------------
+    def partition_state(self, tp: TopicPartition) -> PartitionStatus:
+        return self._partition_states.get(tp, PartitionStatus.NON_EXISTENT)
+
+    def put_partition_state(self, tp: TopicPartition, state: PartitionStatus) -> None:
+        if state is PartitionStatus.NON_EXISTENT:
+            self._partition_states.pop(tp, None)
+        else:
+            self._partition_states[tp] = state
+
+    def partitions_in_states(self, *states: PartitionStatus) -> list[TopicPartition]:
+        return sorted((tp for tp, s in self._partition_states.items() if s in states), key=TP_KEY)
+
+    def replica_state(self, replica: PartitionReplica) -> ReplicaStatus:
+        return self._replica_states.get(replica, ReplicaStatus.NON_EXISTENT)
+
+    def put_replica_state(self, replica: PartitionReplica, state: ReplicaStatus) -> None:
+        if state is ReplicaStatus.NON_EXISTENT:
+            self._replica_states.pop(replica, None)
+        else:
+            self._replica_states[replica] = state
+
+    def swap_replica_states(self, replicas: list[PartitionReplica],
+                            state: ReplicaStatus) -> list[ReplicaStatus]:
+        """Put ``state`` for every replica; returns their previous states, in order. One call
+        for a whole transition: a controller failover moves tens of thousands of replicas."""
+        get = self._replica_states.get
+        previous = [get(r, ReplicaStatus.NON_EXISTENT) for r in replicas]
+        if state is ReplicaStatus.NON_EXISTENT:
+            for r in replicas:
+                self._replica_states.pop(r, None)
+        else:
+            self._replica_states.update(dict.fromkeys(replicas, state))
+        return previous
+
+    def replicas_in_states(self, *states: ReplicaStatus) -> list[PartitionReplica]:
+        return sorted((r for r, s in self._replica_states.items() if s in states), key=REPLICA_KEY)

@@ -1,0 +1,68 @@
+"""One queue, one daemon thread: every controller event is processed strictly in order.
+
+Serializing everything on one thread is what lets the controller core use plain dicts with no
+locks (Kafka's ControllerEventManager). The loop only knows a ``process`` callable, so it can be
+tested without a controller. A plain ``queue.Queue`` and thread are used rather than asyncio
+because the callers are kazoo's watcher thread and the broker's request handlers.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from typing import Callable
+
+from odradek.controller.events import ControllerEvent, preempt
+
+logger = logging.getLogger(__name__)
+
+_STOP = object()
+
+
+class ControllerEventManager:
+    def __init__(self, process: Callable[[ControllerEvent], None],
+                 name: str = "controller-event-thread") -> None:
+        self._process = process
+        self._queue: queue.Queue[object] = queue.Queue()
+        self._put_lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def put(self, event: ControllerEvent) -> None:
+        with self._put_lock:
+            self._queue.put(event)
+
+    def clear_and_put(self, event: ControllerEvent) -> None:
+        """Drop everything queued (answering waiters via ``preempt``), then queue ``event``.
+
+        Used on session expiry: queued events were meant for a controller that no longer is.
+        """
+        with self._put_lock:
+            while True:
+                try:
+                    dropped = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if dropped is not _STOP:
+                    preempt(dropped)  # type: ignore[arg-type]
+            self._queue.put(event)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Finish the event being processed and those already queued, then stop the thread."""
+        with self._put_lock:
+            self._queue.put(_STOP)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while True:
+            event = self._queue.get()
+            if event is _STOP:
+                return
+            try:
+                self._process(event)  # type: ignore[arg-type]
+            except Exception:
+                # One bad event must not kill the only thread that can make decisions.
+                logger.exception("error processing controller event %r", event)

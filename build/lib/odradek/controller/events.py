@@ -1,0 +1,130 @@
+"""The closed set of events the controller's single thread processes.
+
+Watch-triggered events carry no payload: they mean "something under this znode changed, go
+re-read ZooKeeper", so a duplicate or a late one is harmless (Kafka's ``case object BrokerChange``).
+Only events started by an API call carry data and a callback, and only they can be preempted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from odradek.metadata import TopicPartition
+
+#: Receives either the result of the request or the exception that ended it.
+Callback = Callable[[object], None]
+
+
+class EventPreemptedError(Exception):
+    """The event was dropped from the queue before it ran (``clear_and_put``, e.g. on session
+    expiry), so whoever waits on its callback gets an answer instead of hanging."""
+
+
+class NotControllerError(Exception):
+    """An API event reached a broker that is not (or no longer) the active controller."""
+
+
+@dataclass(frozen=True, slots=True)
+class Startup:
+    """This broker won the controller election (seed 003, run elsewhere) with this epoch.
+
+    Failover runs as an event so it is serialized with every watch event on the one thread.
+    """
+
+    epoch: int
+    epoch_zk_version: int
+    #: time.time() of the election win, for the timing log (not part of the event's identity)
+    fired: float | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerChange:
+    """Children of /brokers/ids changed."""
+
+    #: time.time() when the watch fired, for the timing log (not part of the event's identity)
+    fired: float | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicChange:
+    """Children of /brokers/topics changed."""
+
+    #: time.time() when the watch fired, for the timing log (not part of the event's identity)
+    fired: float | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class IsrChangeNotification:
+    """A leader wrote a child under /isr_change_notification after changing an ISR."""
+
+    #: time.time() when the watch fired, for the timing log (not part of the event's identity)
+    fired: float | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeletion:
+    """Children of /admin/delete_topics changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """/admin/reassign_partitions was created or changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredReplicaElection:
+    """Move leadership back to the preferred (first assigned) replica.
+
+    ``partitions`` None means every partition whose leader is not its preferred replica.
+    The callback receives ``dict[TopicPartition, LeaderAndIsr | Exception]``.
+    """
+
+    partitions: frozenset[TopicPartition] | None = None
+    callback: Callback | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ControlledShutdown:
+    """A broker asks to shut down cleanly (seed 000 shutdownBroker).
+
+    broker_epoch fences requests from an older incarnation of the broker. The callback
+    receives the set of partitions the broker still leads (empty means it may stop).
+    """
+
+    broker_id: int
+    broker_epoch: int
+    callback: Callback
+
+
+@dataclass(frozen=True, slots=True)
+class Resign:
+    """Another broker became controller (the /controller znode changed under us)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Expire:
+    """The ZooKeeper session expired: our ephemeral /controller znode is gone."""
+
+
+ControllerEvent = (
+    Startup
+    | BrokerChange
+    | TopicChange
+    | IsrChangeNotification
+    | TopicDeletion
+    | PartitionReassignment
+    | PreferredReplicaElection
+    | ControlledShutdown
+    | Resign
+    | Expire
+)
+
+
+def preempt(event: ControllerEvent) -> None:
+    """Answer a dropped event's waiter, if it has one, with ``EventPreemptedError``."""
+    match event:
+        case ControlledShutdown(callback=callback) | PreferredReplicaElection(callback=callback):
+            if callback is not None:
+                callback(EventPreemptedError(f"{event!r} was preempted"))
+        case _:
+            pass

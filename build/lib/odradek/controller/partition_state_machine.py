@@ -1,0 +1,284 @@
+"""The partition state machine of seeds 000 and 001, on batches of partitions.
+
+Legal transitions are data (``VALID_PREVIOUS``), checked before anything happens; the effects
+of a transition are ZooKeeper writes through ``ControllerZk`` and requests added to the
+``ControllerBrokerRequestBatch``. Both ZooKeeper writes are one call per batch, because a broker
+failure can move thousands of partitions at once and per-partition writes would dominate
+failover latency (seed 002).
+"""
+from __future__ import annotations
+
+import logging
+
+import enum
+from typing import TYPE_CHECKING, Iterable
+
+from odradek.controller.leadership_reads import states_for_writes
+from odradek.controller.leader_selectors import (
+    Election,
+    ElectionStrategy,
+    StateChangeFailedError,
+    select_controlled_shutdown,
+    select_offline,
+    select_preferred,
+    select_reassigned,
+)
+from odradek.controller.seams import ControllerZk
+from odradek.controller.state_change_log import StateChangeLog
+from odradek.metadata import LeaderAndIsr, TopicPartition
+
+if TYPE_CHECKING:
+    from odradek.controller.controller_context import ControllerContext
+    from odradek.controller.request_batch import ControllerBrokerRequestBatch
+
+logger = logging.getLogger(__name__)
+
+
+class PartitionStatus(enum.Enum):
+    """Seed 000's partition states (named Status: ``metadata.PartitionState`` is the wire entry)."""
+
+    __hash__ = object.__hash__  # identity, in C (see ReplicaStatus)
+
+    NON_EXISTENT = "NonExistentPartition"
+    NEW = "NewPartition"
+    ONLINE = "OnlinePartition"
+    OFFLINE = "OfflinePartition"
+
+
+_P = PartitionStatus
+_NAME = {status: status.value for status in PartitionStatus}
+VALID_PREVIOUS: dict[PartitionStatus, frozenset[PartitionStatus]] = {
+    _P.NEW: frozenset({_P.NON_EXISTENT}),
+    _P.ONLINE: frozenset({_P.NEW, _P.ONLINE, _P.OFFLINE}),
+    _P.OFFLINE: frozenset({_P.NEW, _P.ONLINE, _P.OFFLINE}),
+    _P.NON_EXISTENT: frozenset({_P.OFFLINE}),
+}
+
+#: Elections re-read and retry entries that lost a znode version race with a leader's ISR
+#: update; bounded so a partition whose leader keeps rewriting cannot stall the event thread.
+MAX_ELECTION_ATTEMPTS = 5
+
+
+class IllegalStateTransitionError(Exception):
+    """The target state does not list the current state among its valid previous states."""
+
+
+PartitionResults = dict[TopicPartition, "LeaderAndIsr | Exception"]
+
+
+class PartitionStateMachine:
+    def __init__(
+        self,
+        controller_id: int,
+        context: ControllerContext,
+        zk: ControllerZk,
+        batch: ControllerBrokerRequestBatch,
+        log: StateChangeLog,
+    ) -> None:
+        self._controller_id = controller_id
+        self._ctx = context
+        self._zk = zk
+        self._batch = batch
+        self._log = log
+
+    def initialize_partition_states(self) -> None:
+        """Seed 001: no stored leader -> New; stored leader alive -> Online; else Offline."""
+        for tp in self._ctx.all_partitions():
+            lai = self._ctx.partition_leadership(tp)
+            if lai is None:
+                state = _P.NEW
+            elif self._ctx.is_replica_online(lai.leader, tp):
+                state = _P.ONLINE
+            else:
+                state = _P.OFFLINE
+            self._ctx.put_partition_state(tp, state)
+
+    def trigger_online_partition_state_change(self) -> PartitionResults:
+        """Every New or Offline partition -> Online with the offline selector."""
+        tps = self._ctx.partitions_in_states(_P.NEW, _P.OFFLINE)
+        return self.handle_state_changes(tps, _P.ONLINE, ElectionStrategy.OFFLINE)
+
+    def handle_state_changes(
+        self,
+        partitions: Iterable[TopicPartition],
+        target: PartitionStatus,
+        selector: ElectionStrategy | None = None,
+    ) -> PartitionResults:
+        """Move ``partitions`` to ``target``; returns the failures, and for Online the new
+        leadership of each partition that got one. Invalid and failed partitions keep their
+        state. ``ControllerMovedError`` from the seam propagates: the whole event is void."""
+        results: PartitionResults = {}
+        valid: list[TopicPartition] = []
+        for tp in partitions:
+            current = self._ctx.partition_state(tp)
+            if current in VALID_PREVIOUS[target]:
+                valid.append(tp)
+            else:
+                self._fail(tp, current, target, IllegalStateTransitionError(
+                    f"partition {tp} must be in one of "
+                    f"{sorted(s.value for s in VALID_PREVIOUS[target])} to move to "
+                    f"{target.value}, but is in {current.value}"), results)
+        if target is _P.ONLINE:
+            new = [tp for tp in valid if self._ctx.partition_state(tp) is _P.NEW]
+            to_elect = [tp for tp in valid if self._ctx.partition_state(tp) is not _P.NEW]
+            if new:
+                self._initialize_leader_and_isr(new, results)
+            if to_elect:
+                if selector is None:
+                    raise ValueError("electing a leader for an existing partition needs a selector")
+                self._elect_leaders(to_elect, selector, results)
+        else:
+            for tp in valid:
+                self._transition(tp, target)
+        return results
+
+    # -- NewPartition -> OnlinePartition ----------------------------------------------------
+    def _initialize_leader_and_isr(
+        self, tps: list[TopicPartition], results: PartitionResults
+    ) -> None:
+        """First live replica leads, all live replicas form the ISR, all in one create multi."""
+        to_create: dict[TopicPartition, LeaderAndIsr] = {}
+        for tp in tps:
+            assignment = self._ctx.partition_replica_assignment(tp)
+            live = tuple(r for r in assignment if self._ctx.is_replica_online(r, tp))
+            if not live:
+                self._fail(tp, _P.NEW, _P.ONLINE, StateChangeFailedError(
+                    f"no assigned replica of {tp} is alive: assigned {list(assignment)}, live "
+                    f"brokers {sorted(self._ctx.live_broker_ids())}"), results)
+                continue
+            to_create[tp] = LeaderAndIsr(live[0], 0, live, self._ctx.epoch, 0)
+        if not to_create:
+            return
+        for tp, created in self._zk.create_partition_states(to_create).items():
+            if isinstance(created, Exception):
+                self._fail(tp, _P.NEW, _P.ONLINE, created, results)
+                continue
+            self._ctx.put_partition_leadership(tp, created)
+            self._batch.add_leader_and_isr(created.isr, tp, created,
+                                           self._ctx.partition_replica_assignment(tp), is_new=True)
+            self._transition(tp, _P.ONLINE, created)
+            results[tp] = created
+
+    # -- OfflinePartition/OnlinePartition -> OnlinePartition --------------------------------
+    def _elect_leaders(
+        self, tps: list[TopicPartition], strategy: ElectionStrategy, results: PartitionResults
+    ) -> None:
+        remaining: dict[TopicPartition, Exception | None] = {tp: None for tp in tps}
+        for attempt in range(MAX_ELECTION_ATTEMPTS):
+            if not remaining:
+                return
+            remaining = self._try_elect(list(remaining), strategy, results, use_cache=attempt == 0)
+        for tp, error in remaining.items():
+            self._fail(tp, self._ctx.partition_state(tp), _P.ONLINE, StateChangeFailedError(
+                f"gave up electing a leader for {tp} after {MAX_ELECTION_ATTEMPTS} attempts: "
+                f"{error}"), results)
+
+    def _try_elect(
+        self, tps: list[TopicPartition], strategy: ElectionStrategy, results: PartitionResults,
+        use_cache: bool,
+    ) -> dict[TopicPartition, Exception | None]:
+        """One decide-and-write round; returns the partitions to retry with their last error.
+
+        The first round decides on the cached state where that yields a clean election (a
+        stale cache then fails the conditional write and the retry re-reads: leadership_reads.py);
+        a partition the cache cannot elect, or would elect uncleanly, is read first, since
+        the leader may have changed the ISR since (seed 002) and the topic's unclean setting
+        is read fresh too. Retry rounds read everything.
+        """
+        elections: dict[TopicPartition, Election] = {}
+
+        def elects_cleanly(tp: TopicPartition, cached: LeaderAndIsr) -> bool:
+            if cached.controller_epoch > self._ctx.epoch:
+                return False
+            try:
+                elections[tp] = self._elect(tp, cached, strategy, allow_unclean=False)
+            except StateChangeFailedError:
+                return False
+            return True
+
+        stored = (states_for_writes(self._ctx, self._zk, tps, elects_cleanly) if use_cache
+                  else self._zk.get_partition_states(tps))
+        current_states: dict[TopicPartition, LeaderAndIsr] = {}
+        for tp in tps:
+            lai = stored.get(tp)
+            if lai is None:
+                self._fail(tp, self._ctx.partition_state(tp), _P.ONLINE, StateChangeFailedError(
+                    f"LeaderAndIsr information doesn't exist for partition {tp}"), results)
+            elif lai.controller_epoch > self._ctx.epoch:
+                self._fail(tp, self._ctx.partition_state(tp), _P.ONLINE, StateChangeFailedError(
+                    f"{tp}'s state was written by controller epoch {lai.controller_epoch}, "
+                    f"newer than ours ({self._ctx.epoch}): another controller is active"), results)
+            else:
+                current_states[tp] = lai
+        undecided = {tp: lai for tp, lai in current_states.items() if tp not in elections}
+        if strategy is ElectionStrategy.OFFLINE:
+            self._refresh_configs_for_unclean(undecided)
+        for tp, lai in undecided.items():
+            try:
+                elections[tp] = self._elect(tp, lai, strategy)
+            except StateChangeFailedError as e:
+                self._fail(tp, self._ctx.partition_state(tp), _P.ONLINE, e, results)
+        if not elections:
+            return {}
+        written = self._zk.update_leader_and_isr(
+            {tp: e.leader_and_isr for tp, e in elections.items()})
+        retry: dict[TopicPartition, Exception | None] = {}
+        for tp, outcome in written.items():
+            if isinstance(outcome, Exception):
+                retry[tp] = outcome
+                continue
+            if outcome.leader not in current_states[tp].isr and outcome.leader >= 0:
+                logger.warning("unclean leader election for %s: broker %d was not in the ISR %s; "
+                               "messages committed after it fell behind may be lost",
+                               tp, outcome.leader, list(current_states[tp].isr))
+            self._ctx.put_partition_leadership(tp, outcome)
+            self._batch.add_leader_and_isr(elections[tp].receivers, tp, outcome,
+                                           self._ctx.partition_replica_assignment(tp), is_new=False)
+            self._log.leader_election(self._controller_id, self._ctx.epoch, tp, strategy.value,
+                                      outcome)
+            self._transition(tp, _P.ONLINE, outcome)
+            results[tp] = outcome
+        return retry
+
+    def _refresh_configs_for_unclean(self, states: dict[TopicPartition, LeaderAndIsr]) -> None:
+        """Read unclean.leader.election.enable fresh, as Kafka 2.4 does, for topics that need
+        it (no live ISR member): a config change then takes effect at the next election."""
+        topics = {tp.topic for tp, lai in states.items()
+                  if not any(self._ctx.is_replica_online(r, tp) for r in lai.isr)}
+        if topics:
+            for topic, config in self._zk.get_topic_configs(topics).items():
+                self._ctx.put_topic_config(topic, config)
+
+    def _elect(self, tp: TopicPartition, current: LeaderAndIsr,
+               strategy: ElectionStrategy, allow_unclean: bool = True) -> Election:
+        ctx = self._ctx
+        assignment = ctx.partition_replica_assignment(tp)
+        live = {r for r in assignment if ctx.is_replica_online(r, tp)}
+        match strategy:
+            case ElectionStrategy.OFFLINE:
+                unclean = allow_unclean and ctx.unclean_leader_election_enabled(tp.topic)
+                return select_offline(current, assignment, live, unclean, ctx.epoch)
+            case ElectionStrategy.REASSIGN:
+                # Seed 000 onPartitionReassignment step 6 sets AR to RAR in memory first.
+                return select_reassigned(current, assignment, live, ctx.epoch)
+            case ElectionStrategy.PREFERRED:
+                return select_preferred(current, assignment, live, ctx.epoch)
+            case ElectionStrategy.CONTROLLED_SHUTDOWN:
+                live_or_shutting_down = {r for r in assignment
+                                         if ctx.is_replica_online(r, tp, include_shutting_down=True)}
+                return select_controlled_shutdown(current, assignment, live_or_shutting_down,
+                                                  ctx.shutting_down_broker_ids(), ctx.epoch)
+
+    # -- bookkeeping ------------------------------------------------------------------------
+    def _transition(self, tp: TopicPartition, target: PartitionStatus,
+                    lai: LeaderAndIsr | None = None) -> None:
+        previous = self._ctx.partition_state(tp)
+        self._ctx.put_partition_state(tp, target)
+        self._log.partition_transition(self._controller_id, self._ctx.epoch, tp, _NAME[previous],
+                                       _NAME[target], lai)
+
+    def _fail(self, tp: TopicPartition, current: PartitionStatus, target: PartitionStatus,
+              error: Exception, results: PartitionResults) -> None:
+        results[tp] = error
+        self._log.failed_transition(self._controller_id, self._ctx.epoch, tp, current.value,
+                                    target.value, error)

@@ -1,0 +1,274 @@
+"""The replica state machine of seed 000, on batches of replicas.
+
+Deletion follows Kafka 2.4 rather than seed 000's single OfflineReplica -> NonExistentReplica
+step: a replica goes Offline -> ReplicaDeletionStarted (StopReplica with delete) ->
+ReplicaDeletionSuccessful -> NonExistentReplica, with ReplicaDeletionIneligible for a broker that
+died mid-deletion, so the topic deletion manager can tell "asked" from "done" and retry.
+"""
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING, Iterable, NamedTuple
+
+from odradek.controller.leader_selectors import StateChangeFailedError
+from odradek.controller.leadership_reads import states_for_writes
+from odradek.controller.seams import ControllerZk
+from odradek.controller.state_change_log import StateChangeLog
+from odradek.metadata import NO_LEADER, LeaderAndIsr, TopicPartition
+
+if TYPE_CHECKING:
+    from odradek.controller.controller_context import ControllerContext
+    from odradek.controller.request_batch import ControllerBrokerRequestBatch
+
+
+class PartitionReplica(NamedTuple):
+    """One replica: partition ``tp`` hosted on broker ``replica`` (Kafka's PartitionAndReplica).
+
+    A NamedTuple rather than a frozen dataclass: a failover builds, hashes and sorts tens of
+    thousands of them, and tuple construction, hashing and ordering run in C."""
+
+    tp: TopicPartition
+    replica: int
+
+
+class ReplicaStatus(enum.Enum):
+    # Members are singletons compared by identity; Enum's own __hash__ is Python code, and a
+    # failover hashes a status for every replica it checks against VALID_PREVIOUS.
+    __hash__ = object.__hash__
+
+    NEW = "NewReplica"
+    ONLINE = "OnlineReplica"
+    OFFLINE = "OfflineReplica"
+    DELETION_STARTED = "ReplicaDeletionStarted"
+    DELETION_SUCCESSFUL = "ReplicaDeletionSuccessful"
+    DELETION_INELIGIBLE = "ReplicaDeletionIneligible"
+    NON_EXISTENT = "NonExistentReplica"
+
+
+_R = ReplicaStatus
+_NAME = {status: status.value for status in ReplicaStatus}  # .value is a Python descriptor
+VALID_PREVIOUS: dict[ReplicaStatus, frozenset[ReplicaStatus]] = {
+    _R.NEW: frozenset({_R.NON_EXISTENT}),
+    _R.ONLINE: frozenset({_R.NEW, _R.ONLINE, _R.OFFLINE, _R.DELETION_INELIGIBLE}),
+    _R.OFFLINE: frozenset({_R.NEW, _R.ONLINE, _R.OFFLINE, _R.DELETION_INELIGIBLE}),
+    _R.DELETION_STARTED: frozenset({_R.OFFLINE}),
+    _R.DELETION_SUCCESSFUL: frozenset({_R.DELETION_STARTED}),
+    _R.DELETION_INELIGIBLE: frozenset({_R.OFFLINE, _R.DELETION_STARTED}),
+    _R.NON_EXISTENT: frozenset({_R.DELETION_SUCCESSFUL}),
+}
+
+#: Same bound and reason as the partition state machine's elections.
+MAX_ISR_SHRINK_ATTEMPTS = 5
+
+
+class IllegalReplicaStateTransitionError(Exception):
+    """The target state does not list the replica's current state among its valid ones."""
+
+
+class ReplicaStateMachine:
+    def __init__(
+        self,
+        controller_id: int,
+        context: ControllerContext,
+        zk: ControllerZk,
+        batch: ControllerBrokerRequestBatch,
+        log: StateChangeLog,
+    ) -> None:
+        self._controller_id = controller_id
+        self._ctx = context
+        self._zk = zk
+        self._batch = batch
+        self._log = log
+
+    def initialize_replica_states(self) -> tuple[list[PartitionReplica], list[PartitionReplica]]:
+        """Seed 001: a replica on a live broker is Online, any other Offline; returns both
+        lists so the controller can then move them (see Controller._failover for the order)."""
+        online: list[PartitionReplica] = []
+        offline: list[PartitionReplica] = []
+        is_online = self._ctx.is_replica_online
+        for tp in self._ctx.all_partitions():
+            for replica in self._ctx.partition_replica_assignment(tp):
+                (online if is_online(replica, tp) else offline).append(PartitionReplica(tp, replica))
+        self._ctx.swap_replica_states(online, _R.ONLINE)
+        self._ctx.swap_replica_states(offline, _R.OFFLINE)
+        return online, offline
+
+    def handle_state_changes(
+        self, replicas: Iterable[PartitionReplica], target: ReplicaStatus
+    ) -> dict[PartitionReplica, Exception]:
+        """Move ``replicas`` to ``target``; returns only the failures (invalid transitions
+        included), whose replicas keep their state."""
+        errors: dict[PartitionReplica, Exception] = {}
+        valid: list[PartitionReplica] = []
+        for pr in replicas:
+            current = self._ctx.replica_state(pr)
+            if current in VALID_PREVIOUS[target]:
+                valid.append(pr)
+            else:
+                self._fail(pr, current, target, IllegalReplicaStateTransitionError(
+                    f"replica {pr.replica} of {pr.tp} must be in one of "
+                    f"{sorted(s.value for s in VALID_PREVIOUS[target])} to move to "
+                    f"{target.value}, but is in {current.value}"), errors)
+        match target:
+            case _R.NEW:
+                for pr in valid:
+                    self._to_new(pr, errors)
+            case _R.ONLINE:
+                self._to_online(valid)
+            case _R.OFFLINE:
+                self._to_offline(valid, errors)
+            case _R.DELETION_STARTED:
+                for pr in valid:
+                    self._batch.add_stop_replica([pr.replica], pr.tp, delete=True)
+                self._transition_all(valid, target)
+            case _R.DELETION_SUCCESSFUL | _R.DELETION_INELIGIBLE:
+                self._transition_all(valid, target)
+            case _R.NON_EXISTENT:
+                for pr in valid:
+                    assignment = self._ctx.partition_replica_assignment(pr.tp)
+                    self._ctx.update_partition_replica_assignment(
+                        pr.tp, [r for r in assignment if r != pr.replica])
+                self._transition_all(valid, target)
+        return errors
+
+    def _to_new(self, pr: PartitionReplica, errors: dict[PartitionReplica, Exception]) -> None:
+        """A new replica starts as a follower of the current leader, if there is one yet."""
+        lai = self._ctx.partition_leadership(pr.tp)
+        if lai is not None:
+            if lai.leader == pr.replica:
+                self._fail(pr, self._ctx.replica_state(pr), _R.NEW, StateChangeFailedError(
+                    f"replica {pr.replica} of {pr.tp} cannot become a NewReplica: it is the "
+                    f"leader"), errors)
+                return
+            self._batch.add_leader_and_isr([pr.replica], pr.tp, lai,
+                                           self._ctx.partition_replica_assignment(pr.tp),
+                                           is_new=True)
+        self._transition(pr, _R.NEW)
+
+    def _to_online(self, replicas: list[PartitionReplica]) -> None:
+        """A new replica joins the assignment; any other gets its partition's current state
+        again (one entry per partition for all its receivers), since a broker coming back, or
+        a new controller, cannot know what it was told before."""
+        receivers: dict[TopicPartition, list[int]] = {}
+        for pr, previous in zip(replicas, self._transition_all(replicas, _R.ONLINE)):
+            if previous is _R.NEW:
+                assignment = self._ctx.partition_replica_assignment(pr.tp)
+                if pr.replica not in assignment:
+                    self._ctx.update_partition_replica_assignment(pr.tp, (*assignment, pr.replica))
+            else:
+                receivers.setdefault(pr.tp, []).append(pr.replica)
+        for tp, brokers in receivers.items():
+            lai = self._ctx.partition_leadership(tp)
+            if lai is not None:
+                self._batch.add_leader_and_isr(brokers, tp, lai,
+                                               self._ctx.partition_replica_assignment(tp),
+                                               is_new=False)
+
+    def _to_offline(self, replicas: list[PartitionReplica],
+                    errors: dict[PartitionReplica, Exception]) -> None:
+        """Stop the replicas, then take them out of their ISRs in one batched write.
+
+        The new state goes to every remaining replica, not only the leader as seed 000 says,
+        because the write bumps the leader epoch (Kafka 2.4) and followers fetch with it.
+        """
+        removed: dict[TopicPartition, set[int]] = {}
+        gone: dict[TopicPartition, list[PartitionReplica]] = {}  # in the order given
+        for pr in replicas:
+            self._batch.add_stop_replica((pr.replica,), pr.tp, delete=False)
+            if self._ctx.partition_leadership(pr.tp) is None:
+                live = self._ctx.live_or_shutting_down_broker_ids()
+                self._batch.add_update_metadata(live, [pr.tp])
+                self._transition(pr, _R.OFFLINE)
+            else:
+                removed.setdefault(pr.tp, set()).add(pr.replica)
+                gone.setdefault(pr.tp, []).append(pr)
+        if not removed:
+            return
+        updated, failed = self._remove_from_isr(removed)
+        for tp, lai in updated.items():
+            assignment = self._ctx.partition_replica_assignment(tp)
+            self._batch.add_leader_and_isr([r for r in assignment if r not in removed[tp]], tp,
+                                           lai, assignment, is_new=False)
+        self._transition_all([pr for tp in updated for pr in gone[tp]], _R.OFFLINE)
+        for tp, error in failed.items():
+            for pr in gone[tp]:
+                self._fail(pr, self._ctx.replica_state(pr), _R.OFFLINE, error, errors)
+
+    def _remove_from_isr(
+        self, removed: dict[TopicPartition, set[int]]
+    ) -> tuple[dict[TopicPartition, LeaderAndIsr], dict[TopicPartition, Exception]]:
+        """Returns the new (or unchanged) leadership per partition and the failures."""
+        updated: dict[TopicPartition, LeaderAndIsr] = {}
+        failed: dict[TopicPartition, Exception] = {}
+        remaining = sorted(removed, key=_tp_key)
+        epoch = self._ctx.epoch
+
+        def shrinks(tp: TopicPartition, cached: LeaderAndIsr) -> bool:
+            return cached.controller_epoch <= epoch and bool(
+                removed[tp] & ({cached.leader} | set(cached.isr)))
+
+        for attempt in range(MAX_ISR_SHRINK_ATTEMPTS):
+            if not remaining:
+                break
+            # First round: the cache where it leads to a write (leadership_reads.py).
+            stored = (states_for_writes(self._ctx, self._zk, remaining, shrinks) if attempt == 0
+                      else self._zk.get_partition_states(remaining))
+            writes: dict[TopicPartition, LeaderAndIsr] = {}
+            for tp in remaining:
+                failed.pop(tp, None)
+                lai = stored.get(tp)
+                if lai is None:
+                    failed[tp] = StateChangeFailedError(
+                        f"LeaderAndIsr information doesn't exist for partition {tp}")
+                elif lai.controller_epoch > self._ctx.epoch:
+                    failed[tp] = StateChangeFailedError(
+                        f"{tp}'s state was written by a newer controller epoch "
+                        f"{lai.controller_epoch}")
+                elif removed[tp] & ({lai.leader} | set(lai.isr)):
+                    writes[tp] = _shrink(lai, removed[tp], self._ctx.epoch)
+                else:
+                    updated[tp] = lai
+                    self._ctx.put_partition_leadership(tp, lai)
+            written = self._zk.update_leader_and_isr(writes) if writes else {}
+            remaining = []
+            for tp, outcome in written.items():
+                if isinstance(outcome, Exception):
+                    remaining.append(tp)
+                    failed[tp] = outcome
+                else:
+                    updated[tp] = outcome
+                    self._ctx.put_partition_leadership(tp, outcome)
+        return updated, failed
+
+    def _transition(self, pr: PartitionReplica, target: ReplicaStatus) -> None:
+        self._transition_all([pr], target)
+
+    def _transition_all(self, replicas: list[PartitionReplica],
+                        target: ReplicaStatus) -> list[ReplicaStatus]:
+        """Move every replica to ``target`` and log each move; returns the previous states."""
+        previous = self._ctx.swap_replica_states(replicas, target)
+        self._log.replica_transitions(self._controller_id, self._ctx.epoch, replicas,
+                                      [_NAME[p] for p in previous], _NAME[target])
+        return previous
+
+    def _fail(self, pr: PartitionReplica, current: ReplicaStatus, target: ReplicaStatus,
+              error: Exception, errors: dict[PartitionReplica, Exception]) -> None:
+        errors[pr] = error
+        self._log.failed_transition(self._controller_id, self._ctx.epoch, pr.tp, current.value,
+                                    target.value, error, replica=pr.replica)
+
+
+def _shrink(lai: LeaderAndIsr, gone: set[int], controller_epoch: int) -> LeaderAndIsr:
+    """Remove ``gone`` from the ISR as Kafka 2.4 does one replica at a time: the last ISR
+    member is never removed (it is the only record of who held the committed log, which
+    a later clean election needs), and a removed leader leaves the partition leaderless."""
+    isr = list(lai.isr)
+    for replica in (gone if len(gone) == 1 else sorted(gone)):
+        if replica in isr and len(isr) > 1:
+            isr.remove(replica)
+    leader = NO_LEADER if lai.leader in gone else lai.leader
+    return lai.new_leader(leader, tuple(isr), controller_epoch)
+
+
+def _tp_key(tp: TopicPartition) -> tuple[str, int]:
+    return (tp.topic, tp.partition)

@@ -1,0 +1,228 @@
+"""Collects the requests one controller event produces and sends them once per broker.
+
+A broker failure can move thousands of partitions; sending one request per partition would
+multiply round trips by the partition count (seed 002's latency analysis). So the state
+machines only *add* to this batch, keyed by broker, and the controller flushes it once at the end
+of each event: at most one LeaderAndIsr, one UpdateMetadata and one StopReplica per broker
+(two StopReplicas if the event both stops and deletes replicas on one broker, because the
+request carries a single delete_partitions flag), in Kafka's order: a broker must learn its
+role (LeaderAndIsr) before metadata advertises it, and stop replicas last.
+"""
+from __future__ import annotations
+
+from operator import attrgetter
+from typing import TYPE_CHECKING, Iterable
+
+from odradek.controller.seams import BrokerChannel
+from odradek.controller.timing import EventTimer
+from odradek.metadata import LeaderAndIsr, PartitionState, TopicPartition
+from odradek.protocol.controller_api import (
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+
+if TYPE_CHECKING:
+    from odradek.controller.controller_context import ControllerContext
+
+
+_TP_KEY = attrgetter("topic", "partition")  # TopicPartition's own order, compared in C
+
+
+class IllegalBatchStateError(Exception):
+    """A new batch was started while the previous one still held unsent requests: some event
+    forgot to flush, and silently merging its decisions into the next event would hide that."""
+
+
+class ControllerBrokerRequestBatch:
+    def __init__(self, controller_id: int, context: ControllerContext,
+                 channel: BrokerChannel) -> None:
+        self._controller_id = controller_id
+        self._context = context
+        self._channel = channel
+        self._leader_and_isr: dict[int, dict[TopicPartition, PartitionState]] = {}
+        self._update_metadata: dict[int, set[TopicPartition]] = {}
+        self._stop_replica: dict[int, dict[TopicPartition, bool]] = {}
+        #: partitions whose metadata goes to every broker registered when the batch is sent
+        self._metadata_for_all: set[TopicPartition] = set()
+        #: the last LeaderAndIsr entry built per partition, with the leadership it came from,
+        #: reused as the UpdateMetadata entry while that leadership is still current
+        self._entries: dict[TopicPartition, tuple[LeaderAndIsr, PartitionState]] = {}
+        self._timer: EventTimer | None = None
+
+    def is_empty(self) -> bool:
+        return not (self._leader_and_isr or self._update_metadata or self._stop_replica
+                    or self._metadata_for_all)
+
+    def new_batch(self) -> None:
+        if not self.is_empty():
+            raise IllegalBatchStateError(
+                f"controller {self._controller_id} has unsent requests from a previous event: "
+                f"LeaderAndIsr to {sorted(self._leader_and_isr)}, UpdateMetadata to "
+                f"{sorted(self._update_metadata)}, StopReplica to {sorted(self._stop_replica)}"
+            )
+
+    def clear(self) -> None:
+        """Drop everything unsent; used on resignation, when sending would be wrong."""
+        self._leader_and_isr.clear()
+        self._update_metadata.clear()
+        self._stop_replica.clear()
+        self._metadata_for_all.clear()
+        self._entries.clear()
+
+    def add_leader_and_isr(
+        self,
+        brokers: Iterable[int],
+        tp: TopicPartition,
+        leader_and_isr: LeaderAndIsr,
+        replicas: Iterable[int],
+        is_new: bool,
+    ) -> None:
+        """Tell ``brokers`` their role for ``tp``; every live broker also gets its metadata,
+        since a leadership change is exactly what clients must learn about."""
+        replicas = tuple(replicas)
+        online = self._context.is_replica_online
+        offline = tuple(r for r in replicas if not online(r, tp, True))
+        # One immutable entry shared by every receiver (two: is_new can differ per broker).
+        made: dict[bool, PartitionState] = {}
+        all_lai = self._leader_and_isr
+        for broker in brokers:
+            if broker < 0:
+                continue
+            per_broker = all_lai.get(broker)
+            if per_broker is None:
+                per_broker = all_lai[broker] = {}
+            previous = per_broker.get(tp)
+            new = is_new or (previous is not None and previous.is_new)
+            state = made.get(new)
+            if state is None:
+                state = made[new] = PartitionState(
+                    tp, leader_and_isr.controller_epoch, leader_and_isr.leader,
+                    leader_and_isr.leader_epoch, leader_and_isr.isr, leader_and_isr.zk_version,
+                    replicas, new, offline)
+            per_broker[tp] = state
+        if made:
+            self._entries[tp] = (leader_and_isr, next(iter(made.values())))
+        self._metadata_for_all.add(tp)
+
+    def add_update_metadata(self, brokers: Iterable[int], tps: Iterable[TopicPartition]) -> None:
+        """Brokers added with no partitions still get an UpdateMetadata: it carries the live
+        broker list, which is how brokers learn that another broker came or went."""
+        tps = list(tps)
+        for broker in brokers:
+            self._update_metadata.setdefault(broker, set()).update(tps)
+
+    def add_stop_replica(self, brokers: Iterable[int], tp: TopicPartition, delete: bool) -> None:
+        """Deletion wins if one event both stops and deletes a replica."""
+        for broker in brokers:
+            per_broker = self._stop_replica.setdefault(broker, {})
+            per_broker[tp] = per_broker.get(tp, False) or delete
+
+    def send_requests(self, controller_epoch: int, timer: EventTimer | None = None) -> None:
+        """Flush in Kafka's order to the brokers still registered, then start empty.
+
+        With ``timer``, every request is counted in flight there and its response stamped."""
+        self._timer = timer
+        try:
+            self._send_leader_and_isr(controller_epoch)
+            self._send_update_metadata(controller_epoch)
+            self._send_stop_replica(controller_epoch)
+        finally:
+            self._timer = None
+            self.clear()
+
+    def _send(self, broker: int, request: object, is_lai: bool = False, partitions: int = 0) -> None:
+        timer = self._timer
+        if timer is None:
+            self._channel.send(broker, request)
+        else:
+            self._channel.send(broker, request, timer.track(is_lai, partitions))
+
+    def _broker_epoch(self, broker: int) -> int | None:
+        """None for a broker that is gone: it will be told everything on re-registration."""
+        return self._context.broker_epoch(broker)
+
+    def _send_leader_and_isr(self, controller_epoch: int) -> None:
+        for broker in sorted(self._leader_and_isr):
+            broker_epoch = self._broker_epoch(broker)
+            if broker_epoch is None:
+                continue
+            states = self._leader_and_isr[broker]
+            leader_ids = {s.leader for s in states.values()}
+            leaders = tuple(b for b in self._context.live_or_shutting_down_brokers()
+                            if b.id in leader_ids)
+            request = LeaderAndIsrRequest(
+                controller_id=self._controller_id,
+                controller_epoch=controller_epoch,
+                broker_epoch=broker_epoch,
+                partition_states=tuple(states[tp] for tp in sorted(states, key=_TP_KEY)),
+                live_leaders=leaders,
+            )
+            self._send(broker, request, True, len(states))
+
+    def _metadata_state(self, tp: TopicPartition) -> PartitionState | None:
+        """Built at send time so the latest decision of the event is what gets advertised."""
+        lai = self._context.partition_leadership(tp)
+        if lai is None:
+            return None
+        replicas = self._context.partition_replica_assignment(tp)
+        entry = self._entries.get(tp)
+        if entry is not None and entry[0] is lai and entry[1].replicas == replicas:
+            return entry[1]  # the same facts; is_new is not part of UpdateMetadata
+        return PartitionState(
+            tp=tp,
+            controller_epoch=lai.controller_epoch,
+            leader=lai.leader,
+            leader_epoch=lai.leader_epoch,
+            isr=lai.isr,
+            zk_version=lai.zk_version,
+            replicas=replicas,
+            offline_replicas=tuple(
+                r for r in replicas if not self._context.is_replica_online(r, tp, True)
+            ),
+        )
+
+    def _send_update_metadata(self, controller_epoch: int) -> None:
+        live = self._context.live_or_shutting_down_brokers()
+        built: dict[TopicPartition, PartitionState | None] = {}  # shared by all receivers
+
+        def state_of(tp: TopicPartition) -> PartitionState | None:
+            try:
+                return built[tp]
+            except KeyError:
+                state = built[tp] = self._metadata_state(tp)
+                return state
+
+        if self._metadata_for_all:
+            for broker in self._context.live_or_shutting_down_broker_ids():
+                self._update_metadata.setdefault(broker, set()).update(self._metadata_for_all)
+        for broker in sorted(self._update_metadata):
+            broker_epoch = self._broker_epoch(broker)
+            if broker_epoch is None:
+                continue
+            states = [state_of(tp) for tp in sorted(self._update_metadata[broker], key=_TP_KEY)]
+            request = UpdateMetadataRequest(
+                controller_id=self._controller_id,
+                controller_epoch=controller_epoch,
+                broker_epoch=broker_epoch,
+                partition_states=tuple(s for s in states if s is not None),
+                live_brokers=live,
+            )
+            self._send(broker, request)
+
+    def _send_stop_replica(self, controller_epoch: int) -> None:
+        for broker in sorted(self._stop_replica):
+            broker_epoch = self._broker_epoch(broker)
+            if broker_epoch is None:
+                continue
+            entries = self._stop_replica[broker]
+            for delete in (True, False):
+                tps = tuple(sorted((tp for tp, d in entries.items() if d == delete), key=_TP_KEY))
+                if tps:
+                    self._send(broker, StopReplicaRequest(
+                        controller_id=self._controller_id,
+                        controller_epoch=controller_epoch,
+                        broker_epoch=broker_epoch,
+                        delete_partitions=delete,
+                        partitions=tps,
+                    ))

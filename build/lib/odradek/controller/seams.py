@@ -1,0 +1,74 @@
+"""The two narrow seams between the controller's decisions and the outside world.
+
+The controller core never touches kazoo or sockets: everything it reads or writes in ZooKeeper
+goes through ``ControllerZk`` and everything it tells brokers goes through ``BrokerChannel``.
+Both are Protocols so production code (zk/client.py, controller_channel.py), the simulation and
+the unit tests' recording fakes can be swapped without the core knowing (Kafka's
+``ZkPartitionStateMachine`` / ``MockControllerBrokerRequestBatch`` split, made explicit).
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Protocol
+
+from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+
+
+class ControllerMovedError(Exception):
+    """A fenced write failed its check on /controller_epoch: another controller has been elected.
+
+    Raised (never returned as a result entry) so it unwinds the whole event; ``Controller``
+    catches it in one place and resigns, like Kafka's ControllerMovedException.
+    """
+
+
+class ControllerZk(Protocol):
+    """Batched, epoch-fenced ZooKeeper access for the controller.
+
+    Every write is conditional on the controller epoch znode version the controller was elected
+    with; losing that fence raises ``ControllerMovedError``. Per-partition failures are returned
+    as exception entries so one bad znode does not fail a whole batch. The controller treats any
+    exception entry from ``update_leader_and_isr`` as "re-read and retry" (bounded): a version
+    conflict resolves on the re-read, a vanished znode turns into a missing-state error there.
+    """
+
+    def get_live_brokers(self) -> dict[int, BrokerInfo]: ...
+
+    def get_all_topics(self) -> set[str]: ...
+
+    def get_topic_assignments(self, topics: Iterable[str]) -> dict[str, TopicAssignment]: ...
+
+    def get_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]: ...
+
+    def get_partition_states(
+        self, tps: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, LeaderAndIsr]:
+        """States of the partitions whose state znode exists; missing znodes are absent."""
+        ...
+
+    def create_partition_states(
+        self, states: dict[TopicPartition, LeaderAndIsr]
+    ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+        """One multi for the whole batch; a created znode comes back with zk_version 0."""
+        ...
+
+    def update_leader_and_isr(
+        self, states: dict[TopicPartition, LeaderAndIsr]
+    ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+        """Conditional on each state's zk_version; success returns it with zk_version + 1."""
+        ...
+
+    def pop_isr_change_notifications(self) -> set[TopicPartition]:
+        """Read and delete the /isr_change_notification children."""
+        ...
+
+
+class BrokerChannel(Protocol):
+    """One queue per live broker; ``send`` never blocks the controller's event thread."""
+
+    def add_broker(self, info: BrokerInfo) -> None: ...
+
+    def remove_broker(self, broker_id: int) -> None: ...
+
+    def send(
+        self, broker_id: int, request: object, callback: Callable[[object], None] | None = None
+    ) -> None: ...

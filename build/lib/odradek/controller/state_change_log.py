@@ -1,0 +1,136 @@
+"""The controller's state-change log: one JSON line per transition and per election.
+
+Kafka keeps a separate ``state.change.logger`` because reconstructing who decided what, in which
+controller epoch, is how split-brain and lost-leader bugs get diagnosed. A JSON line per fact
+keeps that greppable and lets the simulation's checkers parse it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from functools import lru_cache
+from typing import Iterable, TextIO
+
+from odradek.metadata import LeaderAndIsr, TopicPartition
+
+LOGGER_NAME = "odradek.state_change"
+
+
+class StateChangeLog:
+    """Writes each record to ``sink`` when given (tests, files), else to the logger.
+
+    Lines are kept until ``flush`` (once per controller event) and written in one call."""
+
+    def __init__(self, sink: TextIO | None = None) -> None:
+        self._sink = sink
+        self._logger = logging.getLogger(LOGGER_NAME)
+        self._lines: list[str] = []
+
+    def partition_transition(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        tp: TopicPartition,
+        from_state: str,
+        to_state: str,
+        leader_and_isr: LeaderAndIsr | None = None,
+    ) -> None:
+        self._write("partition", controller_id, controller_epoch, tp, from_state, to_state,
+                    leader_and_isr)
+
+    def replica_transitions(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        replicas: Iterable[tuple[TopicPartition, int]],
+        from_states: Iterable[str],
+        to_state: str,
+    ) -> None:
+        """One line per replica moved to ``to_state`` (the same JSON as ``_write`` makes;
+        formatted in one loop because a failover moves tens of thousands of replicas)."""
+        head = f'{{"controller_epoch": {controller_epoch}, "controller_id": {controller_id}, "from": '
+        middle = ', "isr": null, "kind": "replica", "leader": null, "leader_epoch": null, "partition": '
+        to = f', "to": {_jstr(to_state)}, "topic": '
+        self._lines.extend(
+            f'{head}{_jstr(from_state)}{middle}{tp.partition}, "replica": {replica}{to}'
+            f'{_jstr(tp.topic)}}}'
+            for (tp, replica), from_state in zip(replicas, from_states))
+
+    def leader_election(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        tp: TopicPartition,
+        strategy: str,
+        leader_and_isr: LeaderAndIsr,
+    ) -> None:
+        self._write("election", controller_id, controller_epoch, tp, None, None,
+                    leader_and_isr, strategy=strategy)
+
+    def failed_transition(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        tp: TopicPartition,
+        from_state: str,
+        to_state: str,
+        error: Exception,
+        replica: int | None = None,
+    ) -> None:
+        """Invalid or failed transitions are logged too: they are the interesting ones."""
+        self._write("failed", controller_id, controller_epoch, tp, from_state, to_state,
+                    None, replica=replica, error=f"{type(error).__name__}: {error}")
+
+    def flush(self) -> None:
+        """The controller calls this once per event: the event's lines go out in one write."""
+        lines, self._lines = self._lines, []
+        if self._sink is not None:
+            if lines:
+                self._sink.write("\n".join(lines) + "\n")
+            self._sink.flush()
+        else:
+            for line in lines:
+                self._logger.info(line)
+
+    def _write(
+        self,
+        kind: str,
+        controller_id: int,
+        controller_epoch: int,
+        tp: TopicPartition,
+        from_state: str | None,
+        to_state: str | None,
+        leader_and_isr: LeaderAndIsr | None,
+        replica: int | None = None,
+        strategy: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        # One f-string with the keys in sorted order, not json.dumps of a dict: a failover at
+        # 10,000 partitions writes ~40,000 lines, and json.dumps was a fifth of its time.
+        if leader_and_isr is None:
+            leadership = '"isr": null, "kind": "%s", "leader": null, "leader_epoch": null' % kind
+        else:
+            leadership = (f'"isr": {_jlist(leader_and_isr.isr)}, "kind": "{kind}", '
+                          f'"leader": {leader_and_isr.leader}, '
+                          f'"leader_epoch": {leader_and_isr.leader_epoch}')
+        self._lines.append(
+            f'{{"controller_epoch": {controller_epoch}, "controller_id": {controller_id}, '
+            f'{"" if error is None else f"{_ERROR}{json.dumps(error)}, "}'
+            f'"from": {_jstr(from_state)}, {leadership}, "partition": {tp.partition}, '
+            f'{"" if replica is None else f"{_REPLICA}{replica}, "}'
+            f'{"" if strategy is None else f"{_STRATEGY}{_jstr(strategy)}, "}'
+            f'"to": {_jstr(to_state)}, "topic": {_jstr(tp.topic)}}}')
+
+
+_ERROR, _REPLICA, _STRATEGY = '"error": ', '"replica": ', '"strategy": '
+
+
+@lru_cache(maxsize=4096)
+def _jstr(value: str | None) -> str:
+    """A JSON string literal (topic and state names repeat, so they are cached)."""
+    return json.dumps(value)
+
+
+@lru_cache(maxsize=4096)
+def _jlist(isr: tuple[int, ...]) -> str:
+    return json.dumps(list(isr))

@@ -1,0 +1,34 @@
+"""Small text checkpoint files, replaced atomically so a crash leaves the old or the new one."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write tmp, fsync it, rename over path, fsync the directory (Kafka's CheckpointFile)."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def read_offset(path: Path) -> int | None:
+    """The single integer stored by write_offset, or None if the file is missing or unreadable."""
+    try:
+        return int(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def write_offset(path: Path, offset: int) -> None:
+    write_atomic(path, f"{offset}\n")

@@ -1,0 +1,78 @@
+"""Value types shared by the controller, ZooKeeper layer and brokers.
+
+They are immutable values (frozen dataclasses, or NamedTuples where a failover makes one per
+partition) so the controller core can be driven without I/O and a simulation can compare
+states by value.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+NO_LEADER = -1
+
+
+class TopicPartition(NamedTuple):
+    """A NamedTuple, not a dataclass: it keys every per-partition dict on the hot paths, and a
+    tuple hashes and compares in C (a frozen dataclass's __hash__ runs Python code)."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class LeaderAndIsr(NamedTuple):
+    """Contents of /brokers/topics/T/partitions/P/state plus the znode version it was read at.
+
+    A NamedTuple for the same reason as TopicPartition: a failover builds one per partition."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int = 0
+
+    def new_leader(self, leader: int, isr: tuple[int, ...], controller_epoch: int) -> "LeaderAndIsr":
+        """The next state after an election: the leader epoch always moves forward."""
+        return LeaderAndIsr(leader, self.leader_epoch + 1, isr, controller_epoch, self.zk_version)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """A live broker as registered under /brokers/ids/N.
+
+    epoch is the czxid of the registration znode: it changes each time the broker registers
+    again, so requests meant for an older incarnation can be told apart (Kafka's broker epoch).
+    """
+
+    id: int
+    host: str
+    port: int
+    epoch: int = 0
+    rack: str | None = None
+
+
+class PartitionState(NamedTuple):
+    """One partition's entry in a LeaderAndIsr or UpdateMetadata request (a NamedTuple: a
+    failover builds and encodes tens of thousands)."""
+
+    tp: TopicPartition
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    zk_version: int
+    replicas: tuple[int, ...]
+    is_new: bool = False
+    offline_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAssignment:
+    """Contents of /brokers/topics/T: partition -> replica list, plus the topic id."""
+
+    name: str
+    topic_id: str  # 22-char URL-safe base64 of a 16-byte UUID, as Kafka writes it
+    partitions: dict[int, tuple[int, ...]] = field(default_factory=dict)

@@ -1,0 +1,357 @@
+"""The ZooKeeper-era controller-to-broker APIs, which the kio package does not model.
+
+Layouts are transcribed from Kafka's JSON message schemas
+(clients/src/main/resources/common/message/{LeaderAndIsr,UpdateMetadata,StopReplica}
+{Request,Response}.json, Kafka 2.4-3.x). One version of each is spoken, the oldest one that
+carries the broker epoch (so a broker can reject requests meant for an earlier incarnation of
+itself) and groups partitions by topic:
+
+    LeaderAndIsr   (key 4) v2  non-flexible: BrokerEpoch added, TopicStates grouping, IsNew
+    StopReplica    (key 5) v1  non-flexible: BrokerEpoch added, Topics grouping
+    UpdateMetadata (key 6) v5  non-flexible: BrokerEpoch added, TopicStates grouping,
+                                              listener names, racks, offline replicas
+
+All three are non-flexible, so requests use request header v1 and responses header v0 (just
+the correlation id). Fields a version lacks come back as their defaults when decoding:
+LeaderAndIsr v2 has no offline replicas, UpdateMetadata v5 no is_new, neither request carries a
+broker's epoch or rack in its broker list except UpdateMetadata's rack; the UpdateMetadata
+response is only a top-level error code.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Iterable, Union
+
+from odradek.metadata import BrokerInfo, PartitionState, TopicPartition
+from odradek.protocol.schema import (
+    Array, Boolean, Int16, Int32, Int64, NullableString, SchemaError, String, Struct, Type, decode,
+)
+
+API_LEADER_AND_ISR = 4
+API_STOP_REPLICA = 5
+API_UPDATE_METADATA = 6
+VERSIONS: dict[int, int] = {API_LEADER_AND_ISR: 2, API_STOP_REPLICA: 1, API_UPDATE_METADATA: 5}
+
+PLAINTEXT_LISTENER = "PLAINTEXT"
+SECURITY_PROTOCOL_PLAINTEXT = 0  # Kafka's SecurityProtocol.PLAINTEXT id
+
+
+class UnsupportedVersionError(SchemaError):
+    """An api_key/api_version pair this module does not speak (answer UNSUPPORTED_VERSION)."""
+
+
+@dataclass(frozen=True)
+class LeaderAndIsrRequest:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partition_states: tuple[PartitionState, ...]
+    live_leaders: tuple[BrokerInfo, ...]
+
+
+@dataclass(frozen=True)
+class UpdateMetadataRequest:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partition_states: tuple[PartitionState, ...]
+    live_brokers: tuple[BrokerInfo, ...]
+
+
+@dataclass(frozen=True)
+class StopReplicaRequest:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    delete_partitions: bool
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True)
+class ControllerResponse:
+    """The shape the three responses share; UpdateMetadata's has no partition errors."""
+
+    error_code: int
+    partition_errors: dict[TopicPartition, int] = field(default_factory=dict)
+
+
+ControllerRequest = Union[LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest]
+
+_INT32S = Array(Int32)
+_HEAD = struct.Struct(">iiiii")  # partition, controller epoch, leader, leader epoch, len(isr)
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_I32_PAIR = struct.Struct(">ii")
+_BOOL = struct.Struct(">?")
+_PARTITION_ERROR = struct.Struct(">ih")
+
+
+@lru_cache(maxsize=256)
+def _ints(n: int) -> struct.Struct:
+    return struct.Struct(f">{n}i")
+
+
+@lru_cache(maxsize=256)
+def _lai_entry(n_isr: int, n_replicas: int) -> struct.Struct:
+    return struct.Struct(f">{5 + n_isr}i{2 + n_replicas}i?")
+
+
+@lru_cache(maxsize=256)
+def _um_entry(n_isr: int, n_replicas: int, n_offline: int) -> struct.Struct:
+    return struct.Struct(f">{5 + n_isr}i{2 + n_replicas}i{1 + n_offline}i")
+
+
+class _TopicStates(Type):
+    """The TopicStates array of LeaderAndIsr v2 / UpdateMetadata v5, straight from and to
+    ``PartitionState`` objects: [topic_name, [partition_index, controller_epoch, leader,
+    leader_epoch, isr, zk_version, replicas, <last>]] where <last> is is_new (LeaderAndIsr) or
+    offline_replicas (UpdateMetadata).
+
+    Hand-rolled rather than composed from Array/Struct because a failover sends tens of
+    thousands of entries and the generic codec costs ~40 Python calls per entry; here an entry
+    is one precompiled ``struct`` pack, and decoding three to four unpacks."""
+
+    def __init__(self, last_is_new: bool) -> None:
+        self._last_is_new = last_is_new
+
+    def encode(self, value: Iterable[PartitionState], out: list[bytes]) -> None:
+        grouped = _by_topic(value)
+        out.append(_I32.pack(len(grouped)))
+        for topic, group in grouped.items():
+            String.encode(topic, out)
+            out.append(_I32.pack(len(group)))
+            if self._last_is_new:
+                out.extend(_lai_entry(len(ps.isr), len(ps.replicas)).pack(
+                    ps.tp.partition, ps.controller_epoch, ps.leader, ps.leader_epoch,
+                    len(ps.isr), *ps.isr, ps.zk_version, len(ps.replicas), *ps.replicas,
+                    ps.is_new) for ps in group)
+            else:
+                out.extend(_um_entry(len(ps.isr), len(ps.replicas), len(ps.offline_replicas)).pack(
+                    ps.tp.partition, ps.controller_epoch, ps.leader, ps.leader_epoch,
+                    len(ps.isr), *ps.isr, ps.zk_version, len(ps.replicas), *ps.replicas,
+                    len(ps.offline_replicas), *ps.offline_replicas) for ps in group)
+
+    def decode(self, buf: memoryview, pos: int) -> tuple[tuple[PartitionState, ...], int]:
+        n_topics, pos = _count(buf, pos, 6)
+        states: list[PartitionState] = []
+        for _ in range(n_topics):
+            topic, pos = String.decode(buf, pos)
+            n_partitions, pos = _count(buf, pos, 29)
+            for _ in range(n_partitions):
+                partition, controller_epoch, leader, leader_epoch, n = _HEAD.unpack_from(buf, pos)
+                isr, pos = _int_array(buf, pos + 20, n)
+                zk_version, n = _I32_PAIR.unpack_from(buf, pos)
+                replicas, pos = _int_array(buf, pos + 8, n)
+                if self._last_is_new:
+                    (is_new,) = _BOOL.unpack_from(buf, pos)
+                    pos += 1
+                    offline: tuple[int, ...] = ()
+                else:
+                    is_new = False
+                    offline, pos = _int_array(buf, pos + 4, _I32.unpack_from(buf, pos)[0])
+                states.append(PartitionState(TopicPartition(topic, partition), controller_epoch,
+                                             leader, leader_epoch, isr, zk_version, replicas,
+                                             is_new, offline))
+        return tuple(states), pos
+
+
+def _count(buf: memoryview, pos: int, min_item_size: int) -> tuple[int, int]:
+    """An array count that fits in what is left of the buffer."""
+    (n,) = _I32.unpack_from(buf, pos)
+    pos += 4
+    if n < 0 or n * min_item_size > len(buf) - pos:
+        raise SchemaError(f"array count {n} at offset {pos - 4} does not fit the remaining "
+                          f"{len(buf) - pos} bytes")
+    return n, pos
+
+
+def _int_array(buf: memoryview, pos: int, n: int) -> tuple[tuple[int, ...], int]:
+    """``n`` int32s at ``pos``, the count already read (and checked here)."""
+    if n < 0 or 4 * n > len(buf) - pos:
+        raise SchemaError(f"int32 array of {n} at offset {pos} does not fit the buffer")
+    return _ints(n).unpack_from(buf, pos), pos + 4 * n
+
+
+class _PartitionErrors(Type):
+    """[topic_name, partition_index, error_code] of the LeaderAndIsr v2 / StopReplica v1
+    responses, to and from {TopicPartition: code}: a broker answers for every partition."""
+
+    def encode(self, value: dict[TopicPartition, int], out: list[bytes]) -> None:
+        out.append(_I32.pack(len(value)))
+        for tp, code in value.items():
+            String.encode(tp.topic, out)
+            out.append(_PARTITION_ERROR.pack(tp.partition, code))
+
+    def decode(self, buf: memoryview, pos: int) -> tuple[dict[TopicPartition, int], int]:
+        n, pos = _count(buf, pos, 8)
+        errors: dict[TopicPartition, int] = {}
+        topics: dict[bytes, str] = {}  # every entry repeats its topic name: decode each once
+        for _ in range(n):
+            (size,) = _I16.unpack_from(buf, pos)
+            end = pos + 2 + size
+            if size < 0 or end + 6 > len(buf):
+                raise SchemaError(f"partition error entry at offset {pos} overruns the buffer")
+            raw = bytes(buf[pos + 2:end])
+            topic = topics.get(raw)
+            if topic is None:
+                topic = topics[raw] = str(raw, "utf-8")
+            partition, code = _PARTITION_ERROR.unpack_from(buf, end)
+            pos = end + 6
+            errors[TopicPartition(topic, partition)] = code
+        return errors, pos
+
+
+_LEADER_AND_ISR_V2 = Struct(
+    ("controller_id", Int32), ("controller_epoch", Int32), ("broker_epoch", Int64),
+    ("topic_states", _TopicStates(last_is_new=True)),
+    ("live_leaders", Array(Struct(("broker_id", Int32), ("host_name", String), ("port", Int32)))),
+)
+
+_UM_ENDPOINT_V5 = Struct(
+    ("port", Int32), ("host", String), ("listener", String), ("security_protocol", Int16),
+)
+_UPDATE_METADATA_V5 = Struct(
+    ("controller_id", Int32), ("controller_epoch", Int32), ("broker_epoch", Int64),
+    ("topic_states", _TopicStates(last_is_new=False)),
+    ("live_brokers", Array(Struct(("id", Int32), ("endpoints", Array(_UM_ENDPOINT_V5)),
+                                  ("rack", NullableString)))),
+)
+
+# StopReplicaRequest v1
+_STOP_REPLICA_V1 = Struct(
+    ("controller_id", Int32), ("controller_epoch", Int32), ("broker_epoch", Int64),
+    ("delete_partitions", Boolean),
+    ("topics", Array(Struct(("name", String), ("partition_indexes", _INT32S)))),
+)
+
+# LeaderAndIsrResponse v2 and StopReplicaResponse v1 are identical; UpdateMetadataResponse v5
+_PARTITION_ERRORS_RESPONSE = Struct(("error_code", Int16), ("partition_errors", _PartitionErrors()))
+_UPDATE_METADATA_RESPONSE_V5 = Struct(("error_code", Int16))
+
+_REQUEST_HEADER_V1 = Struct(
+    ("api_key", Int16), ("api_version", Int16), ("correlation_id", Int32),
+    ("client_id", NullableString),
+)
+_INT32 = struct.Struct(">i")  # the size prefix, and all of response header v0 (correlation id)
+
+_API_KEYS: dict[type, int] = {
+    LeaderAndIsrRequest: API_LEADER_AND_ISR,
+    StopReplicaRequest: API_STOP_REPLICA,
+    UpdateMetadataRequest: API_UPDATE_METADATA,
+}
+
+
+def api_key_of(req: ControllerRequest) -> int:
+    """The API key a request object is sent under."""
+    try:
+        return _API_KEYS[type(req)]
+    except KeyError:
+        raise TypeError(f"not a controller request: {type(req).__name__}") from None
+
+
+def _check_version(api_key: int, api_version: int) -> None:
+    if VERSIONS.get(api_key) != api_version:
+        raise UnsupportedVersionError(f"api_key {api_key} version {api_version} not supported "
+                                      f"(supported: {VERSIONS})")
+
+
+def _by_topic(states: Iterable[PartitionState]) -> dict[str, list[PartitionState]]:
+    """Kafka v2+/v5+ group partitions under their topic; keep first-seen topic order."""
+    grouped: dict[str, list[PartitionState]] = {}
+    for ps in states:
+        grouped.setdefault(ps.tp.topic, []).append(ps)
+    return grouped
+
+
+def _with_size(parts: list[bytes]) -> bytes:
+    """Fill the placeholder at parts[0] with the int32 size of everything after it, then join."""
+    parts[0] = _INT32.pack(sum(map(len, parts)))
+    return b"".join(parts)
+
+
+def _encode_body(req: ControllerRequest, out: list[bytes]) -> None:
+    if isinstance(req, LeaderAndIsrRequest):
+        leaders = [(b.id, b.host, b.port) for b in req.live_leaders]
+        _LEADER_AND_ISR_V2.encode((req.controller_id, req.controller_epoch, req.broker_epoch,
+                                   req.partition_states, leaders), out)
+    elif isinstance(req, UpdateMetadataRequest):
+        brokers = [(b.id, [(b.port, b.host, PLAINTEXT_LISTENER, SECURITY_PROTOCOL_PLAINTEXT)],
+                    b.rack) for b in req.live_brokers]
+        _UPDATE_METADATA_V5.encode((req.controller_id, req.controller_epoch, req.broker_epoch,
+                                    req.partition_states, brokers), out)
+    else:
+        topics: dict[str, list[int]] = {}
+        for tp in req.partitions:
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        _STOP_REPLICA_V1.encode((req.controller_id, req.controller_epoch, req.broker_epoch,
+                                 req.delete_partitions, list(topics.items())), out)
+
+
+def encode_request(req: ControllerRequest, correlation_id: int, client_id: str | None) -> bytes:
+    """A complete frame: size prefix, request header v1, body at the version in VERSIONS."""
+    api_key = api_key_of(req)
+    parts: list[bytes] = [b""]
+    _REQUEST_HEADER_V1.encode((api_key, VERSIONS[api_key], correlation_id, client_id), parts)
+    _encode_body(req, parts)
+    return _with_size(parts)
+
+
+def _decode_broker(broker_id: int, endpoints: list[tuple], rack: str | None) -> BrokerInfo:
+    """One UpdateMetadata broker; odradek brokers expose one PLAINTEXT listener, prefer it."""
+    if not endpoints:
+        raise SchemaError(f"broker {broker_id} has no endpoints")
+    port, host = next(((p, h) for p, h, listener, _ in endpoints
+                       if listener == PLAINTEXT_LISTENER), endpoints[0][:2])
+    return BrokerInfo(broker_id, host, port, rack=rack)
+
+
+def decode_request(api_key: int, api_version: int, body: bytes | memoryview) -> ControllerRequest:
+    """Decode the bytes after the request header; the whole body must be consumed."""
+    _check_version(api_key, api_version)
+    if api_key == API_LEADER_AND_ISR:
+        (cid, cepoch, bepoch, states, leaders), _ = decode(_LEADER_AND_ISR_V2, body)
+        brokers = tuple(BrokerInfo(bid, host, port) for bid, host, port in leaders)
+        return LeaderAndIsrRequest(cid, cepoch, bepoch, states, brokers)
+    if api_key == API_UPDATE_METADATA:
+        (cid, cepoch, bepoch, states, live), _ = decode(_UPDATE_METADATA_V5, body)
+        brokers = tuple(_decode_broker(bid, eps, rack) for bid, eps, rack in live)
+        return UpdateMetadataRequest(cid, cepoch, bepoch, states, brokers)
+    (cid, cepoch, bepoch, delete, topics), _ = decode(_STOP_REPLICA_V1, body)
+    partitions = tuple(TopicPartition(name, p) for name, indexes in topics for p in indexes)
+    return StopReplicaRequest(cid, cepoch, bepoch, delete, partitions)
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int,
+                    resp: ControllerResponse) -> bytes:
+    """A complete frame: size prefix, response header v0, body. UpdateMetadata v5 has no
+    partition errors, so resp.partition_errors is dropped for it."""
+    _check_version(api_key, api_version)
+    parts: list[bytes] = [b"", _INT32.pack(correlation_id)]
+    if api_key == API_UPDATE_METADATA:
+        _UPDATE_METADATA_RESPONSE_V5.encode((resp.error_code,), parts)
+    else:
+        _PARTITION_ERRORS_RESPONSE.encode((resp.error_code, resp.partition_errors), parts)
+    return _with_size(parts)
+
+
+def parse_response_header(api_key: int, api_version: int,
+                          frame: bytes | memoryview) -> tuple[int, memoryview]:
+    """Split a response frame (size prefix removed) into (correlation_id, body). Kept here so
+    callers need not know which response header version an API version uses."""
+    _check_version(api_key, api_version)
+    view = frame if isinstance(frame, memoryview) else memoryview(frame)
+    if len(view) < _INT32.size:
+        raise SchemaError("response shorter than its header")
+    return _INT32.unpack_from(view, 0)[0], view[_INT32.size:]
+
+
+def decode_response(api_key: int, api_version: int, body: bytes | memoryview) -> ControllerResponse:
+    """Decode the bytes after the response header."""
+    _check_version(api_key, api_version)
+    if api_key == API_UPDATE_METADATA:
+        (error_code,), _ = decode(_UPDATE_METADATA_RESPONSE_V5, body)
+        return ControllerResponse(error_code)
+    (error_code, partition_errors), _ = decode(_PARTITION_ERRORS_RESPONSE, body)
+    return ControllerResponse(error_code, partition_errors)

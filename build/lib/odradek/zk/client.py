@@ -1,0 +1,569 @@
+"""KafkaZkClient: Kafka's ZooKeeper operations over one kazoo session.
+
+Why it looks the way it does:
+- Controller writes are epoch-fenced (KAFKA-6082): each is a ZooKeeper multi that starts with
+  check("/controller_epoch", epoch_zk_version), so a deposed controller cannot write anything.
+  kazoo's commit() returns failures as exception instances instead of raising, so every result
+  list goes through `_run_fenced`, which turns a failed check into ControllerMovedError.
+- Bulk reads and writes are batched (multi of <= 1000 ops, or pipelined *_async calls): one
+  synchronous round trip per znode is what made Kafka's failover take tens of seconds.
+- Ephemeral znodes left by a previous session of ours (a restart inside the session timeout,
+  seed 003's "ZooKeeper bug") are waited out, not treated as a conflict.
+
+All methods block; call them from a worker thread (asyncio.to_thread), never from a kazoo
+watch or state-listener callback. kazoo's ConnectionLoss / SessionExpiredError propagate.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple, TypeVar
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
+from kazoo.protocol.states import ZnodeStat
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from odradek.controller.seams import ControllerMovedError
+from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+from odradek.zk import paths
+from odradek.zk.errors import BrokerIdInUseError, StaleEphemeralError, TopicExistsError
+from odradek.zk.raw_session import (
+    OP_CREATE, OP_DELETE, OP_SET_DATA, MultiReadUnsupportedError, RawSession, RawSessionError,
+)
+
+MAX_MULTI_OPS = 1000  # ops per transaction, the epoch check included
+ISR_CHANGES_PER_ZNODE = 5000  # ~225 KB of JSON, well under ZooKeeper's 1 MB jute.maxbuffer
+MULTI_READ_MIN = 8  # bulk reads of at least this many znodes use the multi-read session
+log = logging.getLogger(__name__)
+K = TypeVar("K")
+
+
+# A failover reads and writes thousands of partition states, but only a handful of distinct
+# payloads (same leader, epoch, ISR and controller epoch): memoizing the JSON codec on the
+# payload takes it off the failover's critical path. Bounded, and the cache is only a cache.
+_STATE_CACHE_MAX = 4096
+_decoded: dict[bytes, tuple[int, int, tuple[int, ...], int]] = {}
+_encoded: dict[tuple[int, int, tuple[int, ...], int], bytes] = {}
+
+
+def _decode_state(data: bytes, zk_version: int) -> LeaderAndIsr:
+    fields = _decoded.get(data)
+    if fields is None:
+        lai = paths.decode_leader_and_isr(data, zk_version)
+        if len(_decoded) >= _STATE_CACHE_MAX:
+            _decoded.clear()
+        _decoded[bytes(data)] = (lai.leader, lai.leader_epoch, lai.isr, lai.controller_epoch)
+        return lai
+    return LeaderAndIsr(fields[0], fields[1], fields[2], fields[3], zk_version)
+
+
+def _encode_state(state: LeaderAndIsr) -> bytes:
+    key = (state.leader, state.leader_epoch, state.isr, state.controller_epoch)
+    data = _encoded.get(key)
+    if data is None:
+        data = paths.encode_leader_and_isr(state)
+        if len(_encoded) >= _STATE_CACHE_MAX:
+            _encoded.clear()
+        _encoded[key] = data
+    return data
+
+
+class _Op(NamedTuple):
+    """One write inside a fenced transaction."""
+
+    kind: str  # "create" | "set" | "delete"
+    path: str
+    data: bytes = b""
+    version: int = -1
+
+
+class Watch:
+    """Handle returned by the watch helpers; kazoo drops the watch at its next event after cancel()."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _split_chroot(connect: str) -> tuple[str, str]:
+    hosts, slash, chroot = connect.partition("/")
+    return hosts, (slash + chroot).rstrip("/")
+
+
+class KafkaZkClient:
+    """Kafka's ZooKeeper client (KafkaZkClient.scala) for brokers, the controller and admin.
+
+    `epoch_zk_version` is the /controller_epoch version won at election; the controller sets it
+    and every fenced write checks it.
+    """
+
+    def __init__(self, connect: str, session_timeout_s: float = 6.0) -> None:
+        self.connect = connect
+        self.session_timeout_s = session_timeout_s
+        self.epoch_zk_version = -1
+        self._zk = KazooClient(hosts=connect, timeout=session_timeout_s)
+        self._raw: RawSession | None = None
+
+    # lifecycle -----------------------------------------------------------------------------
+
+    def start(self, timeout: float = 15.0) -> None:
+        """Connect and create Kafka's persistent paths (idempotent)."""
+        hosts, chroot = _split_chroot(self.connect)
+        if chroot:  # kazoo cannot create its own chroot: do it from a chroot-less session
+            bootstrap = KazooClient(hosts=hosts, timeout=self.session_timeout_s)
+            bootstrap.start(timeout)
+            try:
+                bootstrap.ensure_path(chroot)
+            finally:
+                bootstrap.stop()
+                bootstrap.close()
+        self._zk.start(timeout)
+        for path in paths.PERSISTENT_PATHS:
+            self._zk.ensure_path(path)
+        self._raw = RawSession(self.connect)  # connects at its first bulk read
+
+    def close(self) -> None:
+        """End the session: ZooKeeper deletes our ephemerals (/brokers/ids/N, /controller) now."""
+        if self._raw is not None:
+            self._raw.close()
+        self._zk.stop()
+        self._zk.close()
+
+    def add_state_listener(self, listener: Callable[[KazooState], Any]) -> None:
+        """kazoo calls `listener` on its own thread: it must only record or enqueue."""
+        self._zk.add_listener(listener)
+
+    def remove_state_listener(self, listener: Callable[[KazooState], Any]) -> None:
+        self._zk.remove_listener(listener)
+
+    @property
+    def session_id(self) -> int | None:
+        client_id = self._zk.client_id
+        return client_id[0] if client_id else None
+
+    @property
+    def kazoo(self) -> KazooClient:
+        """The underlying kazoo client, for tests and recipes this class does not wrap."""
+        return self._zk
+
+    # ephemeral znodes that may outlive a previous session of ours --------------------------
+
+    def _create_ephemeral(
+        self, path: str, data: bytes, is_ours: Callable[[bytes], bool], wait_s: float
+    ) -> ZnodeStat:
+        """Create ephemeral `path`; wait out a copy left by an old session for which
+        `is_ours(data)` holds; raise NodeExistsError if someone else holds it."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                return self._zk.create(path, data, ephemeral=True, include_data=True)[1]
+            except NodeExistsError:
+                try:
+                    current, stat = self._zk.get(path)
+                except NoNodeError:
+                    continue  # it went away between the two calls: create again now
+                if stat.ephemeralOwner == self.session_id:
+                    return stat  # an earlier attempt of ours succeeded (lost reply)
+                if not is_ours(current):
+                    raise
+                if time.monotonic() > deadline:
+                    raise StaleEphemeralError(
+                        f"{path} from an earlier session of ours (session "
+                        f"{stat.ephemeralOwner:#x}) still there after {wait_s:.0f}s"
+                    ) from None
+                time.sleep(0.2)
+
+    def _stale_wait_s(self) -> float:
+        # The old session used our timeout too; ZooKeeper may take up to twice it to expire it.
+        return 2 * self.session_timeout_s + 5
+
+    # brokers -------------------------------------------------------------------------------
+
+    def register_broker(self, info: BrokerInfo) -> int:
+        """Create ephemeral /brokers/ids/N; return the broker epoch (its czxid).
+
+        A registration with our host and port is our previous incarnation (no other live
+        process can listen there), so it is waited out; any other holder is BrokerIdInUseError.
+        """
+        path = paths.broker_path(info.id)
+
+        def is_ours(data: bytes) -> bool:
+            old = paths.decode_broker_info(info.id, data, czxid=0)
+            return (old.host, old.port) == (info.host, info.port)
+
+        try:
+            stat = self._create_ephemeral(
+                path, paths.encode_broker_info(info, _now_ms()), is_ours, self._stale_wait_s()
+            )
+        except NodeExistsError:
+            raise BrokerIdInUseError(f"broker id {info.id} is registered by another live broker") from None
+        return stat.czxid
+
+    def get_live_brokers(self) -> dict[int, BrokerInfo]:
+        ids = [int(c) for c in self._zk.get_children(paths.BROKER_IDS)]
+        found = self._get_many({i: paths.broker_path(i) for i in ids})
+        return {i: paths.decode_broker_info(i, data, stat.czxid) for i, (data, stat) in found.items()}
+
+    # controller election -------------------------------------------------------------------
+
+    def get_controller_id(self) -> int | None:
+        try:
+            return paths.decode_controller_id(self._zk.get(paths.CONTROLLER)[0])
+        except NoNodeError:
+            return None
+
+    def get_controller_epoch(self) -> tuple[int, int]:
+        """(epoch, zk_version) of /controller_epoch, creating it as "0" (Kafka's initial epoch)."""
+        while True:
+            try:
+                data, stat = self._zk.get(paths.CONTROLLER_EPOCH)
+                return paths.decode_controller_epoch(data), stat.version
+            except NoNodeError:
+                try:
+                    self._zk.create(paths.CONTROLLER_EPOCH, paths.encode_controller_epoch(0))
+                    return 0, 0
+                except NodeExistsError:
+                    continue
+
+    def try_become_controller(self, broker_id: int) -> tuple[int, int] | None:
+        """One election attempt: (new_epoch, epoch_zk_version) if we won, None if not.
+
+        The ephemeral /controller and the epoch increment are one transaction, so the epoch
+        moves exactly once per controller and only the winner moves it. A /controller that
+        names us but belongs to an old session is waited out (seed 003).
+        """
+        data = paths.encode_controller(broker_id, _now_ms())
+        deadline = time.monotonic() + self._stale_wait_s()
+        while True:
+            epoch, version = self.get_controller_epoch()
+            tx = self._zk.transaction()
+            tx.create(paths.CONTROLLER, data, ephemeral=True)
+            tx.set_data(paths.CONTROLLER_EPOCH, paths.encode_controller_epoch(epoch + 1), version)
+            created, set_result = tx.commit()
+            if isinstance(set_result, ZnodeStat):
+                return epoch + 1, set_result.version
+            if isinstance(created, NodeExistsError):
+                try:
+                    current, stat = self._zk.get(paths.CONTROLLER)
+                except NoNodeError:
+                    continue
+                if stat.ephemeralOwner == self.session_id:
+                    return self.get_controller_epoch()  # we won; the reply got lost
+                if paths.decode_controller_id(current) != broker_id:
+                    return None
+                if time.monotonic() > deadline:
+                    raise StaleEphemeralError(f"/controller of an old session of broker {broker_id} stays")
+                time.sleep(0.2)
+            elif not isinstance(set_result, BadVersionError):
+                raise set_result  # neither outcome Kafka expects: surface it
+            # BadVersion: the epoch moved under us (a racing winner); re-read and retry
+
+    def watch_controller(self, callback: Callable[[int | None], Any]) -> Watch:
+        """Call `callback(controller_id or None)` now and on every change of /controller."""
+        return self.watch_data_exists(
+            paths.CONTROLLER,
+            lambda data, _stat: callback(None if data is None else paths.decode_controller_id(data)),
+        )
+
+    # watches -------------------------------------------------------------------------------
+
+    def watch_children(self, path: str, callback: Callable[[list[str]], Any]) -> Watch:
+        """Re-arming children watch; `callback` runs on kazoo's thread and must only enqueue.
+
+        kazoo stops it for good if `path` is deleted; the persistent paths never are.
+        """
+        handle = Watch()
+
+        def on_children(children: list[str]) -> bool | None:
+            if handle.cancelled:
+                return False
+            callback(children)
+            return None
+
+        ChildrenWatch(self._zk, path, on_children)
+        return handle
+
+    def watch_data_exists(
+        self, path: str, callback: Callable[[bytes | None, ZnodeStat | None], Any]
+    ) -> Watch:
+        """Re-arming watch on a znode's data and existence ((None, None) while it is absent).
+
+        `callback` runs on kazoo's thread and must only enqueue.
+        """
+        handle = Watch()
+
+        def on_data(data: bytes | None, stat: ZnodeStat | None) -> bool | None:
+            if handle.cancelled:
+                return False
+            callback(data, stat)
+            return None
+
+        DataWatch(self._zk, path, on_data)
+        return handle
+
+    # reading the cluster (controller failover) ---------------------------------------------
+
+    def _get_many(self, keyed_paths: Mapping[K, str]) -> dict[K, tuple[bytes, ZnodeStat]]:
+        """Bulk gets; keys whose znode is missing are left out.
+
+        Above a handful of paths they go through ZooKeeper's multi-read (raw_session.py, its own
+        session; ~40x less client CPU than kazoo per znode), else, or if the server lacks it,
+        through pipelined kazoo get_async calls."""
+        if len(keyed_paths) >= MULTI_READ_MIN and self._raw is not None \
+                and not self._raw.unsupported:
+            keys = list(keyed_paths)
+            try:
+                got = self._raw.get_data_many([keyed_paths[k] for k in keys])
+            except MultiReadUnsupportedError:
+                log.warning("ZooKeeper has no multi-read (3.6+); using pipelined reads")
+            except RawSessionError as exc:
+                log.warning("multi-read failed (%s); using pipelined reads", exc)
+            else:
+                return {k: r for k, r in zip(keys, got) if r is not None}
+        pending = {key: self._zk.get_async(path) for key, path in keyed_paths.items()}
+        found = {}
+        for key, result in pending.items():
+            try:
+                found[key] = result.get()
+            except NoNodeError:
+                pass
+        return found
+
+    def get_all_topics(self) -> set[str]:
+        return set(self._zk.get_children(paths.BROKER_TOPICS))
+
+    def topic_exists(self, topic: str) -> bool:
+        return self._zk.exists(paths.topic_path(topic)) is not None
+
+    def get_topic_assignments(self, topics: Iterable[str]) -> dict[str, TopicAssignment]:
+        found = self._get_many({t: paths.topic_path(t) for t in topics})
+        return {t: paths.decode_topic_assignment(t, data) for t, (data, _) in found.items()}
+
+    def get_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        """Topics without a config znode get {} (broker defaults apply), as in Kafka."""
+        topics = list(topics)
+        found = self._get_many({t: paths.topic_config_path(t) for t in topics})
+        return {t: paths.decode_topic_config(found[t][0]) if t in found else {} for t in topics}
+
+    def get_partition_states(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, LeaderAndIsr]:
+        found = self._get_many({tp: paths.partition_state_path(tp) for tp in tps})
+        decode = _decode_state
+        return {tp: decode(data, stat.version) for tp, (data, stat) in found.items()}
+
+    def get_partition_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
+        return self.get_partition_states([tp]).get(tp)
+
+    # epoch-fenced controller writes --------------------------------------------------------
+
+    def _commit_fenced_async(self, ops: list[_Op]) -> Any:
+        """Start one multi through kazoo: epoch check then `ops`; returns kazoo's async result."""
+        tx = self._zk.transaction()
+        tx.check(paths.CONTROLLER_EPOCH, self.epoch_zk_version)
+        for op in ops:
+            if op.kind == "create":
+                tx.create(op.path, op.data)
+            elif op.kind == "set":
+                tx.set_data(op.path, op.data, op.version)
+            else:
+                tx.delete(op.path, op.version)
+        return tx.commit_async()
+
+    def _fenced_results(self, outcome: list[Any]) -> list[Any]:
+        """The results of the ops of a fenced multi (maybe exceptions), given all its results;
+        a failed epoch check raises ControllerMovedError."""
+        check, *results = outcome
+        if isinstance(check, (BadVersionError, NoNodeError)):
+            raise ControllerMovedError(
+                f"/controller_epoch is no longer at version {self.epoch_zk_version}"
+            )
+        if isinstance(check, Exception) and not isinstance(check, RolledBackError):
+            raise check
+        return results
+
+    def _start_pipelined(self, batches: list[list[tuple[K, _Op]]]) -> list[Any]:
+        """Send every batch's multi before reading any reply: on the raw session when there is
+        one (raw_session.py), else through kazoo. Returns per batch its result list, a kazoo
+        async result, or None for a raw multi whose reply was lost (resent through kazoo)."""
+        if self._raw is not None:
+            kinds = {"create": OP_CREATE, "set": OP_SET_DATA, "delete": OP_DELETE}
+            return self._raw.fenced_multis(
+                paths.CONTROLLER_EPOCH, self.epoch_zk_version,
+                [[(kinds[op.kind], op.path, op.data, op.version) for _, op in batch]
+                 for batch in batches])
+        return [self._commit_fenced_async([op for _, op in batch]) for batch in batches]
+
+    def _run_fenced(self, items: list[tuple[K, _Op]]) -> dict[K, Any]:
+        """Run keyed ops in fenced batches; an op that fails (BadVersion, NodeExists, NoNode)
+        gets its exception as result, the others their result.
+
+        A multi is atomic and names only its first failing op, so after a failure the rest of
+        that batch goes again as one single-op multi each, all sent before any reply is read:
+        one more round trip however many ops conflict (retrying the batch minus one op at a
+        time was quadratic when a leader's ISR writes raced thousands of ours).
+        For sets and deletes every batch's first attempt is pipelined too: the batches touch
+        disjoint znodes and each carries the epoch check, so they are independent. Creates
+        stay sequential by batch: a later batch may create children of an earlier one's."""
+        results: dict[K, Any] = {}
+        step = MAX_MULTI_OPS - 1
+        batches = [items[start:start + step] for start in range(0, len(items), step)]
+        pipelined = all(op.kind != "create" for _, op in items)
+        pending = self._start_pipelined(batches) if pipelined else [None] * len(batches)
+        moved: ControllerMovedError | None = None
+        for batch, started in zip(batches, pending):
+            try:
+                if not pipelined:  # creates: this batch only, once the previous one is done
+                    started = self._start_pipelined([batch])[0]
+                outcome = self._outcome(batch, started)
+            except ControllerMovedError as exc:
+                moved = exc  # read every reply before raising: nothing stays in flight
+                continue
+            bad = next((i for i, r in enumerate(outcome) if isinstance(r, Exception)
+                        and not isinstance(r, (RolledBackError, RuntimeInconsistency))), None)
+            if bad is None:
+                results.update((key, r) for (key, _), r in zip(batch, outcome))
+                continue
+            results[batch[bad][0]] = outcome[bad]
+            rest = batch[:bad] + batch[bad + 1:]
+            if not rest or moved is not None:
+                continue
+            singles = [[item] for item in rest]
+            # in order on one session, so a parent created here precedes its children
+            for single, started_single in zip(singles, self._start_pipelined(singles)):
+                try:
+                    results[single[0][0]] = self._outcome(single, started_single)[0]
+                except ControllerMovedError as exc:
+                    moved = exc
+        if moved is not None:
+            raise moved
+        return results
+
+    def _outcome(self, batch: list[tuple[K, _Op]], started: Any) -> list[Any]:
+        """The results of a batch's ops: from its pipelined start (a result list or a kazoo
+        async result), or committed now through kazoo when it has none (or its reply was lost)."""
+        if started is None:
+            started = self._commit_fenced_async([op for _, op in batch])
+        return self._fenced_results(started if isinstance(started, list) else started.get())
+
+    def create_partition_states(
+        self, states: Mapping[TopicPartition, LeaderAndIsr]
+    ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+        """Create the state znodes of new partitions (and their missing parents), fenced.
+
+        Partitions whose topic znode is gone (deleted meanwhile) get NoNodeError, unwritten.
+        """
+        topics = {tp.topic for tp in states}
+        parents = {paths.topic_path(t) for t in topics} | {paths.topic_partitions_path(t) for t in topics}
+        parents |= {paths.partition_path(tp) for tp in states}
+        pending = {p: self._zk.exists_async(p) for p in parents}
+        present = {p for p, result in pending.items() if result.get() is not None}
+        live = {t for t in topics if paths.topic_path(t) in present}
+        # sorted: /T/partitions precedes /T/partitions/P, so parents come first in each batch
+        missing = sorted(p for p in parents - present if p.split("/")[3] in live)
+        self._run_fenced([(p, _Op("create", p)) for p in missing])  # a racing creator is fine
+        items = [
+            (tp, _Op("create", paths.partition_state_path(tp), paths.encode_leader_and_isr(s)))
+            for tp, s in states.items() if tp.topic in live
+        ]
+        results: dict[TopicPartition, LeaderAndIsr | Exception] = {
+            tp: NoNodeError(paths.topic_path(tp.topic)) for tp in states if tp.topic not in live
+        }
+        for tp, r in self._run_fenced(items).items():
+            results[tp] = r if isinstance(r, Exception) else states[tp]._replace(zk_version=0)
+        return results
+
+    def update_leader_and_isr(
+        self, states: Mapping[TopicPartition, LeaderAndIsr]
+    ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+        """Conditional set of each state at its zk_version, fenced; success gives the new version."""
+        items = [
+            (tp, _Op("set", paths.partition_state_path(tp), _encode_state(s), s.zk_version))
+            for tp, s in states.items()
+        ]
+        out: dict[TopicPartition, LeaderAndIsr | Exception] = {}
+        for tp, r in self._run_fenced(items).items():
+            if isinstance(r, Exception):
+                out[tp] = r
+            else:
+                s = states[tp]
+                out[tp] = LeaderAndIsr(s.leader, s.leader_epoch, s.isr, s.controller_epoch, r.version)
+        return out
+
+    def pop_isr_change_notifications(self) -> set[TopicPartition]:
+        """Read and delete (fenced) all ISR change notifications; the union of their partitions."""
+        children = self._zk.get_children(paths.ISR_CHANGE_NOTIFICATION)
+        found = self._get_many({c: f"{paths.ISR_CHANGE_NOTIFICATION}/{c}" for c in children})
+        self._run_fenced([(c, _Op("delete", f"{paths.ISR_CHANGE_NOTIFICATION}/{c}")) for c in found])
+        return set().union(*(paths.decode_isr_change(data) for data, _ in found.values()))
+
+    # admin and broker-side writes (not controller-fenced, as in Kafka) ---------------------
+
+    def create_topic(self, assignment: TopicAssignment, config: Mapping[str, str]) -> None:
+        """Config first, then the assignment the controller watches, in one transaction, so
+        the controller never sees a topic without its config."""
+        tx = self._zk.transaction()
+        tx.create(paths.topic_config_path(assignment.name), paths.encode_topic_config(config))
+        tx.create(paths.topic_path(assignment.name), paths.encode_topic_assignment(assignment))
+        results = tx.commit()
+        if any(isinstance(r, NodeExistsError) for r in results):
+            raise TopicExistsError(f"topic {assignment.name!r} already exists")
+        for r in results:
+            if isinstance(r, Exception) and not isinstance(r, (RolledBackError, RuntimeInconsistency)):
+                raise r
+
+    def conditional_update_partition_states(
+        self, states: Mapping[TopicPartition, LeaderAndIsr]
+    ) -> dict[TopicPartition, int | None]:
+        """The partition leader's ISR writes, each at its state's zk_version and independent of
+        the others (no multi: one conflict must not undo the rest): per partition the new
+        version, or None if the controller (or another leader) wrote since, which fences a
+        zombie leader (seed 002). All are sent before any reply is read: a leader re-adding a
+        restarted follower to 25,000 ISRs would otherwise wait 25,000 round trips."""
+        pending = {tp: self._zk.set_async(paths.partition_state_path(tp), _encode_state(state),
+                                          state.zk_version)
+                   for tp, state in states.items()}
+        out: dict[TopicPartition, int | None] = {}
+        for tp, result in pending.items():
+            try:
+                out[tp] = result.get().version
+            except (BadVersionError, NoNodeError):
+                out[tp] = None
+        return out
+
+    def propagate_isr_changes(self, tps: Iterable[TopicPartition]) -> list[str]:
+        """Tell the controller about ISR changes with sequential notification znodes, at most
+        ISR_CHANGES_PER_ZNODE partitions each: ZooKeeper drops the connection of a client that
+        sends more than jute.maxbuffer (1 MB by default) in one request, and a leader
+        re-adding a restarted follower to 25,000 ISRs would (~45 bytes per partition)."""
+        tps = list(tps)
+        pending = [self._zk.create_async(paths.ISR_CHANGE_PREFIX,
+                                         paths.encode_isr_change(tps[i:i + ISR_CHANGES_PER_ZNODE]),
+                                         sequence=True)
+                   for i in range(0, len(tps), ISR_CHANGES_PER_ZNODE)]
+        return [result.get() for result in pending]
+
+    def allocate_producer_id_block(self, broker_id: int, size: int = 1000) -> paths.ProducerIdBlock:
+        """Claim the next block of producer ids with a conditional update (retried on races)."""
+        while True:
+            data, stat = self._zk.get(paths.PRODUCER_ID_BLOCK)
+            last = paths.decode_producer_id_block(data)
+            start = 0 if last is None else last.end + 1
+            block = paths.ProducerIdBlock(broker_id, start, start + size - 1)
+            try:
+                self._zk.set(paths.PRODUCER_ID_BLOCK, paths.encode_producer_id_block(block), stat.version)
+                return block
+            except BadVersionError:
+                continue

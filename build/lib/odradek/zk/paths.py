@@ -1,0 +1,283 @@
+"""Kafka's ZooKeeper layout: znode paths and the JSON each znode holds.
+
+The formats are Kafka's own (kafka/zk/ZkData.scala), written compactly as Jackson does, so a
+Kafka tool pointed at our ZooKeeper reads the same cluster and vice versa. Decoders accept the
+older versions Kafka still reads (topic assignments without a topic id, bare controller ids).
+Pure functions only: no kazoo here, so the simulation's fake ZooKeeper can share the codecs.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+
+BROKERS = "/brokers"
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+BROKER_SEQID = "/brokers/seqid"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+CONFIG = "/config"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_TOPICS = "/config/topics"
+ADMIN = "/admin"
+DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+ISR_CHANGE_PREFIX = "/isr_change_notification/isr_change_"
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+
+# Kafka's ZkData.PersistentZkPaths (minus the old consumer tree): created at startup so that
+# watches and child creates never hit a missing parent.
+PERSISTENT_PATHS: tuple[str, ...] = (
+    BROKER_IDS,
+    BROKER_TOPICS,
+    BROKER_SEQID,
+    CONFIG_CHANGES,
+    CONFIG_TOPICS,
+    "/config/clients",
+    "/config/users",
+    "/config/brokers",
+    DELETE_TOPICS,
+    ISR_CHANGE_NOTIFICATION,
+    LOG_DIR_EVENT_NOTIFICATION,
+    PRODUCER_ID_BLOCK,
+)
+
+# Kafka's Uuid.ZERO_UUID: the "no topic id" value in protocol messages.
+ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def topic_partitions_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions"
+
+
+def partition_path(tp: TopicPartition) -> str:
+    return f"{BROKER_TOPICS}/{tp.topic}/partitions/{tp.partition}"
+
+
+def partition_state_path(tp: TopicPartition) -> str:
+    return f"{BROKER_TOPICS}/{tp.topic}/partitions/{tp.partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def delete_topic_path(topic: str) -> str:
+    """/admin/delete_topics/T: Kafka's admin marks a topic for deletion with an empty znode."""
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+def new_topic_id() -> str:
+    """A fresh topic id as Kafka's Uuid.randomUuid() makes it.
+
+    Kafka renders a random (version 4) UUID as URL-safe base64 without padding (22 chars) and
+    re-draws ids it reserves (zero) or that would start with '-' (they look like CLI flags).
+    """
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        if text != ZERO_TOPIC_ID and not text.startswith("-"):
+            return text
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _loads(data: bytes) -> Any:
+    return json.loads(data.decode())
+
+
+def _tp_list(tps: Iterable[TopicPartition]) -> list[dict[str, Any]]:
+    return [{"topic": tp.topic, "partition": tp.partition} for tp in sorted(tps)]
+
+
+def _tp_set(entries: Iterable[Mapping[str, Any]]) -> set[TopicPartition]:
+    return {TopicPartition(e["topic"], int(e["partition"])) for e in entries}
+
+
+# /brokers/ids/N ---------------------------------------------------------------------------
+
+
+def encode_broker_info(info: BrokerInfo, timestamp_ms: int) -> bytes:
+    return _dumps({
+        "version": 4,
+        "host": info.host,
+        "port": info.port,
+        "endpoints": [f"PLAINTEXT://{info.host}:{info.port}"],
+        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+        "jmx_port": -1,
+        "timestamp": str(timestamp_ms),
+        "rack": info.rack,
+    })
+
+
+def decode_broker_info(broker_id: int, data: bytes, czxid: int) -> BrokerInfo:
+    """`czxid` of the registration znode is the broker epoch (Kafka's KIP-380)."""
+    obj = _loads(data)
+    host, port = obj.get("host"), obj.get("port", -1)
+    endpoints = obj.get("endpoints") or []
+    plaintext = [e for e in endpoints if e.startswith("PLAINTEXT://")] or endpoints
+    if plaintext:  # versions 2+ may leave host/port empty when only endpoints are set
+        host, _, port_text = plaintext[0].split("://", 1)[1].rpartition(":")
+        host, port = host.strip("[]"), int(port_text)
+    return BrokerInfo(broker_id, host, int(port), czxid, obj.get("rack"))
+
+
+# /brokers/topics/T ------------------------------------------------------------------------
+
+
+def encode_topic_assignment(assignment: TopicAssignment) -> bytes:
+    """Version 3 with the topic id; no reassignment in progress (empty adding/removing)."""
+    return _dumps({
+        "version": 3,
+        "topic_id": assignment.topic_id,
+        "partitions": {str(p): list(r) for p, r in sorted(assignment.partitions.items())},
+        "adding_replicas": {},
+        "removing_replicas": {},
+    })
+
+
+def decode_topic_assignment(topic: str, data: bytes) -> TopicAssignment:
+    """Versions 1 and 2 carry no topic id: those come back with ZERO_TOPIC_ID, for the
+    controller to assign one and rewrite the znode (as Kafka 2.8+ does on failover)."""
+    obj = _loads(data)
+    partitions = {int(p): tuple(r) for p, r in obj.get("partitions", {}).items()}
+    return TopicAssignment(topic, obj.get("topic_id") or ZERO_TOPIC_ID, partitions)
+
+
+# /brokers/topics/T/partitions/P/state -----------------------------------------------------
+
+
+def encode_leader_and_isr(state: LeaderAndIsr) -> bytes:
+    return _dumps({
+        "version": 1,
+        "leader": state.leader,
+        "leader_epoch": state.leader_epoch,
+        "isr": list(state.isr),
+        "controller_epoch": state.controller_epoch,
+    })
+
+
+def decode_leader_and_isr(data: bytes, zk_version: int) -> LeaderAndIsr:
+    """`zk_version` is the znode's Stat.version: the next conditional write must name it."""
+    obj = _loads(data)
+    return LeaderAndIsr(
+        obj["leader"], obj["leader_epoch"], tuple(obj["isr"]), obj["controller_epoch"], zk_version
+    )
+
+
+# /controller and /controller_epoch --------------------------------------------------------
+
+
+def encode_controller(broker_id: int, timestamp_ms: int) -> bytes:
+    return _dumps({"version": 1, "brokerid": broker_id, "timestamp": str(timestamp_ms)})
+
+
+def decode_controller_id(data: bytes) -> int:
+    """Very old Kafka wrote the bare broker id; KafkaController.parseControllerId still reads it."""
+    obj = _loads(data)
+    return obj if isinstance(obj, int) else int(obj["brokerid"])
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    return str(epoch).encode()
+
+
+def decode_controller_epoch(data: bytes) -> int:
+    return int(data.decode())
+
+
+# /config/topics/T -------------------------------------------------------------------------
+
+
+def encode_topic_config(config: Mapping[str, str]) -> bytes:
+    return _dumps({"version": 1, "config": dict(config)})
+
+
+def decode_topic_config(data: bytes) -> dict[str, str]:
+    return {k: str(v) for k, v in _loads(data).get("config", {}).items()} if data else {}
+
+
+# /isr_change_notification/isr_change_NNNNNNNNNN -------------------------------------------
+
+
+def encode_isr_change(tps: Iterable[TopicPartition]) -> bytes:
+    return _dumps({"version": 1, "partitions": _tp_list(tps)})
+
+
+def decode_isr_change(data: bytes) -> set[TopicPartition]:
+    return _tp_set(_loads(data)["partitions"])
+
+
+# /latest_producer_id_block ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdBlock:
+    """A range of producer ids owned by one broker, both ends inclusive (Kafka's format)."""
+
+    broker_id: int
+    start: int
+    end: int
+
+
+def encode_producer_id_block(block: ProducerIdBlock) -> bytes:
+    return _dumps({
+        "version": 1,
+        "broker": block.broker_id,
+        "block_start": str(block.start),
+        "block_end": str(block.end),
+    })
+
+
+def decode_producer_id_block(data: bytes) -> ProducerIdBlock | None:
+    """None for the empty znode that exists before the first allocation."""
+    if not data:
+        return None
+    obj = _loads(data)
+    return ProducerIdBlock(obj["broker"], int(obj["block_start"]), int(obj["block_end"]))
+
+
+# /admin/reassign_partitions and /admin/preferred_replica_election -------------------------
+
+
+def encode_reassignment(targets: Mapping[TopicPartition, Iterable[int]]) -> bytes:
+    return _dumps({
+        "version": 1,
+        "partitions": [
+            {"topic": tp.topic, "partition": tp.partition, "replicas": list(targets[tp])}
+            for tp in sorted(targets)
+        ],
+    })
+
+
+def decode_reassignment(data: bytes) -> dict[TopicPartition, tuple[int, ...]]:
+    return {
+        TopicPartition(e["topic"], int(e["partition"])): tuple(e["replicas"])
+        for e in _loads(data)["partitions"]
+    }
+
+
+def encode_preferred_election(tps: Iterable[TopicPartition]) -> bytes:
+    return _dumps({"version": 1, "partitions": _tp_list(tps)})
+
+
+def decode_preferred_election(data: bytes) -> set[TopicPartition]:
+    return _tp_set(_loads(data)["partitions"])

@@ -1,0 +1,355 @@
+"""ZooKeeper's bulk operations on a raw socket of our own: multi-read and fenced write multis.
+
+Why: kazoo spends about 115 us of Python per pipelined get and tens of microseconds per op of a
+transaction (op objects, path normalisation, serialisation, result objects), on the thread the
+broker's event loop competes with for the GIL. A failover reads and writes thousands of partition
+states, so this module speaks the jute wire format itself, with ``struct``, on its own session:
+
+  ConnectRequest  int protocolVersion, long lastZxidSeen, int timeOut, long sessionId,
+                  buffer passwd, bool readOnly        -> ConnectResponse (same fields, no zxid)
+  multi-read      RequestHeader(int xid, int type=22),
+  (3.6+)          n x (MultiHeader(int type=4, bool done=false, int err=-1), string path, bool watch),
+                  MultiHeader(-1, true, -1)
+    response      ReplyHeader(int xid, long zxid, int err),
+                  n x (MultiHeader(type, done, err), GetDataResponse(buffer data, Stat) if type==4
+                       else ErrorResponse(int err)),
+                  MultiHeader(-1, true, -1)
+  multi (write)   RequestHeader(xid, type=14), MultiHeader(13, false, -1) CheckVersion(string path,
+                  int version), then per op MultiHeader(1|5|2, false, -1) Create(string path,
+                  buffer data, vector<ACL> acl, int flags) | SetData(string path, buffer data,
+                  int version) | Delete(string path, int version), MultiHeader(-1, true, -1)
+    response      ReplyHeader, per op MultiHeader(type, done, err) + string path for a Create,
+                  Stat for a SetData, nothing for CheckVersion/Delete,
+                  ErrorResponse(int err) when type == -1 (the multi
+                  failed: 0 for ops rolled back, -2 for ops never tried), end MultiHeader
+
+Requests are pipelined (every batch is sent before the first response is read). Reads are
+idempotent, so any failure (the session expired while idle, the server went away) closes the
+socket and the call is retried once on a fresh session. With several servers in the connect
+string a ``sync`` goes first, so a read sees every write our kazoo session committed before it.
+Writes are never retried here: a multi whose reply was lost may or may not have committed, so it
+comes back as None and the caller decides (zk/client.py resends it conditionally through kazoo,
+where a write that did commit fails its version check and the controller re-reads).
+"""
+from __future__ import annotations
+
+import random
+import socket
+import struct
+import threading
+from collections.abc import Sequence
+
+from kazoo.exceptions import EXCEPTIONS, ZookeeperError
+from kazoo.protocol.states import ZnodeStat
+
+OP_CREATE = 1
+OP_DELETE = 2
+OP_SET_DATA = 5
+OP_CHECK = 13
+OP_MULTI = 14
+OP_GET_DATA = 4
+OP_SYNC = 9
+OP_CLOSE = -11
+OP_MULTI_READ = 22
+OP_ERROR = -1
+ERR_NONODE = -101
+ERR_UNIMPLEMENTED = -6
+
+MAX_BATCH = 1000  # getData ops per multi-read request
+
+_INT = struct.Struct(">i")
+_HDR = struct.Struct(">iiq i")  # length, xid, zxid, err  (reply)
+_MULTI_HDR = struct.Struct(">i?i")  # type, done, err
+_STAT = struct.Struct(">qqqqiiiqiiq")
+_END = _MULTI_HDR.pack(-1, True, -1)
+_GET_HDR = _MULTI_HDR.pack(OP_GET_DATA, False, -1)
+_OP_HDRS = {op: _MULTI_HDR.pack(op, False, -1)
+            for op in (OP_CHECK, OP_CREATE, OP_SET_DATA, OP_DELETE)}
+# a persistent znode open to all (ZooKeeper's OPEN_ACL_UNSAFE: perms ALL, world:anyone), flags 0
+_OPEN_ACL_PERSISTENT = (_INT.pack(1) + _INT.pack(31) + _INT.pack(5) + b"world" + _INT.pack(6)
+                        + b"anyone" + _INT.pack(0))
+
+#: One write inside a multi: (OP_CREATE, OP_SET_DATA or OP_DELETE, path, data, expected
+#: version); data is ignored for a delete, the version for a create.
+WriteOp = tuple[int, str, bytes, int]
+
+
+class RawSessionError(Exception):
+    """The server refused or broke the exchange (after the one retry)."""
+
+
+class MultiReadUnsupportedError(RawSessionError):
+    """The server is older than 3.6: callers fall back to pipelined single reads."""
+
+
+def _parse_hosts(connect: str) -> tuple[list[tuple[str, int]], str]:
+    hosts, slash, chroot = connect.partition("/")
+    out = []
+    for h in hosts.split(","):
+        host, _, port = h.strip().rpartition(":")
+        out.append((host or h.strip(), int(port) if host else 2181))
+    return out, (slash + chroot).rstrip("/")
+
+
+class RawSession:
+    """Thread-safe; one session, opened lazily, kept open between calls."""
+
+    def __init__(self, connect: str, session_timeout_s: float = 30.0,
+                 connect_timeout_s: float = 5.0) -> None:
+        self._hosts, self._chroot = _parse_hosts(connect)
+        self._session_timeout_ms = int(session_timeout_s * 1000)
+        self._connect_timeout_s = connect_timeout_s
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._xid = 0
+        self.unsupported = False
+
+    # session ---------------------------------------------------------------------------------
+
+    def _connect(self) -> socket.socket:
+        hosts = list(self._hosts)
+        random.shuffle(hosts)
+        error: Exception | None = None
+        for host, port in hosts:
+            try:
+                sock = socket.create_connection((host, port), timeout=self._connect_timeout_s)
+            except OSError as exc:
+                error = exc
+                continue
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                body = struct.pack(">iqiqi16s?", 0, 0, self._session_timeout_ms, 0, 16, b"\0" * 16,
+                                   False)
+                sock.sendall(_INT.pack(len(body)) + body)
+                reply = self._recv_frame(sock)
+                _proto, timeout_ms, session_id = struct.unpack_from(">iiq", reply, 0)
+                if session_id == 0 or timeout_ms <= 0:
+                    raise RawSessionError("ZooKeeper refused the session")
+                sock.settimeout(max(self._connect_timeout_s, timeout_ms / 1000))
+                self._xid = 0
+                return sock
+            except (OSError, struct.error, RawSessionError) as exc:
+                sock.close()
+                error = exc
+        raise RawSessionError(f"cannot open a ZooKeeper session at {self._hosts}: {error}")
+
+    @staticmethod
+    def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            # MSG_WAITALL: one blocking call per frame, so the GIL is released and re-taken
+            # once rather than per 64 KB (each re-take can wait a whole switch interval
+            # behind the broker's busy event loop)
+            k = sock.recv_into(view[got:], n - got, socket.MSG_WAITALL)
+            if not k:
+                raise ConnectionError("ZooKeeper closed the connection")
+            got += k
+        return bytes(buf)
+
+    def _recv_frame(self, sock: socket.socket) -> bytes:
+        (length,) = _INT.unpack(self._recv_exactly(sock, 4))
+        if length < 0 or length > 512 * 1024 * 1024:
+            raise RawSessionError(f"bad frame length {length}")
+        return self._recv_exactly(sock, length)
+
+    def _recv_reply(self, sock: socket.socket, xid: int) -> tuple[bytes, int]:
+        """The reply frame to request ``xid`` and its error code, skipping pings and events."""
+        while True:
+            frame = self._recv_frame(sock)
+            got_xid, _zxid, err = struct.unpack_from(">iqi", frame, 0)
+            if got_xid >= 0:  # -2 is a ping, -1 a watch event: not ours
+                break
+        if got_xid != xid:
+            raise RawSessionError(f"xid {got_xid}, expected {xid}")
+        return frame, err
+
+    def close(self) -> None:
+        with self._lock:
+            sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                self._xid += 1
+                sock.sendall(_INT.pack(8) + struct.pack(">ii", self._xid, OP_CLOSE))
+            except OSError:
+                pass
+            sock.close()
+
+    # reads -----------------------------------------------------------------------------------
+
+    def get_data_many(self, paths: Sequence[str]) -> list[tuple[bytes, ZnodeStat] | None]:
+        """getData of every path, in order; None where the znode does not exist."""
+        if not paths:
+            return []
+        if self.unsupported:
+            raise MultiReadUnsupportedError("multi-read not supported by this ZooKeeper")
+        with self._lock:
+            for attempt in (0, 1):
+                try:
+                    if self._sock is None:
+                        self._sock = self._connect()
+                    return self._get_data_many(self._sock, paths)
+                except MultiReadUnsupportedError:
+                    self.unsupported = True
+                    raise
+                except (OSError, struct.error, RawSessionError, IndexError) as exc:
+                    if self._sock is not None:
+                        self._sock.close()
+                        self._sock = None
+                    if attempt:
+                        raise RawSessionError(f"multi-read failed: {exc!r}") from exc
+        raise AssertionError("unreachable")
+
+    def _get_data_many(self, sock: socket.socket, paths: Sequence[str]) -> list:
+        chroot = self._chroot.encode()
+        frames = []
+        xids = []
+        if len(self._hosts) > 1:  # catch up with the leader before reading (see module doc)
+            self._xid += 1
+            body = struct.pack(">ii", self._xid, OP_SYNC) + _INT.pack(1) + b"/"
+            frames.append(_INT.pack(len(body)) + body)
+            xids.append((self._xid, 0, 0))
+        for start in range(0, len(paths), MAX_BATCH):
+            chunk = paths[start:start + MAX_BATCH]
+            self._xid += 1
+            parts = [struct.pack(">ii", self._xid, OP_MULTI_READ)]
+            for path in chunk:
+                raw = chroot + path.encode() if chroot else path.encode()
+                parts.append(_GET_HDR)
+                parts.append(_INT.pack(len(raw)))
+                parts.append(raw)
+                parts.append(b"\0")  # watch = false
+            parts.append(_END)
+            body = b"".join(parts)
+            frames.append(_INT.pack(len(body)) + body)
+            xids.append((self._xid, start, len(chunk)))
+        sock.sendall(b"".join(frames))
+        out: list = [None] * len(paths)
+        stat_size = _STAT.size
+        unpack_hdr = _MULTI_HDR.unpack_from
+        unpack_int = _INT.unpack_from
+        unpack_stat = _STAT.unpack_from
+        for xid, start, count in xids:
+            frame, err = self._recv_reply(sock, xid)
+            if err == ERR_UNIMPLEMENTED:
+                raise MultiReadUnsupportedError(f"opcode {OP_MULTI_READ} unimplemented")
+            if err != 0:
+                raise RawSessionError(f"ZooKeeper error {err} for the multi-read")
+            if count == 0:  # the sync
+                continue
+            pos = 16
+            for i in range(start, start + count):
+                op_type, done, op_err = unpack_hdr(frame, pos)
+                pos += 9
+                if done:
+                    raise RawSessionError("multi-read response ended early")
+                if op_type == OP_GET_DATA:
+                    (length,) = unpack_int(frame, pos)
+                    pos += 4
+                    if length < 0:
+                        data = b""
+                    else:
+                        data = frame[pos:pos + length]
+                        pos += length
+                    out[i] = (data, ZnodeStat(*unpack_stat(frame, pos)))
+                    pos += stat_size
+                elif op_type == OP_ERROR:
+                    (code,) = unpack_int(frame, pos)
+                    pos += 4
+                    if code == ERR_UNIMPLEMENTED:
+                        raise MultiReadUnsupportedError("getData inside multi-read unimplemented")
+                    if code != ERR_NONODE:
+                        raise RawSessionError(f"ZooKeeper error {code} reading {paths[i]}")
+                else:
+                    raise RawSessionError(f"unexpected op type {op_type} in multi-read response")
+            if not unpack_hdr(frame, pos)[1]:
+                raise RawSessionError("multi-read response has more results than requests")
+        return out
+
+    # writes ----------------------------------------------------------------------------------
+
+    def fenced_multis(self, check_path: str, check_version: int,
+                      batches: Sequence[Sequence[WriteOp]]) -> list[list[object] | None]:
+        """One multi per batch, each opening with a version check of ``check_path``, all sent
+        before any reply is read. Per batch, kazoo's result shape: [check, *ops], each True
+        (check, delete), a ZnodeStat (set) or a kazoo exception instance; None for a batch
+        whose reply never came (see the module doc)."""
+        results: list[list[object] | None] = [None] * len(batches)
+        if not batches:
+            return results
+        with self._lock:
+            try:
+                if self._sock is None:
+                    self._sock = self._connect()
+                self._fenced_multis(self._sock, check_path, check_version, batches, results)
+            except (OSError, struct.error, RawSessionError, IndexError):
+                if self._sock is not None:
+                    self._sock.close()
+                    self._sock = None
+        return results
+
+    def _path(self, path: str) -> bytes:
+        raw = (self._chroot + path).encode() if self._chroot else path.encode()
+        return _INT.pack(len(raw)) + raw
+
+    def _fenced_multis(self, sock: socket.socket, check_path: str, check_version: int,
+                       batches: Sequence[Sequence[WriteOp]],
+                       results: list[list[object] | None]) -> None:
+        check = _OP_HDRS[OP_CHECK] + self._path(check_path) + _INT.pack(check_version)
+        frames = []
+        xids = []
+        for batch in batches:
+            self._xid += 1
+            parts = [struct.pack(">ii", self._xid, OP_MULTI), check]
+            for kind, path, data, version in batch:
+                parts.append(_OP_HDRS[kind])
+                parts.append(self._path(path))
+                if kind == OP_CREATE:
+                    parts.append(_INT.pack(len(data)))
+                    parts.append(data)
+                    parts.append(_OPEN_ACL_PERSISTENT)
+                    continue
+                if kind == OP_SET_DATA:
+                    parts.append(_INT.pack(len(data)))
+                    parts.append(data)
+                parts.append(_INT.pack(version))
+            parts.append(_END)
+            body = b"".join(parts)
+            frames.append(_INT.pack(len(body)) + body)
+            xids.append(self._xid)
+        sock.sendall(b"".join(frames))
+        unpack_hdr = _MULTI_HDR.unpack_from
+        unpack_int = _INT.unpack_from
+        unpack_stat = _STAT.unpack_from
+        for i, (xid, batch) in enumerate(zip(xids, batches)):
+            frame, err = self._recv_reply(sock, xid)
+            if err != 0:
+                raise RawSessionError(f"ZooKeeper error {err} for a multi")
+            out: list[object] = []
+            pos = 16
+            while True:
+                op_type, done, _ = unpack_hdr(frame, pos)
+                pos += 9
+                if done:
+                    break
+                if op_type == OP_SET_DATA:
+                    out.append(ZnodeStat(*unpack_stat(frame, pos)))
+                    pos += _STAT.size
+                elif op_type in (OP_CHECK, OP_DELETE):
+                    out.append(True)
+                elif op_type == OP_CREATE:  # the created path, without our chroot (as kazoo)
+                    (length,) = unpack_int(frame, pos)
+                    created = frame[pos + 4:pos + 4 + length].decode()
+                    pos += 4 + length
+                    out.append(created[len(self._chroot):] or "/")
+                elif op_type == OP_ERROR:
+                    (code,) = unpack_int(frame, pos)
+                    pos += 4
+                    out.append(EXCEPTIONS.get(code, ZookeeperError)())
+                else:
+                    raise RawSessionError(f"unexpected op type {op_type} in a multi response")
+            if len(out) != len(batch) + 1:
+                raise RawSessionError(f"multi response has {len(out)} results for "
+                                     f"{len(batch) + 1} ops")
+            results[i] = out
