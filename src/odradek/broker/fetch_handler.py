@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Awaitable
+from typing import Any, Awaitable, Iterable
 
 from odradek.broker.connection import Response
 from odradek.broker.context import BrokerContext
-from odradek.broker.fetch_session import FetchSessionCache, FetchSessionError, FetchTarget
+from odradek.broker.fetch_session import FetchSession, FetchSessionCache, FetchSessionError, FetchTarget
 from odradek.broker.partition import Partition
 from odradek.log.errors import OffsetOutOfRangeError
 from odradek.metadata import TopicPartition
@@ -55,15 +55,52 @@ class FetchHandler:
                                                   requested, forgotten)
         except FetchSessionError as exc:
             return fast_paths.fetch_response(version, header.correlation_id, [], error_code=exc.code)
-        targets = list(session.targets.values()) if session is not None else requested
         replica_id = getattr(req, "replica_id", -1)
-        topics, told, total, readable, has_error = self._read(targets, replica_id, req.max_bytes, full)
-        session_id = session.id if session is not None else 0
         max_wait = req.max_wait.total_seconds()
+        if session is not None and not full:
+            # incremental: only what it asked about and what changed since (FetchSession)
+            targets = _visit(session, requested)
+            topics, told, total, _, has_error = self._read(targets, replica_id, req.max_bytes, False,
+                                                           session)
+            if total >= req.min_bytes or max_wait <= 0 or has_error:
+                return _respond(version, header.correlation_id, topics, told, session.id)
+            return self._delayed_incremental(header.correlation_id, version, req, session, replica_id,
+                                             [t for t, _, _ in told], time.monotonic() + max_wait)
+        targets = list(session.targets.values()) if session is not None else requested
+        if session is not None:
+            session.dirty.clear()
+        topics, told, total, readable, has_error = self._read(targets, replica_id, req.max_bytes, full,
+                                                              session)
+        session_id = session.id if session is not None else 0
         if total >= req.min_bytes or max_wait <= 0 or has_error or not readable:
             return _respond(version, header.correlation_id, topics, told, session_id)
         return self._delayed(header.correlation_id, version, req, targets, replica_id, full, session_id,
                              readable, time.monotonic() + max_wait)
+
+    async def _delayed_incremental(self, correlation_id: int, version: int, req: Any,
+                                   session: FetchSession, replica_id: int,
+                                   pending: list[FetchTarget], deadline: float) -> Response:
+        """Long poll of an incremental session fetch: sleep on the session's own future until a
+        partition of it changes, then visit only that (plus ``pending``: what the last read had
+        to tell, which the response still owes)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining > 0 and not session.dirty:
+                session.waiter = loop.create_future()
+                try:
+                    await asyncio.wait_for(session.waiter, remaining)
+                except asyncio.TimeoutError:
+                    remaining = 0
+                finally:
+                    session.waiter = None
+            seen = {t.tp for t in pending}
+            targets = pending + [t for t in _visit(session, ()) if t.tp not in seen]
+            topics, told, total, _, has_error = self._read(targets, replica_id, req.max_bytes, False,
+                                                           session)
+            if total >= req.min_bytes or has_error or remaining <= 0:
+                return _respond(version, correlation_id, topics, told, session.id)
+            pending = [t for t, _, _ in told]
 
     async def _delayed(self, correlation_id: int, version: int, req: Any, targets: list[FetchTarget],
                        replica_id: int, full: bool, session_id: int, readable: list[Partition],
@@ -82,11 +119,13 @@ class FetchHandler:
         topics, told, _, _, _ = self._read(targets, replica_id, req.max_bytes, full)
         return _respond(version, correlation_id, topics, told, session_id)
 
-    def _read(self, targets: list[FetchTarget], replica_id: int, budget: int,
-              full: bool) -> tuple[Topics, Told, int, list[Partition], bool]:
+    def _read(self, targets: list[FetchTarget], replica_id: int, budget: int, full: bool,
+              session: FetchSession | None = None) -> tuple[Topics, Told, int, list[Partition], bool]:
         """Read each target; an incremental (not full) response leaves out partitions with no
         records and nothing new to tell. Returns (topics, what they tell, bytes, readable
-        partitions, whether any partition has an error)."""
+        partitions, whether any partition has an error). With a session, partitions it reads
+        are watched, and a target with an error or with records left unread (the response was
+        full) stays due for the session's next visit."""
         total = 0
         told: Told = []
         out: dict[str, list[fast_paths.FetchPartition]] = {}
@@ -98,6 +137,8 @@ class FetchHandler:
                     t.leader_epoch >= 0 and t.leader_epoch != partition.leader_epoch):
                 partition, error = leader_for(self.ctx, t.tp, t.leader_epoch)
                 t.partition = partition
+                if session is not None and partition is not None:
+                    partition.watch(session)
             data: bytes | memoryview = b""
             if partition is not None:
                 if replica_id >= 0:
@@ -106,12 +147,17 @@ class FetchHandler:
                 else:
                     limit = partition.high_watermark
                 max_bytes = min(t.max_bytes, budget - total) if total else t.max_bytes
-                if t.fetch_offset != limit and max_bytes > 0:  # an idle partition reads nothing
-                    try:
-                        data = partition.log.read(t.fetch_offset, max_bytes, limit)
-                    except OffsetOutOfRangeError:
-                        error = ErrorCode.OFFSET_OUT_OF_RANGE
+                if t.fetch_offset != limit:  # an idle partition reads nothing
+                    if max_bytes > 0:
+                        try:
+                            data = partition.log.read(t.fetch_offset, max_bytes, limit)
+                        except OffsetOutOfRangeError:
+                            error = ErrorCode.OFFSET_OUT_OF_RANGE
+                    elif session is not None:
+                        session.dirty.add(t.tp)  # records left for the next response
             if error is not None:
+                if session is not None:
+                    session.dirty.add(t.tp)  # told again each time, as before sessions
                 has_error = True
                 out.setdefault(t.tp.topic, []).append((t.tp.partition, error, -1, -1, None))
                 told.append((t, -2, -2))  # tell it everything again once it recovers
@@ -124,6 +170,16 @@ class FetchHandler:
                 told.append((t, hw, log_start))
                 total += len(data)
         return list(out.items()), told, total, readable, has_error
+
+
+def _visit(session: FetchSession, requested: Iterable[FetchTarget]) -> list[FetchTarget]:
+    """The session targets an incremental fetch must read: those the request named (their
+    position changed) and those whose partition changed since the last visit."""
+    due = dict.fromkeys(t.tp for t in requested)
+    due.update(dict.fromkeys(session.dirty))
+    session.dirty.clear()
+    targets = session.targets
+    return [targets[tp] for tp in due if tp in targets]
 
 
 def _respond(version: int, correlation_id: int, topics: Topics, told: Told, session_id: int) -> Response:

@@ -36,12 +36,24 @@ class FetchTarget:
     partition: Any = None  # the broker's Partition once resolved, so idle rounds skip the lookup
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, weakref_slot=True)  # partitions hold their sessions weakly
 class FetchSession:
+    """The leader's side of a session. Partitions it reads from call ``notify`` when they get
+    records, a new high watermark or log start, or a new role, so an incremental fetch visits
+    only the partitions it asked about and those that changed: at 50,000 partitions, visiting
+    every partition of every session each round cost a broker 25-30% of a core while idle."""
+
     id: int
     epoch: int
     targets: dict[TopicPartition, FetchTarget] = field(default_factory=dict)
     last_used: float = 0.0
+    dirty: set[TopicPartition] = field(default_factory=set)  # changed since last visited
+    waiter: Any = None  # the asyncio future a waiting (long-poll) fetch of this session sleeps on
+
+    def notify(self, tp: TopicPartition) -> None:
+        self.dirty.add(tp)
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
 
 
 class FetchSessionError(Exception):

@@ -15,7 +15,8 @@ import heapq
 import itertools
 import logging
 import time
-from typing import Callable
+import weakref
+from typing import Any, Callable
 
 from odradek.broker.producer_state import ProducerStateError, ProducerStateManager
 from odradek.log.log import Log
@@ -55,6 +56,8 @@ class Partition:
         self._ack_waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         # futures of long-polling fetches woken by any append or high-watermark move
         self._data_waiters: list[asyncio.Future[None]] = []
+        # fetch sessions reading this partition (fetch_session.FetchSession), told of each change
+        self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
         self.producers = ProducerStateManager()
         self.producers.rebuild(log_.iter_batch_headers())
 
@@ -160,7 +163,12 @@ class Partition:
         epoch's start, since the last call joins."""
         if not self.is_leader:
             return None
+        # Kafka 2.5+'s rule: a follower at the log end is in sync however long ago it fetched
+        # (an idle partition's fetch sessions do not visit it); one behind it leaves after the
+        # lag time. A dead follower of an idle partition stays until the controller removes it.
+        leo = self.log_end_offset
         stale = {r for r in self.isr if r != self.broker_id
+                 and self._follower_leo.get(r, -1) < leo
                  and now - self._last_caught_up.get(r, 0.0) > lag_time_max_s} if shrink else set()
         joining = {r for r in self._isr_candidates if r not in self.isr
                    and self._follower_leo.get(r, -1) >= self.high_watermark
@@ -239,11 +247,25 @@ class Partition:
             self._data_waiters = [f for f in self._data_waiters if not f.done()]
         self._data_waiters.append(fut)
 
+    def watch(self, session: Any) -> None:
+        """``session`` reads this partition: tell it of every append, high watermark, log
+        start or role change (its ``notify``)."""
+        self._sessions.add(session)
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Retention on the log; fetchers hear of the new log start offset."""
+        deleted = self.log.apply_retention(now_ms)
+        if deleted:
+            self._wake_fetchers()
+        return deleted
+
     def _wake_fetchers(self) -> None:
         waiters, self._data_waiters = self._data_waiters, []
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)
+        for session in self._sessions:
+            session.notify(self.tp)
 
     def close(self) -> None:
         self.leader_id = -1  # a closed (stopped or deleted) replica leads nothing

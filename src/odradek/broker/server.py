@@ -170,7 +170,7 @@ class Broker:
     def _retention(self) -> None:
         now_ms = int(time.time() * 1000)
         for partition in self.replica_manager.partitions():
-            partition.log.apply_retention(now_ms)
+            partition.apply_retention(now_ms)
 
     async def shutdown(self) -> None:
         self.controller.stop()
