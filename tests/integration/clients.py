@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from client_helpers import produce
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.cluster import LocalCluster
@@ -35,25 +36,8 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, time
 
 def produce_acks_all(bootstrap: str, topic: str, n: int, prefix: str = "m") -> list[tuple[int, int, bytes, bytes]]:
     """Produce n keyed messages with acks=all; returns the acknowledged (partition, offset, key, value)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                         "enable.idempotence": True})
-    acked: list[tuple[int, int, bytes, bytes]] = []
-    errors: list[object] = []
-
-    def on_delivery(err: object, msg: object) -> None:
-        if err is not None:
-            errors.append(err)
-        else:
-            acked.append((msg.partition(), msg.offset(), msg.key(), msg.value()))  # type: ignore[attr-defined]
-
-    for i in range(n):
-        producer.produce(topic, key=f"{prefix}-k{i}".encode(), value=f"{prefix}-v{i}".encode() * 3,
-                         on_delivery=on_delivery)
-        if i % 1000 == 0:
-            producer.poll(0)
-    assert producer.flush(60) == 0
-    assert errors == []
-    return acked
+    return produce(bootstrap, topic, [(f"{prefix}-k{i}".encode(), f"{prefix}-v{i}".encode() * 3, None)
+                                      for i in range(n)])  # type: ignore[return-value]
 
 
 def segment_bytes(cluster: LocalCluster, broker_id: int, topic: str, partition: int) -> bytes:

@@ -13,7 +13,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import build_batch
 
 from clients import consume_all, create_topic, produce_acks_all, segment_bytes
-from wire import RawConnection, bootstrap_host_port
+from wire import RawConnection
 
 pytestmark = pytest.mark.integration
 

@@ -47,8 +47,3 @@ class RawConnection:
 
     def close(self) -> None:
         self.sock.close()
-
-
-def bootstrap_host_port(bootstrap: str) -> tuple[str, int]:
-    host, port = bootstrap.split(",")[0].rsplit(":", 1)
-    return host, int(port)

@@ -11,7 +11,8 @@ from pyspark.errors import StreamingQueryException
 
 from odradek.spark.commits import CommitMarkers
 from odradek.spark.options import MARKER_TOPIC
-from spark_helpers import consume_all, create_topic, produce, topic_name
+from client_helpers import produce
+from spark_helpers import consume_all, create_topic, topic_name
 
 pytestmark = pytest.mark.integration
 
