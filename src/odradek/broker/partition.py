@@ -47,9 +47,9 @@ class Partition:
         # monotonic time each follower last fetched at (or past) our log end offset
         self._last_caught_up: dict[int, float] = {}
         self._leader_epoch_start_offset = 0
-        # followers outside the ISR that fetched caught up since the last ISR decision: Kafka
-        # expands the ISR on such a fetch, never from remembered positions, so a follower that
-        # died caught up (an idle partition) cannot be written back into the ISR
+        # followers outside the ISR that fetched caught up: Kafka expands the ISR on such a
+        # fetch, never from remembered positions, so a follower that died caught up (an idle
+        # partition) is not written back into the ISR. Kept until admitted or dropped.
         self._isr_candidates: set[int] = set()
         self._on_isr_candidate = on_isr_candidate
         # (required high watermark, tiebreak, future) for acks=all produces, smallest first
@@ -160,7 +160,7 @@ class Partition:
         """The ISR this leader should write, or None to keep it (Kafka's maybeShrinkIsr and
         maybeExpandIsr): followers that have not caught up within the lag time leave (checked
         only when `shrink`); a follower that fetched at or past the high watermark, and this
-        epoch's start, since the last call joins."""
+        epoch's start, joins (it stays a candidate until it is in the ISR or falls behind)."""
         if not self.is_leader:
             return None
         # Kafka 2.5+'s rule: a follower at the log end is in sync however long ago it fetched
@@ -170,16 +170,30 @@ class Partition:
         stale = {r for r in self.isr if r != self.broker_id
                  and self._follower_leo.get(r, -1) < leo
                  and now - self._last_caught_up.get(r, 0.0) > lag_time_max_s} if shrink else set()
-        joining = {r for r in self._isr_candidates if r not in self.isr
-                   and self._follower_leo.get(r, -1) >= self.high_watermark
-                   and self._follower_leo.get(r, -1) >= self._leader_epoch_start_offset}
-        self._isr_candidates.clear()  # a follower still caught up is proposed again at its next fetch
+        self._isr_candidates = joining = {
+            r for r in self._isr_candidates if r not in self.isr
+            and self._follower_leo.get(r, -1) >= self.high_watermark
+            and self._follower_leo.get(r, -1) >= self._leader_epoch_start_offset}
         if not stale and not joining:
             return None
         return (self.isr - stale) | joining
 
+    @property
+    def has_isr_candidates(self) -> bool:
+        return bool(self._isr_candidates)
+
+    def drop_isr_candidates(self, replicas: set[int]) -> None:
+        """Forget candidates that may not join (their broker is not registered): they must
+        fetch caught up again once it is (ReplicaManager.brokers_registered)."""
+        self._isr_candidates -= replicas
+
+    def wake_fetchers(self) -> None:
+        """Make every fetch session of this partition visit it again."""
+        self._wake_fetchers()
+
     def apply_isr(self, isr: frozenset[int], zk_version: int) -> None:
         """Adopt an ISR we wrote to ZooKeeper; a smaller ISR may let the high watermark move."""
+        self._isr_candidates -= isr
         self.isr = isr
         self.zk_version = zk_version
         self._maybe_advance_high_watermark()

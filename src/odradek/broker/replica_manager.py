@@ -162,9 +162,12 @@ class ReplicaManager:
             if isr is not None:
                 # only a registered broker may join (KIP-841): a follower whose ZooKeeper session
                 # expired still fetches, but the controller counts it dead until it re-registers
+                p.drop_isr_candidates({r for r in isr if r not in p.isr and r not in live})
                 isr = frozenset(r for r in isr if r in p.isr or r in live)
                 if isr != p.isr:
                     wanted[p.tp] = (p, isr)
+            if p.has_isr_candidates:
+                self._may_expand.add(p.tp)  # not admitted yet (a lost write race): next round
         if not wanted:
             return
         writes = {tp: LeaderAndIsr(p.leader_id, p.leader_epoch, tuple(sorted(isr)), p.controller_epoch, p.zk_version)
@@ -199,6 +202,14 @@ class ReplicaManager:
             current = self.zk.get_partition_states(lost)
             out.update((tp, current.get(tp)) for tp in lost)
         return out
+
+    def brokers_registered(self, broker_ids: set[int]) -> None:
+        """Brokers that (re-)registered: a follower of ours on one of them that caught up
+        before we heard of the registration was dropped as a candidate, and an idle
+        partition's fetch session would not visit it again, so make its sessions look."""
+        for p in self._partitions.values():
+            if p.is_leader and any(r in broker_ids and r not in p.isr for r in p.replicas):
+                p.wake_fetchers()
 
     def checkpoint_high_watermarks(self) -> None:
         """Persist high watermarks so a restarted broker does not expose uncommitted data."""

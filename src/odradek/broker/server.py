@@ -85,8 +85,12 @@ class Broker:
         else:
             stale = rm.fence(request.controller_epoch, request.broker_epoch)
             if stale is None:
+                known = {b.id for b in self.metadata.live_brokers}
                 self.metadata.update(request.controller_id, request.controller_epoch,
                                      request.live_brokers, request.partition_states)
+                registered = {b.id for b in request.live_brokers} - known
+                if registered:
+                    rm.brokers_registered(registered)
             response = ControllerResponse(int(stale or 0), {})
         return controller_api.encode_response(api_key, version, correlation_id, response)
 
