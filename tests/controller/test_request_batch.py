@@ -17,7 +17,7 @@ LAI = LeaderAndIsr(1, 3, (1, 2), 5, 2)
 
 def test_new_batch_raises_if_previous_not_sent() -> None:
     rig = Rig()
-    rig.batch.add_stop_replica([1], tp("t", 0), delete=False)
+    rig.batch.add_stop_replicas([(tp("t", 0), 1)], delete=False)
     with pytest.raises(IllegalBatchStateError):
         rig.batch.new_batch()
     rig.send()
@@ -29,7 +29,7 @@ def test_send_merges_per_broker_in_kafka_order() -> None:
     for p in range(3):
         rig.add_partition(tp("t", p), (1, 2), LAI)
         rig.batch.add_leader_and_isr([1, 2], tp("t", p), LAI, (1, 2), is_new=False)
-    rig.batch.add_stop_replica([3], tp("t", 9), delete=False)
+    rig.batch.add_stop_replicas([(tp("t", 9), 3)], delete=False)
     rig.send()
     kinds = [(b, type(r)) for b, r in rig.channel.sent]
     assert kinds == [(1, LeaderAndIsrRequest), (2, LeaderAndIsrRequest),
@@ -57,9 +57,9 @@ def test_is_new_sticks_and_dead_brokers_are_skipped() -> None:
 
 def test_stop_replica_is_split_by_delete_flag_and_delete_wins() -> None:
     rig = Rig()
-    rig.batch.add_stop_replica([1], tp("t", 0), delete=False)
-    rig.batch.add_stop_replica([1], tp("t", 0), delete=True)
-    rig.batch.add_stop_replica([1], tp("t", 1), delete=False)
+    rig.batch.add_stop_replicas([(tp("t", 0), 1)], delete=False)
+    rig.batch.add_stop_replicas([(tp("t", 0), 1)], delete=True)
+    rig.batch.add_stop_replicas([(tp("t", 1), 1)], delete=False)
     rig.send()
     stops = [r for _, r in rig.channel.stop_replica()]
     assert [(s.delete_partitions, s.partitions) for s in stops] == [

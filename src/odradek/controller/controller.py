@@ -157,11 +157,12 @@ class Controller:
         # ISRs (a dead leader leaves the partition leaderless), then the partition state
         # machine elects, writing every partition the dead broker led twice. Electing first
         # gives the same final states in one write per partition: the offline selector
-        # already drops dead replicas from the ISR, so the Offline step below only writes the
-        # partitions the dead brokers followed.
+        # already drops dead replicas from the ISR, so the Offline step only writes the
+        # partitions the dead brokers followed. The live replicas' re-send comes last, so
+        # the batch only adds the partitions the two steps before did not already queue.
         elected = self._partitions.trigger_online_partition_state_change()
-        self._replicas.handle_state_changes(online, ReplicaStatus.ONLINE)
         self._replicas.handle_state_changes(offline, ReplicaStatus.OFFLINE)
+        self._replicas.handle_state_changes(online, ReplicaStatus.ONLINE)
         if self._timer is not None:
             self._timer.add("leaderless", sum(1 for r in elected.values()
                                               if not isinstance(r, Exception)))

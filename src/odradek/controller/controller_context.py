@@ -8,7 +8,7 @@ controller's event thread touches it, so it needs no locks.
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import Iterable
+from typing import Iterable, KeysView
 
 from odradek.controller.partition_state_machine import PartitionStatus
 from odradek.controller.replica_state_machine import PartitionReplica, ReplicaStatus
@@ -87,6 +87,12 @@ class ControllerContext:
 
     def live_or_shutting_down_broker_ids(self) -> frozenset[int]:
         return frozenset(self._live_brokers)
+
+    @property
+    def registered_broker_ids(self) -> KeysView[int]:
+        """A live view of the registered (live or shutting-down) brokers, for the per-replica
+        membership checks of a failover, which would otherwise copy the set each time."""
+        return self._live_brokers.keys()
 
     def live_broker_ids(self) -> frozenset[int]:
         """Brokers that may lead: registered and not in controlled shutdown."""
@@ -223,12 +229,16 @@ class ControllerContext:
         else:
             self._replica_states[replica] = state
 
+    def replica_states(self, replicas: list[PartitionReplica]) -> list[ReplicaStatus]:
+        """The state of each replica, in order (one call per batch, like swap_replica_states)."""
+        get = self._replica_states.get
+        return [get(r, ReplicaStatus.NON_EXISTENT) for r in replicas]
+
     def swap_replica_states(self, replicas: list[PartitionReplica],
                             state: ReplicaStatus) -> list[ReplicaStatus]:
         """Put ``state`` for every replica; returns their previous states, in order. One call
         for a whole transition: a controller failover moves tens of thousands of replicas."""
-        get = self._replica_states.get
-        previous = [get(r, ReplicaStatus.NON_EXISTENT) for r in replicas]
+        previous = self.replica_states(replicas)
         if state is ReplicaStatus.NON_EXISTENT:
             for r in replicas:
                 self._replica_states.pop(r, None)

@@ -83,12 +83,12 @@ class ReplicaStateMachine:
     def initialize_replica_states(self) -> tuple[list[PartitionReplica], list[PartitionReplica]]:
         """Seed 001: a replica on a live broker is Online, any other Offline; returns both
         lists so the controller can then move them (see Controller._failover for the order)."""
-        online: list[PartitionReplica] = []
-        offline: list[PartitionReplica] = []
-        is_online = self._ctx.is_replica_online
-        for tp in self._ctx.all_partitions():
-            for replica in self._ctx.partition_replica_assignment(tp):
-                (online if is_online(replica, tp) else offline).append(PartitionReplica(tp, replica))
+        live = self._ctx.live_broker_ids()  # is_replica_online, without a call per replica
+        assignment = self._ctx.partition_replica_assignment
+        replicas = [PartitionReplica(tp, r) for tp in self._ctx.all_partitions()
+                    for r in assignment(tp)]
+        online = [pr for pr in replicas if pr.replica in live]
+        offline = [pr for pr in replicas if pr.replica not in live]
         self._ctx.swap_replica_states(online, _R.ONLINE)
         self._ctx.swap_replica_states(offline, _R.OFFLINE)
         return online, offline
@@ -100,9 +100,10 @@ class ReplicaStateMachine:
         included), whose replicas keep their state."""
         errors: dict[PartitionReplica, Exception] = {}
         valid: list[PartitionReplica] = []
-        for pr in replicas:
-            current = self._ctx.replica_state(pr)
-            if current in VALID_PREVIOUS[target]:
+        allowed = VALID_PREVIOUS[target]
+        replicas = list(replicas)
+        for pr, current in zip(replicas, self._ctx.replica_states(replicas)):
+            if current in allowed:
                 valid.append(pr)
             else:
                 self._fail(pr, current, target, IllegalReplicaStateTransitionError(
@@ -118,8 +119,7 @@ class ReplicaStateMachine:
             case _R.OFFLINE:
                 self._to_offline(valid, errors)
             case _R.DELETION_STARTED:
-                for pr in valid:
-                    self._batch.add_stop_replica([pr.replica], pr.tp, delete=True)
+                self._batch.add_stop_replicas(valid, delete=True)
                 self._transition_all(valid, target)
             case _R.DELETION_SUCCESSFUL | _R.DELETION_INELIGIBLE:
                 self._transition_all(valid, target)
@@ -150,19 +150,22 @@ class ReplicaStateMachine:
         again (one entry per partition for all its receivers), since a broker coming back, or
         a new controller, cannot know what it was told before."""
         receivers: dict[TopicPartition, list[int]] = {}
+        assignment_of = self._ctx.partition_replica_assignment
         for pr, previous in zip(replicas, self._transition_all(replicas, _R.ONLINE)):
+            tp = pr.tp
             if previous is _R.NEW:
-                assignment = self._ctx.partition_replica_assignment(pr.tp)
+                assignment = assignment_of(tp)
                 if pr.replica not in assignment:
-                    self._ctx.update_partition_replica_assignment(pr.tp, (*assignment, pr.replica))
+                    self._ctx.update_partition_replica_assignment(tp, (*assignment, pr.replica))
+            elif tp in receivers:
+                receivers[tp].append(pr.replica)
             else:
-                receivers.setdefault(pr.tp, []).append(pr.replica)
+                receivers[tp] = [pr.replica]
+        leadership = self._ctx.partition_leadership
         for tp, brokers in receivers.items():
-            lai = self._ctx.partition_leadership(tp)
+            lai = leadership(tp)
             if lai is not None:
-                self._batch.add_leader_and_isr(brokers, tp, lai,
-                                               self._ctx.partition_replica_assignment(tp),
-                                               is_new=False)
+                self._batch.add_leader_and_isr(brokers, tp, lai, assignment_of(tp), is_new=False)
 
     def _to_offline(self, replicas: list[PartitionReplica],
                     errors: dict[PartitionReplica, Exception]) -> None:
@@ -171,17 +174,25 @@ class ReplicaStateMachine:
         The new state goes to every remaining replica, not only the leader as seed 000 says,
         because the write bumps the leader epoch (Kafka 2.4) and followers fetch with it.
         """
+        self._batch.add_stop_replicas(replicas, delete=False)
         removed: dict[TopicPartition, set[int]] = {}
         gone: dict[TopicPartition, list[PartitionReplica]] = {}  # in the order given
+        leaderless: list[PartitionReplica] = []
+        leadership = self._ctx.partition_leadership
         for pr in replicas:
-            self._batch.add_stop_replica((pr.replica,), pr.tp, delete=False)
-            if self._ctx.partition_leadership(pr.tp) is None:
-                live = self._ctx.live_or_shutting_down_broker_ids()
-                self._batch.add_update_metadata(live, [pr.tp])
-                self._transition(pr, _R.OFFLINE)
+            tp = pr.tp
+            if leadership(tp) is None:
+                leaderless.append(pr)
+            elif tp in gone:
+                removed[tp].add(pr.replica)
+                gone[tp].append(pr)
             else:
-                removed.setdefault(pr.tp, set()).add(pr.replica)
-                gone.setdefault(pr.tp, []).append(pr)
+                removed[tp] = {pr.replica}
+                gone[tp] = [pr]
+        if leaderless:
+            self._batch.add_update_metadata(self._ctx.live_or_shutting_down_broker_ids(),
+                                            [pr.tp for pr in leaderless])
+            self._transition_all(leaderless, _R.OFFLINE)
         if not removed:
             return
         updated, failed = self._remove_from_isr(removed)

@@ -81,11 +81,19 @@ class ControllerBrokerRequestBatch:
         """Tell ``brokers`` their role for ``tp``; every live broker also gets its metadata,
         since a leadership change is exactly what clients must learn about."""
         replicas = tuple(replicas)
-        online = self._context.is_replica_online
-        offline = tuple(r for r in replicas if not online(r, tp, True))
+        all_lai = self._leader_and_isr
+        entry = self._entries.get(tp)
+        if (not is_new and entry is not None and entry[0] is leader_and_isr
+                and entry[1].replicas == replicas):
+            # The same facts again (a failover re-sends every live replica's state after the
+            # elections and ISR shrinks already queued most of them): only new receivers.
+            brokers = [b for b in brokers if tp not in all_lai.get(b, ())]
+            if not brokers:
+                return
+        registered = self._context.registered_broker_ids
+        offline = tuple([r for r in replicas if r not in registered])
         # One immutable entry shared by every receiver (two: is_new can differ per broker).
         made: dict[bool, PartitionState] = {}
-        all_lai = self._leader_and_isr
         for broker in brokers:
             if broker < 0:
                 continue
@@ -112,11 +120,19 @@ class ControllerBrokerRequestBatch:
         for broker in brokers:
             self._update_metadata.setdefault(broker, set()).update(tps)
 
-    def add_stop_replica(self, brokers: Iterable[int], tp: TopicPartition, delete: bool) -> None:
-        """Deletion wins if one event both stops and deletes a replica."""
-        for broker in brokers:
-            per_broker = self._stop_replica.setdefault(broker, {})
-            per_broker[tp] = per_broker.get(tp, False) or delete
+    def add_stop_replicas(self, replicas: Iterable[tuple[TopicPartition, int]],
+                          delete: bool) -> None:
+        """Stop each (partition, broker) replica; deletion wins if one event both stops and
+        deletes a replica. One call for all: a broker failure stops thousands."""
+        all_stop = self._stop_replica
+        for tp, broker in replicas:
+            per_broker = all_stop.get(broker)
+            if per_broker is None:
+                per_broker = all_stop[broker] = {}
+            if delete:
+                per_broker[tp] = True
+            else:
+                per_broker.setdefault(tp, False)
 
     def send_requests(self, controller_epoch: int, timer: EventTimer | None = None) -> None:
         """Flush in Kafka's order to the brokers still registered, then start empty.
@@ -177,9 +193,8 @@ class ControllerBrokerRequestBatch:
             isr=lai.isr,
             zk_version=lai.zk_version,
             replicas=replicas,
-            offline_replicas=tuple(
-                r for r in replicas if not self._context.is_replica_online(r, tp, True)
-            ),
+            offline_replicas=tuple([r for r in replicas
+                                    if r not in self._context.registered_broker_ids]),
         )
 
     def _send_update_metadata(self, controller_epoch: int) -> None:
