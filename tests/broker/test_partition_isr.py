@@ -53,3 +53,21 @@ def test_an_unregistered_candidate_is_dropped_until_it_fetches_again(tmp_path: P
     assert p.isr_change_wanted(LAG_S, 0.0, shrink=False) is None
     p.update_follower_position(3, 0)
     assert p.isr_change_wanted(LAG_S, 0.0, shrink=False) == frozenset({1, 2, 3})
+
+
+def test_watching_sessions_hear_of_changes_and_dropped_sessions_are_forgotten(tmp_path: Path) -> None:
+    """Partitions hold fetch sessions weakly: an evicted session is neither kept alive nor
+    told anything; a live one is told of the role change, once however often it watched."""
+    import gc
+
+    from odradek.broker.fetch_session import FetchSession
+
+    p = leader(tmp_path, (1, 2, 3))
+    kept, dropped = FetchSession(1, 1), FetchSession(2, 1)
+    for session in (kept, kept, dropped):
+        p.watch(session)
+    del dropped, session
+    gc.collect()
+    p.apply_state(PartitionState(TP, 1, 2, 2, (1, 2), 1, (1, 2, 3)))
+    assert kept.dirty == {TP}
+    assert len(p._sessions) == 1

@@ -161,6 +161,26 @@ def test_partition_error_responses_round_trip(api_key):
     assert decode_response(api_key, VERSIONS[api_key], body) == resp
 
 
+def test_partition_errors_are_checked_at_decode_and_built_when_read():
+    """The layout (every entry inside the body) is checked by decode_response; the mapping is
+    built on first read, where a topic name that is not UTF-8 is a SchemaError too."""
+    resp = ControllerResponse(0, {TP_A0: 0, TP_B0: 5})
+    frame = one_frame(encode_response(API_LEADER_AND_ISR, VERSIONS[API_LEADER_AND_ISR], 1, resp))
+    _, body = parse_response_header(API_LEADER_AND_ISR, VERSIONS[API_LEADER_AND_ISR], frame)
+    for cut in range(1, len(body) - 2):
+        with pytest.raises(SchemaError):
+            decode_response(API_LEADER_AND_ISR, VERSIONS[API_LEADER_AND_ISR], body[:-cut])
+    decoded = decode_response(API_LEADER_AND_ISR, VERSIONS[API_LEADER_AND_ISR], body)
+    assert dict(decoded.partition_errors) == {TP_A0: 0, TP_B0: 5}
+    assert decoded.partition_errors[TP_B0] == 5 and len(decoded.partition_errors) == 2
+    bad = bytearray(body)
+    name = bytes(body).index(TP_A0.topic.encode())
+    bad[name] = 0xFF
+    garbled = decode_response(API_LEADER_AND_ISR, VERSIONS[API_LEADER_AND_ISR], bytes(bad))
+    with pytest.raises(SchemaError):
+        dict(garbled.partition_errors)
+
+
 def test_update_metadata_response_is_just_an_error_code():
     data = encode_response(API_UPDATE_METADATA, 5, 3,
                            ControllerResponse(ErrorCode.STALE_BROKER_EPOCH, {TP_A0: 1}))

@@ -17,5 +17,5 @@ class BrokerContext:
     metadata: MetadataCache
     zk: Any  # odradek.zk.client.KafkaZkClient; blocking, so handlers call it through asyncio.to_thread
     # (api_key, version, correlation_id, request) -> encoded response, for the controller's requests
-    controller_requests: Callable[[int, int, int, Any], Awaitable[bytes]]
+    controller_requests: Callable[[int, int, int, Any], bytes | Awaitable[bytes]]
     next_producer_id: Callable[[], Awaitable[int]]

@@ -56,8 +56,11 @@ class Partition:
         self._ack_waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         # futures of long-polling fetches woken by any append or high-watermark move
         self._data_waiters: list[asyncio.Future[None]] = []
-        # fetch sessions reading this partition (fetch_session.FetchSession), told of each change
-        self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
+        # fetch sessions reading this partition (fetch_session.FetchSession), told of each
+        # change; held weakly (an evicted session must not live on in its partitions), by id in
+        # a plain dict: a WeakSet's iteration costs microseconds even when empty, and every
+        # append and every partition of a LeaderAndIsr wakes them
+        self._sessions: dict[int, weakref.ref[Any]] = {}
         self.producers = ProducerStateManager()
         self.producers.rebuild(log_.iter_batch_headers())
 
@@ -264,7 +267,9 @@ class Partition:
     def watch(self, session: Any) -> None:
         """``session`` reads this partition: tell it of every append, high watermark, log
         start or role change (its ``notify``)."""
-        self._sessions.add(session)
+        ref = self._sessions.get(id(session))
+        if ref is None or ref() is not session:
+            self._sessions[id(session)] = weakref.ref(session)
 
     def apply_retention(self, now_ms: int) -> int:
         """Retention on the log; fetchers hear of the new log start offset."""
@@ -278,8 +283,16 @@ class Partition:
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)
-        for session in self._sessions:
-            session.notify(self.tp)
+        if self._sessions:
+            gone = []
+            for key, ref in self._sessions.items():
+                session = ref()
+                if session is None:
+                    gone.append(key)
+                else:
+                    session.notify(self.tp)
+            for key in gone:
+                del self._sessions[key]
 
     def close(self) -> None:
         self.leader_id = -1  # a closed (stopped or deleted) replica leads nothing

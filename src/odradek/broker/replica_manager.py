@@ -66,22 +66,43 @@ class ReplicaManager:
         self.controller_epoch = controller_epoch
         return None
 
-    async def become_leader_or_follower(self, req: LeaderAndIsrRequest) -> ControllerResponse:
+    def become_leader_or_follower(
+        self, req: LeaderAndIsrRequest
+    ) -> ControllerResponse | Awaitable[ControllerResponse]:
+        """The response at once, unless partitions of topics new to this broker need their
+        configs read from ZooKeeper first (then an awaitable). Answering in the same loop
+        callback matters: a LeaderAndIsr wakes thousands of fetch sessions and fetchers, and a
+        response written after their callbacks reached the controller 0.3 s late."""
         stale = self.fence(req.controller_epoch, req.broker_epoch)
         if stale is not None:
             log.warning("ignoring LeaderAndIsr from controller %d epoch %d: %s",
                         req.controller_id, req.controller_epoch, stale.name)
             return ControllerResponse(int(stale), {})
-        errors: dict[TopicPartition, int] = {}
         new_topics = sorted({s.tp.topic for s in req.partition_states if s.tp not in self._partitions})
-        configs = await self._load_topic_configs(new_topics) if new_topics else {}
+        if not new_topics:
+            return self._become_leader_or_follower(req, {})
+        return self._with_configs(req, new_topics)
+
+    async def _with_configs(self, req: LeaderAndIsrRequest, topics: list[str]) -> ControllerResponse:
+        configs = await self._load_topic_configs(topics)
+        # a newer controller may have spoken while we read: its epoch fences this request now
+        stale = self.fence(req.controller_epoch, req.broker_epoch)
+        if stale is not None:
+            return ControllerResponse(int(stale), {})
+        return self._become_leader_or_follower(req, configs)
+
+    def _become_leader_or_follower(self, req: LeaderAndIsrRequest,
+                                   configs: dict[str, dict[str, str]]) -> ControllerResponse:
+        started = time.perf_counter()
+        errors: dict[TopicPartition, int] = {}
         leaders = {b.id: b for b in req.live_leaders}
         for state in req.partition_states:
             errors[state.tp] = int(self._apply(state, configs.get(state.tp.topic, {}), leaders))
         applied = [s for s in req.partition_states if errors[s.tp] == ErrorCode.NONE]
         led = sum(1 for s in applied if s.leader == self.broker_id)
-        log.info("LeaderAndIsr from controller %d (epoch %d): leader of %d, follower of %d, %d skipped",
-                 req.controller_id, req.controller_epoch, led, len(applied) - led, len(errors) - len(applied))
+        log.info("LeaderAndIsr from controller %d (epoch %d): leader of %d, follower of %d, %d skipped "
+                 "in %.0f ms", req.controller_id, req.controller_epoch, led, len(applied) - led,
+                 len(errors) - len(applied), (time.perf_counter() - started) * 1000)
         return ControllerResponse(int(ErrorCode.NONE), errors)
 
     def _apply(self, state: PartitionState, topic_config: dict[str, str],

@@ -13,7 +13,7 @@ import logging
 import signal
 import time
 import uuid
-from typing import Any
+from typing import Any, Awaitable
 
 from kazoo.client import KazooState
 from kazoo.exceptions import NodeExistsError
@@ -75,11 +75,16 @@ class Broker:
                 self._producer_ids = list(range(block.end, block.start - 1, -1))
             return self._producer_ids.pop()
 
-    async def _controller_request(self, api_key: int, version: int, correlation_id: int, request: Any) -> bytes:
-        """LeaderAndIsr, UpdateMetadata and StopReplica, fenced by controller and broker epoch."""
+    def _controller_request(self, api_key: int, version: int, correlation_id: int,
+                            request: Any) -> bytes | Awaitable[bytes]:
+        """LeaderAndIsr, UpdateMetadata and StopReplica, fenced by controller and broker epoch;
+        answered in the same callback unless a LeaderAndIsr must read topic configs first."""
         rm = self.replica_manager
         if api_key == controller_api.API_LEADER_AND_ISR:
-            response = await rm.become_leader_or_follower(request)
+            result = rm.become_leader_or_follower(request)
+            if not isinstance(result, ControllerResponse):
+                return self._encode_later(api_key, version, correlation_id, result)
+            response = result
         elif api_key == controller_api.API_STOP_REPLICA:
             response = rm.stop_replicas(request)
         else:
@@ -93,6 +98,11 @@ class Broker:
                     rm.brokers_registered(registered)
             response = ControllerResponse(int(stale or 0), {})
         return controller_api.encode_response(api_key, version, correlation_id, response)
+
+    @staticmethod
+    async def _encode_later(api_key: int, version: int, correlation_id: int,
+                            pending: Awaitable[ControllerResponse]) -> bytes:
+        return controller_api.encode_response(api_key, version, correlation_id, await pending)
 
     def _cluster_id(self) -> str:
         """Kafka's /cluster/id: made once by the first broker, read by every later one."""

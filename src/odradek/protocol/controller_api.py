@@ -22,7 +22,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Iterable, Union
+from typing import Iterable, Iterator, Mapping, Union
 
 from odradek.metadata import BrokerInfo, PartitionState, TopicPartition
 from odradek.protocol.schema import (
@@ -74,7 +74,7 @@ class ControllerResponse:
     """The shape the three responses share; UpdateMetadata's has no partition errors."""
 
     error_code: int
-    partition_errors: dict[TopicPartition, int] = field(default_factory=dict)
+    partition_errors: Mapping[TopicPartition, int] = field(default_factory=dict)
 
 
 ControllerRequest = Union[LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest]
@@ -184,23 +184,65 @@ class _PartitionErrors(Type):
             String.encode(tp.topic, out)
             out.append(_PARTITION_ERROR.pack(tp.partition, code))
 
-    def decode(self, buf: memoryview, pos: int) -> tuple[dict[TopicPartition, int], int]:
-        n, pos = _count(buf, pos, 8)
-        errors: dict[TopicPartition, int] = {}
-        topics: dict[bytes, str] = {}  # every entry repeats its topic name: decode each once
+    def decode(self, buf: memoryview, pos: int) -> tuple[Mapping[TopicPartition, int], int]:
+        """Checks the layout now and builds the mapping only when it is read: the controller
+        waits on a failover's 10,000-entry responses in a process whose broker is busy taking
+        on the new roles, and building them there took 0.2 s of contended GIL time."""
+        n, start = _count(buf, pos, 8)
+        pos = start
+        unpack_size = _I16.unpack_from
+        limit = len(buf) - 6
         for _ in range(n):
-            (size,) = _I16.unpack_from(buf, pos)
-            end = pos + 2 + size
-            if size < 0 or end + 6 > len(buf):
-                raise SchemaError(f"partition error entry at offset {pos} overruns the buffer")
-            raw = bytes(buf[pos + 2:end])
-            topic = topics.get(raw)
-            if topic is None:
-                topic = topics[raw] = str(raw, "utf-8")
-            partition, code = _PARTITION_ERROR.unpack_from(buf, end)
-            pos = end + 6
-            errors[TopicPartition(topic, partition)] = code
-        return errors, pos
+            (size,) = unpack_size(buf, pos)
+            pos += 8 + size
+            if size < 0 or pos - 6 > limit:
+                raise SchemaError(f"partition error entry ending at offset {pos} overruns the "
+                                  f"buffer")
+        return _LazyPartitionErrors(bytes(buf[start:pos]), n), pos
+
+
+class _LazyPartitionErrors(Mapping[TopicPartition, int]):
+    """{TopicPartition: error code} decoded from layout-checked bytes on first use."""
+
+    __slots__ = ("_raw", "_n", "_errors")
+
+    def __init__(self, raw: bytes, n: int) -> None:
+        self._raw = raw
+        self._n = n
+        self._errors: dict[TopicPartition, int] | None = None
+
+    def _decoded(self) -> dict[TopicPartition, int]:
+        if self._errors is None:
+            errors: dict[TopicPartition, int] = {}
+            topics: dict[bytes, str] = {}  # every entry repeats its topic name: decode each once
+            buf, pos = self._raw, 0
+            for _ in range(self._n):
+                (size,) = _I16.unpack_from(buf, pos)
+                end = pos + 2 + size
+                raw = buf[pos + 2:end]
+                topic = topics.get(raw)
+                if topic is None:
+                    try:
+                        topic = topics[raw] = str(raw, "utf-8")
+                    except UnicodeDecodeError as exc:
+                        raise SchemaError(f"partition error topic name: {exc}") from None
+                partition, code = _PARTITION_ERROR.unpack_from(buf, end)
+                pos = end + 6
+                errors[TopicPartition(topic, partition)] = code
+            self._errors = errors
+        return self._errors
+
+    def __getitem__(self, tp: TopicPartition) -> int:
+        return self._decoded()[tp]
+
+    def __iter__(self) -> Iterator[TopicPartition]:
+        return iter(self._decoded())
+
+    def __len__(self) -> int:
+        return len(self._decoded())  # not the entry count: a partition may repeat
+
+    def __repr__(self) -> str:
+        return repr(self._decoded())
 
 
 _LEADER_AND_ISR_V2 = Struct(
