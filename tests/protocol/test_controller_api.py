@@ -150,6 +150,21 @@ def test_unsupported_version_and_trailing_bytes():
         decode_request(API_STOP_REPLICA, 1, body[:-1])
 
 
+def test_one_states_tuple_sent_to_many_brokers_is_encoded_once_and_right_for_each():
+    """The controller shares one tuple of states between the UpdateMetadata requests of an
+    event; the encoder reuses its encoding, never the other fields of the request."""
+    states = tuple(PartitionState(TopicPartition("big", p), 3, p % 3, 4, (p % 3,), 5, (0, 1, 2),
+                                  offline_replicas=(2,)) for p in range(1500))
+    brokers = (BrokerInfo(0, "h0", 9092), BrokerInfo(1, "h1", 9093))
+    first = UpdateMetadataRequest(1, 3, 10, states, brokers)
+    second = UpdateMetadataRequest(1, 3, 11, states, brokers[:1])
+    assert request_round_trip(first)[1] == first
+    assert request_round_trip(second)[1] == second
+    other = UpdateMetadataRequest(1, 3, 11, tuple(s._replace(leader_epoch=9) for s in states),
+                                  brokers)
+    assert request_round_trip(other)[1] == other
+
+
 # --- responses ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("api_key", [API_LEADER_AND_ISR, API_STOP_REPLICA])

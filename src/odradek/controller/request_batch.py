@@ -211,16 +211,22 @@ class ControllerBrokerRequestBatch:
         if self._metadata_for_all:
             for broker in self._context.live_or_shutting_down_broker_ids():
                 self._update_metadata.setdefault(broker, set()).update(self._metadata_for_all)
+        # Brokers told the same partitions share one tuple, which the encoder then encodes once.
+        by_partitions: dict[frozenset[TopicPartition], tuple[PartitionState, ...]] = {}
         for broker in sorted(self._update_metadata):
             broker_epoch = self._broker_epoch(broker)
             if broker_epoch is None:
                 continue
-            states = [state_of(tp) for tp in sorted(self._update_metadata[broker], key=_TP_KEY)]
+            tps = frozenset(self._update_metadata[broker])
+            states = by_partitions.get(tps)
+            if states is None:
+                states = by_partitions[tps] = tuple(
+                    [s for s in map(state_of, sorted(tps, key=_TP_KEY)) if s is not None])
             request = UpdateMetadataRequest(
                 controller_id=self._controller_id,
                 controller_epoch=controller_epoch,
                 broker_epoch=broker_epoch,
-                partition_states=tuple(s for s in states if s is not None),
+                partition_states=states,
                 live_brokers=live,
             )
             self._send(broker, request)

@@ -103,6 +103,9 @@ def _um_entry(n_isr: int, n_replicas: int, n_offline: int) -> struct.Struct:
     return struct.Struct(f">{5 + n_isr}i{2 + n_replicas}i{1 + n_offline}i")
 
 
+_MEMO_MIN_STATES = 1000  # smaller requests are cheap to encode again
+
+
 class _TopicStates(Type):
     """The TopicStates array of LeaderAndIsr v2 / UpdateMetadata v5, straight from and to
     ``PartitionState`` objects: [topic_name, [partition_index, controller_epoch, leader,
@@ -115,8 +118,26 @@ class _TopicStates(Type):
 
     def __init__(self, last_is_new: bool) -> None:
         self._last_is_new = last_is_new
+        #: (states, encoding) of the last tuple encoded: the controller sends one tuple of
+        #: states to every broker (UpdateMetadata after a failover), encoded here once. Read
+        #: and replaced whole, so concurrent sender threads at worst encode twice.
+        self._last: tuple[object, bytes] | None = None
 
     def encode(self, value: Iterable[PartitionState], out: list[bytes]) -> None:
+        last = self._last
+        if last is not None and last[0] is value:
+            out.append(last[1])
+            return
+        if isinstance(value, tuple) and len(value) >= _MEMO_MIN_STATES:
+            parts: list[bytes] = []
+            self._encode(value, parts)
+            encoded = b"".join(parts)
+            self._last = (value, encoded)
+            out.append(encoded)
+        else:
+            self._encode(value, out)
+
+    def _encode(self, value: Iterable[PartitionState], out: list[bytes]) -> None:
         grouped = _by_topic(value)
         out.append(_I32.pack(len(grouped)))
         for topic, group in grouped.items():
