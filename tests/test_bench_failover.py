@@ -17,3 +17,5 @@ def test_bench_failover_small_run_reports_its_keys(capsys) -> None:
     assert result["broker_failover"]["leaders_moved"] > 0
     assert result["controller_failover"]["leaders_moved"] > 0
     assert result["broker_failover_s"] > 0 and result["controller_failover_s"] > 0
+    floors = result["zk_multi_floor_runs_s"]
+    assert len(floors) == 3 and result["zk_multi_floor_s"] == sorted(floors)[1]
