@@ -202,10 +202,9 @@ class ControllerContext:
 
     def partitions_with_offline_leader(self) -> list[TopicPartition]:
         """Partitions whose recorded leader is not an online replica (seed 000 onBrokerFailure)."""
-        return sorted(
-            (tp for tp, lai in self._leadership.items() if not self.is_replica_online(lai.leader, tp)),
-            key=TP_KEY,
-        )
+        live = self.live_broker_ids()  # is_replica_online, without a call per partition
+        return sorted((tp for tp, lai in self._leadership.items() if lai.leader not in live),
+                      key=TP_KEY)
 
     # -- state machine states ---------------------------------------------------------------
     def partition_state(self, tp: TopicPartition) -> PartitionStatus:

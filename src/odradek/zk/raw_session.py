@@ -297,7 +297,6 @@ class RawSession:
                        batches: Sequence[Sequence[WriteOp]],
                        results: list[list[object] | None]) -> None:
         check = _OP_HDRS[OP_CHECK] + self._path(check_path) + _INT.pack(check_version)
-        frames = []
         xids = []
         for batch in batches:
             self._xid += 1
@@ -316,9 +315,9 @@ class RawSession:
                 parts.append(_INT.pack(version))
             parts.append(_END)
             body = b"".join(parts)
-            frames.append(_INT.pack(len(body)) + body)
+            # each multi goes out as soon as it is built: ZooKeeper works on it meanwhile
+            sock.sendall(_INT.pack(len(body)) + body)
             xids.append(self._xid)
-        sock.sendall(b"".join(frames))
         unpack_hdr = _MULTI_HDR.unpack_from
         unpack_int = _INT.unpack_from
         unpack_stat = _STAT.unpack_from
