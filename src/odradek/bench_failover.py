@@ -216,6 +216,7 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
                 "requests": rec.get("requests", 0),
                 "phases_s": _phases(rec, "fired", ["dequeued", "zk_done", "sent", "lai_acked", "acked"]),
                 "zk": {k: rec[k] for k in ("zk_reads", "zk_writes", "zk_read_s", "zk_write_s") if k in rec},
+                "cpu_s": {k: rec[k] for k in ("event_cpu_s", "process_cpu_s") if k in rec},
             }
 
             # the victim comes back, so the controller failover sees the whole cluster again
@@ -242,6 +243,7 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
                 "phases_s": _phases(rec, "fired", ["dequeued", "loaded", "zk_done", "sent",
                                                    "lai_acked", "acked"]),
                 "zk": {k: rec[k] for k in ("zk_reads", "zk_writes", "zk_read_s", "zk_write_s") if k in rec},
+                "cpu_s": {k: rec[k] for k in ("event_cpu_s", "process_cpu_s") if k in rec},
             }
             result["loadavg_1m_after_failovers"] = round(os.getloadavg()[0], 2)
             floor = result["zk_multi_floor_s"]
