@@ -23,6 +23,7 @@ from odradek.broker.connection import KafkaConnection
 from odradek.broker.context import BrokerContext
 from odradek.broker.controller_service import ControllerService
 from odradek.broker.fetcher import ReplicaFetcher, ReplicaFetcherManager
+from odradek.broker.gc_policy import FREEZE_EVERY_S, GcPolicy
 from odradek.broker.handlers import KafkaApis
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
@@ -137,7 +138,8 @@ class Broker:
         tasks = [loop.create_task(self._every(HW_CHECKPOINT_INTERVAL_S, self._checkpoint)),
                  loop.create_task(self._every(isr_interval_s, self.replica_manager.maintain_isr)),
                  loop.create_task(self._every(cfg.log_retention_check_interval_ms / 1000,
-                                              self._retention))]
+                                              self._retention)),
+                 loop.create_task(self._every(FREEZE_EVERY_S, GcPolicy().tick))]
         await self._stopping.wait()
         log.info("broker %d shutting down", cfg.broker_id)
         for task in tasks:

@@ -1,0 +1,47 @@
+"""Keeps CPython's cycle collector from scanning the broker's long-lived objects mid-failover.
+
+A broker hosting 10,000 partition replicas tracks ~540,000 objects (partitions, logs, segments,
+producer states, the controller's context), nearly all of them alive for as long as the
+partition is. CPython starts a full collection whenever the objects that survived the young
+generations since the last one reach a quarter of the old ones, and a failover allocates just
+that: measured in `odradek bench failover` at 10,000 partitions, full collections took 0.18 s
+of a 1.7 s broker failover and 0.48 s of a 2.3 s controller failover, with every thread of
+the process stopped meanwhile.
+
+So every few seconds the broker moves everything it holds into the permanent generation
+(``gc.freeze``, a constant-time list splice), and automatic collections then scan only what
+was allocated since. Reference counting still frees frozen objects; only a reference cycle
+among frozen objects would wait, so once in a while (``full_every_s``) everything is thawed
+and collected in full, at a moment of the broker's choosing rather than mid-failover.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from typing import Callable
+
+log = logging.getLogger("odradek.broker.gc")
+
+FREEZE_EVERY_S = 5.0
+FULL_COLLECTION_EVERY_S = 600.0
+
+
+class GcPolicy:
+    def __init__(self, full_every_s: float = FULL_COLLECTION_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._full_every_s = full_every_s
+        self._clock = clock
+        self._last_full = clock()
+
+    def tick(self) -> None:
+        """Call every FREEZE_EVERY_S from the broker's event loop."""
+        now = self._clock()
+        if now - self._last_full >= self._full_every_s:
+            self._last_full = now
+            gc.unfreeze()
+            started = time.perf_counter()
+            found = gc.collect()
+            log.info("full garbage collection: %d unreachable objects in %.0f ms", found,
+                     (time.perf_counter() - started) * 1000)
+        gc.freeze()
