@@ -7,7 +7,6 @@ controller's event thread touches it, so it needs no locks.
 """
 from __future__ import annotations
 
-from operator import attrgetter
 from typing import Iterable, KeysView
 
 from odradek.controller.partition_state_machine import PartitionStatus
@@ -16,13 +15,8 @@ from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPar
 
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 
-#: Sort keys with the dataclasses' own order (fields in order), compared as C tuples: sorting
-#: 10,000 partitions with the generated __lt__ costs a Python call per comparison.
-TP_KEY = attrgetter("topic", "partition")
-
-
-def REPLICA_KEY(pr: PartitionReplica) -> tuple[str, int, int]:  # noqa: N802 - a key like TP_KEY
-    return (pr.tp.topic, pr.tp.partition, pr.replica)
+#: TopicPartition and PartitionReplica are NamedTuples, so plain sorted() orders them by
+#: (topic, partition[, replica]) with C tuple comparisons: no key function per element.
 
 
 class ControllerContext:
@@ -153,24 +147,18 @@ class ControllerContext:
         self._assignment[tp] = tuple(replicas)
 
     def all_partitions(self) -> list[TopicPartition]:
-        return sorted(self._assignment, key=TP_KEY)
+        return sorted(self._assignment)
 
     def partitions_for_topic(self, topic: str) -> list[TopicPartition]:
-        return sorted((tp for tp in self._assignment if tp.topic == topic), key=TP_KEY)
+        return sorted(tp for tp in self._assignment if tp.topic == topic)
 
     def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]:
-        return sorted((tp for tp, replicas in self._assignment.items() if broker_id in replicas),
-                      key=TP_KEY)
+        return sorted(tp for tp, replicas in self._assignment.items() if broker_id in replicas)
 
     def replicas_on_brokers(self, broker_ids: Iterable[int]) -> list[PartitionReplica]:
         ids = set(broker_ids)
-        return sorted(
-            (PartitionReplica(tp, r)
-             for tp, replicas in self._assignment.items()
-             for r in replicas
-             if r in ids),
-            key=REPLICA_KEY,
-        )
+        return sorted(PartitionReplica(tp, r)
+                      for tp, replicas in self._assignment.items() for r in replicas if r in ids)
 
     def replicas_for_partitions(self, tps: Iterable[TopicPartition]) -> list[PartitionReplica]:
         return [PartitionReplica(tp, r) for tp in tps for r in self.partition_replica_assignment(tp)]
@@ -194,17 +182,15 @@ class ControllerContext:
         return self._leadership.get(tp)
 
     def partitions_with_leadership(self) -> list[TopicPartition]:
-        return sorted(self._leadership, key=TP_KEY)
+        return sorted(self._leadership)
 
     def partitions_led_by(self, broker_id: int) -> list[TopicPartition]:
-        return sorted((tp for tp, lai in self._leadership.items() if lai.leader == broker_id),
-                      key=TP_KEY)
+        return sorted(tp for tp, lai in self._leadership.items() if lai.leader == broker_id)
 
     def partitions_with_offline_leader(self) -> list[TopicPartition]:
         """Partitions whose recorded leader is not an online replica (seed 000 onBrokerFailure)."""
         live = self.live_broker_ids()  # is_replica_online, without a call per partition
-        return sorted((tp for tp, lai in self._leadership.items() if lai.leader not in live),
-                      key=TP_KEY)
+        return sorted(tp for tp, lai in self._leadership.items() if lai.leader not in live)
 
     # -- state machine states ---------------------------------------------------------------
     def partition_state(self, tp: TopicPartition) -> PartitionStatus:
@@ -217,7 +203,7 @@ class ControllerContext:
             self._partition_states[tp] = state
 
     def partitions_in_states(self, *states: PartitionStatus) -> list[TopicPartition]:
-        return sorted((tp for tp, s in self._partition_states.items() if s in states), key=TP_KEY)
+        return sorted(tp for tp, s in self._partition_states.items() if s in states)
 
     def replica_state(self, replica: PartitionReplica) -> ReplicaStatus:
         return self._replica_states.get(replica, ReplicaStatus.NON_EXISTENT)
@@ -246,4 +232,4 @@ class ControllerContext:
         return previous
 
     def replicas_in_states(self, *states: ReplicaStatus) -> list[PartitionReplica]:
-        return sorted((r for r, s in self._replica_states.items() if s in states), key=REPLICA_KEY)
+        return sorted(r for r, s in self._replica_states.items() if s in states)

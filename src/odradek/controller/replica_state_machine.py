@@ -211,7 +211,7 @@ class ReplicaStateMachine:
         """Returns the new (or unchanged) leadership per partition and the failures."""
         updated: dict[TopicPartition, LeaderAndIsr] = {}
         failed: dict[TopicPartition, Exception] = {}
-        remaining = sorted(removed, key=_tp_key)
+        remaining = sorted(removed)
         epoch = self._ctx.epoch
 
         def shrinks(tp: TopicPartition, cached: LeaderAndIsr) -> bool:
@@ -280,6 +280,3 @@ def _shrink(lai: LeaderAndIsr, gone: set[int], controller_epoch: int) -> LeaderA
     leader = NO_LEADER if lai.leader in gone else lai.leader
     return lai.new_leader(leader, tuple(isr), controller_epoch)
 
-
-def _tp_key(tp: TopicPartition) -> tuple[str, int]:
-    return (tp.topic, tp.partition)

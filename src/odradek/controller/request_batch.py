@@ -10,7 +10,6 @@ role (LeaderAndIsr) before metadata advertises it, and stop replicas last.
 """
 from __future__ import annotations
 
-from operator import attrgetter
 from typing import TYPE_CHECKING, Iterable
 
 from odradek.controller.seams import BrokerChannel
@@ -26,7 +25,6 @@ if TYPE_CHECKING:
     from odradek.controller.controller_context import ControllerContext
 
 
-_TP_KEY = attrgetter("topic", "partition")  # TopicPartition's own order, compared in C
 
 
 class IllegalBatchStateError(Exception):
@@ -171,7 +169,7 @@ class ControllerBrokerRequestBatch:
                 controller_id=self._controller_id,
                 controller_epoch=controller_epoch,
                 broker_epoch=broker_epoch,
-                partition_states=tuple(states[tp] for tp in sorted(states, key=_TP_KEY)),
+                partition_states=tuple(states[tp] for tp in sorted(states)),
                 live_leaders=leaders,
             )
             self._send(broker, request, True, len(states))
@@ -221,7 +219,7 @@ class ControllerBrokerRequestBatch:
             states = by_partitions.get(tps)
             if states is None:
                 states = by_partitions[tps] = tuple(
-                    [s for s in map(state_of, sorted(tps, key=_TP_KEY)) if s is not None])
+                    [s for s in map(state_of, sorted(tps)) if s is not None])
             request = UpdateMetadataRequest(
                 controller_id=self._controller_id,
                 controller_epoch=controller_epoch,
@@ -238,7 +236,7 @@ class ControllerBrokerRequestBatch:
                 continue
             entries = self._stop_replica[broker]
             for delete in (True, False):
-                tps = tuple(sorted((tp for tp, d in entries.items() if d == delete), key=_TP_KEY))
+                tps = tuple(sorted(tp for tp, d in entries.items() if d == delete))
                 if tps:
                     self._send(broker, StopReplicaRequest(
                         controller_id=self._controller_id,
