@@ -1,6 +1,7 @@
 """The leader's ISR decisions (Partition.isr_change_wanted) on a real log."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from odradek.broker.partition import Partition
@@ -71,3 +72,27 @@ def test_watching_sessions_hear_of_changes_and_dropped_sessions_are_forgotten(tm
     p.apply_state(PartitionState(TP, 1, 2, 2, (1, 2), 1, (1, 2, 3)))
     assert kept.dirty == {TP}
     assert len(p._sessions) == 1
+
+
+def test_a_follower_that_catches_up_while_its_removal_is_written_is_proposed_again(
+        tmp_path: Path) -> None:
+    """Leader 1 decides to drop followers 2 and 3 (never fetched); before the ISR write
+    returns, 2's first fetch arrives caught up, when 2 is still in the ISR. After the write
+    the partition's fetch sessions must visit it again, and that visit proposes 2."""
+    from odradek.broker.fetch_session import FetchSession
+
+    noted: list[TopicPartition] = []
+    p = leader(tmp_path, (1, 2, 3), noted=noted)
+    session = FetchSession(7, 1)
+    p.watch(session)
+    session.dirty.clear()
+    later = time.monotonic() + LAG_S + 1.0
+    wanted = p.isr_change_wanted(LAG_S, later)
+    assert wanted == frozenset({1})
+    p.update_follower_position(2, 0)  # caught up, but still an ISR member: no candidate yet
+    assert noted == []
+    p.apply_isr(wanted, 1)
+    assert session.dirty == {TP}  # the session will visit the partition on its next fetch
+    p.update_follower_position(2, 0)  # that visit, at the session's fetch offset
+    assert noted == [TP]
+    assert p.isr_change_wanted(LAG_S, later, shrink=False) == frozenset({1, 2})

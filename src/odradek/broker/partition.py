@@ -195,11 +195,20 @@ class Partition:
         self._wake_fetchers()
 
     def apply_isr(self, isr: frozenset[int], zk_version: int) -> None:
-        """Adopt an ISR we wrote to ZooKeeper; a smaller ISR may let the high watermark move."""
+        """Adopt an ISR we wrote to ZooKeeper; a smaller ISR may let the high watermark move.
+
+        A follower removed here may have fetched caught up while the write was in flight (it
+        was still in the ISR then, so that fetch made it no candidate); an idle partition's
+        fetch session would never visit it again and it would stay out for good. So its
+        sessions are told to visit: a live follower's next fetch re-proposes it, a dead one
+        never fetches."""
+        removed = self.isr - isr
         self._isr_candidates -= isr
         self.isr = isr
         self.zk_version = zk_version
         self._maybe_advance_high_watermark()
+        if removed:
+            self._wake_fetchers()
 
     def _maybe_advance_high_watermark(self) -> None:
         if not self.is_leader:
