@@ -12,6 +12,7 @@ import json
 import logging
 import socket
 import struct
+import time
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -53,7 +54,13 @@ def _admin(bootstrap: str, request_timeout: float = 0.0) -> AdminClient:
 
 def create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int,
                  config: dict[str, str] | None = None, timeout: float = 30.0) -> None:
-    """CreateTopics for one topic; raises AdminError carrying Kafka's error name and message."""
+    """CreateTopics for one topic; raises AdminError carrying Kafka's error name and message.
+
+    Returns once every live broker knows the leaders of all its partitions: CreateTopics answers
+    when the broker that took it does, and the others hear from the controller a moment later,
+    so a client asking another broker right away (the next command, a test) could otherwise be
+    told the topic does not exist."""
+    deadline = time.monotonic() + timeout
     topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
                      config=config or {})
     # must outlive the future: a collected client fails it with _DESTROY
@@ -65,6 +72,29 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication_factor:
         raise AdminError(kafka_error_text(exc)) from None
     except TimeoutError:
         raise AdminError(f"no answer from {bootstrap} within {timeout:g} s") from None
+    _wait_until_every_broker_knows(bootstrap, name, partitions, deadline)
+
+
+def _wait_until_every_broker_knows(bootstrap: str, topic: str, partitions: int,
+                                   deadline: float) -> None:
+    brokers = metadata_request(bootstrap, [topic], max(1.0, deadline - time.monotonic())).brokers
+    pending = {f"{b.host}:{b.port}" for b in brokers}
+    while True:
+        for server in sorted(pending):
+            try:
+                known = metadata_request(server, [topic], max(1.0, deadline - time.monotonic()))
+            except AdminError:
+                continue  # a broker going away meanwhile: asked again until the deadline
+            t = known.topics[0] if known.topics else None
+            if (t is not None and t.error_code == 0 and len(t.partitions) == partitions
+                    and all(p.leader_id >= 0 for p in t.partitions)):
+                pending.discard(server)
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise AdminError(f"topic {topic!r} was created, but brokers {sorted(pending)} did not "
+                             f"know the leaders of all its partitions in time")
+        time.sleep(0.02)
 
 
 def list_topics(bootstrap: str, timeout: float = 10.0) -> list[str]:
