@@ -45,3 +45,20 @@ def test_fail_on_data_loss_reports_offsets_retention_deleted(spark, cluster) -> 
                      .select("offset").collect())
     assert offsets[0] >= low > 0
     assert offsets == list(range(offsets[0], high))
+
+
+def test_a_range_that_makes_no_progress_times_out_naming_the_watermarks(cluster) -> None:
+    """A partition that never reaches the planned end (here: a range past the high watermark,
+    which planning never makes) fails after kafkaConsumer.pollTimeoutMs with what the broker
+    holds, so a stalled query can be told from lost data."""
+    from odradek.spark.kafka_io import OffsetRange, read_range
+    from odradek.spark.source import _arrow_schema, read_schema
+
+    bs = cluster.bootstrap_servers
+    topic = create_topic(bs, topic_name("spark-stall"), 1)
+    produce(bs, topic, [(None, b"v", None) for _ in range(3)])
+    batches = read_range({"bootstrap.servers": bs}, OffsetRange(topic, 0, 0, 5),
+                         _arrow_schema(read_schema()), poll_timeout_s=2.0, stall_s=1.0)
+    with pytest.raises(TimeoutError, match=r"no progress at offset 3 .*log start 0, high "
+                                           r"watermark 3, range \[0, 5\), consumer position"):
+        list(batches)

@@ -252,7 +252,8 @@ def read_range(kafka_conf: Mapping[str, str], r: OffsetRange, schema: pa.Schema,
                     nxt = r.end
                 elif now - last_progress > poll_timeout_s:
                     raise TimeoutError(f"{r.topic}-{r.partition}: no progress at offset {nxt} for "
-                                       f"{poll_timeout_s:g} s (kafkaConsumer.pollTimeoutMs)")
+                                       f"{poll_timeout_s:g} s (kafkaConsumer.pollTimeoutMs); "
+                                       f"{_watermarks_text(kafka_conf, r)}, consumer position {pos}")
                 elif now - last_restart > stall_s:
                     log.warning("%s-%d: stalled at offset %d for %.0f s; reconnecting with fresh metadata",
                                 r.topic, r.partition, nxt, now - last_progress)
@@ -270,6 +271,16 @@ def read_range(kafka_conf: Mapping[str, str], r: OffsetRange, schema: pa.Schema,
     finally:
         if consumer is not None:
             consumer.close()
+
+
+def _watermarks_text(kafka_conf: Mapping[str, str], r: OffsetRange) -> str:
+    """The partition's watermarks for an error message, or why they could not be read."""
+    try:
+        with Metadata(kafka_conf) as md:
+            low, high = md.watermarks([(r.topic, r.partition)])[(r.topic, r.partition)]
+    except Exception as exc:  # noqa: BLE001 - a diagnostic must not hide the real error
+        return f"watermarks unavailable ({exc})"
+    return f"log start {low}, high watermark {high}, range [{r.start}, {r.end})"
 
 
 def _on_error(kafka_conf: Mapping[str, str], consumer: Consumer, r: OffsetRange, nxt: int,
