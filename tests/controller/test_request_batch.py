@@ -55,6 +55,23 @@ def test_is_new_sticks_and_dead_brokers_are_skipped() -> None:
     assert state.is_new and state.offline_replicas == (3,)
 
 
+def test_the_same_leadership_again_only_adds_new_receivers_and_a_newer_one_replaces_it() -> None:
+    """A controller failover re-sends every live replica's state after its elections queued
+    most of them: the batch keeps the queued entry and adds only receivers that lack one."""
+    rig = Rig()
+    rig.add_partition(tp("t", 0), (1, 2, 3), LAI)
+    rig.batch.add_leader_and_isr([1], tp("t", 0), LAI, (1, 2, 3), is_new=False)
+    rig.batch.add_leader_and_isr([1, 2], tp("t", 0), LAI, (1, 2, 3), is_new=False)
+    newer = LAI.new_leader(2, (1, 2), 5)
+    rig.batch.add_leader_and_isr([3], tp("t", 0), newer, (1, 2, 3), is_new=False)
+    rig.send()
+    sent = {b: r.partition_states[0] for b, r in rig.channel.leader_and_isr()}
+    assert sorted(sent) == [1, 2, 3]
+    assert sent[1] == sent[2]
+    assert (sent[1].leader, sent[1].leader_epoch) == (1, 3)
+    assert (sent[3].leader, sent[3].leader_epoch) == (2, 4)
+
+
 def test_stop_replica_is_split_by_delete_flag_and_delete_wins() -> None:
     rig = Rig()
     rig.batch.add_stop_replicas([(tp("t", 0), 1)], delete=False)

@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from odradek.controller.controller_context import ControllerContext
 
 
-
-
 class IllegalBatchStateError(Exception):
     """A new batch was started while the previous one still held unsent requests: some event
     forgot to flush, and silently merging its decisions into the next event would hide that."""
