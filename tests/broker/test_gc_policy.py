@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import gc
 
-from odradek.broker.gc_policy import GcPolicy
+from odradek.broker.gc_policy import OLD_GENERATION_THRESHOLD, GcPolicy
 
 
 class Cycle:
@@ -40,3 +40,12 @@ def _cycles() -> int:
         return count
     finally:
         gc.enable()
+
+
+def test_install_makes_automatic_full_collections_rare() -> None:
+    before = gc.get_threshold()
+    try:
+        GcPolicy().install()
+        assert gc.get_threshold() == (before[0], before[1], OLD_GENERATION_THRESHOLD)
+    finally:
+        gc.set_threshold(*before)

@@ -13,6 +13,12 @@ So every few seconds the broker moves everything it holds into the permanent gen
 was allocated since. Reference counting still frees frozen objects; only a reference cycle
 among frozen objects would wait, so once in a while (``full_every_s``) everything is thawed
 and collected in full, at a moment of the broker's choosing rather than mid-failover.
+
+Freezing alone left a failover at 50,000 partitions with 8-11 automatic full collections of
+the objects the event itself was allocating (0.27 s and 0.67 s): after a freeze the old
+generation is small, so CPython's "a quarter more than last time" trigger fires again and
+again. ``install`` therefore also makes an automatic full collection wait for 100 collections
+of the middle generation instead of 10.
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ log = logging.getLogger("odradek.broker.gc")
 
 FREEZE_EVERY_S = 5.0
 FULL_COLLECTION_EVERY_S = 600.0
+OLD_GENERATION_THRESHOLD = 100  # CPython's default is 10
 
 
 class GcPolicy:
@@ -33,6 +40,11 @@ class GcPolicy:
         self._full_every_s = full_every_s
         self._clock = clock
         self._last_full = clock()
+
+    def install(self) -> None:
+        """Make automatic full collections rare (see the module doc); process-wide."""
+        young, middle, _ = gc.get_threshold()
+        gc.set_threshold(young, middle, OLD_GENERATION_THRESHOLD)
 
     def tick(self) -> None:
         """Call every FREEZE_EVERY_S from the broker's event loop."""

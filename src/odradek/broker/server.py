@@ -135,11 +135,13 @@ class Broker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
         isr_interval_s = min(0.5, cfg.replica_lag_time_max_ms / 2000)
+        gc_policy = GcPolicy()
+        gc_policy.install()
         tasks = [loop.create_task(self._every(HW_CHECKPOINT_INTERVAL_S, self._checkpoint)),
                  loop.create_task(self._every(isr_interval_s, self.replica_manager.maintain_isr)),
                  loop.create_task(self._every(cfg.log_retention_check_interval_ms / 1000,
                                               self._retention)),
-                 loop.create_task(self._every(FREEZE_EVERY_S, GcPolicy().tick))]
+                 loop.create_task(self._every(FREEZE_EVERY_S, gc_policy.tick))]
         await self._stopping.wait()
         log.info("broker %d shutting down", cfg.broker_id)
         for task in tasks:
