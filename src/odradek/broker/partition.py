@@ -104,7 +104,7 @@ class Partition:
             self._maybe_advance_high_watermark()
         else:
             self._fail_waiters()
-        self._wake_fetchers()
+        self.wake_fetchers()
 
     # -- leader side -------------------------------------------------------------------------
 
@@ -132,7 +132,7 @@ class Partition:
             self.producers.update(h, offset, offset + h.last_offset_delta)
             offset += h.last_offset_delta + 1
         self._maybe_advance_high_watermark()
-        self._wake_fetchers()
+        self.wake_fetchers()
         return first, last
 
     def wait_for_high_watermark(self, offset: int) -> asyncio.Future[None]:
@@ -190,10 +190,6 @@ class Partition:
         fetch caught up again once it is (ReplicaManager.brokers_registered)."""
         self._isr_candidates -= replicas
 
-    def wake_fetchers(self) -> None:
-        """Make every fetch session of this partition visit it again."""
-        self._wake_fetchers()
-
     def apply_isr(self, isr: frozenset[int], zk_version: int) -> None:
         """Adopt an ISR we wrote to ZooKeeper; a smaller ISR may let the high watermark move.
 
@@ -208,7 +204,7 @@ class Partition:
         self.zk_version = zk_version
         self._maybe_advance_high_watermark()
         if removed:
-            self._wake_fetchers()
+            self.wake_fetchers()
 
     def _maybe_advance_high_watermark(self) -> None:
         if not self.is_leader:
@@ -220,7 +216,7 @@ class Partition:
         if hw > self.high_watermark:
             self.high_watermark = hw
             self._complete_ack_waiters()
-            self._wake_fetchers()
+            self.wake_fetchers()
 
     def _complete_ack_waiters(self) -> None:
         waiters = self._ack_waiters
@@ -240,7 +236,7 @@ class Partition:
         """ZooKeeper shows another leader or epoch: stop committing until the controller speaks."""
         self.leader_id = -1
         self._fail_waiters()
-        self._wake_fetchers()
+        self.wake_fetchers()
 
     # -- follower side -----------------------------------------------------------------------
 
@@ -254,7 +250,7 @@ class Partition:
                 self.producers.update(h, h.base_offset, h.last_offset)
             hw = max(self.high_watermark, min(leader_high_watermark, self.log_end_offset))
         self.high_watermark = hw
-        self._wake_fetchers()
+        self.wake_fetchers()
 
     def truncate_to(self, offset: int) -> None:
         if offset < self.log_end_offset:
@@ -284,10 +280,12 @@ class Partition:
         """Retention on the log; fetchers hear of the new log start offset."""
         deleted = self.log.apply_retention(now_ms)
         if deleted:
-            self._wake_fetchers()
+            self.wake_fetchers()
         return deleted
 
-    def _wake_fetchers(self) -> None:
+    def wake_fetchers(self) -> None:
+        """Wake long-polling fetches and make every fetch session of this partition visit it
+        again (on each append, high watermark, log start or role change)."""
         waiters, self._data_waiters = self._data_waiters, []
         for fut in waiters:
             if not fut.done():
@@ -306,7 +304,7 @@ class Partition:
     def close(self) -> None:
         self.leader_id = -1  # a closed (stopped or deleted) replica leads nothing
         self._fail_waiters()
-        self._wake_fetchers()
+        self.wake_fetchers()
 
 
 class NotLeaderError(Exception):

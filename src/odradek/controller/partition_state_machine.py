@@ -253,8 +253,7 @@ class PartitionStateMachine:
                strategy: ElectionStrategy, allow_unclean: bool = True) -> Election:
         ctx = self._ctx
         assignment = ctx.partition_replica_assignment(tp)
-        live_brokers = ctx.live_broker_ids()
-        live = {r for r in assignment if r in live_brokers}  # is_replica_online, inlined
+        live = {r for r in assignment if ctx.is_replica_online(r, tp)}
         match strategy:
             case ElectionStrategy.OFFLINE:
                 unclean = allow_unclean and ctx.unclean_leader_election_enabled(tp.topic)

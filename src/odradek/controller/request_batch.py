@@ -181,6 +181,7 @@ class ControllerBrokerRequestBatch:
         entry = self._entries.get(tp)
         if entry is not None and entry[0] is lai and entry[1].replicas == replicas:
             return entry[1]  # the same facts; is_new is not part of UpdateMetadata
+        registered = self._context.registered_broker_ids
         return PartitionState(
             tp=tp,
             controller_epoch=lai.controller_epoch,
@@ -189,8 +190,7 @@ class ControllerBrokerRequestBatch:
             isr=lai.isr,
             zk_version=lai.zk_version,
             replicas=replicas,
-            offline_replicas=tuple([r for r in replicas
-                                    if r not in self._context.registered_broker_ids]),
+            offline_replicas=tuple([r for r in replicas if r not in registered]),
         )
 
     def _send_update_metadata(self, controller_epoch: int) -> None:
