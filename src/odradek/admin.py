@@ -7,6 +7,7 @@ down cannot tell you.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import io
 import json
 import logging
@@ -127,6 +128,29 @@ def describe_topics(bootstrap: str, names: list[str] | None = None, timeout: flo
             ],
         })
     return topics
+
+
+def elect_leaders(bootstrap: str, partitions: list[tuple[str, int]] | None, unclean: bool = False,
+                  timeout: float = 60.0) -> dict[tuple[str, int], str | None]:
+    """ElectLeaders through confluent-kafka (sent to the controller): per partition None when it
+    got the leader asked for, else `ERROR_NAME: message`. ``partitions`` None: every partition,
+    reported only where an election ran or failed (Kafka leaves out ELECTION_NOT_NEEDED)."""
+    from confluent_kafka import ElectionType, TopicPartition
+
+    election = ElectionType.UNCLEAN if unclean else ElectionType.PREFERRED
+    tps = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
+    try:
+        # confluent-kafka 2.16's elect_leaders rejects its own timeout options (a SystemError),
+        # so the broker waits its default 60 s at most and we bound the wait here; the client must
+        # outlive the future (a collected client fails it with _DESTROY)
+        client = _admin(bootstrap, timeout)
+        results = client.elect_leaders(election, tps).result(timeout=timeout)
+    except KafkaException as exc:
+        raise AdminError(f"leader election failed: {kafka_error_text(exc)}") from None
+    except concurrent.futures.TimeoutError:
+        raise AdminError(f"leader election: no answer from the controller within {timeout:g} s") from None
+    return {(tp.topic, tp.partition): None if err is None else kafka_error_text(err)
+            for tp, err in results.items()}
 
 
 def filter_partitions(topics: list[dict[str, Any]], *, under_replicated: bool, offline: bool,

@@ -108,6 +108,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "their replica list")
     td.add_argument("--offline", action="store_true", help="only partitions without a live leader")
     td.set_defaults(func=cmd_topics_describe)
+    te = tsub.add_parser("elect-leaders", help="move leadership back to preferred replicas (or, with "
+                         "--unclean, elect leaders for partitions without a live in-sync replica)")
+    te.add_argument("--topic", help="only this topic (default: every topic)")
+    te.add_argument("--partition", type=int, action="append", metavar="P",
+                    help="only this partition of --topic (repeatable)")
+    te.add_argument("--unclean", action="store_true", help="allow a replica outside the ISR to lead a "
+                    "partition that has no leader: messages it never received are lost")
+    te.add_argument("--timeout-s", type=float, default=60.0)
+    te.set_defaults(func=cmd_topics_elect_leaders)
 
     pr = sub.add_parser("produce", help="send stdin lines as records")
     pr.add_argument("topic")
@@ -159,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--json", action="store_true")
     bs.set_defaults(func=cmd_bench_spark_read)
 
-    for parser in (tc, tl, td, pr, co, bp, bs):
+    for parser in (tc, tl, td, te, pr, co, bp, bs):
         private = parser in (bp, bs)
         parser.add_argument("--bootstrap-server", default=None if private else DEFAULT_BOOTSTRAP,
                             metavar="HOST:PORT[,...]",
@@ -250,6 +259,29 @@ def cmd_topics_describe(args: argparse.Namespace) -> None:
         print(json.dumps(topics[0] if args.name else topics))
     else:
         print(format_describe(topics))
+
+
+def cmd_topics_elect_leaders(args: argparse.Namespace) -> None:
+    from odradek.admin import describe_topics, elect_leaders
+
+    if args.partition and not args.topic:
+        raise UserError("topics elect-leaders: --partition needs --topic")
+    partitions = None
+    if args.topic:
+        known = [p["partition"] for p in describe_topics(args.bootstrap_server, [args.topic])[0]["partitions"]]
+        partitions = [(args.topic, p) for p in (args.partition or known)]
+    results = elect_leaders(args.bootstrap_server, partitions, args.unclean, args.timeout_s)
+    kind = "unclean" if args.unclean else "preferred"
+    elected = sorted(tp for tp, err in results.items() if err is None)
+    not_needed = sorted(tp for tp, err in results.items() if err and err.startswith("ELECTION_NOT_NEEDED"))
+    failed = sorted((tp, err) for tp, err in results.items() if err and tp not in not_needed)
+    print(f"{kind} leader election: {len(elected)} elected, {len(not_needed)} not needed, {len(failed)} failed")
+    for (topic, partition), err in failed[:20]:
+        print(f"  {topic}-{partition}: {err}")
+    if len(failed) > 20:
+        print(f"  ... and {len(failed) - 20} more")
+    if failed:
+        raise UserError(f"leader election failed for {len(failed)} partitions")
 
 
 def _check_topic(client: Any, bootstrap: str, topic: str, timeout: float) -> Any:

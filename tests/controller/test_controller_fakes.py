@@ -47,6 +47,8 @@ class FakeZk:
         #: tp -> how many upcoming updates a leader's concurrent ISR write will beat.
         self.leader_races: dict[TopicPartition, int] = {}
         self.fenced = False
+        #: /admin/preferred_replica_election: None while it does not exist
+        self.preferred_election: set[TopicPartition] | None = None
 
     # -- test setup -------------------------------------------------------------------------
     def register_broker(self, broker_id: int, epoch: int | None = None) -> BrokerInfo:
@@ -128,6 +130,16 @@ class FakeZk:
         self.calls.append(("pop_isr_change_notifications", None))
         popped, self.isr_notifications = self.isr_notifications, set()
         return popped
+
+    def get_preferred_replica_election(self) -> set[TopicPartition] | None:
+        self.calls.append(("get_preferred_replica_election", None))
+        return None if self.preferred_election is None else set(self.preferred_election)
+
+    def delete_preferred_replica_election(self) -> None:
+        self.calls.append(("delete_preferred_replica_election", None))
+        if self.fenced:
+            raise ControllerMovedError("fenced")
+        self.preferred_election = None
 
     def leader_isr_write(self, tp: TopicPartition, isr: tuple[int, ...]) -> None:
         """What a partition leader does when it shrinks or expands its ISR."""

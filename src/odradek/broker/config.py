@@ -34,6 +34,12 @@ class BrokerConfig:
     message_max_bytes: int = 1024 * 1024 + 12
     socket_request_max_bytes: int = 100 * 1024 * 1024
     max_open_files: int = 1000
+    # Kafka's leader rebalance: every leader.imbalance.check.interval.seconds the controller
+    # moves leadership back to preferred replicas on any broker leading less than
+    # (100 - leader.imbalance.per.broker.percentage)% of the partitions it is preferred for.
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
 
     @classmethod
     def from_file(cls, path: Path, **overrides: object) -> "BrokerConfig":

@@ -7,6 +7,8 @@ from typing import Any, Awaitable, Callable
 from odradek.broker.config import BrokerConfig
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.controller.events import ElectionType
+from odradek.metadata import TopicPartition
 
 
 @dataclass(slots=True)
@@ -19,3 +21,6 @@ class BrokerContext:
     # (api_key, version, correlation_id, request) -> encoded response, for the controller's requests
     controller_requests: Callable[[int, int, int, Any], bytes | Awaitable[bytes]]
     next_producer_id: Callable[[], Awaitable[int]]
+    # (partitions, election type) -> the controller's outcome (controller/events.py
+    # ReplicaLeaderElection), awaited off the controller's event thread
+    elect_leaders: Callable[[frozenset[TopicPartition], ElectionType], Awaitable[object]]

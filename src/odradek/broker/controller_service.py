@@ -7,6 +7,7 @@ thread runs the controller core. Watches are armed whether or not this broker is
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 
@@ -14,8 +15,10 @@ from odradek.controller.controller import Controller
 from odradek.controller.controller_channel import ControllerChannel
 from odradek.controller.election import ControllerElector
 from odradek.controller.event_manager import ControllerEventManager
-from odradek.controller.events import (BrokerChange, ControllerEvent, IsrChangeNotification, Resign, Startup,
-                                       TopicChange)
+from odradek.controller.events import (AutoLeaderRebalance, BrokerChange, Callback, ControllerEvent,
+                                       ElectionTrigger, ElectionType, IsrChangeNotification,
+                                       ReplicaLeaderElection, Resign, Startup, TopicChange)
+from odradek.metadata import TopicPartition
 from odradek.controller.state_change_log import StateChangeLog
 from odradek.zk import paths
 from odradek.zk.client import KafkaZkClient, Watch
@@ -24,14 +27,20 @@ log = logging.getLogger("odradek.controller")
 
 
 class ControllerService:
-    def __init__(self, broker_id: int, zk: KafkaZkClient, state_change_log_path: Path | None = None) -> None:
+    def __init__(self, broker_id: int, zk: KafkaZkClient, state_change_log_path: Path | None = None,
+                 leader_rebalance_interval_s: float | None = 300.0,
+                 leader_imbalance_per_broker_percentage: int = 10) -> None:
+        """``leader_rebalance_interval_s`` None: no automatic leader rebalance."""
         self.broker_id = broker_id
         self.zk = zk
+        self._rebalance_interval_s = leader_rebalance_interval_s
+        self._stopped = threading.Event()
         # Buffered: a failover writes a few lines per partition; the controller flushes the
         # state-change log once per event (Controller._run).
         self._log_file = open(state_change_log_path, "a", buffering=1 << 20) if state_change_log_path else None
         self.channel = ControllerChannel(broker_id)
-        self.core = Controller(broker_id, zk, self.channel, StateChangeLog(self._log_file))
+        self.core = Controller(broker_id, zk, self.channel, StateChangeLog(self._log_file),
+                               leader_imbalance_per_broker_percentage=leader_imbalance_per_broker_percentage)
         self.events = ControllerEventManager(self._process, name=f"controller-event-thread-{broker_id}")
         self.elector = ControllerElector(zk, broker_id, self._on_become, self._on_resign)
         self._watches: list[Watch] = []
@@ -45,8 +54,21 @@ class ControllerService:
                                    lambda _c: self.events.put(TopicChange(fired=time.time()))),
             self.zk.watch_children(paths.ISR_CHANGE_NOTIFICATION,
                                    lambda c: c and self.events.put(IsrChangeNotification(fired=time.time()))),
+            self.zk.watch_data_exists(
+                paths.PREFERRED_REPLICA_ELECTION,
+                lambda data, _stat: data is not None and self.events.put(
+                    ReplicaLeaderElection(trigger=ElectionTrigger.ZOOKEEPER))),
         ]
         self.elector.start()
+        if self._rebalance_interval_s is not None:
+            threading.Thread(target=self._rebalance_timer, name=f"leader-rebalance-{self.broker_id}",
+                             daemon=True).start()
+
+    def _rebalance_timer(self) -> None:
+        """Queue the imbalance check every interval; an inactive controller ignores it."""
+        while not self._stopped.wait(self._rebalance_interval_s):
+            if self.core.is_active:
+                self.events.put(AutoLeaderRebalance())
 
     def _on_become(self, epoch: int, epoch_zk_version: int) -> None:
         self.events.put(Startup(epoch, epoch_zk_version, fired=time.time()))
@@ -64,11 +86,17 @@ class ControllerService:
         if was_active and not self.core.is_active and not isinstance(event, Resign):
             self.elector.trigger()  # fenced out mid-event: let the elector look at /controller again
 
+    def elect_leaders(self, partitions: frozenset[TopicPartition], election_type: ElectionType,
+                      callback: Callback) -> None:
+        """An admin client's ElectLeaders; ``callback`` gets the outcome on the event thread."""
+        self.events.put(ReplicaLeaderElection(partitions, election_type, ElectionTrigger.ADMIN, callback))
+
     @property
     def is_controller(self) -> bool:
         return self.core.is_active
 
     def stop(self) -> None:
+        self._stopped.set()
         for watch in self._watches:
             watch.cancel()
         self.elector.stop()

@@ -41,6 +41,7 @@ class KafkaApis:
             apis.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
             apis.DESCRIBE_CONFIGS: admin_apis.describe_configs,
             apis.DESCRIBE_CLUSTER: admin_apis.describe_cluster,
+            apis.ELECT_LEADERS: admin_apis.elect_leaders,
         }
 
     def __call__(self, frame: memoryview, conn: KafkaConnection) -> bytes | None | Awaitable[bytes | None]:

@@ -27,9 +27,10 @@ from odradek.broker.gc_policy import FREEZE_EVERY_S, GcPolicy
 from odradek.broker.handlers import KafkaApis
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.controller.events import ElectionType
 from odradek.log.log import LogConfig
 from odradek.log.log_manager import LogManager
-from odradek.metadata import BrokerInfo
+from odradek.metadata import BrokerInfo, TopicPartition
 from odradek.protocol import controller_api
 from odradek.protocol.controller_api import ControllerResponse
 from odradek.zk.client import KafkaZkClient
@@ -55,7 +56,10 @@ class Broker:
                                               config.min_insync_replicas, self.fetchers, self._load_topic_configs,
                                               self.zk, config.replica_lag_time_max_ms,
                                               lambda: {b.id for b in self.metadata.live_brokers})
-        self.controller = ControllerService(config.broker_id, self.zk, config.data_dir / "state-change.log")
+        self.controller = ControllerService(
+            config.broker_id, self.zk, config.data_dir / "state-change.log",
+            config.leader_imbalance_check_interval_seconds if config.auto_leader_rebalance_enable else None,
+            config.leader_imbalance_per_broker_percentage)
         self._producer_ids: list[int] = []
         self._producer_id_lock = asyncio.Lock()
         self._server: asyncio.base_events.Server | None = None
@@ -75,6 +79,17 @@ class Broker:
                 block = await asyncio.to_thread(self.zk.allocate_producer_id_block, self.config.broker_id)
                 self._producer_ids = list(range(block.end, block.start - 1, -1))
             return self._producer_ids.pop()
+
+    async def _elect_leaders(self, partitions: frozenset[TopicPartition], election_type: ElectionType) -> object:
+        """Run an ElectLeaders on the controller's event thread and wait for its outcome."""
+        loop = asyncio.get_running_loop()
+        outcome: asyncio.Future[object] = loop.create_future()
+
+        def done(result: object) -> None:
+            loop.call_soon_threadsafe(lambda: outcome.done() or outcome.set_result(result))
+
+        self.controller.elect_leaders(partitions, election_type, done)
+        return await outcome
 
     def _controller_request(self, api_key: int, version: int, correlation_id: int,
                             request: Any) -> bytes | Awaitable[bytes]:
@@ -121,7 +136,7 @@ class Broker:
         await asyncio.to_thread(self.zk.start)
         cluster_id = await asyncio.to_thread(self._cluster_id)
         ctx = BrokerContext(cfg, cluster_id, self.replica_manager, self.metadata, self.zk,
-                            self._controller_request, self._next_producer_id)
+                            self._controller_request, self._next_producer_id, self._elect_leaders)
         apis = KafkaApis(ctx)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: KafkaConnection(apis, cfg.socket_request_max_bytes),

@@ -12,18 +12,23 @@ from typing import Callable
 
 from odradek.controller.controller_context import ControllerContext
 from odradek.controller.events import (
+    AutoLeaderRebalance,
     BrokerChange,
     ControlledShutdown,
     ControllerEvent,
+    ElectionNotNeededError,
+    ElectionTrigger,
+    ElectionType,
     Expire,
     IsrChangeNotification,
     NotControllerError,
     PartitionReassignment,
-    PreferredReplicaElection,
+    ReplicaLeaderElection,
     Resign,
     Startup,
     TopicChange,
     TopicDeletion,
+    UnknownPartitionError,
 )
 from odradek.controller.leader_selectors import ElectionStrategy, StateChangeFailedError
 from odradek.controller.partition_state_machine import PartitionStateMachine, PartitionStatus
@@ -32,7 +37,7 @@ from odradek.controller.request_batch import ControllerBrokerRequestBatch
 from odradek.controller.seams import BrokerChannel, ControllerMovedError, ControllerZk
 from odradek.controller.state_change_log import StateChangeLog
 from odradek.controller.timing import EventTimer, TimedZk
-from odradek.metadata import TopicPartition
+from odradek.metadata import LeaderAndIsr, TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +47,12 @@ class Controller:
 
     def __init__(self, broker_id: int, zk: ControllerZk, channel: BrokerChannel,
                  state_change_log: StateChangeLog,
-                 timing_sink: Callable[[dict], None] | None = None) -> None:
+                 timing_sink: Callable[[dict], None] | None = None,
+                 leader_imbalance_per_broker_percentage: int = 10) -> None:
         self.broker_id = broker_id
+        #: leader.imbalance.per.broker.percentage: the share of the partitions a broker is
+        #: preferred for that it may fail to lead before AutoLeaderRebalance moves them back
+        self._imbalance_ratio = leader_imbalance_per_broker_percentage / 100
         self._timing_sink = timing_sink  # None: the odradek.controller.timing logger
         self._timer: EventTimer | None = None
         zk = TimedZk(zk, lambda: self._timer)
@@ -77,7 +86,7 @@ class Controller:
                     self.on_resign()
             case ControlledShutdown(callback=callback) if not self._active:
                 callback(NotControllerError(f"broker {self.broker_id} is not the controller"))
-            case PreferredReplicaElection(callback=callback) if not self._active:
+            case ReplicaLeaderElection(callback=callback) if not self._active:
                 if callback is not None:
                     callback(NotControllerError(f"broker {self.broker_id} is not the controller"))
             case _ if not self._active:
@@ -88,9 +97,11 @@ class Controller:
                 self._run(self._process_topic_change, "TopicChange", fired)
             case IsrChangeNotification(fired=fired):
                 self._run(self._process_isr_change_notification, "IsrChangeNotification", fired)
-            case PreferredReplicaElection():
-                self._run(lambda: self._process_preferred_replica_election(event),
-                          "PreferredReplicaElection")
+            case ReplicaLeaderElection():
+                self._run(lambda: self._process_replica_leader_election(event),
+                          "ReplicaLeaderElection")
+            case AutoLeaderRebalance():
+                self._run(self._process_auto_leader_rebalance, "AutoLeaderRebalance")
             case ControlledShutdown():
                 self._run(lambda: self._process_controlled_shutdown(event), "ControlledShutdown")
             case TopicDeletion() | PartitionReassignment():
@@ -166,6 +177,8 @@ class Controller:
         if self._timer is not None:
             self._timer.add("leaderless", sum(1 for r in elected.values()
                                               if not isinstance(r, Exception)))
+        # Seed 000 onControllerFailover step 4 (reassignments, step 3, are not built yet).
+        self._elect_from_znode()
 
     def _load_topics(self, topics: set[str] | frozenset[str]) -> list[TopicPartition]:
         """Cache assignments, configs and stored leaderships of ``topics`` in three reads."""
@@ -262,23 +275,97 @@ class Controller:
                                         sorted(states))
 
     # -- API-driven events ------------------------------------------------------------------
-    def _process_preferred_replica_election(self, event: PreferredReplicaElection) -> None:
-        """Seed 000 onPreferredReplicaElection, skipping partitions already led by it."""
-        candidates = (event.partitions if event.partitions is not None
-                      else self._ctx.partitions_with_leadership())
-        results: dict[TopicPartition, object] = {}
-        to_elect = []
-        for tp in sorted(candidates):
-            assignment = self._ctx.partition_replica_assignment(tp)
-            lai = self._ctx.partition_leadership(tp)
-            if not assignment or lai is None:
-                results[tp] = StateChangeFailedError(f"unknown or leaderless partition {tp}")
-            elif lai.leader != assignment[0]:
-                to_elect.append(tp)
-        results.update(self._partitions.handle_state_changes(
-            to_elect, PartitionStatus.ONLINE, ElectionStrategy.PREFERRED))
+    def _process_replica_leader_election(self, event: ReplicaLeaderElection) -> None:
+        """Seed 000 onPreferredReplicaElection, for each of Kafka 2.4's triggers; the waiter,
+        if any, hears the outcome even when we turn out to be deposed."""
+        try:
+            if event.trigger is ElectionTrigger.ZOOKEEPER:
+                results = self._elect_from_znode()
+            else:
+                results = self._elect_replica_leaders(event.partitions, event.election_type,
+                                                      event.trigger)
+        except ControllerMovedError:
+            if event.callback is not None:
+                event.callback(NotControllerError(f"broker {self.broker_id} was deposed"))
+            raise
         if event.callback is not None:
             event.callback(results)
+
+    def _elect_from_znode(self) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+        """The preferred replica election an admin tool asked for in ZooKeeper, if any; the
+        znode is deleted afterwards whatever the outcome, which tells the tool it is done."""
+        requested = self._zk.get_preferred_replica_election()
+        if requested is None:
+            return {}
+        try:
+            return self._elect_replica_leaders(frozenset(requested), ElectionType.PREFERRED,
+                                               ElectionTrigger.ZOOKEEPER)
+        finally:
+            self._zk.delete_preferred_replica_election()
+
+    def _elect_replica_leaders(
+        self, partitions: frozenset[TopicPartition], election_type: ElectionType,
+        trigger: ElectionTrigger,
+    ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+        """Kafka 2.4's processReplicaLeaderElection: unknown partitions and those already led
+        as asked are answered without an election; the rest go Online through the preferred
+        selector, or for UNCLEAN (leaderless partitions only) the offline selector with
+        unclean election allowed."""
+        ctx = self._ctx
+        live = ctx.live_broker_ids()
+        results: dict[TopicPartition, LeaderAndIsr | Exception] = {}
+        electable: list[TopicPartition] = []
+        for tp in sorted(partitions):
+            assignment = ctx.partition_replica_assignment(tp)
+            lai = ctx.partition_leadership(tp)
+            if not assignment:
+                results[tp] = UnknownPartitionError(f"partition {tp} does not exist")
+            elif election_type is ElectionType.PREFERRED and lai is not None \
+                    and lai.leader == assignment[0]:
+                results[tp] = ElectionNotNeededError(
+                    f"{tp} is already led by its preferred replica {assignment[0]}")
+            elif election_type is ElectionType.UNCLEAN and lai is not None and lai.leader in live:
+                results[tp] = ElectionNotNeededError(f"{tp} has a live leader {lai.leader}")
+            else:
+                electable.append(tp)
+        strategy = (ElectionStrategy.PREFERRED if election_type is ElectionType.PREFERRED
+                    else ElectionStrategy.OFFLINE_UNCLEAN)
+        elected = self._partitions.handle_state_changes(electable, PartitionStatus.ONLINE,
+                                                        strategy)
+        results.update(elected)
+        if electable:
+            failed = sum(1 for r in elected.values() if isinstance(r, Exception))
+            logger.info("%s leader election (%s) of %d partitions: %d elected, %d not needed or "
+                        "unknown, %d failed", election_type.name.lower(), trigger.value,
+                        len(results), len(electable) - failed, len(results) - len(electable),
+                        failed)
+        return results
+
+    def _process_auto_leader_rebalance(self) -> None:
+        """Kafka's checkAndTriggerAutoLeaderRebalance: a live broker that leads more than the
+        allowed share fewer of the partitions it is preferred for gets back those where it is
+        in sync. Without this, leadership stays wherever the last failures pushed it."""
+        ctx = self._ctx
+        live = ctx.live_broker_ids()
+        preferred_for: dict[int, list[TopicPartition]] = {}
+        for tp in ctx.all_partitions():
+            assignment = ctx.partition_replica_assignment(tp)
+            if assignment:
+                preferred_for.setdefault(assignment[0], []).append(tp)
+        to_elect: list[TopicPartition] = []
+        for broker, tps in sorted(preferred_for.items()):
+            not_led = [(tp, lai) for tp in tps if (lai := ctx.partition_leadership(tp)) is not None
+                       and lai.leader != broker]
+            if broker not in live or len(not_led) <= self._imbalance_ratio * len(tps):
+                continue
+            ready = [tp for tp, lai in not_led if broker in lai.isr]
+            logger.info("broker %d leads %d of the %d partitions it is preferred for; moving back "
+                        "the %d where it is in sync", broker, len(tps) - len(not_led), len(tps),
+                        len(ready))
+            to_elect.extend(ready)
+        if to_elect:
+            self._elect_replica_leaders(frozenset(to_elect), ElectionType.PREFERRED,
+                                        ElectionTrigger.AUTO)
 
     def _process_controlled_shutdown(self, event: ControlledShutdown) -> None:
         """Seed 000 shutdownBroker: move leadership away, then take its follower replicas

@@ -6,6 +6,7 @@ Only events started by an API call carry data and a callback, and only they can 
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -71,16 +72,50 @@ class PartitionReassignment:
     """/admin/reassign_partitions was created or changed."""
 
 
-@dataclass(frozen=True, slots=True)
-class PreferredReplicaElection:
-    """Move leadership back to the preferred (first assigned) replica.
+class ElectionType(enum.IntEnum):
+    """What an election asks for; the values are the ElectLeaders API's election_type."""
 
-    ``partitions`` None means every partition whose leader is not its preferred replica.
-    The callback receives ``dict[TopicPartition, LeaderAndIsr | Exception]``.
+    PREFERRED = 0  # move leadership back to the first assigned replica
+    UNCLEAN = 1  # elect a leaderless partition's first live replica, even out of the ISR
+
+
+class ElectionTrigger(enum.Enum):
+    """Who asked (Kafka's ElectionTrigger): an admin client's ElectLeaders, an admin tool's
+    /admin/preferred_replica_election znode, or the controller's own leader rebalance."""
+
+    ADMIN = "admin"
+    ZOOKEEPER = "zookeeper"
+    AUTO = "auto"
+
+
+class ElectionNotNeededError(Exception):
+    """The partition already has the leader the election would give it (ELECTION_NOT_NEEDED)."""
+
+
+class UnknownPartitionError(Exception):
+    """The controller knows no such partition (UNKNOWN_TOPIC_OR_PARTITION)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLeaderElection:
+    """Elect leaders on request (seed 000 onPreferredReplicaElection, generalised as Kafka 2.4's
+    ReplicaLeaderElection to unclean elections of leaderless partitions).
+
+    A ZOOKEEPER election reads its partitions from /admin/preferred_replica_election. The callback receives ``dict[TopicPartition, LeaderAndIsr | Exception]``: the new
+    leadership, ``ElectionNotNeededError``, ``UnknownPartitionError`` or
+    ``StateChangeFailedError`` (no eligible replica) per partition; or ``NotControllerError``.
     """
 
-    partitions: frozenset[TopicPartition] | None = None
+    partitions: frozenset[TopicPartition] = frozenset()
+    election_type: ElectionType = ElectionType.PREFERRED
+    trigger: ElectionTrigger = ElectionTrigger.ADMIN
     callback: Callback | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AutoLeaderRebalance:
+    """The periodic leader imbalance check (auto.leader.rebalance.enable): each broker that
+    leads too few of the partitions it is preferred for gets them back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +148,8 @@ ControllerEvent = (
     | IsrChangeNotification
     | TopicDeletion
     | PartitionReassignment
-    | PreferredReplicaElection
+    | ReplicaLeaderElection
+    | AutoLeaderRebalance
     | ControlledShutdown
     | Resign
     | Expire
@@ -123,7 +159,7 @@ ControllerEvent = (
 def preempt(event: ControllerEvent) -> None:
     """Answer a dropped event's waiter, if it has one, with ``EventPreemptedError``."""
     match event:
-        case ControlledShutdown(callback=callback) | PreferredReplicaElection(callback=callback):
+        case ControlledShutdown(callback=callback) | ReplicaLeaderElection(callback=callback):
             if callback is not None:
                 callback(EventPreemptedError(f"{event!r} was preempted"))
         case _:

@@ -21,6 +21,9 @@ class ElectionStrategy(enum.Enum):
     """Which selector an OfflinePartition/OnlinePartition -> OnlinePartition change uses."""
 
     OFFLINE = "OfflinePartitionLeaderSelector"
+    #: the offline selector with unclean election allowed whatever the topic says: an
+    #: operator's explicit ElectLeaders(UNCLEAN) for a partition with no live ISR member
+    OFFLINE_UNCLEAN = "OfflinePartitionLeaderSelector(unclean)"
     REASSIGN = "ReassignedPartitionLeaderSelector"
     PREFERRED = "PreferredReplicaPartitionLeaderSelector"
     CONTROLLED_SHUTDOWN = "ControlledShutdownLeaderSelector"

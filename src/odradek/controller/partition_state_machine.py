@@ -258,6 +258,8 @@ class PartitionStateMachine:
             case ElectionStrategy.OFFLINE:
                 unclean = allow_unclean and ctx.unclean_leader_election_enabled(tp.topic)
                 return select_offline(current, assignment, live, unclean, ctx.epoch)
+            case ElectionStrategy.OFFLINE_UNCLEAN:
+                return select_offline(current, assignment, live, allow_unclean, ctx.epoch)
             case ElectionStrategy.REASSIGN:
                 # Seed 000 onPartitionReassignment step 6 sets AR to RAR in memory first.
                 return select_reassigned(current, assignment, live, ctx.epoch)

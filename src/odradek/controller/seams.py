@@ -57,6 +57,15 @@ class ControllerZk(Protocol):
         """Conditional on each state's zk_version; success returns it with zk_version + 1."""
         ...
 
+    def get_preferred_replica_election(self) -> set[TopicPartition] | None:
+        """The partitions /admin/preferred_replica_election names; None when it does not exist
+        (malformed contents read as no partitions)."""
+        ...
+
+    def delete_preferred_replica_election(self) -> None:
+        """Fenced delete once the election it asked for ran; already gone is fine."""
+        ...
+
     def pop_isr_change_notifications(self) -> set[TopicPartition]:
         """Read and delete the /isr_change_notification children."""
         ...

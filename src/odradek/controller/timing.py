@@ -119,7 +119,7 @@ class TimedZk:
     current event's timer (zk_reads/zk_read_s for get_*, zk_writes/zk_write_s for writes)."""
 
     _WRITES = frozenset({"create_partition_states", "update_leader_and_isr",
-                         "pop_isr_change_notifications"})
+                         "pop_isr_change_notifications", "delete_preferred_replica_election"})
 
     def __init__(self, zk: Any, current: Callable[[], EventTimer | None]) -> None:
         self._zk = zk

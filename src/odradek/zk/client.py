@@ -509,6 +509,21 @@ class KafkaZkClient:
         self._run_fenced([(c, _Op("delete", f"{paths.ISR_CHANGE_NOTIFICATION}/{c}")) for c in found])
         return set().union(*(paths.decode_isr_change(data) for data, _ in found.values()))
 
+    def get_preferred_replica_election(self) -> set[TopicPartition] | None:
+        try:
+            data, _ = self._zk.get(paths.PREFERRED_REPLICA_ELECTION)
+        except NoNodeError:
+            return None
+        try:
+            return paths.decode_preferred_election(data)
+        except (ValueError, KeyError, TypeError) as exc:
+            # deleted after the (empty) election, so the admin can write a correct one
+            log.warning("ignoring malformed %s (%r): %s", paths.PREFERRED_REPLICA_ELECTION, data[:200], exc)
+            return set()
+
+    def delete_preferred_replica_election(self) -> None:
+        self._run_fenced([(None, _Op("delete", paths.PREFERRED_REPLICA_ELECTION))])  # gone: fine
+
     # admin and broker-side writes (not controller-fenced, as in Kafka) ---------------------
 
     def create_topic(self, assignment: TopicAssignment, config: Mapping[str, str]) -> None:
@@ -523,6 +538,12 @@ class KafkaZkClient:
         for r in results:
             if isinstance(r, Exception) and not isinstance(r, (RolledBackError, RuntimeInconsistency)):
                 raise r
+
+    def create_preferred_replica_election(self, tps: Iterable[TopicPartition]) -> None:
+        """What Kafka's ZooKeeper-era tools write to ask for a preferred replica election;
+        NodeExistsError while the controller has not finished the previous one."""
+        self._zk.create(paths.PREFERRED_REPLICA_ELECTION, paths.encode_preferred_election(tps),
+                        makepath=True)
 
     def conditional_update_partition_states(
         self, states: Mapping[TopicPartition, LeaderAndIsr]
