@@ -539,12 +539,6 @@ class KafkaZkClient:
             if isinstance(r, Exception) and not isinstance(r, (RolledBackError, RuntimeInconsistency)):
                 raise r
 
-    def create_preferred_replica_election(self, tps: Iterable[TopicPartition]) -> None:
-        """What Kafka's ZooKeeper-era tools write to ask for a preferred replica election;
-        NodeExistsError while the controller has not finished the previous one."""
-        self._zk.create(paths.PREFERRED_REPLICA_ELECTION, paths.encode_preferred_election(tps),
-                        makepath=True)
-
     def conditional_update_partition_states(
         self, states: Mapping[TopicPartition, LeaderAndIsr]
     ) -> dict[TopicPartition, int | None]:
