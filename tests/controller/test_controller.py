@@ -117,6 +117,35 @@ def test_broker_failure_elects_a_live_isr_member() -> None:
     assert sorted(b for b, _ in channel.update_metadata()) == [2, 3]
 
 
+def test_broker_failure_sends_the_isr_shrinks_before_collecting_the_elections() -> None:
+    """ZooKeeper applies the elections' writes while the shrinks are decided and sent, and the
+    shrinks' while the elections are applied: both writes are in flight at once."""
+    zk = cluster()
+    zk.create_topic("t", {0: (1, 2, 3), 1: (2, 1, 3)})
+    zk.states[tp("t", 0)] = LeaderAndIsr(1, 0, (1, 2, 3), 1, 0)  # led by the victim: elected
+    zk.states[tp("t", 1)] = LeaderAndIsr(2, 0, (2, 1, 3), 1, 0)  # followed by it: shrunk
+    controller, channel, _ = new_controller(zk, broker_id=2)
+    controller.on_become_controller(epoch=1, epoch_zk_version=0)
+    zk.calls.clear()
+    channel.sent.clear()
+    zk.kill_broker(1)
+    controller.process(BrokerChange())
+
+    writes = [(name, sorted(arg) if name == "update_leader_and_isr" else arg)
+              for name, arg in zk.calls if "update_leader_and_isr" in name]
+    assert writes == [("update_leader_and_isr", [tp("t", 0)]),
+                      ("update_leader_and_isr", [tp("t", 1)]),
+                      ("collect_update_leader_and_isr", [tp("t", 0)]),
+                      ("collect_update_leader_and_isr", [tp("t", 1)])]
+    assert (zk.states[tp("t", 0)].leader, zk.states[tp("t", 0)].isr) == (2, (2, 3))
+    assert (zk.states[tp("t", 1)].leader, zk.states[tp("t", 1)].isr) == (2, (2, 3))
+    lai = dict(channel.leader_and_isr())
+    assert sorted(lai) == [2, 3]
+    assert all(sorted(s.tp.partition for s in r.partition_states) == [0, 1] for r in lai.values())
+    assert controller.context.replica_state(PartitionReplica(tp("t", 0), 1)) is R.OFFLINE
+    assert controller.context.replica_state(PartitionReplica(tp("t", 1), 1)) is R.OFFLINE
+
+
 def test_broker_failure_without_live_isr_stays_offline_unless_unclean_enabled() -> None:
     for unclean, expected_leader in (("false", -1), ("true", 2)):
         zk = cluster()

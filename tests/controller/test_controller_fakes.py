@@ -7,7 +7,7 @@ sys.path). No mocks: the fakes keep real state, so tests assert on outcomes, not
 from __future__ import annotations
 
 import io
-from typing import Iterable
+from typing import Callable, Iterable
 
 import pytest
 
@@ -106,6 +106,18 @@ class FakeZk:
             else:
                 self.states[tp] = out[tp] = lai._replace(zk_version=0)
         return out
+
+    def start_update_leader_and_isr(self, states: dict[TopicPartition, LeaderAndIsr]
+                                    ) -> Callable[[], dict[TopicPartition, LeaderAndIsr | Exception]]:
+        """Applied at once (recorded as an update_leader_and_isr call); the results wait, and
+        their collection is recorded too."""
+        results = self.update_leader_and_isr(states)
+
+        def collect() -> dict[TopicPartition, LeaderAndIsr | Exception]:
+            self.calls.append(("collect_update_leader_and_isr", sorted(results)))
+            return results
+
+        return collect
 
     def update_leader_and_isr(self, states: dict[TopicPartition, LeaderAndIsr]
                               ) -> dict[TopicPartition, LeaderAndIsr | Exception]:

@@ -145,3 +145,41 @@ def test_fenced_creates_return_paths_without_the_chroot(kazoo: KazooClient, zk_c
         assert kazoo.get_acls("/p/c")[0] == kazoo.get_acls("/taken")[0]  # open ACL, as kazoo's
     finally:
         session.close()
+
+
+def test_started_writes_are_collected_later_across_a_read_and_in_any_order(
+        kazoo: KazooClient, zk_connect: str) -> None:
+    from odradek.zk.raw_session import OP_SET_DATA
+
+    for path in ("/overlap-epoch", "/w1", "/w2"):
+        kazoo.create(path, b"0")
+    session = RawSession(zk_connect)
+    try:
+        first = session.start_fenced_multis("/overlap-epoch", 0, [[(OP_SET_DATA, "/w1", b"1", 0)]])
+        second = session.start_fenced_multis("/overlap-epoch", 0, [[(OP_SET_DATA, "/w2", b"1", 0)],
+                                                                   [(OP_SET_DATA, "/w2", b"2", 1)]])
+        # a read on the same session meanwhile: it sees both writes, their replies are kept
+        assert [d for d, _ in session.get_data_many(["/w1", "/w2"])] == [b"1", b"2"]
+        [[check, stat2], [_, stat3]] = second()
+        [[_, stat1]] = first()
+        assert check is True and (stat1.version, stat2.version, stat3.version) == (1, 1, 2)
+        assert session._stash == {}
+    finally:
+        session.close()
+
+
+def test_client_started_update_lets_the_caller_work_before_collecting(zk_connect: str) -> None:
+    zk = KafkaZkClient(zk_connect)
+    zk.start()
+    try:
+        zk.kazoo.ensure_path(paths.CONTROLLER_EPOCH)
+        zk.epoch_zk_version = zk.kazoo.exists(paths.CONTROLLER_EPOCH).version
+        tps = [TopicPartition("started", p) for p in range(1500)]  # two batches
+        for tp in tps:
+            zk.kazoo.ensure_path(paths.partition_path(tp))
+        zk.create_partition_states({tp: LeaderAndIsr(1, 0, (1, 2), 1) for tp in tps})
+        collect = zk.start_update_leader_and_isr({tp: LeaderAndIsr(2, 1, (2,), 1, 0) for tp in tps})
+        assert zk.get_partition_states(tps[:3]) == {tp: LeaderAndIsr(2, 1, (2,), 1, 1) for tp in tps[:3]}
+        assert collect() == {tp: LeaderAndIsr(2, 1, (2,), 1, 1) for tp in tps}
+    finally:
+        zk.close()

@@ -32,7 +32,7 @@ from odradek.controller.events import (
 )
 from odradek.controller.leader_selectors import ElectionStrategy, StateChangeFailedError
 from odradek.controller.partition_state_machine import PartitionStateMachine, PartitionStatus
-from odradek.controller.replica_state_machine import ReplicaStateMachine, ReplicaStatus
+from odradek.controller.replica_state_machine import PartitionReplica, ReplicaStateMachine, ReplicaStatus
 from odradek.controller.request_batch import ControllerBrokerRequestBatch
 from odradek.controller.seams import BrokerChannel, ControllerMovedError, ControllerZk
 from odradek.controller.state_change_log import StateChangeLog
@@ -171,8 +171,7 @@ class Controller:
         # already drops dead replicas from the ISR, so the Offline step only writes the
         # partitions the dead brokers followed. The live replicas' re-send comes last, so
         # the batch only adds the partitions the two steps before did not already queue.
-        elected = self._partitions.trigger_online_partition_state_change()
-        self._replicas.handle_state_changes(offline, ReplicaStatus.OFFLINE)
+        elected = self._elect_then_take_offline(offline)
         self._replicas.handle_state_changes(online, ReplicaStatus.ONLINE)
         if self._timer is not None:
             self._timer.add("leaderless", sum(1 for r in elected.values()
@@ -235,12 +234,36 @@ class Controller:
         if self._timer is not None:
             self._timer.add("leaderless", len(leaderless))
         self._partitions.handle_state_changes(leaderless, PartitionStatus.OFFLINE)
-        self._partitions.trigger_online_partition_state_change()
-        self._replicas.handle_state_changes(self._ctx.replicas_on_brokers(dead_ids),
-                                            ReplicaStatus.OFFLINE)
+        self._elect_then_take_offline(self._ctx.replicas_on_brokers(dead_ids))
         if not leaderless:
             # Nobody else will carry the news that the broker is gone.
             self._batch.add_update_metadata(self._ctx.live_or_shutting_down_broker_ids(), [])
+
+    def _elect_then_take_offline(self, dead: list[PartitionReplica]
+                                 ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+        """Every New or Offline partition -> Online, then ``dead`` -> OfflineReplica, with
+        ZooKeeper kept busy: the elections' writes go out, the ISR shrinks of the partitions
+        not being elected are decided and sent while ZooKeeper applies them, and the
+        elections are applied while it applies the shrinks (at 10,000 partitions each write
+        is tens of milliseconds of ZooKeeper's time). The two sets of partitions are
+        disjoint, so their order does not matter; the dead replicas of the elected partitions
+        go offline last, against the new ISRs (which the offline selector already left them
+        out of, so they cost no write)."""
+        electing, finish_elections = self._partitions.start_online_partition_state_change()
+        being_elected = set(electing)
+        try:
+            finish_offline = self._replicas.start_state_changes(
+                [pr for pr in dead if pr.tp not in being_elected], ReplicaStatus.OFFLINE)
+        except BaseException:
+            finish_elections()  # committed writes are applied (and sent) whatever happens
+            raise
+        try:
+            elected = finish_elections()
+        finally:
+            finish_offline()  # every reply is read, even when the elections' raised
+        self._replicas.handle_state_changes([pr for pr in dead if pr.tp in being_elected],
+                                            ReplicaStatus.OFFLINE)
+        return elected
 
     # -- topic changes ----------------------------------------------------------------------
     def _process_topic_change(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 import enum
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from odradek.controller.leadership_reads import states_for_writes
 from odradek.controller.leader_selectors import (
@@ -95,8 +95,15 @@ class PartitionStateMachine:
 
     def trigger_online_partition_state_change(self) -> PartitionResults:
         """Every New or Offline partition -> Online with the offline selector."""
+        return self.start_online_partition_state_change()[1]()
+
+    def start_online_partition_state_change(
+        self,
+    ) -> tuple[list[TopicPartition], Callable[[], PartitionResults]]:
+        """``trigger_online_partition_state_change`` in two halves (``start_state_changes``),
+        with the partitions it moves."""
         tps = self._ctx.partitions_in_states(_P.NEW, _P.OFFLINE)
-        return self.handle_state_changes(tps, _P.ONLINE, ElectionStrategy.OFFLINE)
+        return tps, self.start_state_changes(tps, _P.ONLINE, ElectionStrategy.OFFLINE)
 
     def handle_state_changes(
         self,
@@ -107,6 +114,18 @@ class PartitionStateMachine:
         """Move ``partitions`` to ``target``; returns the failures, and for Online the new
         leadership of each partition that got one. Invalid and failed partitions keep their
         state. ``ControllerMovedError`` from the seam propagates: the whole event is void."""
+        return self.start_state_changes(partitions, target, selector)()
+
+    def start_state_changes(
+        self,
+        partitions: Iterable[TopicPartition],
+        target: PartitionStatus,
+        selector: ElectionStrategy | None = None,
+    ) -> Callable[[], PartitionResults]:
+        """``handle_state_changes`` in two halves: this one does everything up to sending the
+        elections' ZooKeeper writes; the returned one waits for them, applies their results
+        and retries the partitions that lost a version race. In between the caller may
+        decide changes of *other* partitions while ZooKeeper works (Controller uses it)."""
         results: PartitionResults = {}
         valid: list[TopicPartition] = []
         for tp in partitions:
@@ -118,20 +137,25 @@ class PartitionStateMachine:
                     f"partition {tp} must be in one of "
                     f"{sorted(s.value for s in VALID_PREVIOUS[target])} to move to "
                     f"{target.value}, but is in {current.value}"), results)
-        if target is _P.ONLINE:
-            new = [tp for tp in valid if self._ctx.partition_state(tp) is _P.NEW]
-            to_elect = [tp for tp in valid if self._ctx.partition_state(tp) is not _P.NEW]
-            if new:
-                self._initialize_leader_and_isr(new, results)
-            if to_elect:
-                if selector is None:
-                    raise ValueError("electing a leader for an existing partition needs a selector")
-                self._elect_leaders(to_elect, selector, results)
-        else:
+        if target is not _P.ONLINE:
             for tp in valid:
                 self._transition(tp, target)
-        return results
+            return lambda: results
+        new = [tp for tp in valid if self._ctx.partition_state(tp) is _P.NEW]
+        to_elect = [tp for tp in valid if self._ctx.partition_state(tp) is not _P.NEW]
+        if new:
+            self._initialize_leader_and_isr(new, results)
+        if not to_elect:
+            return lambda: results
+        if selector is None:
+            raise ValueError("electing a leader for an existing partition needs a selector")
+        finish = self._start_elections(to_elect, selector, results)
 
+        def done() -> PartitionResults:
+            finish()
+            return results
+
+        return done
     # -- NewPartition -> OnlinePartition ----------------------------------------------------
     def _initialize_leader_and_isr(
         self, tps: list[TopicPartition], results: PartitionResults
@@ -160,24 +184,31 @@ class PartitionStateMachine:
             results[tp] = created
 
     # -- OfflinePartition/OnlinePartition -> OnlinePartition --------------------------------
-    def _elect_leaders(
+    def _start_elections(
         self, tps: list[TopicPartition], strategy: ElectionStrategy, results: PartitionResults
-    ) -> None:
-        remaining: dict[TopicPartition, Exception | None] = {tp: None for tp in tps}
-        for attempt in range(MAX_ELECTION_ATTEMPTS):
-            if not remaining:
-                return
-            remaining = self._try_elect(list(remaining), strategy, results, use_cache=attempt == 0)
-        for tp, error in remaining.items():
-            self._fail(tp, self._ctx.partition_state(tp), _P.ONLINE, StateChangeFailedError(
-                f"gave up electing a leader for {tp} after {MAX_ELECTION_ATTEMPTS} attempts: "
-                f"{error}"), results)
+    ) -> Callable[[], None]:
+        collect = self._start_election_round(tps, strategy, results, use_cache=True)
 
-    def _try_elect(
+        def finish() -> None:
+            remaining = collect()
+            for _ in range(1, MAX_ELECTION_ATTEMPTS):
+                if not remaining:
+                    return
+                remaining = self._start_election_round(list(remaining), strategy, results,
+                                                       use_cache=False)()
+            for tp, error in remaining.items():
+                self._fail(tp, self._ctx.partition_state(tp), _P.ONLINE, StateChangeFailedError(
+                    f"gave up electing a leader for {tp} after {MAX_ELECTION_ATTEMPTS} "
+                    f"attempts: {error}"), results)
+
+        return finish
+
+    def _start_election_round(
         self, tps: list[TopicPartition], strategy: ElectionStrategy, results: PartitionResults,
         use_cache: bool,
-    ) -> dict[TopicPartition, Exception | None]:
-        """One decide-and-write round; returns the partitions to retry with their last error.
+    ) -> Callable[[], dict[TopicPartition, Exception | None]]:
+        """One decide-and-write round, up to sending the writes; the returned function applies
+        them and gives the partitions to retry with their last error.
 
         The first round decides on the cached state where that yields a clean election (a
         stale cache then fails the conditional write and the retry re-reads: leadership_reads.py);
@@ -219,26 +250,31 @@ class PartitionStateMachine:
             except StateChangeFailedError as e:
                 self._fail(tp, self._ctx.partition_state(tp), _P.ONLINE, e, results)
         if not elections:
-            return {}
-        written = self._zk.update_leader_and_isr(
+            return lambda: {}
+        pending = self._zk.start_update_leader_and_isr(
             {tp: e.leader_and_isr for tp, e in elections.items()})
-        retry: dict[TopicPartition, Exception | None] = {}
-        for tp, outcome in written.items():
-            if isinstance(outcome, Exception):
-                retry[tp] = outcome
-                continue
-            if outcome.leader not in current_states[tp].isr and outcome.leader >= 0:
-                logger.warning("unclean leader election for %s: broker %d was not in the ISR %s; "
-                               "messages committed after it fell behind may be lost",
-                               tp, outcome.leader, list(current_states[tp].isr))
-            self._ctx.put_partition_leadership(tp, outcome)
-            self._batch.add_leader_and_isr(elections[tp].receivers, tp, outcome,
-                                           self._ctx.partition_replica_assignment(tp), is_new=False)
-            self._log.leader_election(self._controller_id, self._ctx.epoch, tp, strategy.value,
-                                      outcome)
-            self._transition(tp, _P.ONLINE, outcome)
-            results[tp] = outcome
-        return retry
+
+        def collect() -> dict[TopicPartition, Exception | None]:
+            retry: dict[TopicPartition, Exception | None] = {}
+            for tp, outcome in pending().items():
+                if isinstance(outcome, Exception):
+                    retry[tp] = outcome
+                    continue
+                if outcome.leader not in current_states[tp].isr and outcome.leader >= 0:
+                    logger.warning("unclean leader election for %s: broker %d was not in the "
+                                   "ISR %s; messages committed after it fell behind may be lost",
+                                   tp, outcome.leader, list(current_states[tp].isr))
+                self._ctx.put_partition_leadership(tp, outcome)
+                self._batch.add_leader_and_isr(elections[tp].receivers, tp, outcome,
+                                               self._ctx.partition_replica_assignment(tp),
+                                               is_new=False)
+                self._log.leader_election(self._controller_id, self._ctx.epoch, tp,
+                                          strategy.value, outcome)
+                self._transition(tp, _P.ONLINE, outcome)
+                results[tp] = outcome
+            return retry
+
+        return collect
 
     def _refresh_configs_for_unclean(self, states: dict[TopicPartition, LeaderAndIsr]) -> None:
         """Read unclean.leader.election.enable fresh, as Kafka 2.4 does, for topics that need

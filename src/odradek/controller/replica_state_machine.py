@@ -8,7 +8,7 @@ died mid-deletion, so the topic deletion manager can tell "asked" from "done" an
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Iterable, NamedTuple
+from typing import TYPE_CHECKING, Callable, Iterable, NamedTuple
 
 from odradek.controller.leader_selectors import StateChangeFailedError
 from odradek.controller.leadership_reads import states_for_writes
@@ -98,6 +98,14 @@ class ReplicaStateMachine:
     ) -> dict[PartitionReplica, Exception]:
         """Move ``replicas`` to ``target``; returns only the failures (invalid transitions
         included), whose replicas keep their state."""
+        return self.start_state_changes(replicas, target)()
+
+    def start_state_changes(
+        self, replicas: Iterable[PartitionReplica], target: ReplicaStatus
+    ) -> Callable[[], dict[PartitionReplica, Exception]]:
+        """``handle_state_changes`` in two halves, as the partition state machine's: for
+        OfflineReplica this one sends the ISR shrinks' ZooKeeper writes and the returned one
+        applies them; every other change is done in this half."""
         errors: dict[PartitionReplica, Exception] = {}
         valid: list[PartitionReplica] = []
         allowed = VALID_PREVIOUS[target]
@@ -117,7 +125,13 @@ class ReplicaStateMachine:
             case _R.ONLINE:
                 self._to_online(valid)
             case _R.OFFLINE:
-                self._to_offline(valid, errors)
+                finish = self._start_offline(valid, errors)
+
+                def done() -> dict[PartitionReplica, Exception]:
+                    finish()
+                    return errors
+
+                return done
             case _R.DELETION_STARTED:
                 self._batch.add_stop_replicas(valid, delete=True)
                 self._transition_all(valid, target)
@@ -129,7 +143,7 @@ class ReplicaStateMachine:
                     self._ctx.update_partition_replica_assignment(
                         pr.tp, [r for r in assignment if r != pr.replica])
                 self._transition_all(valid, target)
-        return errors
+        return lambda: errors
 
     def _to_new(self, pr: PartitionReplica, errors: dict[PartitionReplica, Exception]) -> None:
         """A new replica starts as a follower of the current leader, if there is one yet."""
@@ -167,9 +181,10 @@ class ReplicaStateMachine:
             if lai is not None:
                 self._batch.add_leader_and_isr(brokers, tp, lai, assignment_of(tp), is_new=False)
 
-    def _to_offline(self, replicas: list[PartitionReplica],
-                    errors: dict[PartitionReplica, Exception]) -> None:
-        """Stop the replicas, then take them out of their ISRs in one batched write.
+    def _start_offline(self, replicas: list[PartitionReplica],
+                       errors: dict[PartitionReplica, Exception]) -> Callable[[], None]:
+        """Stop the replicas, then take them out of their ISRs in one batched write; the
+        returned function applies the write's results.
 
         The new state goes to every remaining replica, not only the leader as seed 000 says,
         because the write bumps the leader epoch (Kafka 2.4) and followers fetch with it.
@@ -194,33 +209,37 @@ class ReplicaStateMachine:
                                             [pr.tp for pr in leaderless])
             self._transition_all(leaderless, _R.OFFLINE)
         if not removed:
-            return
-        updated, failed = self._remove_from_isr(removed)
-        for tp, lai in updated.items():
-            assignment = self._ctx.partition_replica_assignment(tp)
-            self._batch.add_leader_and_isr([r for r in assignment if r not in removed[tp]], tp,
-                                           lai, assignment, is_new=False)
-        self._transition_all([pr for tp in updated for pr in gone[tp]], _R.OFFLINE)
-        for tp, error in failed.items():
-            for pr in gone[tp]:
-                self._fail(pr, self._ctx.replica_state(pr), _R.OFFLINE, error, errors)
+            return lambda: None
+        removal = self._start_remove_from_isr(removed)
 
-    def _remove_from_isr(
+        def finish() -> None:
+            updated, failed = removal()
+            for tp, lai in updated.items():
+                assignment = self._ctx.partition_replica_assignment(tp)
+                self._batch.add_leader_and_isr([r for r in assignment if r not in removed[tp]],
+                                               tp, lai, assignment, is_new=False)
+            self._transition_all([pr for tp in updated for pr in gone[tp]], _R.OFFLINE)
+            for tp, error in failed.items():
+                for pr in gone[tp]:
+                    self._fail(pr, self._ctx.replica_state(pr), _R.OFFLINE, error, errors)
+
+        return finish
+
+    def _start_remove_from_isr(
         self, removed: dict[TopicPartition, set[int]]
-    ) -> tuple[dict[TopicPartition, LeaderAndIsr], dict[TopicPartition, Exception]]:
-        """Returns the new (or unchanged) leadership per partition and the failures."""
+    ) -> Callable[[], tuple[dict[TopicPartition, LeaderAndIsr], dict[TopicPartition, Exception]]]:
+        """Sends the first round's writes; the returned function gives the new (or unchanged)
+        leadership per partition and the failures, after any retry rounds."""
         updated: dict[TopicPartition, LeaderAndIsr] = {}
         failed: dict[TopicPartition, Exception] = {}
-        remaining = sorted(removed)
         epoch = self._ctx.epoch
 
         def shrinks(tp: TopicPartition, cached: LeaderAndIsr) -> bool:
             return cached.controller_epoch <= epoch and bool(
                 removed[tp] & ({cached.leader} | set(cached.isr)))
 
-        for attempt in range(MAX_ISR_SHRINK_ATTEMPTS):
-            if not remaining:
-                break
+        def start_round(remaining: list[TopicPartition], attempt: int
+                        ) -> Callable[[], list[TopicPartition]]:
             # First round: the cache where it leads to a write (leadership_reads.py).
             stored = (states_for_writes(self._ctx, self._zk, remaining, shrinks) if attempt == 0
                       else self._zk.get_partition_states(remaining))
@@ -240,16 +259,34 @@ class ReplicaStateMachine:
                 else:
                     updated[tp] = lai
                     self._ctx.put_partition_leadership(tp, lai)
-            written = self._zk.update_leader_and_isr(writes) if writes else {}
-            remaining = []
-            for tp, outcome in written.items():
-                if isinstance(outcome, Exception):
-                    remaining.append(tp)
-                    failed[tp] = outcome
-                else:
-                    updated[tp] = outcome
-                    self._ctx.put_partition_leadership(tp, outcome)
-        return updated, failed
+            if not writes:
+                return lambda: []
+            pending = self._zk.start_update_leader_and_isr(writes)
+
+            def collect() -> list[TopicPartition]:
+                retry = []
+                for tp, outcome in pending().items():
+                    if isinstance(outcome, Exception):
+                        retry.append(tp)
+                        failed[tp] = outcome
+                    else:
+                        updated[tp] = outcome
+                        self._ctx.put_partition_leadership(tp, outcome)
+                return retry
+
+            return collect
+
+        first = start_round(sorted(removed), 0)
+
+        def finish() -> tuple[dict[TopicPartition, LeaderAndIsr], dict[TopicPartition, Exception]]:
+            remaining = first()
+            for attempt in range(1, MAX_ISR_SHRINK_ATTEMPTS):
+                if not remaining:
+                    break
+                remaining = start_round(remaining, attempt)()
+            return updated, failed
+
+        return finish
 
     def _transition(self, pr: PartitionReplica, target: ReplicaStatus) -> None:
         self._transition_all([pr], target)

@@ -57,6 +57,14 @@ class ControllerZk(Protocol):
         """Conditional on each state's zk_version; success returns it with zk_version + 1."""
         ...
 
+    def start_update_leader_and_isr(
+        self, states: dict[TopicPartition, LeaderAndIsr]
+    ) -> Callable[[], dict[TopicPartition, LeaderAndIsr | Exception]]:
+        """``update_leader_and_isr`` in two halves: sends the writes and returns the function
+        that waits for their results, so the controller can decide other partitions' changes
+        while ZooKeeper applies these."""
+        ...
+
     def get_preferred_replica_election(self) -> set[TopicPartition] | None:
         """The partitions /admin/preferred_replica_election names; None when it does not exist
         (malformed contents read as no partitions)."""

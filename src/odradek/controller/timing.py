@@ -116,10 +116,12 @@ class EventTimer:
 
 class TimedZk:
     """Forwards to a ControllerZk and adds each call's count, item count and seconds to the
-    current event's timer (zk_reads/zk_read_s for get_*, zk_writes/zk_write_s for writes)."""
+    current event's timer (zk_reads/zk_read_s for get_*, zk_writes/zk_write_s for writes; a
+    write started now and collected later counts the time of both halves)."""
 
     _WRITES = frozenset({"create_partition_states", "update_leader_and_isr",
                          "pop_isr_change_notifications", "delete_preferred_replica_election"})
+    _STARTED_WRITES = frozenset({"start_update_leader_and_isr"})
 
     def __init__(self, zk: Any, current: Callable[[], EventTimer | None]) -> None:
         self._zk = zk
@@ -127,9 +129,10 @@ class TimedZk:
 
     def __getattr__(self, name: str) -> Any:
         target = getattr(self._zk, name)
-        if not callable(target) or not (name.startswith("get_") or name in self._WRITES):
+        started = name in self._STARTED_WRITES
+        if not callable(target) or not (name.startswith("get_") or name in self._WRITES or started):
             return target
-        kind = "zk_write" if name in self._WRITES else "zk_read"
+        kind = "zk_write" if name in self._WRITES or started else "zk_read"
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             timer = self._current()
@@ -137,11 +140,23 @@ class TimedZk:
                 return target(*args, **kwargs)
             t0 = time.perf_counter()
             try:
-                return target(*args, **kwargs)
+                result = target(*args, **kwargs)
             finally:
                 timer.add(kind + "_s", round(time.perf_counter() - t0, 4))
                 timer.add(kind + "s")
                 if args and hasattr(args[0], "__len__"):
                     timer.add(kind + "_items", len(args[0]))
+            return _timed_finish(result, timer, kind) if started else result
 
         return timed
+
+
+def _timed_finish(finish: Callable[[], Any], timer: EventTimer, kind: str) -> Callable[[], Any]:
+    def timed() -> Any:
+        t0 = time.perf_counter()
+        try:
+            return finish()
+        finally:
+            timer.add(kind + "_s", round(time.perf_counter() - t0, 4))
+
+    return timed

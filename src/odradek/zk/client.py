@@ -394,21 +394,28 @@ class KafkaZkClient:
             raise check
         return results
 
-    def _start_pipelined(self, batches: list[list[tuple[K, _Op]]]) -> list[Any]:
+    def _start_pipelined(self, batches: list[list[tuple[K, _Op]]]) -> Callable[[], list[Any]]:
         """Send every batch's multi before reading any reply: on the raw session when there is
-        one (raw_session.py), else through kazoo. Returns per batch its result list, a kazoo
-        async result, or None for a raw multi whose reply was lost (resent through kazoo)."""
+        one (raw_session.py), else through kazoo. The returned function gives per batch its
+        result list, a kazoo async result, or None for a raw multi whose reply was lost
+        (resent through kazoo)."""
         if self._raw is not None:
             kinds = {"create": OP_CREATE, "set": OP_SET_DATA, "delete": OP_DELETE}
-            return self._raw.fenced_multis(
+            return self._raw.start_fenced_multis(
                 paths.CONTROLLER_EPOCH, self.epoch_zk_version,
                 [[(kinds[op.kind], op.path, op.data, op.version) for _, op in batch]
                  for batch in batches])
-        return [self._commit_fenced_async([op for _, op in batch]) for batch in batches]
+        started = [self._commit_fenced_async([op for _, op in batch]) for batch in batches]
+        return lambda: started
 
     def _run_fenced(self, items: list[tuple[K, _Op]]) -> dict[K, Any]:
+        return self._start_fenced(items)()
+
+    def _start_fenced(self, items: list[tuple[K, _Op]]) -> Callable[[], dict[K, Any]]:
         """Run keyed ops in fenced batches; an op that fails (BadVersion, NodeExists, NoNode)
-        gets its exception as result, the others their result.
+        gets its exception as result, the others their result. Sets and deletes are sent now,
+        and the returned function waits for them: ZooKeeper applies them while the caller
+        goes on. Creates all run in the returned function.
 
         A multi is atomic and names only its first failing op, so after a failure the rest of
         that batch goes again as one single-op multi each, all sent before any reply is read:
@@ -417,16 +424,21 @@ class KafkaZkClient:
         For sets and deletes every batch's first attempt is pipelined too: the batches touch
         disjoint znodes and each carries the epoch check, so they are independent. Creates
         stay sequential by batch: a later batch may create children of an earlier one's."""
-        results: dict[K, Any] = {}
         step = MAX_MULTI_OPS - 1
         batches = [items[start:start + step] for start in range(0, len(items), step)]
         pipelined = all(op.kind != "create" for _, op in items)
-        pending = self._start_pipelined(batches) if pipelined else [None] * len(batches)
+        collect = self._start_pipelined(batches) if pipelined else None
+        return lambda: self._finish_fenced(batches, collect)
+
+    def _finish_fenced(self, batches: list[list[tuple[K, _Op]]],
+                       collect: Callable[[], list[Any]] | None) -> dict[K, Any]:
+        results: dict[K, Any] = {}
+        pending = collect() if collect is not None else [None] * len(batches)
         moved: ControllerMovedError | None = None
         for batch, started in zip(batches, pending):
             try:
-                if not pipelined:  # creates: this batch only, once the previous one is done
-                    started = self._start_pipelined([batch])[0]
+                if collect is None:  # creates: this batch only, once the previous one is done
+                    started = self._start_pipelined([batch])()[0]
                 outcome = self._outcome(batch, started)
             except ControllerMovedError as exc:
                 moved = exc  # read every reply before raising: nothing stays in flight
@@ -442,7 +454,7 @@ class KafkaZkClient:
                 continue
             singles = [[item] for item in rest]
             # in order on one session, so a parent created here precedes its children
-            for single, started_single in zip(singles, self._start_pipelined(singles)):
+            for single, started_single in zip(singles, self._start_pipelined(singles)()):
                 try:
                     results[single[0][0]] = self._outcome(single, started_single)[0]
                 except ControllerMovedError as exc:
@@ -489,18 +501,31 @@ class KafkaZkClient:
         self, states: Mapping[TopicPartition, LeaderAndIsr]
     ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
         """Conditional set of each state at its zk_version, fenced; success gives the new version."""
+        return self.start_update_leader_and_isr(states)()
+
+    def start_update_leader_and_isr(
+        self, states: Mapping[TopicPartition, LeaderAndIsr]
+    ) -> Callable[[], dict[TopicPartition, LeaderAndIsr | Exception]]:
+        """``update_leader_and_isr`` in two halves: the writes are sent now, the returned
+        function waits for their results."""
         items = [
             (tp, _Op("set", paths.partition_state_path(tp), _encode_state(s), s.zk_version))
             for tp, s in states.items()
         ]
-        out: dict[TopicPartition, LeaderAndIsr | Exception] = {}
-        for tp, r in self._run_fenced(items).items():
-            if isinstance(r, Exception):
-                out[tp] = r
-            else:
-                s = states[tp]
-                out[tp] = LeaderAndIsr(s.leader, s.leader_epoch, s.isr, s.controller_epoch, r.version)
-        return out
+        finish = self._start_fenced(items)
+
+        def result() -> dict[TopicPartition, LeaderAndIsr | Exception]:
+            out: dict[TopicPartition, LeaderAndIsr | Exception] = {}
+            for tp, r in finish().items():
+                if isinstance(r, Exception):
+                    out[tp] = r
+                else:
+                    s = states[tp]
+                    out[tp] = LeaderAndIsr(s.leader, s.leader_epoch, s.isr, s.controller_epoch,
+                                           r.version)
+            return out
+
+        return result
 
     def pop_isr_change_notifications(self) -> set[TopicPartition]:
         """Read and delete (fenced) all ISR change notifications; the union of their partitions."""

@@ -37,7 +37,7 @@ import random
 import socket
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from kazoo.exceptions import EXCEPTIONS, ZookeeperError
 from kazoo.protocol.states import ZnodeStat
@@ -102,6 +102,9 @@ class RawSession:
         self._lock = threading.Lock()
         self._sock: socket.socket | None = None
         self._xid = 0
+        #: replies read while waiting for a later request's (writes sent but not yet collected,
+        #: see start_fenced_multis), by xid; they belong to the current socket only
+        self._stash: dict[int, tuple[bytes, int]] = {}
         self.unsupported = False
 
     # session ---------------------------------------------------------------------------------
@@ -127,6 +130,7 @@ class RawSession:
                     raise RawSessionError("ZooKeeper refused the session")
                 sock.settimeout(max(self._connect_timeout_s, timeout_ms / 1000))
                 self._xid = 0
+                self._stash.clear()
                 return sock
             except (OSError, struct.error, RawSessionError) as exc:
                 sock.close()
@@ -155,15 +159,21 @@ class RawSession:
         return self._recv_exactly(sock, length)
 
     def _recv_reply(self, sock: socket.socket, xid: int) -> tuple[bytes, int]:
-        """The reply frame to request ``xid`` and its error code, skipping pings and events."""
+        """The reply frame to request ``xid`` and its error code, skipping pings and events;
+        replies to earlier requests still to be collected are kept for their collector."""
+        stashed = self._stash.pop(xid, None)
+        if stashed is not None:
+            return stashed
         while True:
             frame = self._recv_frame(sock)
             got_xid, _zxid, err = struct.unpack_from(">iqi", frame, 0)
-            if got_xid >= 0:  # -2 is a ping, -1 a watch event: not ours
-                break
-        if got_xid != xid:
-            raise RawSessionError(f"xid {got_xid}, expected {xid}")
-        return frame, err
+            if got_xid < 0:  # -2 is a ping, -1 a watch event: not ours
+                continue
+            if got_xid == xid:
+                return frame, err
+            if got_xid > xid:  # ZooKeeper answers a session's requests in order
+                raise RawSessionError(f"xid {got_xid}, expected {xid}")
+            self._stash[got_xid] = (frame, err)
 
     def close(self) -> None:
         with self._lock:
@@ -194,9 +204,7 @@ class RawSession:
                     self.unsupported = True
                     raise
                 except (OSError, struct.error, RawSessionError, IndexError) as exc:
-                    if self._sock is not None:
-                        self._sock.close()
-                        self._sock = None
+                    self._drop_socket()
                     if attempt:
                         raise RawSessionError(f"multi-read failed: {exc!r}") from exc
         raise AssertionError("unreachable")
@@ -275,27 +283,51 @@ class RawSession:
         before any reply is read. Per batch, kazoo's result shape: [check, *ops], each True
         (check, delete), a ZnodeStat (set) or a kazoo exception instance; None for a batch
         whose reply never came (see the module doc)."""
+        return self.start_fenced_multis(check_path, check_version, batches)()
+
+    def start_fenced_multis(self, check_path: str, check_version: int,
+                            batches: Sequence[Sequence[WriteOp]]
+                            ) -> Callable[[], list[list[object] | None]]:
+        """``fenced_multis`` in two halves: this one sends, the returned one reads the replies.
+        In between the caller may work, and even use this session (its replies are kept
+        apart), while ZooKeeper applies the writes."""
         results: list[list[object] | None] = [None] * len(batches)
         if not batches:
-            return results
+            return lambda: results
         with self._lock:
             try:
                 if self._sock is None:
                     self._sock = self._connect()
-                self._fenced_multis(self._sock, check_path, check_version, batches, results)
-            except (OSError, struct.error, RawSessionError, IndexError):
-                if self._sock is not None:
-                    self._sock.close()
-                    self._sock = None
-        return results
+                sock = self._sock
+                xids = self._send_fenced_multis(sock, check_path, check_version, batches)
+            except (OSError, struct.error, RawSessionError):
+                self._drop_socket()
+                return lambda: results
+
+        def collect() -> list[list[object] | None]:
+            with self._lock:
+                if self._sock is not sock:  # reconnected meanwhile: these replies are lost
+                    return results
+                try:
+                    for i, (xid, batch) in enumerate(zip(xids, batches)):
+                        results[i] = self._parse_multi_reply(*self._recv_reply(sock, xid), batch)
+                except (OSError, struct.error, RawSessionError, IndexError):
+                    self._drop_socket()
+            return results
+
+        return collect
+
+    def _drop_socket(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
 
     def _path(self, path: str) -> bytes:
         raw = (self._chroot + path).encode() if self._chroot else path.encode()
         return _INT.pack(len(raw)) + raw
 
-    def _fenced_multis(self, sock: socket.socket, check_path: str, check_version: int,
-                       batches: Sequence[Sequence[WriteOp]],
-                       results: list[list[object] | None]) -> None:
+    def _send_fenced_multis(self, sock: socket.socket, check_path: str, check_version: int,
+                            batches: Sequence[Sequence[WriteOp]]) -> list[int]:
         check = _OP_HDRS[OP_CHECK] + self._path(check_path) + _INT.pack(check_version)
         xids = []
         for batch in batches:
@@ -318,37 +350,36 @@ class RawSession:
             # each multi goes out as soon as it is built: ZooKeeper works on it meanwhile
             sock.sendall(_INT.pack(len(body)) + body)
             xids.append(self._xid)
+        return xids
+
+    def _parse_multi_reply(self, frame: bytes, err: int, batch: Sequence[WriteOp]) -> list[object]:
+        if err != 0:
+            raise RawSessionError(f"ZooKeeper error {err} for a multi")
         unpack_hdr = _MULTI_HDR.unpack_from
         unpack_int = _INT.unpack_from
-        unpack_stat = _STAT.unpack_from
-        for i, (xid, batch) in enumerate(zip(xids, batches)):
-            frame, err = self._recv_reply(sock, xid)
-            if err != 0:
-                raise RawSessionError(f"ZooKeeper error {err} for a multi")
-            out: list[object] = []
-            pos = 16
-            while True:
-                op_type, done, _ = unpack_hdr(frame, pos)
-                pos += 9
-                if done:
-                    break
-                if op_type == OP_SET_DATA:
-                    out.append(ZnodeStat(*unpack_stat(frame, pos)))
-                    pos += _STAT.size
-                elif op_type in (OP_CHECK, OP_DELETE):
-                    out.append(True)
-                elif op_type == OP_CREATE:  # the created path, without our chroot (as kazoo)
-                    (length,) = unpack_int(frame, pos)
-                    created = frame[pos + 4:pos + 4 + length].decode()
-                    pos += 4 + length
-                    out.append(created[len(self._chroot):] or "/")
-                elif op_type == OP_ERROR:
-                    (code,) = unpack_int(frame, pos)
-                    pos += 4
-                    out.append(EXCEPTIONS.get(code, ZookeeperError)())
-                else:
-                    raise RawSessionError(f"unexpected op type {op_type} in a multi response")
-            if len(out) != len(batch) + 1:
-                raise RawSessionError(f"multi response has {len(out)} results for "
-                                     f"{len(batch) + 1} ops")
-            results[i] = out
+        out: list[object] = []
+        pos = 16
+        while True:
+            op_type, done, _ = unpack_hdr(frame, pos)
+            pos += 9
+            if done:
+                break
+            if op_type == OP_SET_DATA:
+                out.append(ZnodeStat(*_STAT.unpack_from(frame, pos)))
+                pos += _STAT.size
+            elif op_type in (OP_CHECK, OP_DELETE):
+                out.append(True)
+            elif op_type == OP_CREATE:  # the created path, without our chroot (as kazoo)
+                (length,) = unpack_int(frame, pos)
+                created = frame[pos + 4:pos + 4 + length].decode()
+                pos += 4 + length
+                out.append(created[len(self._chroot):] or "/")
+            elif op_type == OP_ERROR:
+                (code,) = unpack_int(frame, pos)
+                pos += 4
+                out.append(EXCEPTIONS.get(code, ZookeeperError)())
+            else:
+                raise RawSessionError(f"unexpected op type {op_type} in a multi response")
+        if len(out) != len(batch) + 1:
+            raise RawSessionError(f"multi response has {len(out)} results for {len(batch) + 1} ops")
+        return out
