@@ -293,14 +293,34 @@ class LocalCluster:
                 time.sleep(0.05)
 
     def down(self, timeout: float = 15.0) -> None:
-        """Stop brokers first (so they can deregister cleanly), then the private ZooKeeper."""
-        pids = [p for p in (self.broker_pid(b) for b in self.broker_ids) if p]
-        _stop_pids(pids, timeout)
+        """Stop brokers first (so they can deregister cleanly), then the private ZooKeeper.
+
+        One broker at a time, the controller last: each one's controlled shutdown then moves
+        its leadership to brokers still running. Stopped all at once, the last to ask would
+        find every other broker shutting down and wait out its retries."""
+        controller = self._controller_id()
+        running = sorted(((b == controller, p) for b in self.broker_ids if (p := self.broker_pid(b))))
+        for _, pid in running:
+            _stop_pids([pid], timeout)
         for broker_id in self.broker_ids:
             (self.broker_dir(broker_id) / "broker.pid").unlink(missing_ok=True)
         if self.private_zookeeper:
             self._zookeeper_server().stop(timeout)
         self._procs.clear()
+
+    def _controller_id(self) -> int | None:
+        """The controller's broker id, or None when ZooKeeper does not say (or is down)."""
+        try:
+            zk = connect_zk(self.zookeeper_connect, timeout=2.0)
+        except ClusterError:
+            return None
+        try:
+            return int(json.loads(zk.get("/controller")[0])["brokerid"])
+        except Exception:  # noqa: BLE001 - no controller (or a garbled znode): any order will do
+            return None
+        finally:
+            zk.stop()
+            zk.close()
 
     def _zookeeper_server(self) -> "ZooKeeperServer":
         from odradek.zk.server import ZooKeeperServer

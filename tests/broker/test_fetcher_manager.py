@@ -1,7 +1,9 @@
 """Which LeaderAndIsr changes make a follower start over (truncate by leader epoch)."""
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from types import SimpleNamespace
 
 from odradek.broker.fetcher import ReplicaFetcher, ReplicaFetcherManager
 from odradek.broker.partition import Partition
@@ -69,3 +71,40 @@ def test_a_partition_the_leader_refuses_rests_and_the_next_leader_and_isr_wakes_
     assert TP in fetcher._resting and TP in fetcher._leaving
     become(p, manager, B2, 5)
     assert TP not in fetcher._resting and TP in fetcher._dirty
+
+
+class SwallowingFetcher(ReplicaFetcher):
+    """Each round ends the way Python 3.11's wait_for ends when a cancellation lands just as
+    its request completes: the CancelledError is swallowed and the round returns normally."""
+
+    rounds = 0
+    swallow = True
+
+    async def _truncate_new_partitions(self) -> None:
+        pass
+
+    async def _fetch_once(self) -> None:
+        self.rounds += 1
+        try:
+            await asyncio.sleep(0.01)
+        except asyncio.CancelledError:
+            if not self.swallow:
+                raise
+
+
+def test_close_stops_the_loop_even_when_a_round_swallows_the_cancellation(tmp_path: Path) -> None:
+    async def run() -> bool:
+        fetcher = SwallowingFetcher(1, B2, 500, 1 << 20)
+        # no leader to reach: the rounds are faked, so is the connection
+        fetcher._conn = SimpleNamespace(connected=True, close=lambda: None)  # type: ignore[assignment]
+        fetcher.add(Partition(TP, Log.open(tmp_path / "t-0", LogConfig()), broker_id=1))
+        fetcher.start()
+        await asyncio.sleep(0.05)
+        closing = asyncio.get_running_loop().create_task(fetcher.close())
+        done, _ = await asyncio.wait({closing}, timeout=2)  # hung forever before close set a flag
+        fetcher.swallow = False  # let a broken close finish, so the test fails instead of hanging
+        fetcher._task.cancel()  # type: ignore[union-attr]
+        await closing
+        return closing in done
+
+    assert asyncio.run(run())

@@ -264,6 +264,19 @@ def test_controlled_shutdown_with_stale_broker_epoch_is_refused() -> None:
     assert isinstance(answers[0], Exception)
 
 
+def test_controlled_shutdown_answers_not_controller_when_deposed_midway() -> None:
+    zk = cluster()
+    zk.create_topic("t", {0: (1, 2)})
+    zk.states[tp("t", 0)] = LeaderAndIsr(1, 0, (1, 2), 1, 0)
+    controller, _, _ = new_controller(zk, broker_id=3)
+    controller.on_become_controller(epoch=1, epoch_zk_version=0)
+    zk.fenced = True
+    answers: list[object] = []
+    controller.process(ControlledShutdown(1, 101, answers.append))
+    assert len(answers) == 1 and isinstance(answers[0], NotControllerError)
+    assert not controller.is_active and zk.states[tp("t", 0)].leader == 1
+
+
 def test_inactive_controller_answers_api_events_with_not_controller() -> None:
     controller, channel, _ = new_controller(cluster())
     answers: list[object] = []

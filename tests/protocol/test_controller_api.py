@@ -6,7 +6,8 @@ import pytest
 from odradek.metadata import BrokerInfo, PartitionState, TopicPartition
 from odradek.protocol import schema
 from odradek.protocol.controller_api import (
-    API_LEADER_AND_ISR, API_STOP_REPLICA, API_UPDATE_METADATA, VERSIONS, ControllerResponse,
+    API_CONTROLLED_SHUTDOWN, API_LEADER_AND_ISR, API_STOP_REPLICA, API_UPDATE_METADATA, VERSIONS,
+    ControlledShutdownRequest, ControlledShutdownResponse, ControllerResponse,
     LeaderAndIsrRequest, StopReplicaRequest, UnsupportedVersionError, UpdateMetadataRequest,
     decode_request, decode_response, encode_request, encode_response, parse_response_header,
 )
@@ -133,6 +134,19 @@ def test_stop_replica_round_trip():
     key, decoded = request_round_trip(req)
     assert key == API_STOP_REPLICA
     assert decoded == req
+
+
+def test_controlled_shutdown_v2_round_trip_and_layout():
+    req = ControlledShutdownRequest(3, 0x1_0000_0007)
+    key, decoded = request_round_trip(req)
+    assert (key, decoded) == (API_CONTROLLED_SHUTDOWN, req)
+    assert encode_request(req, 0, "")[4 + 10:] == struct.pack(">iq", 3, 0x1_0000_0007)
+    resp = ControlledShutdownResponse(0, (TP_A0, TP_B0))
+    frame = encode_response(API_CONTROLLED_SHUTDOWN, 2, 7, resp)
+    corr, body = parse_response_header(API_CONTROLLED_SHUTDOWN, 2, frame[4:])
+    assert corr == 7 and bytes(body) == struct.pack(">hi", 0, 2) + b"\x00\x01a" + struct.pack(">i", 0) \
+        + b"\x00\x01b" + struct.pack(">i", 0)
+    assert decode_response(API_CONTROLLED_SHUTDOWN, 2, body) == resp
 
 
 def test_stop_replica_v1_layout():

@@ -37,6 +37,11 @@ class BrokerConfig:
     # Kafka's leader rebalance: every leader.imbalance.check.interval.seconds the controller
     # moves leadership back to preferred replicas on any broker leading less than
     # (100 - leader.imbalance.per.broker.percentage)% of the partitions it is preferred for.
+    # Before stopping, ask the controller to move leadership away (Kafka's controlled shutdown):
+    # up to controlled.shutdown.max.retries attempts, controlled.shutdown.retry.backoff.ms apart.
+    controlled_shutdown_enable: bool = True
+    controlled_shutdown_max_retries: int = 3
+    controlled_shutdown_retry_backoff_ms: int = 5000
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10

@@ -15,7 +15,8 @@ from odradek.controller.controller import Controller
 from odradek.controller.controller_channel import ControllerChannel
 from odradek.controller.election import ControllerElector
 from odradek.controller.event_manager import ControllerEventManager
-from odradek.controller.events import (AutoLeaderRebalance, BrokerChange, Callback, ControllerEvent,
+from odradek.controller.events import (AutoLeaderRebalance, BrokerChange, Callback, ControlledShutdown,
+                                       ControllerEvent,
                                        ElectionTrigger, ElectionType, IsrChangeNotification,
                                        ReplicaLeaderElection, Resign, Startup, TopicChange)
 from odradek.metadata import TopicPartition
@@ -85,6 +86,10 @@ class ControllerService:
         self.core.process(event)
         if was_active and not self.core.is_active and not isinstance(event, Resign):
             self.elector.trigger()  # fenced out mid-event: let the elector look at /controller again
+
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int, callback: Callback) -> None:
+        """A broker's ControlledShutdown; ``callback`` gets the partitions it still leads."""
+        self.events.put(ControlledShutdown(broker_id, broker_epoch, callback))
 
     def elect_leaders(self, partitions: frozenset[TopicPartition], election_type: ElectionType,
                       callback: Callback) -> None:

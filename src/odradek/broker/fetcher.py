@@ -47,6 +47,7 @@ class ReplicaFetcher:
         self._changed = asyncio.Event()
         self._conn = KafkaClientConnection(leader.host, leader.port, f"replica-fetcher-{broker_id}")
         self._task: asyncio.Task[None] | None = None
+        self._closed = False
         # KIP-227 fetch session with the leader: after a full first request, only partitions
         # whose (fetch offset, leader epoch) changed are sent, and only changed ones come back
         self._session_id = 0
@@ -104,6 +105,11 @@ class ReplicaFetcher:
         return len(self._states)
 
     async def close(self) -> None:
+        """Stop the loop; the flag is what guarantees it, since Python 3.11's wait_for can
+        swallow a cancellation that lands as its inner request completes (the loop then
+        went on fetching, and a broker's shutdown waited on it forever)."""
+        self._closed = True
+        self._changed.set()
         if self._task is not None:
             self._task.cancel()
             try:
@@ -114,7 +120,7 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         backoff = RETRY_BACKOFF_S
-        while True:
+        while not self._closed:
             if not self._states:
                 self._changed.clear()
                 await self._changed.wait()

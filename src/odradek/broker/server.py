@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import faulthandler
 import json
 import logging
 import signal
 import time
 import uuid
-from typing import Any, Awaitable
+from typing import Any, Awaitable, Callable
 
 from kazoo.client import KazooState
 from kazoo.exceptions import NodeExistsError
@@ -27,12 +28,16 @@ from odradek.broker.gc_policy import FREEZE_EVERY_S, GcPolicy
 from odradek.broker.handlers import KafkaApis
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
-from odradek.controller.events import ElectionType
+from odradek.broker.controlled_shutdown import controlled_shutdown
+from odradek.controller.events import ElectionType, EventPreemptedError, NotControllerError
+from odradek.controller.leader_selectors import StateChangeFailedError
 from odradek.log.log import LogConfig
 from odradek.log.log_manager import LogManager
 from odradek.metadata import BrokerInfo, TopicPartition
 from odradek.protocol import controller_api
-from odradek.protocol.controller_api import ControllerResponse
+from odradek.protocol.controller_api import (ControlledShutdownRequest, ControlledShutdownResponse,
+                                             ControllerResponse)
+from odradek.protocol.errors import ErrorCode
 from odradek.zk.client import KafkaZkClient
 
 log = logging.getLogger("odradek.broker")
@@ -80,22 +85,47 @@ class Broker:
                 self._producer_ids = list(range(block.end, block.start - 1, -1))
             return self._producer_ids.pop()
 
-    async def _elect_leaders(self, partitions: frozenset[TopicPartition], election_type: ElectionType) -> object:
-        """Run an ElectLeaders on the controller's event thread and wait for its outcome."""
+    async def _ask_controller(self, put: Callable[[Callable[[object], None]], None]) -> object:
+        """Queue an API event on the controller's event thread (``put`` gets its callback)
+        and wait for the outcome it reports."""
         loop = asyncio.get_running_loop()
         outcome: asyncio.Future[object] = loop.create_future()
 
         def done(result: object) -> None:
             loop.call_soon_threadsafe(lambda: outcome.done() or outcome.set_result(result))
 
-        self.controller.elect_leaders(partitions, election_type, done)
+        put(done)
         return await outcome
+
+    async def _elect_leaders(self, partitions: frozenset[TopicPartition], election_type: ElectionType) -> object:
+        return await self._ask_controller(
+            lambda done: self.controller.elect_leaders(partitions, election_type, done))
+
+    async def _controlled_shutdown_of(self, version: int, correlation_id: int,
+                                      request: ControlledShutdownRequest) -> bytes:
+        """The controller's side of a broker's ControlledShutdown: answered once leadership
+        has moved, with the replicated partitions the broker still leads."""
+        outcome = await self._ask_controller(lambda done: self.controller.controlled_shutdown(
+            request.broker_id, request.broker_epoch, done))
+        if isinstance(outcome, (NotControllerError, EventPreemptedError)):
+            response = ControlledShutdownResponse(ErrorCode.NOT_CONTROLLER)
+        elif isinstance(outcome, StateChangeFailedError):  # not registered at that epoch
+            response = ControlledShutdownResponse(ErrorCode.STALE_BROKER_EPOCH)
+        elif isinstance(outcome, Exception):
+            response = ControlledShutdownResponse(ErrorCode.UNKNOWN_SERVER_ERROR)
+        else:
+            response = ControlledShutdownResponse(ErrorCode.NONE, tuple(sorted(outcome)))  # type: ignore[call-overload]
+        return controller_api.encode_response(controller_api.API_CONTROLLED_SHUTDOWN, version,
+                                              correlation_id, response)
 
     def _controller_request(self, api_key: int, version: int, correlation_id: int,
                             request: Any) -> bytes | Awaitable[bytes]:
         """LeaderAndIsr, UpdateMetadata and StopReplica, fenced by controller and broker epoch;
-        answered in the same callback unless a LeaderAndIsr must read topic configs first."""
+        answered in the same callback unless a LeaderAndIsr must read topic configs first.
+        A ControlledShutdown from another broker goes to our controller."""
         rm = self.replica_manager
+        if api_key == controller_api.API_CONTROLLED_SHUTDOWN:
+            return self._controlled_shutdown_of(version, correlation_id, request)
         if api_key == controller_api.API_LEADER_AND_ISR:
             result = rm.become_leader_or_follower(request)
             if not isinstance(result, ControllerResponse):
@@ -159,9 +189,19 @@ class Broker:
                  loop.create_task(self._every(FREEZE_EVERY_S, gc_policy.tick))]
         await self._stopping.wait()
         log.info("broker %d shutting down", cfg.broker_id)
+        if cfg.controlled_shutdown_enable:
+            await controlled_shutdown(self.zk, cfg.broker_id, self.replica_manager.broker_epoch,
+                                      self._another_leader_possible, cfg.controlled_shutdown_max_retries,
+                                      cfg.controlled_shutdown_retry_backoff_ms / 1000)
         for task in tasks:
             task.cancel()
         await self.shutdown()
+
+    def _another_leader_possible(self, remaining: tuple[TopicPartition, ...]) -> bool:
+        """Whether some partition we still lead has another live in-sync replica to take over."""
+        live = {b.id for b in self.metadata.live_brokers} - {self.config.broker_id}
+        partitions = (self.replica_manager.get(tp) for tp in remaining)
+        return any(live & p.isr for p in partitions if p is not None)
 
     def _on_zk_state(self, state: KazooState) -> None:
         """After a session expiry the registration znode is gone and the controller counts this
@@ -218,7 +258,9 @@ class Broker:
 
 
 def run_broker(config: BrokerConfig) -> None:
-    """Run one broker until SIGTERM or SIGINT."""
+    """Run one broker until SIGTERM or SIGINT; SIGUSR1 prints every thread's stack to stderr
+    (the broker log), for a broker that seems stuck."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kazoo").setLevel(logging.WARNING)
     asyncio.run(Broker(config).run())

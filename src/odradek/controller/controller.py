@@ -392,7 +392,15 @@ class Controller:
 
     def _process_controlled_shutdown(self, event: ControlledShutdown) -> None:
         """Seed 000 shutdownBroker: move leadership away, then take its follower replicas
-        offline. Single-replica partitions are left alone: there is nowhere to move them."""
+        offline. Single-replica partitions are left alone: there is nowhere to move them.
+        The broker waiting on the answer hears NotControllerError if we are deposed."""
+        try:
+            self._shut_down_broker(event)
+        except ControllerMovedError:
+            event.callback(NotControllerError(f"broker {self.broker_id} was deposed"))
+            raise
+
+    def _shut_down_broker(self, event: ControlledShutdown) -> None:
         info = self._ctx.broker_info(event.broker_id)
         if info is None or info.epoch != event.broker_epoch:
             event.callback(StateChangeFailedError(

@@ -39,8 +39,29 @@ class ChannelClosedError(Exception):
     or the channel shut down, so every callback runs exactly once."""
 
 
-class _ProtocolError(Exception):
+class ProtocolError(Exception):
     """The broker answered something other than the response we wait for; reconnect."""
+
+
+def exchange(sock: socket.socket, frame: bytes, correlation_id: int, api_key: int,
+             api_version: int) -> memoryview:
+    """Send one request frame on a connected blocking socket and return its response's body
+    (also how a broker asks the controller for a controlled shutdown)."""
+    sock.sendall(frame)
+    frames = FrameBuffer()
+    while True:
+        data = sock.recv(_RECV_BYTES)
+        if not data:
+            raise ConnectionError("connection closed by broker")
+        got = frames.feed(data)
+        if got:
+            break
+    if len(got) > 1 or frames.buffered:
+        raise ProtocolError("more than one response for one request")
+    received_id, body = controller_api.parse_response_header(api_key, api_version, got[0])
+    if received_id != correlation_id:
+        raise ProtocolError(f"correlation id {received_id}, expected {correlation_id}")
+    return body
 
 
 class _RequestSendThread(threading.Thread):
@@ -102,7 +123,7 @@ class _RequestSendThread(threading.Thread):
             try:
                 body = self._round_trip(frame, correlation_id, api_key, api_version,
                                         self._timeout_for(request))
-            except (OSError, FramingError, SchemaError, _ProtocolError) as exc:
+            except (OSError, FramingError, SchemaError, ProtocolError) as exc:
                 if self._stopped.is_set():
                     return None
                 log.warning("request %s to broker %d failed (%s: %s); reconnecting in %.2fs",
@@ -132,21 +153,7 @@ class _RequestSendThread(threading.Thread):
         """Send one request frame and return the body of its response."""
         sock = self._connect()
         sock.settimeout(timeout_s)
-        sock.sendall(frame)
-        frames = FrameBuffer()
-        while True:
-            data = sock.recv(_RECV_BYTES)
-            if not data:
-                raise ConnectionError("connection closed by broker")
-            got = frames.feed(data)
-            if got:
-                break
-        if len(got) > 1 or frames.buffered:
-            raise _ProtocolError("more than one response for one request")
-        received_id, body = controller_api.parse_response_header(api_key, api_version, got[0])
-        if received_id != correlation_id:
-            raise _ProtocolError(f"correlation id {received_id}, expected {correlation_id}")
-        return body
+        return exchange(sock, frame, correlation_id, api_key, api_version)
 
     def _connect(self) -> socket.socket:
         if self._sock is not None:

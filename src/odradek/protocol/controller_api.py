@@ -10,6 +10,8 @@ itself) and groups partitions by topic:
     StopReplica    (key 5) v1  non-flexible: BrokerEpoch added, Topics grouping
     UpdateMetadata (key 6) v5  non-flexible: BrokerEpoch added, TopicStates grouping,
                                               listener names, racks, offline replicas
+    ControlledShutdown (key 7) v2  non-flexible: BrokerEpoch added; the one a broker sends to
+                                   the controller, answered with the partitions it still leads
 
 All three are non-flexible, so requests use request header v1 and responses header v0 (just
 the correlation id). Fields a version lacks come back as their defaults when decoding:
@@ -32,7 +34,9 @@ from odradek.protocol.schema import (
 API_LEADER_AND_ISR = 4
 API_STOP_REPLICA = 5
 API_UPDATE_METADATA = 6
-VERSIONS: dict[int, int] = {API_LEADER_AND_ISR: 2, API_STOP_REPLICA: 1, API_UPDATE_METADATA: 5}
+API_CONTROLLED_SHUTDOWN = 7
+VERSIONS: dict[int, int] = {API_LEADER_AND_ISR: 2, API_STOP_REPLICA: 1, API_UPDATE_METADATA: 5,
+                            API_CONTROLLED_SHUTDOWN: 2}
 
 PLAINTEXT_LISTENER = "PLAINTEXT"
 SECURITY_PROTOCOL_PLAINTEXT = 0  # Kafka's SecurityProtocol.PLAINTEXT id
@@ -70,6 +74,18 @@ class StopReplicaRequest:
 
 
 @dataclass(frozen=True)
+class ControlledShutdownRequest:
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True)
+class ControlledShutdownResponse:
+    error_code: int
+    remaining_partitions: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(frozen=True)
 class ControllerResponse:
     """The shape the three responses share; UpdateMetadata's has no partition errors."""
 
@@ -77,7 +93,9 @@ class ControllerResponse:
     partition_errors: Mapping[TopicPartition, int] = field(default_factory=dict)
 
 
-ControllerRequest = Union[LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest]
+ControllerRequest = Union[LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest,
+                          ControlledShutdownRequest]
+Response = Union[ControllerResponse, ControlledShutdownResponse]
 
 _INT32S = Array(Int32)
 _HEAD = struct.Struct(">iiiii")  # partition, controller epoch, leader, leader epoch, len(isr)
@@ -289,6 +307,12 @@ _STOP_REPLICA_V1 = Struct(
     ("topics", Array(Struct(("name", String), ("partition_indexes", _INT32S)))),
 )
 
+_CONTROLLED_SHUTDOWN_V2 = Struct(("broker_id", Int32), ("broker_epoch", Int64))
+_CONTROLLED_SHUTDOWN_RESPONSE_V2 = Struct(
+    ("error_code", Int16),
+    ("remaining_partitions", Array(Struct(("topic_name", String), ("partition_index", Int32)))),
+)
+
 # LeaderAndIsrResponse v2 and StopReplicaResponse v1 are identical; UpdateMetadataResponse v5
 _PARTITION_ERRORS_RESPONSE = Struct(("error_code", Int16), ("partition_errors", _PartitionErrors()))
 _UPDATE_METADATA_RESPONSE_V5 = Struct(("error_code", Int16))
@@ -303,6 +327,7 @@ _API_KEYS: dict[type, int] = {
     LeaderAndIsrRequest: API_LEADER_AND_ISR,
     StopReplicaRequest: API_STOP_REPLICA,
     UpdateMetadataRequest: API_UPDATE_METADATA,
+    ControlledShutdownRequest: API_CONTROLLED_SHUTDOWN,
 }
 
 
@@ -344,6 +369,8 @@ def _encode_body(req: ControllerRequest, out: list[bytes]) -> None:
                     b.rack) for b in req.live_brokers]
         _UPDATE_METADATA_V5.encode((req.controller_id, req.controller_epoch, req.broker_epoch,
                                     req.partition_states, brokers), out)
+    elif isinstance(req, ControlledShutdownRequest):
+        _CONTROLLED_SHUTDOWN_V2.encode((req.broker_id, req.broker_epoch), out)
     else:
         topics: dict[str, list[int]] = {}
         for tp in req.partitions:
@@ -381,18 +408,23 @@ def decode_request(api_key: int, api_version: int, body: bytes | memoryview) -> 
         (cid, cepoch, bepoch, states, live), _ = decode(_UPDATE_METADATA_V5, body)
         brokers = tuple(_decode_broker(bid, eps, rack) for bid, eps, rack in live)
         return UpdateMetadataRequest(cid, cepoch, bepoch, states, brokers)
+    if api_key == API_CONTROLLED_SHUTDOWN:
+        (broker_id, broker_epoch), _ = decode(_CONTROLLED_SHUTDOWN_V2, body)
+        return ControlledShutdownRequest(broker_id, broker_epoch)
     (cid, cepoch, bepoch, delete, topics), _ = decode(_STOP_REPLICA_V1, body)
     partitions = tuple(TopicPartition(name, p) for name, indexes in topics for p in indexes)
     return StopReplicaRequest(cid, cepoch, bepoch, delete, partitions)
 
 
-def encode_response(api_key: int, api_version: int, correlation_id: int,
-                    resp: ControllerResponse) -> bytes:
+def encode_response(api_key: int, api_version: int, correlation_id: int, resp: Response) -> bytes:
     """A complete frame: size prefix, response header v0, body. UpdateMetadata v5 has no
     partition errors, so resp.partition_errors is dropped for it."""
     _check_version(api_key, api_version)
     parts: list[bytes] = [b"", _INT32.pack(correlation_id)]
-    if api_key == API_UPDATE_METADATA:
+    if isinstance(resp, ControlledShutdownResponse):
+        _CONTROLLED_SHUTDOWN_RESPONSE_V2.encode(
+            (resp.error_code, [(tp.topic, tp.partition) for tp in resp.remaining_partitions]), parts)
+    elif api_key == API_UPDATE_METADATA:
         _UPDATE_METADATA_RESPONSE_V5.encode((resp.error_code,), parts)
     else:
         _PARTITION_ERRORS_RESPONSE.encode((resp.error_code, resp.partition_errors), parts)
@@ -410,9 +442,12 @@ def parse_response_header(api_key: int, api_version: int,
     return _INT32.unpack_from(view, 0)[0], view[_INT32.size:]
 
 
-def decode_response(api_key: int, api_version: int, body: bytes | memoryview) -> ControllerResponse:
+def decode_response(api_key: int, api_version: int, body: bytes | memoryview) -> Response:
     """Decode the bytes after the response header."""
     _check_version(api_key, api_version)
+    if api_key == API_CONTROLLED_SHUTDOWN:
+        (error_code, remaining), _ = decode(_CONTROLLED_SHUTDOWN_RESPONSE_V2, body)
+        return ControlledShutdownResponse(error_code, tuple(TopicPartition(t, p) for t, p in remaining))
     if api_key == API_UPDATE_METADATA:
         (error_code,), _ = decode(_UPDATE_METADATA_RESPONSE_V5, body)
         return ControllerResponse(error_code)
