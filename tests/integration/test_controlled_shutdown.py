@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 from clients import create_topic
 from test_failover import ContinuousProducer, check_exactly_once_in_order, full_isr, wait_until
-from test_leader_election import controller_id, leaders
+from test_elect_leaders import controller_id, leaders
 
 from odradek.cluster import LocalCluster
 
