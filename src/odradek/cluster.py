@@ -292,12 +292,14 @@ class LocalCluster:
             while pid_alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
 
-    def down(self, timeout: float = 15.0) -> None:
+    def down(self, timeout: float = 30.0) -> None:
         """Stop brokers first (so they can deregister cleanly), then the private ZooKeeper.
 
         One broker at a time, the controller last: each one's controlled shutdown then moves
         its leadership to brokers still running. Stopped all at once, the last to ask would
-        find every other broker shutting down and wait out its retries."""
+        find every other broker shutting down and wait out its retries. ``timeout`` is per
+        broker (SIGKILL after it): room for a controlled shutdown's retries when the controller
+        is slow to answer."""
         controller = self._controller_id()
         running = sorted(((b == controller, p) for b in self.broker_ids if (p := self.broker_pid(b))))
         for _, pid in running:

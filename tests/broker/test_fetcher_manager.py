@@ -108,3 +108,10 @@ def test_close_stops_the_loop_even_when_a_round_swallows_the_cancellation(tmp_pa
         return closing in done
 
     assert asyncio.run(run())
+
+
+def test_a_closed_manager_starts_no_fetcher_for_a_late_leader_and_isr(tmp_path: Path) -> None:
+    p, manager, made = follower(tmp_path)
+    asyncio.run(manager.close())
+    become(p, manager, B2, 4)  # the controller still speaks to a broker that is stopping
+    assert made == {}

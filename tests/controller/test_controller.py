@@ -255,6 +255,20 @@ def test_controlled_shutdown_moves_leadership_and_stops_followers() -> None:
     assert [s.partitions for s in stops] == [(tp("t", 1),)] and not stops[0].delete_partitions
 
 
+def test_controlled_shutdown_is_answered_once_its_requests_are_queued() -> None:
+    """The stopping broker must not stop before its partitions' new leaders are being told."""
+    zk = cluster()
+    zk.create_topic("t", {0: (1, 2)})
+    zk.states[tp("t", 0)] = LeaderAndIsr(1, 0, (1, 2), 1, 0)
+    controller, channel, _ = new_controller(zk, broker_id=3)
+    controller.on_become_controller(epoch=1, epoch_zk_version=0)
+    channel.sent.clear()
+    queued_when_answered: list[list[int]] = []
+    controller.process(ControlledShutdown(1, 101, lambda _answer: queued_when_answered.append(
+        sorted(b for b, r in channel.sent if isinstance(r, LeaderAndIsrRequest)))))
+    assert queued_when_answered == [[1, 2]]
+
+
 def test_controlled_shutdown_with_stale_broker_epoch_is_refused() -> None:
     zk = cluster()
     controller, _, _ = new_controller(zk, broker_id=3)

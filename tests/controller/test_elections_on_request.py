@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from odradek.controller.controller import Controller
 from odradek.controller.events import (
     AutoLeaderRebalance,
@@ -162,3 +164,17 @@ def test_inactive_or_deposed_controller_answers_not_controller() -> None:
     assert isinstance(elect(controller, [tp("t", 0)]), NotControllerError)
     assert not controller.is_active
     assert zk.states[tp("t", 0)].leader == 2
+
+
+def test_an_unexpected_error_is_answered_too() -> None:
+    zk = piled_up_cluster()
+    controller, _, _ = started(zk)
+
+    def broken(states: object) -> None:
+        raise ConnectionError("ZooKeeper went away")
+
+    zk.update_leader_and_isr = broken  # type: ignore[method-assign]
+    answers: list[object] = []
+    with pytest.raises(ConnectionError):
+        controller.process(ReplicaLeaderElection(frozenset([tp("t", 0)]), callback=answers.append))
+    assert len(answers) == 1 and isinstance(answers[0], ConnectionError)

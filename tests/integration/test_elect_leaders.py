@@ -67,6 +67,12 @@ def test_elect_leaders_moves_leadership_back_to_preferred_replicas(
     finally:
         client.stop()
     wait_until(lambda: leaders(c, "pref")[mine[0]][0] == victim, 10, "the znode's election to reach metadata")
+    client = zk(c)
+    try:  # an empty (malformed) request is dropped too, so the tool can write a correct one
+        client.create(paths.PREFERRED_REPLICA_ELECTION, b"")
+        wait_until(lambda: client.exists(paths.PREFERRED_REPLICA_ELECTION) is None, 30, "the empty znode to go")
+    finally:
+        client.stop()
 
     # ElectLeaders for every partition reports only those that needed an election.
     results = elect_leaders(c.bootstrap_servers, None)

@@ -11,7 +11,8 @@ from odradek.broker import apis
 from odradek.broker.context import BrokerContext
 from odradek.broker.topic_admin import (TOPIC_CONFIG_DEFAULTS, TopicError, assign_replicas,
                                         validate_assignment, validate_configs, validate_topic_name)
-from odradek.controller.events import ElectionNotNeededError, ElectionType, UnknownPartitionError
+from odradek.controller.events import (ElectionNotNeededError, ElectionType, EventPreemptedError,
+                                       NotControllerError, UnknownPartitionError)
 from odradek.metadata import LeaderAndIsr, TopicAssignment, TopicPartition
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
@@ -209,8 +210,11 @@ async def elect_leaders(ctx: BrokerContext, header: Any, req: Any, version: int)
         results = {tp: (ErrorCode.INVALID_REQUEST, f"unknown election type {req.election_type}") for tp in tps}
         return _elect_leaders_response(header, version, ErrorCode.INVALID_REQUEST, results)
     outcome = await ctx.elect_leaders(tps, election_type)
-    if isinstance(outcome, Exception):  # not (or no longer) the controller
-        results = {tp: (ErrorCode.NOT_CONTROLLER, str(outcome)) for tp in tps}
+    if isinstance(outcome, Exception):
+        code = (ErrorCode.NOT_CONTROLLER if isinstance(outcome, (NotControllerError, EventPreemptedError))
+                else ErrorCode.REQUEST_TIMED_OUT if isinstance(outcome, TimeoutError)
+                else ErrorCode.UNKNOWN_SERVER_ERROR)
+        results = {tp: (code, str(outcome)) for tp in tps}
     else:
         not_available = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if election_type is ElectionType.PREFERRED
                          else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)

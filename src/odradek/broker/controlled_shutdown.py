@@ -55,7 +55,7 @@ def request_controlled_shutdown(zk: KafkaZkClient, broker_id: int, broker_epoch:
 async def controlled_shutdown(zk: KafkaZkClient, broker_id: int, broker_epoch: int,
                               can_move: Callable[[tuple[TopicPartition, ...]], bool],
                               max_retries: int = 3, backoff_s: float = 5.0,
-                              timeout_s: float = 30.0) -> bool:
+                              timeout_s: float = 10.0) -> bool:
     """Ask until the controller reports no partition left to move; True on success.
 
     ``can_move(remaining)``: whether some remaining partition has another live in-sync replica.

@@ -57,7 +57,7 @@ class ControllerService:
                                    lambda c: c and self.events.put(IsrChangeNotification(fired=time.time()))),
             self.zk.watch_data_exists(
                 paths.PREFERRED_REPLICA_ELECTION,
-                lambda data, _stat: data is not None and self.events.put(
+                lambda _data, stat: stat is not None and self.events.put(
                     ReplicaLeaderElection(trigger=ElectionTrigger.ZOOKEEPER))),
         ]
         self.elector.start()

@@ -274,8 +274,11 @@ class ReplicaFetcherManager:
         self._factory = factory
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._owner: dict[TopicPartition, int] = {}
+        self._closed = False
 
     def follow(self, partition: Partition, leader: BrokerInfo) -> None:
+        if self._closed:
+            return
         fetcher = self._fetchers.get(leader.id)
         if (self._owner.get(partition.tp) == leader.id and fetcher is not None
                 and (fetcher.leader.host, fetcher.leader.port) == (leader.host, leader.port)
@@ -306,7 +309,10 @@ class ReplicaFetcherManager:
                 await fetcher.close()
 
     async def close(self) -> None:
-        for fetcher in self._fetchers.values():
-            await fetcher.close()
-        self._fetchers.clear()
+        """Stop every fetcher; a LeaderAndIsr arriving meanwhile (a stopping broker still hears
+        from the controller) starts no new one."""
+        self._closed = True
+        fetchers, self._fetchers = list(self._fetchers.values()), {}
         self._owner.clear()
+        for fetcher in fetchers:
+            await fetcher.close()

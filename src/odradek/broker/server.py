@@ -44,6 +44,8 @@ log = logging.getLogger("odradek.broker")
 
 CLUSTER_ID_PATH = "/cluster/id"
 HW_CHECKPOINT_INTERVAL_S = 5.0
+#: how long an API request waits for the controller's event thread to take it up and answer
+CONTROLLER_ANSWER_S = 60.0
 
 
 class Broker:
@@ -85,9 +87,10 @@ class Broker:
                 self._producer_ids = list(range(block.end, block.start - 1, -1))
             return self._producer_ids.pop()
 
-    async def _ask_controller(self, put: Callable[[Callable[[object], None]], None]) -> object:
+    async def _ask_controller(self, put: Callable[[Callable[[object], None]], None],
+                              timeout_s: float) -> object:
         """Queue an API event on the controller's event thread (``put`` gets its callback)
-        and wait for the outcome it reports."""
+        and wait for the outcome it reports; a TimeoutError if none came within ``timeout_s``."""
         loop = asyncio.get_running_loop()
         outcome: asyncio.Future[object] = loop.create_future()
 
@@ -95,20 +98,25 @@ class Broker:
             loop.call_soon_threadsafe(lambda: outcome.done() or outcome.set_result(result))
 
         put(done)
-        return await outcome
+        try:
+            return await asyncio.wait_for(outcome, timeout_s)
+        except asyncio.TimeoutError:
+            return TimeoutError(f"the controller did not answer within {timeout_s:g} s")
 
     async def _elect_leaders(self, partitions: frozenset[TopicPartition], election_type: ElectionType) -> object:
         return await self._ask_controller(
-            lambda done: self.controller.elect_leaders(partitions, election_type, done))
+            lambda done: self.controller.elect_leaders(partitions, election_type, done), CONTROLLER_ANSWER_S)
 
     async def _controlled_shutdown_of(self, version: int, correlation_id: int,
                                       request: ControlledShutdownRequest) -> bytes:
         """The controller's side of a broker's ControlledShutdown: answered once leadership
         has moved, with the replicated partitions the broker still leads."""
         outcome = await self._ask_controller(lambda done: self.controller.controlled_shutdown(
-            request.broker_id, request.broker_epoch, done))
+            request.broker_id, request.broker_epoch, done), CONTROLLER_ANSWER_S)
         if isinstance(outcome, (NotControllerError, EventPreemptedError)):
             response = ControlledShutdownResponse(ErrorCode.NOT_CONTROLLER)
+        elif isinstance(outcome, TimeoutError):
+            response = ControlledShutdownResponse(ErrorCode.REQUEST_TIMED_OUT)
         elif isinstance(outcome, StateChangeFailedError):  # not registered at that epoch
             response = ControlledShutdownResponse(ErrorCode.STALE_BROKER_EPOCH)
         elif isinstance(outcome, Exception):

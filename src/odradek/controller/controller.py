@@ -97,13 +97,14 @@ class Controller:
                 self._run(self._process_topic_change, "TopicChange", fired)
             case IsrChangeNotification(fired=fired):
                 self._run(self._process_isr_change_notification, "IsrChangeNotification", fired)
-            case ReplicaLeaderElection():
+            case ReplicaLeaderElection(callback=callback):
                 self._run(lambda: self._process_replica_leader_election(event),
-                          "ReplicaLeaderElection")
+                          "ReplicaLeaderElection", answer=callback)
             case AutoLeaderRebalance():
                 self._run(self._process_auto_leader_rebalance, "AutoLeaderRebalance")
-            case ControlledShutdown():
-                self._run(lambda: self._process_controlled_shutdown(event), "ControlledShutdown")
+            case ControlledShutdown(callback=callback):
+                self._run(lambda: self._process_controlled_shutdown(event), "ControlledShutdown",
+                          answer=callback)
             case TopicDeletion() | PartitionReassignment():
                 logger.warning("controller %d does not handle %r yet", self.broker_id, event)
 
@@ -127,21 +128,31 @@ class Controller:
         self._active = False
 
     # -- the event envelope -----------------------------------------------------------------
-    def _run(self, action: Callable[[], None], name: str = "event",
-             fired: float | None = None) -> None:
+    def _run(self, action: Callable[[], object], name: str = "event",
+             fired: float | None = None, answer: Callable[[object], None] | None = None) -> None:
         """One batch per event. On an unexpected error the requests already decided are still
         sent, since their ZooKeeper writes are committed and brokers must learn of them.
-        The event's timing (timing.py) is logged when its requests are all answered."""
+        The event's timing (timing.py) is logged when its requests are all answered.
+
+        ``answer`` (API events) gets what ``action`` returned once the event's requests are
+        queued to the brokers, as Kafka answers a ControlledShutdown: a stopping broker must
+        not stop before its successors are being told. Whatever ends the event instead is
+        answered too (``NotControllerError`` when we were deposed), so no caller waits forever."""
         self._batch.new_batch()
         self._ctx.start_event()
         timer = self._timer = EventTimer(name, self.broker_id, self._ctx.epoch, fired,
                                          self._timing_sink)
+        outcome: object = None
         try:
-            action()
+            outcome = action()
         except ControllerMovedError:
             logger.warning("controller %d lost its epoch fence; resigning", self.broker_id)
             self.on_resign()
+            outcome = NotControllerError(f"broker {self.broker_id} was deposed")
             return
+        except Exception as exc:
+            outcome = exc
+            raise
         finally:
             self._timer = None
             if self._active:
@@ -149,6 +160,8 @@ class Controller:
                 self._batch.send_requests(self._ctx.epoch, timer)
                 timer.seal()
             self._state_change_log.flush()
+            if answer is not None:
+                answer(outcome)
 
     def _mark(self, phase: str) -> None:
         if self._timer is not None:
@@ -298,21 +311,13 @@ class Controller:
                                         sorted(states))
 
     # -- API-driven events ------------------------------------------------------------------
-    def _process_replica_leader_election(self, event: ReplicaLeaderElection) -> None:
-        """Seed 000 onPreferredReplicaElection, for each of Kafka 2.4's triggers; the waiter,
-        if any, hears the outcome even when we turn out to be deposed."""
-        try:
-            if event.trigger is ElectionTrigger.ZOOKEEPER:
-                results = self._elect_from_znode()
-            else:
-                results = self._elect_replica_leaders(event.partitions, event.election_type,
-                                                      event.trigger)
-        except ControllerMovedError:
-            if event.callback is not None:
-                event.callback(NotControllerError(f"broker {self.broker_id} was deposed"))
-            raise
-        if event.callback is not None:
-            event.callback(results)
+    def _process_replica_leader_election(
+        self, event: ReplicaLeaderElection
+    ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+        """Seed 000 onPreferredReplicaElection, for each of Kafka 2.4's triggers."""
+        if event.trigger is ElectionTrigger.ZOOKEEPER:
+            return self._elect_from_znode()
+        return self._elect_replica_leaders(event.partitions, event.election_type, event.trigger)
 
     def _elect_from_znode(self) -> dict[TopicPartition, LeaderAndIsr | Exception]:
         """The preferred replica election an admin tool asked for in ZooKeeper, if any; the
@@ -343,11 +348,12 @@ class Controller:
             lai = ctx.partition_leadership(tp)
             if not assignment:
                 results[tp] = UnknownPartitionError(f"partition {tp} does not exist")
-            elif election_type is ElectionType.PREFERRED and lai is not None \
-                    and lai.leader == assignment[0]:
+            elif lai is None:  # a new partition: its first leader comes from its creation
+                results[tp] = StateChangeFailedError(f"{tp} has no leader yet")
+            elif election_type is ElectionType.PREFERRED and lai.leader == assignment[0]:
                 results[tp] = ElectionNotNeededError(
                     f"{tp} is already led by its preferred replica {assignment[0]}")
-            elif election_type is ElectionType.UNCLEAN and lai is not None and lai.leader in live:
+            elif election_type is ElectionType.UNCLEAN and lai.leader in live:
                 results[tp] = ElectionNotNeededError(f"{tp} has a live leader {lai.leader}")
             else:
                 electable.append(tp)
@@ -390,22 +396,14 @@ class Controller:
             self._elect_replica_leaders(frozenset(to_elect), ElectionType.PREFERRED,
                                         ElectionTrigger.AUTO)
 
-    def _process_controlled_shutdown(self, event: ControlledShutdown) -> None:
+    def _process_controlled_shutdown(self, event: ControlledShutdown) -> object:
         """Seed 000 shutdownBroker: move leadership away, then take its follower replicas
-        offline. Single-replica partitions are left alone: there is nowhere to move them.
-        The broker waiting on the answer hears NotControllerError if we are deposed."""
-        try:
-            self._shut_down_broker(event)
-        except ControllerMovedError:
-            event.callback(NotControllerError(f"broker {self.broker_id} was deposed"))
-            raise
-
-    def _shut_down_broker(self, event: ControlledShutdown) -> None:
+        offline; returns the replicated partitions the broker still leads. Single-replica
+        partitions are left alone: there is nowhere to move them."""
         info = self._ctx.broker_info(event.broker_id)
         if info is None or info.epoch != event.broker_epoch:
-            event.callback(StateChangeFailedError(
-                f"broker {event.broker_id} epoch {event.broker_epoch} is not registered"))
-            return
+            return StateChangeFailedError(
+                f"broker {event.broker_id} epoch {event.broker_epoch} is not registered")
         self._ctx.add_shutting_down_broker(event.broker_id)
         replicated = [tp for tp in self._ctx.partitions_on_broker(event.broker_id)
                       if len(self._ctx.partition_replica_assignment(tp)) > 1]
@@ -417,5 +415,4 @@ class Controller:
         self._replicas.handle_state_changes(
             [pr for pr in self._ctx.replicas_for_partitions(followed)
              if pr.replica == event.broker_id], ReplicaStatus.OFFLINE)
-        still_led = set(self._ctx.partitions_led_by(event.broker_id)) & set(replicated)
-        event.callback(still_led)
+        return set(self._ctx.partitions_led_by(event.broker_id)) & set(replicated)

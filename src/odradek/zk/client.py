@@ -540,10 +540,11 @@ class KafkaZkClient:
         except NoNodeError:
             return None
         try:
-            return paths.decode_preferred_election(data)
+            return paths.decode_preferred_election(data or b"")
         except (ValueError, KeyError, TypeError) as exc:
             # deleted after the (empty) election, so the admin can write a correct one
-            log.warning("ignoring malformed %s (%r): %s", paths.PREFERRED_REPLICA_ELECTION, data[:200], exc)
+            log.warning("ignoring malformed %s (%r): %s", paths.PREFERRED_REPLICA_ELECTION,
+                        (data or b"")[:200], exc)
             return set()
 
     def delete_preferred_replica_election(self) -> None:

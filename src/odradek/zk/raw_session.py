@@ -202,6 +202,7 @@ class RawSession:
                     return self._get_data_many(self._sock, paths)
                 except MultiReadUnsupportedError:
                     self.unsupported = True
+                    self._drop_socket()  # its other replies will never be read
                     raise
                 except (OSError, struct.error, RawSessionError, IndexError) as exc:
                     self._drop_socket()
@@ -304,10 +305,14 @@ class RawSession:
                 self._drop_socket()
                 return lambda: results
 
+        collected = False
+
         def collect() -> list[list[object] | None]:
+            nonlocal collected
             with self._lock:
-                if self._sock is not sock:  # reconnected meanwhile: these replies are lost
+                if collected or self._sock is not sock:  # or reconnected: these replies are lost
                     return results
+                collected = True
                 try:
                     for i, (xid, batch) in enumerate(zip(xids, batches)):
                         results[i] = self._parse_multi_reply(*self._recv_reply(sock, xid), batch)
