@@ -32,6 +32,16 @@ def cluster(brokers=(1, 2, 3)) -> FakeZk:
     return zk
 
 
+def t0_led_by_1_on_controller_3():
+    """t-0 on brokers (1, 2), led by 1; broker 3 is the active controller."""
+    zk = cluster()
+    zk.create_topic("t", {0: (1, 2)})
+    zk.states[tp("t", 0)] = LeaderAndIsr(1, 0, (1, 2), 1, 0)
+    controller, channel, _ = new_controller(zk, broker_id=3)
+    controller.on_become_controller(epoch=1, epoch_zk_version=0)
+    return zk, controller, channel
+
+
 def test_on_new_topic_creation_batches_requests_per_broker() -> None:
     zk = cluster()
     controller, channel, _ = new_controller(zk)
@@ -184,11 +194,7 @@ def test_broker_startup_brings_replicas_and_partitions_online() -> None:
 
 
 def test_bounced_broker_is_failed_over_then_started() -> None:
-    zk = cluster()
-    zk.create_topic("t", {0: (1, 2)})
-    zk.states[tp("t", 0)] = LeaderAndIsr(1, 0, (1, 2), 1, 0)
-    controller, channel, _ = new_controller(zk, broker_id=3)
-    controller.on_become_controller(epoch=1, epoch_zk_version=0)
+    zk, controller, channel = t0_led_by_1_on_controller_3()
     zk.register_broker(1, epoch=999)
     controller.process(BrokerChange())
     assert zk.states[tp("t", 0)].leader == 2
@@ -257,11 +263,7 @@ def test_controlled_shutdown_moves_leadership_and_stops_followers() -> None:
 
 def test_controlled_shutdown_is_answered_once_its_requests_are_queued() -> None:
     """The stopping broker must not stop before its partitions' new leaders are being told."""
-    zk = cluster()
-    zk.create_topic("t", {0: (1, 2)})
-    zk.states[tp("t", 0)] = LeaderAndIsr(1, 0, (1, 2), 1, 0)
-    controller, channel, _ = new_controller(zk, broker_id=3)
-    controller.on_become_controller(epoch=1, epoch_zk_version=0)
+    zk, controller, channel = t0_led_by_1_on_controller_3()
     channel.sent.clear()
     queued_when_answered: list[list[int]] = []
     controller.process(ControlledShutdown(1, 101, lambda _answer: queued_when_answered.append(
@@ -279,11 +281,7 @@ def test_controlled_shutdown_with_stale_broker_epoch_is_refused() -> None:
 
 
 def test_controlled_shutdown_answers_not_controller_when_deposed_midway() -> None:
-    zk = cluster()
-    zk.create_topic("t", {0: (1, 2)})
-    zk.states[tp("t", 0)] = LeaderAndIsr(1, 0, (1, 2), 1, 0)
-    controller, _, _ = new_controller(zk, broker_id=3)
-    controller.on_become_controller(epoch=1, epoch_zk_version=0)
+    zk, controller, _ = t0_led_by_1_on_controller_3()
     zk.fenced = True
     answers: list[object] = []
     controller.process(ControlledShutdown(1, 101, answers.append))
