@@ -275,7 +275,12 @@ def cmd_topics_elect_leaders(args: argparse.Namespace) -> None:
     elected = sorted(tp for tp, err in results.items() if err is None)
     not_needed = sorted(tp for tp, err in results.items() if err and err.startswith("ELECTION_NOT_NEEDED"))
     failed = sorted((tp, err) for tp, err in results.items() if err and tp not in not_needed)
-    print(f"{kind} leader election: {len(elected)} elected, {len(not_needed)} not needed, {len(failed)} failed")
+    if partitions is None:  # ElectLeaders for every partition leaves out those that needed none
+        print(f"{kind} leader election: {len(elected)} elected, {len(failed)} failed, every other "
+              f"partition needed none")
+    else:
+        print(f"{kind} leader election: {len(elected)} elected, {len(not_needed)} not needed, "
+              f"{len(failed)} failed")
     for (topic, partition), err in failed[:20]:
         print(f"  {topic}-{partition}: {err}")
     if len(failed) > 20:

@@ -107,6 +107,10 @@ def test_elect_leaders_moves_leadership_back_to_preferred_replicas(
                           c.bootstrap_servers, "--topic", "pref"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "preferred leader election: 0 elected, 6 not needed, 0 failed"
+    out = subprocess.run([sys.executable, "-m", "odradek", "topics", "elect-leaders", "--bootstrap-server",
+                          c.bootstrap_servers], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "preferred leader election: 0 elected, 0 failed, every other partition needed none"
 
 
 def test_controller_rebalances_leaders_after_a_broker_returns(
