@@ -21,6 +21,7 @@ from kazoo.client import KazooClient
 
 from odradek.netutil import free_port
 from odradek.process import process_alive
+from odradek.zk import paths
 
 if TYPE_CHECKING:
     from odradek.zk.server import ZooKeeperServer
@@ -317,7 +318,7 @@ class LocalCluster:
         except ClusterError:
             return None
         try:
-            return int(json.loads(zk.get("/controller")[0])["brokerid"])
+            return paths.decode_controller_id(zk.get(paths.CONTROLLER)[0])
         except Exception:  # noqa: BLE001 - no controller (or a garbled znode): any order will do
             return None
         finally:

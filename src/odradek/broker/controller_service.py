@@ -16,11 +16,10 @@ from odradek.controller.controller_channel import ControllerChannel
 from odradek.controller.election import ControllerElector
 from odradek.controller.event_manager import ControllerEventManager
 from odradek.controller.events import (AutoLeaderRebalance, BrokerChange, Callback, ControlledShutdown,
-                                       ControllerEvent,
-                                       ElectionTrigger, ElectionType, IsrChangeNotification,
+                                       ControllerEvent, ElectionTrigger, ElectionType, IsrChangeNotification,
                                        ReplicaLeaderElection, Resign, Startup, TopicChange)
-from odradek.metadata import TopicPartition
 from odradek.controller.state_change_log import StateChangeLog
+from odradek.metadata import TopicPartition
 from odradek.zk import paths
 from odradek.zk.client import KafkaZkClient, Watch
 

@@ -22,13 +22,13 @@ from kazoo.exceptions import NodeExistsError
 from odradek.broker.config import BrokerConfig
 from odradek.broker.connection import KafkaConnection
 from odradek.broker.context import BrokerContext
+from odradek.broker.controlled_shutdown import controlled_shutdown
 from odradek.broker.controller_service import ControllerService
 from odradek.broker.fetcher import ReplicaFetcher, ReplicaFetcherManager
 from odradek.broker.gc_policy import FREEZE_EVERY_S, GcPolicy
 from odradek.broker.handlers import KafkaApis
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
-from odradek.broker.controlled_shutdown import controlled_shutdown
 from odradek.controller.events import ElectionType, EventPreemptedError, NotControllerError
 from odradek.controller.leader_selectors import StateChangeFailedError
 from odradek.log.log import LogConfig

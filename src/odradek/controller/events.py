@@ -101,9 +101,11 @@ class ReplicaLeaderElection:
     """Elect leaders on request (seed 000 onPreferredReplicaElection, generalised as Kafka 2.4's
     ReplicaLeaderElection to unclean elections of leaderless partitions).
 
-    A ZOOKEEPER election reads its partitions from /admin/preferred_replica_election. The callback receives ``dict[TopicPartition, LeaderAndIsr | Exception]``: the new
-    leadership, ``ElectionNotNeededError``, ``UnknownPartitionError`` or
-    ``StateChangeFailedError`` (no eligible replica) per partition; or ``NotControllerError``.
+    A ZOOKEEPER election reads its partitions from /admin/preferred_replica_election. The
+    callback receives ``dict[TopicPartition, LeaderAndIsr | Exception]``: the new leadership,
+    ``ElectionNotNeededError``, ``UnknownPartitionError`` or ``StateChangeFailedError`` (no
+    eligible replica) per partition; or the exception that ended the event
+    (``NotControllerError`` when not, or no longer, the controller).
     """
 
     partitions: frozenset[TopicPartition] = frozenset()
