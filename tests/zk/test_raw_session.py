@@ -107,23 +107,28 @@ def test_fenced_multis_answer_like_kazoo_transactions(kazoo: KazooClient, zk_con
         session.close()
 
 
-def test_client_resends_through_kazoo_when_the_raw_reply_is_lost(zk_connect: str) -> None:
+@pytest.fixture
+def fenced_client(zk_connect: str):
+    """A KafkaZkClient whose controller writes are fenced on the current /controller_epoch."""
     zk = KafkaZkClient(zk_connect)
     zk.start()
-    try:
-        zk.kazoo.ensure_path(paths.CONTROLLER_EPOCH)
-        zk.epoch_zk_version = zk.kazoo.exists(paths.CONTROLLER_EPOCH).version
-        tp = TopicPartition("t", 0)
-        zk.kazoo.ensure_path(paths.partition_path(tp))
-        zk.kazoo.create(paths.partition_state_path(tp),
-                        paths.encode_leader_and_isr(LeaderAndIsr(1, 0, (1, 2), 1)))
-        assert zk._raw is not None
-        zk._raw._sock = socket.socket()  # never connected: the send fails, nothing was written
-        result = zk.update_leader_and_isr({tp: LeaderAndIsr(2, 1, (2,), 1, 0)})
-        assert result[tp] == LeaderAndIsr(2, 1, (2,), 1, 1)
-        assert zk.get_partition_state(tp) == result[tp]
-    finally:
-        zk.close()
+    zk.kazoo.ensure_path(paths.CONTROLLER_EPOCH)
+    zk.epoch_zk_version = zk.kazoo.exists(paths.CONTROLLER_EPOCH).version
+    yield zk
+    zk.close()
+
+
+def test_client_resends_through_kazoo_when_the_raw_reply_is_lost(fenced_client: KafkaZkClient) -> None:
+    zk = fenced_client
+    tp = TopicPartition("t", 0)
+    zk.kazoo.ensure_path(paths.partition_path(tp))
+    zk.kazoo.create(paths.partition_state_path(tp),
+                    paths.encode_leader_and_isr(LeaderAndIsr(1, 0, (1, 2), 1)))
+    assert zk._raw is not None
+    zk._raw._sock = socket.socket()  # never connected: the send fails, nothing was written
+    result = zk.update_leader_and_isr({tp: LeaderAndIsr(2, 1, (2,), 1, 0)})
+    assert result[tp] == LeaderAndIsr(2, 1, (2,), 1, 1)
+    assert zk.get_partition_state(tp) == result[tp]
 
 
 def test_fenced_creates_return_paths_without_the_chroot(kazoo: KazooClient, zk_connect: str) -> None:
@@ -168,18 +173,13 @@ def test_started_writes_are_collected_later_across_a_read_and_in_any_order(
         session.close()
 
 
-def test_client_started_update_lets_the_caller_work_before_collecting(zk_connect: str) -> None:
-    zk = KafkaZkClient(zk_connect)
-    zk.start()
-    try:
-        zk.kazoo.ensure_path(paths.CONTROLLER_EPOCH)
-        zk.epoch_zk_version = zk.kazoo.exists(paths.CONTROLLER_EPOCH).version
-        tps = [TopicPartition("started", p) for p in range(1500)]  # two batches
-        for tp in tps:
-            zk.kazoo.ensure_path(paths.partition_path(tp))
-        zk.create_partition_states({tp: LeaderAndIsr(1, 0, (1, 2), 1) for tp in tps})
-        collect = zk.start_update_leader_and_isr({tp: LeaderAndIsr(2, 1, (2,), 1, 0) for tp in tps})
-        assert zk.get_partition_states(tps[:3]) == {tp: LeaderAndIsr(2, 1, (2,), 1, 1) for tp in tps[:3]}
-        assert collect() == {tp: LeaderAndIsr(2, 1, (2,), 1, 1) for tp in tps}
-    finally:
-        zk.close()
+def test_client_started_update_lets_the_caller_work_before_collecting(
+        fenced_client: KafkaZkClient) -> None:
+    zk = fenced_client
+    tps = [TopicPartition("started", p) for p in range(1500)]  # two batches
+    for tp in tps:
+        zk.kazoo.ensure_path(paths.partition_path(tp))
+    zk.create_partition_states({tp: LeaderAndIsr(1, 0, (1, 2), 1) for tp in tps})
+    collect = zk.start_update_leader_and_isr({tp: LeaderAndIsr(2, 1, (2,), 1, 0) for tp in tps})
+    assert zk.get_partition_states(tps[:3]) == {tp: LeaderAndIsr(2, 1, (2,), 1, 1) for tp in tps[:3]}
+    assert collect() == {tp: LeaderAndIsr(2, 1, (2,), 1, 1) for tp in tps}
