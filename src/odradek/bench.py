@@ -23,8 +23,8 @@ from typing import Iterator
 from confluent_kafka import Producer
 
 from odradek.admin import AdminError, create_topic, describe_topics, quiet_logger
-from odradek.cluster import LocalCluster, free_port_block
-from odradek.netutil import free_port
+from odradek.cluster import LocalCluster
+from odradek.netutil import free_port, free_port_block
 
 # Timestamping every message would cost more Python time than producing it; this many samples
 # are plenty for a stable p99.

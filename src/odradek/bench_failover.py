@@ -5,19 +5,23 @@ One run on a private cluster (its own ZooKeeper, brokers on free ports, a temp d
 1. create one topic with --partitions partitions (replication factor min(3, brokers)), wait
    until the controller's TopicChange event is acknowledged by every broker and no partition
    is under-replicated;
-2. the floor: set_data on as many scratch znodes as there are partitions, in ZooKeeper multi
+2. --rounds times (default 3), each failover preceded by a measurement of the floor:
+   set_data on as many scratch znodes as there are partitions, in ZooKeeper multi
    transactions of 1,000 ops committed one after another (what the controller's writes cost
    with no controller logic at all);
-3. broker failover: SIGKILL a broker that is not the controller and read, from the
-   controller's timing log (controller/timing.py), the BrokerChange event that noticed it:
-   watch fired -> dequeued -> ZooKeeper writes done -> requests queued -> last LeaderAndIsr
-   answered. broker_failover_s = last LeaderAndIsr answered - watch fired;
-4. restart that broker, wait until it is back in every ISR (no partition under-replicated)
-   and move leadership back to the preferred replicas (ElectLeaders), as the controller's
-   automatic leader rebalance would within leader.imbalance.check.interval.seconds;
-5. controller failover: SIGKILL the controller and read the new controller's Startup event:
-   elected -> context loaded -> states written -> requests queued -> last LeaderAndIsr
-   answered. controller_failover_s = last LeaderAndIsr answered - elected.
+   a. broker failover: SIGKILL a broker that is not the controller and read, from the
+      controller's timing log (controller/timing.py), the BrokerChange event that noticed
+      it: watch fired -> dequeued -> ZooKeeper writes done -> requests queued -> last
+      LeaderAndIsr answered. broker_failover_s = last LeaderAndIsr answered - watch fired;
+      then restart that broker, wait until it is back in every ISR (no partition
+      under-replicated) and move leadership back to the preferred replicas (ElectLeaders),
+      as the controller's automatic leader rebalance would;
+   b. controller failover: SIGKILL the controller and read the new controller's Startup
+      event: elected -> context loaded -> states written -> requests queued -> last
+      LeaderAndIsr answered. controller_failover_s = last LeaderAndIsr answered - elected;
+      then (but for the last round) restart the old controller the same way.
+3. report the median of each: the floor's, the broker failovers' and the controller
+   failovers' (with every round's value and the median round's phases).
 
 The time from the kill to the watch (or the election) is ZooKeeper's session timeout, reported
 as detection_s but not counted: it is a setting, not work. Everything is read from wall-clock
@@ -36,12 +40,13 @@ from pathlib import Path
 from typing import Any
 
 from odradek.admin import create_topic, describe_topics, elect_leaders, filter_partitions
-from odradek.cluster import ClusterError, LocalCluster, connect_zk, free_port_block
-from odradek.netutil import free_port
+from odradek.cluster import ClusterError, LocalCluster, connect_zk
+from odradek.netutil import free_port, free_port_block
 
 TIMING_MARK = "odradek.controller.timing: "
 FLOOR_BATCH = 1000
-FLOOR_RUNS = 3
+FLOOR_RUNS = 1  # per failover, before it
+DEFAULT_ROUNDS = 3
 _TOPIC = "failover-bench"
 
 
@@ -170,14 +175,16 @@ def _phases(r: dict[str, Any], start_key: str, keys: list[str]) -> dict[str, flo
 
 
 def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0,
-                       keep_dir: Path | None = None) -> dict[str, Any]:
+                       keep_dir: Path | None = None, rounds: int = DEFAULT_ROUNDS) -> dict[str, Any]:
     if brokers < 2:
         raise ClusterError("a failover needs at least 2 brokers")
+    if rounds < 1:
+        raise ClusterError("a failover bench needs at least 1 round")
     previous_sigterm = _exit_on_sigterm()
     tmp = Path(keep_dir) if keep_dir else Path(tempfile.mkdtemp(prefix="odradek-failover-"))
     cluster = LocalCluster(tmp, brokers, base_port=free_port_block(brokers), zk_port=free_port())
     result: dict[str, Any] = {"partitions": partitions, "brokers": brokers,
-                              "replication_factor": min(3, brokers)}
+                              "replication_factor": min(3, brokers), "rounds": rounds}
     try:
         bootstrap = cluster.up(timeout=120)
         zk = connect_zk(cluster.zookeeper_connect)
@@ -196,66 +203,29 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
             result["loadavg_1m_before_failovers"] = round(os.getloadavg()[0], 2)
             result["cpu_probe_s"] = cpu_probe_s()
 
-            # the floor moves by 2x from one measurement to the next on a shared machine: its
-            # median of three is what the failovers are compared with
-            floors = sorted(round(zk_multi_floor(zk, partitions), 3) for _ in range(FLOOR_RUNS))
+            # A shared machine's speed moves by 2x from one minute to the next, so one
+            # failover against one floor says little: each round measures the floor right
+            # before each failover, and the medians of all rounds are compared.
+            floors: list[float] = []
+            runs: dict[str, list[tuple[float, dict[str, Any]]]] = {"broker_failover": [],
+                                                                   "controller_failover": []}
+            for round_ in range(rounds):
+                floors.extend(round(zk_multi_floor(zk, partitions), 3) for _ in range(FLOOR_RUNS))
+                runs["broker_failover"].append(_broker_failover(cluster, zk, bootstrap, timeout))
+                floors.extend(round(zk_multi_floor(zk, partitions), 3) for _ in range(FLOOR_RUNS))
+                runs["controller_failover"].append(_controller_failover(
+                    cluster, zk, bootstrap, timeout, restart=round_ < rounds - 1))
+            floors.sort()
             result["zk_multi_floor_runs_s"] = floors
-            result["zk_multi_floor_s"] = floors[len(floors) // 2]
-
-            # (a) a broker that is not the controller dies
-            controller = _controller_id(zk)
-            victim = max(b for b in cluster.broker_ids if b != controller)
-            killed = time.time()
-            cluster.kill_broker(victim, signal.SIGKILL)
-            _, rec = _wait_record(cluster, [controller], "BrokerChange", killed, timeout,
-                                  lambda r: r.get("dead") == [victim])
-            result["broker_failover_s"] = round(rec["lai_acked"] - rec["fired"], 3)
-            result["broker_failover"] = {
-                "killed_broker": victim, "controller": controller,
-                "detection_s": round(rec["fired"] - killed, 3),
-                "leaders_moved": rec.get("leaderless", 0),
-                "lai_partition_states": rec.get("lai_partitions", 0),
-                "requests": rec.get("requests", 0),
-                "phases_s": _phases(rec, "fired", ["dequeued", "zk_done", "sent", "lai_acked", "acked"]),
-                "zk": {k: rec[k] for k in ("zk_reads", "zk_writes", "zk_read_s", "zk_write_s") if k in rec},
-                "cpu_s": {k: rec[k] for k in ("event_cpu_s", "process_cpu_s") if k in rec},
-            }
-
-            # the victim comes back, so the controller failover sees the whole cluster again
-            restarted = time.time()
-            cluster.start_broker(victim)
-            _wait_record(cluster, [controller], "BrokerChange", restarted, timeout,
-                         lambda r: victim in r.get("new", []))
-            result["victim_back_in_every_isr_s"] = round(
-                _wait_full_isrs(bootstrap, timeout) - restarted, 3)
-            # leadership back on the preferred replicas, as the controller's leader rebalance
-            # would do within leader.imbalance.check.interval.seconds: the controller failover
-            # starts from a balanced cluster (else the controller leads half the partitions)
-            elected = elect_leaders(bootstrap, None, timeout=min(timeout, 120.0))
-            result["preferred_leaders_restored"] = sum(1 for e in elected.values() if e is None)
-            time.sleep(2)
-
-            # (b) the controller dies
-            killed = time.time()
-            cluster.kill_broker(controller, signal.SIGKILL)
-            others = [b for b in cluster.broker_ids if b != controller]
-            new_controller, rec = _wait_record(cluster, others, "Startup", killed, timeout)
-            result["controller_failover_s"] = round(rec["lai_acked"] - rec["fired"], 3)
-            result["controller_failover"] = {
-                "killed_controller": controller, "new_controller": new_controller,
-                "detection_s": round(rec["fired"] - killed, 3),
-                "leaders_moved": rec.get("leaderless", 0),
-                "lai_partition_states": rec.get("lai_partitions", 0),
-                "requests": rec.get("requests", 0),
-                "phases_s": _phases(rec, "fired", ["dequeued", "loaded", "zk_done", "sent",
-                                                   "lai_acked", "acked"]),
-                "zk": {k: rec[k] for k in ("zk_reads", "zk_writes", "zk_read_s", "zk_write_s") if k in rec},
-                "cpu_s": {k: rec[k] for k in ("event_cpu_s", "process_cpu_s") if k in rec},
-            }
+            floor = result["zk_multi_floor_s"] = floors[len(floors) // 2]
+            for key, measured in runs.items():
+                ordered = sorted(measured, key=lambda run: run[0])
+                median, details = ordered[len(ordered) // 2]
+                result[f"{key}_s"] = median
+                result[f"{key}_runs_s"] = [value for value, _ in measured]
+                result[key] = details  # the median round's
+                result[f"{key}_vs_floor"] = round(median / floor, 2)
             result["loadavg_1m_after_failovers"] = round(os.getloadavg()[0], 2)
-            floor = result["zk_multi_floor_s"]
-            result["broker_failover_vs_floor"] = round(result["broker_failover_s"] / floor, 2)
-            result["controller_failover_vs_floor"] = round(result["controller_failover_s"] / floor, 2)
         finally:
             zk.stop()
             zk.close()
@@ -266,6 +236,69 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
     return result
+
+
+def _broker_failover(cluster: LocalCluster, zk: Any, bootstrap: str,
+                     timeout: float) -> tuple[float, dict[str, Any]]:
+    """(a): SIGKILL a broker that is not the controller, read the controller's BrokerChange
+    event, then bring the broker back into every ISR with preferred leaders restored."""
+    controller = _controller_id(zk)
+    victim = max(b for b in cluster.broker_ids if b != controller)
+    killed = time.time()
+    cluster.kill_broker(victim, signal.SIGKILL)
+    _, rec = _wait_record(cluster, [controller], "BrokerChange", killed, timeout,
+                          lambda r: r.get("dead") == [victim])
+    details = {"killed_broker": victim, "controller": controller,
+               **_event_details(rec, killed, ["dequeued", "zk_done", "sent", "lai_acked", "acked"])}
+    details["victim_back_in_every_isr_s"], details["preferred_leaders_restored"] = _restart(
+        cluster, bootstrap, victim, [controller], timeout)
+    return round(rec["lai_acked"] - rec["fired"], 3), details
+
+
+def _controller_failover(cluster: LocalCluster, zk: Any, bootstrap: str, timeout: float,
+                         restart: bool) -> tuple[float, dict[str, Any]]:
+    """(b): SIGKILL the controller and read the new controller's Startup event; with
+    ``restart`` the old controller comes back as a broker for the next round."""
+    old_controller = _controller_id(zk)
+    killed = time.time()
+    cluster.kill_broker(old_controller, signal.SIGKILL)
+    others = [b for b in cluster.broker_ids if b != old_controller]
+    new_controller, rec = _wait_record(cluster, others, "Startup", killed, timeout)
+    details = {"killed_controller": old_controller, "new_controller": new_controller,
+               **_event_details(rec, killed, ["dequeued", "loaded", "zk_done", "sent",
+                                              "lai_acked", "acked"])}
+    if restart:
+        _restart(cluster, bootstrap, old_controller, [new_controller], timeout)
+    return round(rec["lai_acked"] - rec["fired"], 3), details
+
+
+def _event_details(rec: dict[str, Any], killed: float, stamps: list[str]) -> dict[str, Any]:
+    return {
+        "detection_s": round(rec["fired"] - killed, 3),
+        "leaders_moved": rec.get("leaderless", 0),
+        "lai_partition_states": rec.get("lai_partitions", 0),
+        "requests": rec.get("requests", 0),
+        "phases_s": _phases(rec, "fired", stamps),
+        "zk": {k: rec[k] for k in ("zk_reads", "zk_writes", "zk_read_s", "zk_write_s") if k in rec},
+        "cpu_s": {k: rec[k] for k in ("event_cpu_s", "process_cpu_s") if k in rec},
+    }
+
+
+def _restart(cluster: LocalCluster, bootstrap: str, broker: int, controller: list[int],
+             timeout: float) -> tuple[float, int]:
+    """Start ``broker`` again, wait until it is back in every ISR, then move leadership back to
+    the preferred replicas, as the controller's leader rebalance would do within
+    leader.imbalance.check.interval.seconds: the next failover starts from a balanced
+    cluster (else the controller leads half the partitions). Returns the seconds until every
+    ISR was full and the number of leaders moved back."""
+    restarted = time.time()
+    cluster.start_broker(broker)
+    _wait_record(cluster, controller, "BrokerChange", restarted, timeout,
+                 lambda r: broker in r.get("new", []))
+    back_s = round(_wait_full_isrs(bootstrap, timeout) - restarted, 3)
+    elected = elect_leaders(bootstrap, None, timeout=min(timeout, 120.0))
+    time.sleep(2)
+    return back_s, sum(1 for e in elected.values() if e is None)
 
 
 def _exit_on_sigterm() -> Any:
@@ -302,8 +335,8 @@ def format_result(r: dict[str, Any]) -> str:
     ]
     for key, label in (("broker_failover", "broker failover"), ("controller_failover", "controller failover")):
         d = r[key]
-        lines.append(f"{label}: {r[key + '_s']:.3f} s ({r[key + '_vs_floor']:.1f}x floor), "
-                     f"{d['leaders_moved']:,} leaders moved, detection (session timeout) "
-                     f"{d['detection_s']:.1f} s")
-        lines.append("  " + ", ".join(f"{k} {v:.3f}" for k, v in d["phases_s"].items()))
+        lines.append(f"{label}: {r[key + '_s']:.3f} s ({r[key + '_vs_floor']:.1f}x floor; median "
+                     f"of {r[key + '_runs_s']}), {d['leaders_moved']:,} leaders moved, detection "
+                     f"(session timeout) {d['detection_s']:.1f} s")
+        lines.append("  median round: " + ", ".join(f"{k} {v:.3f}" for k, v in d["phases_s"].items()))
     return "\n".join(lines)

@@ -155,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     bf.add_argument("--partitions", type=_positive, default=10_000, metavar="P")
     bf.add_argument("--brokers", type=_positive, default=3, metavar="N")
     bf.add_argument("--timeout-s", type=float, default=600.0, help="how long to wait for each step")
+    bf.add_argument("--rounds", type=_positive, default=3, metavar="N",
+                    help="failovers of each kind; the medians are reported (default 3)")
     bf.add_argument("--keep-dir", type=Path, metavar="DIR",
                     help="run the cluster in DIR and keep its logs (default: a temp dir, removed)")
     bf.add_argument("--json", action="store_true")
@@ -407,7 +409,8 @@ def cmd_bench_failover(args: argparse.Namespace) -> None:
 
     if args.brokers < 2:
         raise UserError("bench failover: --brokers must be at least 2")
-    result = run_failover_bench(args.partitions, args.brokers, timeout=args.timeout_s, keep_dir=args.keep_dir)
+    result = run_failover_bench(args.partitions, args.brokers, timeout=args.timeout_s,
+                                keep_dir=args.keep_dir, rounds=args.rounds)
     print(json.dumps(result) if args.json else format_result(result))
 
 

@@ -10,7 +10,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from kazoo.client import KazooClient
 
-from odradek.netutil import free_port
+from odradek.netutil import port_free
 from odradek.process import process_alive
 from odradek.zk import paths
 
@@ -32,29 +31,6 @@ _POLL_S = 0.2
 
 class ClusterError(RuntimeError):
     """A cluster could not be started or found; the message is meant for the operator."""
-
-
-def free_port_block(count: int, host: str = "127.0.0.1") -> int:
-    """The first of `count` consecutive free ports, because brokers use base_port + i."""
-    for _ in range(100):
-        base = free_port(host)
-        if base + count > 65535:
-            continue
-        if all(_port_free(host, base + i) for i in range(count)):
-            return base
-    raise ClusterError(f"no block of {count} free ports found on {host}")
-
-
-def _port_free(host: str, port: int) -> bool:
-    """Bindable the way servers bind (SO_REUSEADDR), so connections of a process that just
-    stopped, lingering in TIME_WAIT, do not count as the port being taken."""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-        return True
 
 
 def connect_zk(hosts: str, timeout: float = 10.0) -> KazooClient:
@@ -331,7 +307,7 @@ class LocalCluster:
         return ZooKeeperServer(self.data_dir / "zookeeper", self.zk_port, host=self.host)
 
     def _start_zookeeper(self, deadline: float) -> None:
-        if not _port_free(self.host, self.zk_port):
+        if not port_free(self.host, self.zk_port):
             raise ClusterError(f"ZooKeeper port {self.host}:{self.zk_port} is in use (pick another with --zk-port)")
         server = self._zookeeper_server()
         try:

@@ -1,15 +1,60 @@
 """Small socket helpers shared by the launchers and the tests."""
 from __future__ import annotations
 
+import random
 import socket
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port the kernel just handed out on `host`.
+    """A TCP port that is free on `host` now and that the kernel never hands out by itself.
 
-    The port is released before returning, so another process could take it in between; that
-    window is accepted because ZooKeeper and brokers fail loudly on a taken port.
+    Ports the kernel picks (bind to port 0) come from its ephemeral range, the same range it
+    gives every outgoing connection its local port from: a broker that stops and starts
+    again on such a port can find it taken by some client's connection meanwhile. So the
+    port is drawn at random from outside that range, and checked free. Another process can
+    still take it before we bind it; ZooKeeper and brokers fail loudly on a taken port.
     """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    return free_port_block(1, host)
+
+
+def free_port_block(count: int, host: str = "127.0.0.1") -> int:
+    """The first of `count` consecutive free ports (brokers use base_port + i), outside the
+    kernel's ephemeral range (see free_port)."""
+    low, high = _ephemeral_range()
+    spans = [(start, end) for start, end in ((_LOWEST, low - 1), (high + 1, 65535))
+             if end - start + 1 >= count]
+    for _ in range(200):
+        start, end = random.choice(spans)
+        base = random.randint(start, end - count + 1)
+        if all(port_free(host, base + i) for i in range(count)):
+            return base
+    raise OSError(f"no block of {count} free ports found on {host} outside the ephemeral "
+                  f"range {low}-{high}")
+
+
+#: below this are the well-known and commonly configured service ports (2181, 9092, ...)
+_LOWEST = 10000
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """Linux's ip_local_port_range; its default where that cannot be read."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(v) for v in f.read().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    if low <= _LOWEST + 100 and high >= 65535 - 100:
+        return 65535, 65535  # no room outside it: use anything above the service ports
+    return low, high
+
+
+def port_free(host: str, port: int) -> bool:
+    """Bindable the way servers bind (SO_REUSEADDR), so connections of a process that just
+    stopped, lingering in TIME_WAIT, do not count as the port being taken."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from odradek.cluster import LocalCluster, free_port_block
-from odradek.netutil import free_port
+from odradek.cluster import LocalCluster
+from odradek.netutil import free_port, free_port_block
 from odradek.zk.server import check_installed
 
 pytestmark = pytest.mark.integration

@@ -256,6 +256,8 @@ class PartitionStateMachine:
 
         def collect() -> dict[TopicPartition, Exception | None]:
             retry: dict[TopicPartition, Exception | None] = {}
+            assignment_of = self._ctx.partition_replica_assignment
+            told = []
             for tp, outcome in pending().items():
                 if isinstance(outcome, Exception):
                     retry[tp] = outcome
@@ -265,13 +267,12 @@ class PartitionStateMachine:
                                    "ISR %s; messages committed after it fell behind may be lost",
                                    tp, outcome.leader, list(current_states[tp].isr))
                 self._ctx.put_partition_leadership(tp, outcome)
-                self._batch.add_leader_and_isr(elections[tp].receivers, tp, outcome,
-                                               self._ctx.partition_replica_assignment(tp),
-                                               is_new=False)
+                told.append((elections[tp].receivers, tp, outcome, assignment_of(tp)))
                 self._log.leader_election(self._controller_id, self._ctx.epoch, tp,
                                           strategy.value, outcome)
                 self._transition(tp, _P.ONLINE, outcome)
                 results[tp] = outcome
+            self._batch.add_leader_and_isrs(told, is_new=False)
             return retry
 
         return collect

@@ -176,10 +176,9 @@ class ReplicaStateMachine:
             else:
                 receivers[tp] = [pr.replica]
         leadership = self._ctx.partition_leadership
-        for tp, brokers in receivers.items():
-            lai = leadership(tp)
-            if lai is not None:
-                self._batch.add_leader_and_isr(brokers, tp, lai, assignment_of(tp), is_new=False)
+        self._batch.add_leader_and_isrs(
+            [(brokers, tp, lai, assignment_of(tp)) for tp, brokers in receivers.items()
+             if (lai := leadership(tp)) is not None], is_new=False)
 
     def _start_offline(self, replicas: list[PartitionReplica],
                        errors: dict[PartitionReplica, Exception]) -> Callable[[], None]:
@@ -214,10 +213,12 @@ class ReplicaStateMachine:
 
         def finish() -> None:
             updated, failed = removal()
+            assignment_of = self._ctx.partition_replica_assignment
+            told = []
             for tp, lai in updated.items():
-                assignment = self._ctx.partition_replica_assignment(tp)
-                self._batch.add_leader_and_isr([r for r in assignment if r not in removed[tp]],
-                                               tp, lai, assignment, is_new=False)
+                assignment = assignment_of(tp)
+                told.append(([r for r in assignment if r not in removed[tp]], tp, lai, assignment))
+            self._batch.add_leader_and_isrs(told, is_new=False)
             self._transition_all([pr for tp in updated for pr in gone[tp]], _R.OFFLINE)
             for tp, error in failed.items():
                 for pr in gone[tp]:
