@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import gc
 
-from odradek.broker.gc_policy import OLD_GENERATION_THRESHOLD, GcPolicy
+from odradek.broker.gc_policy import OLD_GENERATION_THRESHOLD, GcPolicy, collection_paused
 
 
 class Cycle:
@@ -49,3 +49,34 @@ def test_install_makes_automatic_full_collections_rare() -> None:
         assert gc.get_threshold() == (before[0], before[1], OLD_GENERATION_THRESHOLD)
     finally:
         gc.set_threshold(*before)
+
+
+def test_collection_stays_paused_until_every_overlapping_burst_has_ended() -> None:
+    assert gc.isenabled()
+    first, second = collection_paused(), collection_paused()
+    first.__enter__()
+    assert not gc.isenabled()
+    second.__enter__()  # e.g. a LeaderAndIsr applied while a controller event runs
+    first.__exit__(None, None, None)
+    assert not gc.isenabled()  # the other burst is still under way
+    second.__exit__(None, None, None)
+    assert gc.isenabled()
+
+
+def test_a_pause_leaves_collection_off_if_it_was_off_before() -> None:
+    gc.disable()
+    try:
+        with collection_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_collection_resumes_when_the_block_raises() -> None:
+    try:
+        with collection_paused():
+            raise ValueError("boom")
+    except ValueError:
+        pass
+    assert gc.isenabled()

@@ -11,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+from odradek.broker.gc_policy import collection_paused
 from odradek.controller.controller import Controller
 from odradek.controller.controller_channel import ControllerChannel
 from odradek.controller.election import ControllerElector
@@ -82,7 +83,8 @@ class ControllerService:
             self.zk.epoch_zk_version = event.epoch_zk_version
             log.info("broker %d is controller at epoch %d", self.broker_id, event.epoch)
         was_active = self.core.is_active
-        self.core.process(event)
+        with collection_paused():
+            self.core.process(event)
         if was_active and not self.core.is_active and not isinstance(event, Resign):
             self.elector.trigger()  # fenced out mid-event: let the elector look at /controller again
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from odradek.broker.fetcher import ReplicaFetcherManager
+from odradek.broker.gc_policy import collection_paused
 from odradek.broker.partition import Partition
 from odradek.log.log import LogConfig
 from odradek.log.log_manager import LogManager
@@ -96,8 +97,9 @@ class ReplicaManager:
         started = time.perf_counter()
         errors: dict[TopicPartition, int] = {}
         leaders = {b.id: b for b in req.live_leaders}
-        for state in req.partition_states:
-            errors[state.tp] = int(self._apply(state, configs.get(state.tp.topic, {}), leaders))
+        with collection_paused():
+            for state in req.partition_states:
+                errors[state.tp] = int(self._apply(state, configs.get(state.tp.topic, {}), leaders))
         applied = [s for s in req.partition_states if errors[s.tp] == ErrorCode.NONE]
         led = sum(1 for s in applied if s.leader == self.broker_id)
         log.info("LeaderAndIsr from controller %d (epoch %d): leader of %d, follower of %d, %d skipped "

@@ -260,8 +260,9 @@ class Controller:
         elections are applied while it applies the shrinks (at 10,000 partitions each write
         is tens of milliseconds of ZooKeeper's time). The two sets of partitions are
         disjoint, so their order does not matter; the dead replicas of the elected partitions
-        go offline last, against the new ISRs (which the offline selector already left them
-        out of, so they cost no write)."""
+        go offline once the elections are applied, against the new ISRs (which the offline
+        selector already left them out of, so they cost no write), while ZooKeeper still
+        applies the shrinks."""
         electing, finish_elections = self._partitions.start_online_partition_state_change()
         being_elected = set(electing)
         try:
@@ -272,10 +273,10 @@ class Controller:
             raise
         try:
             elected = finish_elections()
+            self._replicas.handle_state_changes([pr for pr in dead if pr.tp in being_elected],
+                                                ReplicaStatus.OFFLINE)
         finally:
             finish_offline()  # every reply is read, even when the elections' raised
-        self._replicas.handle_state_changes([pr for pr in dead if pr.tp in being_elected],
-                                            ReplicaStatus.OFFLINE)
         return elected
 
     # -- topic changes ----------------------------------------------------------------------
