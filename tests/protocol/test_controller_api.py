@@ -1,10 +1,12 @@
 """The controller APIs' wire format, plus the schema codec and error codes beneath them."""
 import struct
+import threading
+import time
 
 import pytest
 
 from odradek.metadata import BrokerInfo, PartitionState, TopicPartition
-from odradek.protocol import schema
+from odradek.protocol import controller_api, schema
 from odradek.protocol.controller_api import (
     API_CONTROLLED_SHUTDOWN, API_LEADER_AND_ISR, API_STOP_REPLICA, API_UPDATE_METADATA, VERSIONS,
     ControlledShutdownRequest, ControlledShutdownResponse, ControllerResponse,
@@ -177,6 +179,34 @@ def test_one_states_tuple_sent_to_many_brokers_is_encoded_once_and_right_for_eac
     other = UpdateMetadataRequest(1, 3, 11, tuple(s._replace(leader_epoch=9) for s in states),
                                   brokers)
     assert request_round_trip(other)[1] == other
+
+
+def test_sender_threads_encoding_one_states_tuple_at_once_encode_it_once(monkeypatch):
+    """Every sender thread of the controller channel gets its request of an event at the
+    same moment; the later ones wait for the first encoding instead of making their own."""
+    states = tuple(PartitionState(TopicPartition("big", p), 3, p % 3, 4, (p % 3,), 5, (0, 1, 2))
+                   for p in range(1500))
+    encodings = []
+    real = controller_api._TopicStates._encode
+
+    def slow_encode(self, value, out):
+        encodings.append(value)
+        time.sleep(0.05)  # long enough for the other threads to arrive meanwhile
+        real(self, value, out)
+
+    monkeypatch.setattr(controller_api._TopicStates, "_encode", slow_encode)
+    requests = [LeaderAndIsrRequest(1, 3, 10 + b, states, ()) for b in range(3)]
+    frames: dict[int, bytes] = {}
+    threads = [threading.Thread(target=lambda b=b: frames.__setitem__(
+        b, encode_request(requests[b], b, "c"))) for b in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert encodings == [states]
+    for b in range(3):
+        key, version, _, _, end = parse_request_header(one_frame(frames[b]))
+        assert decode_request(key, version, one_frame(frames[b])[end:]) == requests[b]
 
 
 # --- responses ----------------------------------------------------------------------------

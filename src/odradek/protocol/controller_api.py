@@ -22,6 +22,7 @@ response is only a top-level error code.
 from __future__ import annotations
 
 import struct
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Iterable, Iterator, Mapping, Union
@@ -136,22 +137,23 @@ class _TopicStates(Type):
 
     def __init__(self, last_is_new: bool) -> None:
         self._last_is_new = last_is_new
-        #: (states, encoding) of the last tuple encoded: the controller sends one tuple of
-        #: states to every broker (UpdateMetadata after a failover), encoded here once. Read
-        #: and replaced whole, so concurrent sender threads at worst encode twice.
+        #: (states, encoding) of the last large tuple encoded: the controller sends one tuple
+        #: of states to every broker (UpdateMetadata, and LeaderAndIsr after a failover),
+        #: encoded here once. The controller channel's sender threads get their requests at
+        #: the same moment, so the lock makes the later ones wait for the first encoding
+        #: rather than each encode it again (meanwhile slowing the broker in that process).
         self._last: tuple[object, bytes] | None = None
+        self._lock = threading.Lock()
 
     def encode(self, value: Iterable[PartitionState], out: list[bytes]) -> None:
-        last = self._last
-        if last is not None and last[0] is value:
-            out.append(last[1])
-            return
         if isinstance(value, tuple) and len(value) >= _MEMO_MIN_STATES:
-            parts: list[bytes] = []
-            self._encode(value, parts)
-            encoded = b"".join(parts)
-            self._last = (value, encoded)
-            out.append(encoded)
+            with self._lock:
+                last = self._last
+                if last is None or last[0] is not value:
+                    parts: list[bytes] = []
+                    self._encode(value, parts)
+                    last = self._last = (value, b"".join(parts))
+            out.append(last[1])
         else:
             self._encode(value, out)
 
