@@ -11,6 +11,11 @@ from typing import NamedTuple
 
 NO_LEADER = -1
 
+#: ``new_tuple(Cls, (field, ...))`` builds a NamedTuple without the Python-level ``__new__``
+#: that calling ``Cls(...)`` runs (a third of the time): for the loops of a failover that
+#: build one per partition or per replica. Fields are positional and unchecked.
+new_tuple = tuple.__new__
+
 
 class TopicPartition(NamedTuple):
     """A NamedTuple, not a dataclass: it keys every per-partition dict on the hot paths, and a
@@ -36,7 +41,8 @@ class LeaderAndIsr(NamedTuple):
 
     def new_leader(self, leader: int, isr: tuple[int, ...], controller_epoch: int) -> "LeaderAndIsr":
         """The next state after an election: the leader epoch always moves forward."""
-        return LeaderAndIsr(leader, self.leader_epoch + 1, isr, controller_epoch, self.zk_version)
+        return new_tuple(LeaderAndIsr, (leader, self.leader_epoch + 1, isr, controller_epoch,
+                                        self.zk_version))
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from typing import Iterable, KeysView
 
 from odradek.controller.partition_state_machine import PartitionStatus
 from odradek.controller.replica_state_machine import PartitionReplica, ReplicaStatus
-from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition, new_tuple
 
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 
@@ -157,11 +157,12 @@ class ControllerContext:
 
     def replicas_on_brokers(self, broker_ids: Iterable[int]) -> list[PartitionReplica]:
         ids = set(broker_ids)
-        return sorted(PartitionReplica(tp, r)
+        return sorted(new_tuple(PartitionReplica, (tp, r))
                       for tp, replicas in self._assignment.items() for r in replicas if r in ids)
 
     def replicas_for_partitions(self, tps: Iterable[TopicPartition]) -> list[PartitionReplica]:
-        return [PartitionReplica(tp, r) for tp in tps for r in self.partition_replica_assignment(tp)]
+        return [new_tuple(PartitionReplica, (tp, r))
+                for tp in tps for r in self.partition_replica_assignment(tp)]
 
     # -- leadership cache -------------------------------------------------------------------
     def start_event(self) -> None:

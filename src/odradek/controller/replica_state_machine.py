@@ -14,7 +14,7 @@ from odradek.controller.leader_selectors import StateChangeFailedError
 from odradek.controller.leadership_reads import states_for_writes
 from odradek.controller.seams import ControllerZk
 from odradek.controller.state_change_log import StateChangeLog
-from odradek.metadata import NO_LEADER, LeaderAndIsr, TopicPartition
+from odradek.metadata import NO_LEADER, LeaderAndIsr, TopicPartition, new_tuple
 
 if TYPE_CHECKING:
     from odradek.controller.controller_context import ControllerContext
@@ -85,7 +85,7 @@ class ReplicaStateMachine:
         lists so the controller can then move them (see Controller._failover for the order)."""
         live = self._ctx.live_broker_ids()  # is_replica_online, without a call per replica
         assignment = self._ctx.partition_replica_assignment
-        replicas = [PartitionReplica(tp, r) for tp in self._ctx.all_partitions()
+        replicas = [new_tuple(PartitionReplica, (tp, r)) for tp in self._ctx.all_partitions()
                     for r in assignment(tp)]
         online = [pr for pr in replicas if pr.replica in live]
         offline = [pr for pr in replicas if pr.replica not in live]

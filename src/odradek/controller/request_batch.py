@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from odradek.controller.seams import BrokerChannel
 from odradek.controller.timing import EventTimer
-from odradek.metadata import LeaderAndIsr, PartitionState, TopicPartition
+from odradek.metadata import LeaderAndIsr, PartitionState, TopicPartition, new_tuple
 from odradek.protocol.controller_api import (
     LeaderAndIsrRequest,
     StopReplicaRequest,
@@ -23,11 +23,6 @@ from odradek.protocol.controller_api import (
 
 if TYPE_CHECKING:
     from odradek.controller.controller_context import ControllerContext
-
-
-#: tuple.__new__ builds a NamedTuple from its fields without the Python-level __new__ frame
-#: (a failover builds one PartitionState per partition)
-_new_state = tuple.__new__
 
 
 class IllegalBatchStateError(Exception):
@@ -106,7 +101,7 @@ class ControllerBrokerRequestBatch:
                     continue
             # One immutable entry shared by every receiver; a receiver already told in this
             # batch that the replica is new keeps hearing so.
-            state = _new_state(PartitionState, (
+            state = new_tuple(PartitionState, (
                 tp, lai.controller_epoch, lai.leader, lai.leader_epoch, lai.isr, lai.zk_version,
                 replicas, is_new, tuple([r for r in replicas if r not in registered])))
             stored = False

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Iterable, Iterator, Mapping, Union
 
-from odradek.metadata import BrokerInfo, PartitionState, TopicPartition
+from odradek.metadata import BrokerInfo, PartitionState, TopicPartition, new_tuple
 from odradek.protocol.schema import (
     Array, Boolean, Int16, Int32, Int64, NullableString, SchemaError, String, Struct, Type, decode,
 )
@@ -192,9 +192,9 @@ class _TopicStates(Type):
                 else:
                     is_new = False
                     offline, pos = _int_array(buf, pos + 4, _I32.unpack_from(buf, pos)[0])
-                states.append(PartitionState(TopicPartition(topic, partition), controller_epoch,
-                                             leader, leader_epoch, isr, zk_version, replicas,
-                                             is_new, offline))
+                states.append(new_tuple(PartitionState, (
+                    new_tuple(TopicPartition, (topic, partition)), controller_epoch, leader,
+                    leader_epoch, isr, zk_version, replicas, is_new, offline)))
         return tuple(states), pos
 
 

@@ -32,7 +32,7 @@ from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from odradek.controller.seams import ControllerMovedError
-from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition, new_tuple
 from odradek.zk import paths
 from odradek.zk.errors import BrokerIdInUseError, StaleEphemeralError, TopicExistsError
 from odradek.zk.raw_session import (
@@ -62,7 +62,7 @@ def _decode_state(data: bytes, zk_version: int) -> LeaderAndIsr:
             _decoded.clear()
         _decoded[bytes(data)] = (lai.leader, lai.leader_epoch, lai.isr, lai.controller_epoch)
         return lai
-    return LeaderAndIsr(fields[0], fields[1], fields[2], fields[3], zk_version)
+    return new_tuple(LeaderAndIsr, (fields[0], fields[1], fields[2], fields[3], zk_version))
 
 
 def _encode_state(state: LeaderAndIsr) -> bytes:
@@ -521,8 +521,8 @@ class KafkaZkClient:
                     out[tp] = r
                 else:
                     s = states[tp]
-                    out[tp] = LeaderAndIsr(s.leader, s.leader_epoch, s.isr, s.controller_epoch,
-                                           r.version)
+                    out[tp] = new_tuple(LeaderAndIsr, (s.leader, s.leader_epoch, s.isr,
+                                                       s.controller_epoch, r.version))
             return out
 
         return result
