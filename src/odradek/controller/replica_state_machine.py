@@ -236,8 +236,7 @@ class ReplicaStateMachine:
         epoch = self._ctx.epoch
 
         def shrinks(tp: TopicPartition, cached: LeaderAndIsr) -> bool:
-            return cached.controller_epoch <= epoch and bool(
-                removed[tp] & ({cached.leader} | set(cached.isr)))
+            return cached.controller_epoch <= epoch and _in_leadership(removed[tp], cached)
 
         def start_round(remaining: list[TopicPartition], attempt: int
                         ) -> Callable[[], list[TopicPartition]]:
@@ -246,17 +245,18 @@ class ReplicaStateMachine:
                       else self._zk.get_partition_states(remaining))
             writes: dict[TopicPartition, LeaderAndIsr] = {}
             for tp in remaining:
-                failed.pop(tp, None)
+                if attempt:
+                    failed.pop(tp, None)
                 lai = stored.get(tp)
                 if lai is None:
                     failed[tp] = StateChangeFailedError(
                         f"LeaderAndIsr information doesn't exist for partition {tp}")
-                elif lai.controller_epoch > self._ctx.epoch:
+                elif lai.controller_epoch > epoch:
                     failed[tp] = StateChangeFailedError(
                         f"{tp}'s state was written by a newer controller epoch "
                         f"{lai.controller_epoch}")
-                elif removed[tp] & ({lai.leader} | set(lai.isr)):
-                    writes[tp] = _shrink(lai, removed[tp], self._ctx.epoch)
+                elif _in_leadership(gone := removed[tp], lai):
+                    writes[tp] = _shrink(lai, gone, epoch)
                 else:
                     updated[tp] = lai
                     self._ctx.put_partition_leadership(tp, lai)
@@ -305,6 +305,11 @@ class ReplicaStateMachine:
         errors[pr] = error
         self._log.failed_transition(self._controller_id, self._ctx.epoch, pr.tp, current.value,
                                     target.value, error, replica=pr.replica)
+
+
+def _in_leadership(replicas: set[int], lai: LeaderAndIsr) -> bool:
+    """Whether any of ``replicas`` leads or is in the ISR."""
+    return lai.leader in replicas or not replicas.isdisjoint(lai.isr)
 
 
 def _shrink(lai: LeaderAndIsr, gone: set[int], controller_epoch: int) -> LeaderAndIsr:
