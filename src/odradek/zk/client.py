@@ -508,10 +508,9 @@ class KafkaZkClient:
     ) -> Callable[[], dict[TopicPartition, LeaderAndIsr | Exception]]:
         """``update_leader_and_isr`` in two halves: the writes are sent now, the returned
         function waits for their results."""
-        items = [
-            (tp, _Op("set", paths.partition_state_path(tp), _encode_state(s), s.zk_version))
-            for tp, s in states.items()
-        ]
+        state_path = paths.partition_state_path
+        items = [(tp, new_tuple(_Op, ("set", state_path(tp), _encode_state(s), s.zk_version)))
+                 for tp, s in states.items()]
         finish = self._start_fenced(items)
 
         def result() -> dict[TopicPartition, LeaderAndIsr | Exception]:

@@ -42,6 +42,8 @@ from collections.abc import Callable, Sequence
 from kazoo.exceptions import EXCEPTIONS, ZookeeperError
 from kazoo.protocol.states import ZnodeStat
 
+from odradek.metadata import new_tuple
+
 OP_CREATE = 1
 OP_DELETE = 2
 OP_SET_DATA = 5
@@ -56,6 +58,7 @@ ERR_NONODE = -101
 ERR_UNIMPLEMENTED = -6
 
 MAX_BATCH = 1000  # getData ops per multi-read request
+_PATH_CACHE_MAX = 200_000  # encoded paths kept (a partition state znode each)
 
 _INT = struct.Struct(">i")
 _HDR = struct.Struct(">iiq i")  # length, xid, zxid, err  (reply)
@@ -105,6 +108,7 @@ class RawSession:
         #: replies read while waiting for a later request's (writes sent but not yet collected,
         #: see start_fenced_multis), by xid; they belong to the current socket only
         self._stash: dict[int, tuple[bytes, int]] = {}
+        self._paths: dict[str, bytes] = {}  # see _path
         self.unsupported = False
 
     # session ---------------------------------------------------------------------------------
@@ -211,7 +215,7 @@ class RawSession:
         raise AssertionError("unreachable")
 
     def _get_data_many(self, sock: socket.socket, paths: Sequence[str]) -> list:
-        chroot = self._chroot.encode()
+        wire_path = self._path
         frames = []
         xids = []
         if len(self._hosts) > 1:  # catch up with the leader before reading (see module doc)
@@ -224,10 +228,8 @@ class RawSession:
             self._xid += 1
             parts = [struct.pack(">ii", self._xid, OP_MULTI_READ)]
             for path in chunk:
-                raw = chroot + path.encode() if chroot else path.encode()
                 parts.append(_GET_HDR)
-                parts.append(_INT.pack(len(raw)))
-                parts.append(raw)
+                parts.append(wire_path(path))
                 parts.append(b"\0")  # watch = false
             parts.append(_END)
             body = b"".join(parts)
@@ -261,7 +263,7 @@ class RawSession:
                     else:
                         data = frame[pos:pos + length]
                         pos += length
-                    out[i] = (data, ZnodeStat(*unpack_stat(frame, pos)))
+                    out[i] = (data, new_tuple(ZnodeStat, unpack_stat(frame, pos)))
                     pos += stat_size
                 elif op_type == OP_ERROR:
                     (code,) = unpack_int(frame, pos)
@@ -328,19 +330,28 @@ class RawSession:
             self._sock = None
 
     def _path(self, path: str) -> bytes:
-        raw = (self._chroot + path).encode() if self._chroot else path.encode()
-        return _INT.pack(len(raw)) + raw
+        """A path as the wire has it (length, chrooted bytes); kept, since a controller
+        writes the same partition state znodes in every failover."""
+        encoded = self._paths.get(path)
+        if encoded is None:
+            raw = (self._chroot + path).encode() if self._chroot else path.encode()
+            encoded = _INT.pack(len(raw)) + raw
+            if len(self._paths) >= _PATH_CACHE_MAX:
+                self._paths.clear()
+            self._paths[path] = encoded
+        return encoded
 
     def _send_fenced_multis(self, sock: socket.socket, check_path: str, check_version: int,
                             batches: Sequence[Sequence[WriteOp]]) -> list[int]:
         check = _OP_HDRS[OP_CHECK] + self._path(check_path) + _INT.pack(check_version)
+        wire_path = self._path
         xids = []
         for batch in batches:
             self._xid += 1
             parts = [struct.pack(">ii", self._xid, OP_MULTI), check]
             for kind, path, data, version in batch:
                 parts.append(_OP_HDRS[kind])
-                parts.append(self._path(path))
+                parts.append(wire_path(path))
                 if kind == OP_CREATE:
                     parts.append(_INT.pack(len(data)))
                     parts.append(data)
@@ -370,7 +381,7 @@ class RawSession:
             if done:
                 break
             if op_type == OP_SET_DATA:
-                out.append(ZnodeStat(*_STAT.unpack_from(frame, pos)))
+                out.append(new_tuple(ZnodeStat, _STAT.unpack_from(frame, pos)))
                 pos += _STAT.size
             elif op_type in (OP_CHECK, OP_DELETE):
                 out.append(True)
