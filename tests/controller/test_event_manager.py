@@ -4,18 +4,21 @@ from __future__ import annotations
 import json
 import io
 import threading
+import time
 
+from odradek.controller.controller import Controller
 from odradek.controller.event_manager import ControllerEventManager
 from odradek.controller.events import (
     BrokerChange,
     ControlledShutdown,
     EventPreemptedError,
     Expire,
+    Startup,
     TopicChange,
 )
 from odradek.controller.state_change_log import StateChangeLog
 from odradek.metadata import LeaderAndIsr
-from test_controller_fakes import tp
+from test_controller_fakes import FakeChannel, FakeZk, tp
 
 
 def test_events_are_processed_in_order_and_errors_are_not_fatal() -> None:
@@ -61,7 +64,45 @@ def test_state_change_log_writes_one_json_line_per_record() -> None:
                         LeaderAndIsr(2, 4, (2, 3), 7, 1))
     log.flush()
     [line] = sink.getvalue().splitlines()
-    assert json.loads(line) == {
+    record = json.loads(line)
+    assert abs(record.pop("time_ms") - time.time() * 1000) < 60_000
+    assert record == {
         "kind": "election", "controller_id": 1, "controller_epoch": 7, "topic": "t",
         "partition": 3, "from": None, "to": None, "leader": 2, "isr": [2, 3],
         "leader_epoch": 4, "strategy": "OfflinePartitionLeaderSelector"}
+
+
+def test_idle_work_runs_once_the_queue_stays_empty_and_before_the_thread_stops() -> None:
+    seen: list[str] = []
+    idle = threading.Event()
+
+    def on_idle() -> None:
+        seen.append("idle")
+        idle.set()
+
+    manager = ControllerEventManager(lambda event: seen.append(type(event).__name__),
+                                     on_idle=on_idle, idle_s=0.05)
+    manager.start()
+    manager.put(BrokerChange())
+    manager.put(TopicChange())
+    assert idle.wait(5)
+    time.sleep(0.2)  # no event since: no second idle run
+    assert seen == ["BrokerChange", "TopicChange", "idle"]
+    manager.put(BrokerChange())
+    manager.close(timeout=5)
+    assert seen[3:] == ["BrokerChange", "idle"]
+
+
+def test_a_controller_that_defers_its_state_change_log_writes_it_when_asked() -> None:
+    zk = FakeZk()
+    for b in (1, 2):
+        zk.register_broker(b)
+    zk.create_topic("t", {0: (1, 2)})
+    sink = io.StringIO()
+    controller = Controller(1, zk, FakeChannel(), StateChangeLog(sink),
+                            defer_state_change_flush=True)
+    controller.process(Startup(epoch=1, epoch_zk_version=0))
+    assert sink.getvalue() == ""  # decided and sent, not yet written
+    controller.flush_state_change_log()
+    kinds = {json.loads(line)["kind"] for line in sink.getvalue().splitlines()}
+    assert {"partition", "replica"} <= kinds

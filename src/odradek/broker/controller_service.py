@@ -36,13 +36,15 @@ class ControllerService:
         self.zk = zk
         self._rebalance_interval_s = leader_rebalance_interval_s
         self._stopped = threading.Event()
-        # Buffered: a failover writes a few lines per partition; the controller flushes the
-        # state-change log once per event (Controller._run).
+        # Buffered: a failover writes a few lines per partition; the event thread writes the
+        # state-change log when idle (Controller's defer_state_change_flush).
         self._log_file = open(state_change_log_path, "a", buffering=1 << 20) if state_change_log_path else None
         self.channel = ControllerChannel(broker_id)
         self.core = Controller(broker_id, zk, self.channel, StateChangeLog(self._log_file),
-                               leader_imbalance_per_broker_percentage=leader_imbalance_per_broker_percentage)
-        self.events = ControllerEventManager(self._process, name=f"controller-event-thread-{broker_id}")
+                               leader_imbalance_per_broker_percentage=leader_imbalance_per_broker_percentage,
+                               defer_state_change_flush=True)
+        self.events = ControllerEventManager(self._process, name=f"controller-event-thread-{broker_id}",
+                                             on_idle=self.core.flush_state_change_log)
         self.elector = ControllerElector(zk, broker_id, self._on_become, self._on_resign)
         self._watches: list[Watch] = []
 

@@ -21,8 +21,15 @@ _STOP = object()
 
 class ControllerEventManager:
     def __init__(self, process: Callable[[ControllerEvent], None],
-                 name: str = "controller-event-thread") -> None:
+                 name: str = "controller-event-thread",
+                 on_idle: Callable[[], None] | None = None, idle_s: float = 1.0) -> None:
+        """``on_idle`` runs on the event thread once the queue has stayed empty for
+        ``idle_s`` after an event, and before the thread stops: work that can wait (writing
+        the state-change log), kept off the moments right after an event, while the brokers
+        act on its requests."""
         self._process = process
+        self._on_idle = on_idle
+        self._idle_s = idle_s
         self._queue: queue.Queue[object] = queue.Queue()
         self._put_lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
@@ -57,12 +64,27 @@ class ControllerEventManager:
             self._thread.join(timeout)
 
     def _loop(self) -> None:
+        idle_done = True
         while True:
-            event = self._queue.get()
+            try:
+                event = self._queue.get(timeout=None if idle_done else self._idle_s)
+            except queue.Empty:
+                self._idle()
+                idle_done = True
+                continue
             if event is _STOP:
+                self._idle()
                 return
+            idle_done = self._on_idle is None
             try:
                 self._process(event)  # type: ignore[arg-type]
             except Exception:
                 # One bad event must not kill the only thread that can make decisions.
                 logger.exception("error processing controller event %r", event)
+
+    def _idle(self) -> None:
+        if self._on_idle is not None:
+            try:
+                self._on_idle()
+            except Exception:
+                logger.exception("error in the controller's idle work")

@@ -2,12 +2,14 @@
 
 Kafka keeps a separate ``state.change.logger`` because reconstructing who decided what, in which
 controller epoch, is how split-brain and lost-leader bugs get diagnosed. A JSON line per fact
-keeps that greppable and lets the simulation's checkers parse it.
+keeps that greppable and lets the simulation's checkers parse it. Each line carries the
+wall-clock time its record was made (``time_ms``): lines are written after the decisions.
 """
 from __future__ import annotations
 
 import json
 import logging
+import time
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Iterator, TextIO
 
@@ -19,10 +21,9 @@ LOGGER_NAME = "odradek.state_change"
 class StateChangeLog:
     """Writes each record to ``sink`` when given (tests, files), else to the logger.
 
-    Records are kept until ``flush`` (once per controller event, after the event's requests
-    are sent) and only then formatted and written in one call: a failover at 10,000
-    partitions makes ~43,000 lines, and formatting them while deciding delayed every
-    broker's LeaderAndIsr by that much."""
+    Records are kept until ``flush`` and only then formatted and written in one call: a
+    failover at 10,000 partitions makes ~43,000 lines, and formatting them while deciding
+    delayed every broker's LeaderAndIsr by that much (see Controller for when it flushes)."""
 
     def __init__(self, sink: TextIO | None = None) -> None:
         self._sink = sink
@@ -30,6 +31,12 @@ class StateChangeLog:
         #: (format function, its arguments, keyword arguments) per record, or per batch of
         #: replica records; each function gives the lines of its record(s)
         self._records: list[tuple[Callable[..., Iterable[str]], tuple, dict[str, Any]]] = []
+        self._pending = 0  # lines in _records
+
+    @property
+    def pending(self) -> int:
+        """Lines recorded and not yet flushed."""
+        return self._pending
 
     def partition_transition(
         self,
@@ -52,8 +59,10 @@ class StateChangeLog:
         to_state: str,
     ) -> None:
         """One line per replica moved to ``to_state``."""
-        self._records.append((_replica_lines, (controller_id, controller_epoch, tuple(replicas),
-                                               tuple(from_states), to_state), {}))
+        replicas = tuple(replicas)
+        self._records.append((_replica_lines, (controller_id, controller_epoch, replicas,
+                                               tuple(from_states), to_state, _now_ms()), {}))
+        self._pending += len(replicas)
 
     def leader_election(
         self,
@@ -81,8 +90,9 @@ class StateChangeLog:
                     None, replica=replica, error=f"{type(error).__name__}: {error}")
 
     def flush(self) -> None:
-        """The controller calls this once per event: the event's lines go out in one write."""
+        """Format and write every pending line, in one write."""
         records, self._records = self._records, []
+        self._pending = 0
         lines = [line for format_, args, kwargs in records for line in format_(*args, **kwargs)]
         if self._sink is not None:
             if lines:
@@ -93,17 +103,18 @@ class StateChangeLog:
                 self._logger.info(line)
 
     def _write(self, *args: Any, **kwargs: Any) -> None:
-        self._records.append((_line, args, kwargs))
+        self._records.append((_line, args, {**kwargs, "time_ms": _now_ms()}))
+        self._pending += 1
 
 
 def _replica_lines(controller_id: int, controller_epoch: int,
                    replicas: Iterable[tuple[TopicPartition, int]], from_states: Iterable[str],
-                   to_state: str) -> Iterator[str]:
+                   to_state: str, time_ms: int) -> Iterator[str]:
     """The same JSON as ``_line`` makes, in one loop: a failover moves tens of thousands of
     replicas."""
     head = f'{{"controller_epoch": {controller_epoch}, "controller_id": {controller_id}, "from": '
     middle = ', "isr": null, "kind": "replica", "leader": null, "leader_epoch": null, "partition": '
-    to = f', "to": {_jstr(to_state)}, "topic": '
+    to = f', "time_ms": {time_ms}, "to": {_jstr(to_state)}, "topic": '
     return (f'{head}{_jstr(from_state)}{middle}{tp.partition}, "replica": {replica}{to}'
             f'{_jstr(tp.topic)}}}'
             for (tp, replica), from_state in zip(replicas, from_states))
@@ -120,6 +131,7 @@ def _line(
     replica: int | None = None,
     strategy: str | None = None,
     error: str | None = None,
+    time_ms: int = 0,
 ) -> tuple[str]:
     # One f-string with the keys in sorted order, not json.dumps of a dict: a failover at
     # 10,000 partitions writes ~40,000 lines, and json.dumps was a fifth of its time.
@@ -134,7 +146,12 @@ def _line(
             f'"from": {_jstr(from_state)}, {leadership}, "partition": {tp.partition}, '
             f'{"" if replica is None else f"{_REPLICA}{replica}, "}'
             f'{"" if strategy is None else f"{_STRATEGY}{_jstr(strategy)}, "}'
-            f'"to": {_jstr(to_state)}, "topic": {_jstr(tp.topic)}}}',)
+            f'"time_ms": {time_ms}, "to": {_jstr(to_state)}, "topic": {_jstr(tp.topic)}}}',)
+
+
+def _now_ms() -> int:
+    """When a record was made (its line is written later): wall-clock milliseconds."""
+    return int(time.time() * 1000)
 
 
 _ERROR, _REPLICA, _STRATEGY = '"error": ', '"replica": ', '"strategy": '
