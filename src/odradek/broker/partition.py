@@ -79,30 +79,35 @@ class Partition:
         stays leader under a new epoch (the controller changed the ISR) keeps what it knows of
         their positions, so acks=all producers do not stall on the change.
         """
-        becomes_leader = state.leader == self.broker_id
-        was_leader = self.is_leader
+        # (locals rather than properties: a failover applies 10,000 of these per broker)
+        broker_id = self.broker_id
+        was_leader = self.leader_id == broker_id
         new_epoch = state.leader_epoch != self.leader_epoch
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.zk_version = state.zk_version
         self.controller_epoch = state.controller_epoch
-        self.replicas = tuple(state.replicas)
+        self.replicas = replicas = tuple(state.replicas)
         self.isr = frozenset(state.isr)
-        self._isr_candidates.clear()
-        if becomes_leader:
+        if self._isr_candidates:
+            self._isr_candidates.clear()
+        if state.leader == broker_id:
             now = time.monotonic()
-            followers = [r for r in self.replicas if r != self.broker_id]
-            if not was_leader:
-                self._follower_leo = {}
-                self._last_caught_up = {}
-            self._follower_leo = {r: self._follower_leo.get(r, -1) for r in followers}
-            self._last_caught_up = {r: self._last_caught_up.get(r, now) for r in followers}
+            followers = [r for r in replicas if r != broker_id]
+            if was_leader:
+                leo, caught_up = self._follower_leo, self._last_caught_up
+                self._follower_leo = {r: leo.get(r, -1) for r in followers}
+                self._last_caught_up = {r: caught_up.get(r, now) for r in followers}
+            else:
+                self._follower_leo = dict.fromkeys(followers, -1)
+                self._last_caught_up = dict.fromkeys(followers, now)
+            log_end = self.log.log_end_offset
             if new_epoch or not was_leader:
-                self._leader_epoch_start_offset = self.log_end_offset
+                self._leader_epoch_start_offset = log_end
             # A new leader's high watermark may lag the old leader's; it only moves forward.
-            self.high_watermark = min(max(self.high_watermark, 0), self.log_end_offset)
+            self.high_watermark = min(max(self.high_watermark, 0), log_end)
             self._maybe_advance_high_watermark()
-        else:
+        elif self._ack_waiters:
             self._fail_waiters()
         self.wake_fetchers()
 

@@ -97,9 +97,11 @@ class ReplicaManager:
         started = time.perf_counter()
         errors: dict[TopicPartition, int] = {}
         leaders = {b.id: b for b in req.live_leaders}
+        debug = log.isEnabledFor(logging.DEBUG)
         with collection_paused():
             for state in req.partition_states:
-                errors[state.tp] = int(self._apply(state, configs.get(state.tp.topic, {}), leaders))
+                errors[state.tp] = int(self._apply(state, configs.get(state.tp.topic, {}), leaders,
+                                                   debug))
         applied = [s for s in req.partition_states if errors[s.tp] == ErrorCode.NONE]
         led = sum(1 for s in applied if s.leader == self.broker_id)
         log.info("LeaderAndIsr from controller %d (epoch %d): leader of %d, follower of %d, %d skipped "
@@ -108,7 +110,7 @@ class ReplicaManager:
         return ControllerResponse(int(ErrorCode.NONE), errors)
 
     def _apply(self, state: PartitionState, topic_config: dict[str, str],
-               leaders: dict[int, BrokerInfo]) -> ErrorCode:
+               leaders: dict[int, BrokerInfo], debug: bool = False) -> ErrorCode:
         if self.broker_id not in state.replicas:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         partition = self._partitions.get(state.tp)
@@ -119,7 +121,9 @@ class ReplicaManager:
         if state.leader == self.broker_id:
             self.fetchers.stop_following(state.tp)
             partition.apply_state(state)
-            log.debug("%s: leader at epoch %d, isr %s", state.tp, state.leader_epoch, sorted(state.isr))
+            if debug:
+                log.debug("%s: leader at epoch %d, isr %s", state.tp, state.leader_epoch,
+                          sorted(state.isr))
         else:
             partition.apply_state(state)
             leader = leaders.get(state.leader)
@@ -127,7 +131,9 @@ class ReplicaManager:
                 self.fetchers.stop_following(state.tp)
             else:
                 self.fetchers.follow(partition, leader)
-            log.debug("%s: follower of %d at epoch %d", state.tp, state.leader, state.leader_epoch)
+            if debug:
+                log.debug("%s: follower of %d at epoch %d", state.tp, state.leader,
+                          state.leader_epoch)
         return ErrorCode.NONE
 
     def _create_partition(self, tp: TopicPartition, topic_config: dict[str, str]) -> Partition:
