@@ -190,38 +190,42 @@ class ControllerBrokerRequestBatch:
             )
             self._send(broker, request, True, len(states))
 
-    def _metadata_state(self, tp: TopicPartition) -> PartitionState | None:
-        """Built at send time so the latest decision of the event is what gets advertised."""
-        lai = self._context.partition_leadership(tp)
-        if lai is None:
-            return None
-        replicas = self._context.partition_replica_assignment(tp)
-        entry = self._entries.get(tp)
-        if entry is not None and entry[0] is lai and entry[1].replicas == replicas:
-            return entry[1]  # the same facts; is_new is not part of UpdateMetadata
+    def _metadata_states(self, tps: list[TopicPartition],
+                         built: dict[TopicPartition, PartitionState | None]
+                         ) -> tuple[PartitionState, ...]:
+        """The UpdateMetadata entries of ``tps`` that have a leadership, built at send time so
+        the latest decision of the event is what gets advertised; ``built`` keeps them for the
+        other receivers. One loop, no call per partition: a failover advertises all of them."""
+        leadership_of = self._context.partition_leadership
+        assignment_of = self._context.partition_replica_assignment
+        entries = self._entries
         registered = self._context.registered_broker_ids
-        return PartitionState(
-            tp=tp,
-            controller_epoch=lai.controller_epoch,
-            leader=lai.leader,
-            leader_epoch=lai.leader_epoch,
-            isr=lai.isr,
-            zk_version=lai.zk_version,
-            replicas=replicas,
-            offline_replicas=tuple([r for r in replicas if r not in registered]),
-        )
+        out = []
+        for tp in tps:
+            if tp in built:
+                state = built[tp]
+            else:
+                lai = leadership_of(tp)
+                if lai is None:
+                    state = None
+                else:
+                    replicas = assignment_of(tp)
+                    entry = entries.get(tp)
+                    if entry is not None and entry[0] is lai and entry[1].replicas == replicas:
+                        state = entry[1]  # the same facts; is_new is not part of UpdateMetadata
+                    else:
+                        state = new_tuple(PartitionState, (
+                            tp, lai.controller_epoch, lai.leader, lai.leader_epoch, lai.isr,
+                            lai.zk_version, replicas, False,
+                            tuple([r for r in replicas if r not in registered])))
+                built[tp] = state
+            if state is not None:
+                out.append(state)
+        return tuple(out)
 
     def _send_update_metadata(self, controller_epoch: int) -> None:
         live = self._context.live_or_shutting_down_brokers()
         built: dict[TopicPartition, PartitionState | None] = {}  # shared by all receivers
-
-        def state_of(tp: TopicPartition) -> PartitionState | None:
-            try:
-                return built[tp]
-            except KeyError:
-                state = built[tp] = self._metadata_state(tp)
-                return state
-
         if self._metadata_for_all:
             for broker in self._context.live_or_shutting_down_broker_ids():
                 self._update_metadata.setdefault(broker, set()).update(self._metadata_for_all)
@@ -234,8 +238,7 @@ class ControllerBrokerRequestBatch:
             tps = frozenset(self._update_metadata[broker])
             states = by_partitions.get(tps)
             if states is None:
-                states = by_partitions[tps] = tuple(
-                    [s for s in map(state_of, sorted(tps)) if s is not None])
+                states = by_partitions[tps] = self._metadata_states(sorted(tps), built)
             request = UpdateMetadataRequest(
                 controller_id=self._controller_id,
                 controller_epoch=controller_epoch,
