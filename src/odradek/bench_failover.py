@@ -46,7 +46,6 @@ from odradek.netutil import free_port, free_port_block
 
 TIMING_MARK = "odradek.controller.timing: "
 FLOOR_BATCH = 1000
-FLOOR_RUNS = 1  # per failover, before it
 DEFAULT_ROUNDS = 3
 _TOPIC = "failover-bench"
 
@@ -211,9 +210,9 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
             runs: dict[str, list[tuple[float, dict[str, Any]]]] = {"broker_failover": [],
                                                                    "controller_failover": []}
             for round_ in range(rounds):
-                floors.extend(round(zk_multi_floor(zk, partitions), 3) for _ in range(FLOOR_RUNS))
+                floors.append(round(zk_multi_floor(zk, partitions), 3))
                 runs["broker_failover"].append(_broker_failover(cluster, zk, bootstrap, timeout))
-                floors.extend(round(zk_multi_floor(zk, partitions), 3) for _ in range(FLOOR_RUNS))
+                floors.append(round(zk_multi_floor(zk, partitions), 3))
                 runs["controller_failover"].append(_controller_failover(
                     cluster, zk, bootstrap, timeout, restart=round_ < rounds - 1))
             floors.sort()
