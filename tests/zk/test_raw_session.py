@@ -177,9 +177,13 @@ def test_client_started_update_lets_the_caller_work_before_collecting(
         fenced_client: KafkaZkClient) -> None:
     zk = fenced_client
     tps = [TopicPartition("started", p) for p in range(1500)]  # two batches
-    for tp in tps:
+    others = [TopicPartition("untouched", p) for p in range(3)]
+    for tp in tps + others:
         zk.kazoo.ensure_path(paths.partition_path(tp))
-    zk.create_partition_states({tp: LeaderAndIsr(1, 0, (1, 2), 1) for tp in tps})
+    zk.create_partition_states({tp: LeaderAndIsr(1, 0, (1, 2), 1) for tp in tps + others})
     collect = zk.start_update_leader_and_isr({tp: LeaderAndIsr(2, 1, (2,), 1, 0) for tp in tps})
-    assert zk.get_partition_states(tps[:3]) == {tp: LeaderAndIsr(2, 1, (2,), 1, 1) for tp in tps[:3]}
+    # the caller reads other partitions meanwhile (whether another session already sees the
+    # pending writes is up to ZooKeeper: only their replies say they are committed)
+    assert zk.get_partition_states(others) == {tp: LeaderAndIsr(1, 0, (1, 2), 1, 0) for tp in others}
     assert collect() == {tp: LeaderAndIsr(2, 1, (2,), 1, 1) for tp in tps}
+    assert zk.get_partition_states(tps[:3]) == {tp: LeaderAndIsr(2, 1, (2,), 1, 1) for tp in tps[:3]}
