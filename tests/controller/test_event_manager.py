@@ -60,16 +60,29 @@ def test_clear_and_put_preempts_waiting_events() -> None:
 def test_state_change_log_writes_one_json_line_per_record() -> None:
     sink = io.StringIO()
     log = StateChangeLog(sink)
-    log.leader_election(1, 7, tp("t", 3), "OfflinePartitionLeaderSelector",
-                        LeaderAndIsr(2, 4, (2, 3), 7, 1))
+    log.elections(1, 7, "OfflinePartitionLeaderSelector", [tp("t", 3), tp("u", 0)],
+                  ["OfflinePartition", "NewPartition"],
+                  [LeaderAndIsr(2, 4, (2, 3), 7, 1), LeaderAndIsr(3, 1, (3,), 7, 5)])
+    log.partition_transitions(1, 7, [tp("t", 4)], ["OnlinePartition"], "OfflinePartition")
+    assert log.pending == 5
     log.flush()
-    [line] = sink.getvalue().splitlines()
-    record = json.loads(line)
-    assert abs(record.pop("time_ms") - time.time() * 1000) < 60_000
-    assert record == {
-        "kind": "election", "controller_id": 1, "controller_epoch": 7, "topic": "t",
-        "partition": 3, "from": None, "to": None, "leader": 2, "isr": [2, 3],
-        "leader_epoch": 4, "strategy": "OfflinePartitionLeaderSelector"}
+    records = [json.loads(line) for line in sink.getvalue().splitlines()]
+    for record in records:
+        assert abs(record.pop("time_ms") - time.time() * 1000) < 60_000
+    common = {"controller_id": 1, "controller_epoch": 7}
+    assert records == [
+        {**common, "kind": "election", "topic": "t", "partition": 3, "from": None, "to": None,
+         "leader": 2, "isr": [2, 3], "leader_epoch": 4,
+         "strategy": "OfflinePartitionLeaderSelector"},
+        {**common, "kind": "partition", "topic": "t", "partition": 3, "from": "OfflinePartition",
+         "to": "OnlinePartition", "leader": 2, "isr": [2, 3], "leader_epoch": 4},
+        {**common, "kind": "election", "topic": "u", "partition": 0, "from": None, "to": None,
+         "leader": 3, "isr": [3], "leader_epoch": 1, "strategy": "OfflinePartitionLeaderSelector"},
+        {**common, "kind": "partition", "topic": "u", "partition": 0, "from": "NewPartition",
+         "to": "OnlinePartition", "leader": 3, "isr": [3], "leader_epoch": 1},
+        {**common, "kind": "partition", "topic": "t", "partition": 4, "from": "OnlinePartition",
+         "to": "OfflinePartition", "leader": None, "isr": None, "leader_epoch": None},
+    ]
 
 
 def test_idle_work_runs_once_the_queue_stays_empty_and_before_the_thread_stops() -> None:

@@ -96,6 +96,25 @@ def test_update_metadata_round_trip():
     assert decoded == req
 
 
+@pytest.mark.parametrize("request_type", [LeaderAndIsrRequest, UpdateMetadataRequest])
+def test_entries_whose_shape_changes_from_one_to_the_next_decode_as_sent(request_type):
+    """The decoder reads an entry in one unpack while the ISR / replica / offline counts stay
+    those of the entry before; every change of shape, in each count and back, must still
+    decode field by field to what was sent, across topics too."""
+    shapes = [((1, 2), (1, 2, 3), ()), ((1, 2), (1, 2, 3), ()), ((1,), (1, 2, 3), ()),
+              ((1, 2), (1, 2, 3), ()), ((1, 2), (1, 2), ()), ((1, 2), (1, 2, 3), ()),
+              ((1, 2), (1, 2, 3), (3,)), ((1, 2), (1, 2, 3), (3,)), ((1, 2), (1, 2, 3), ()),
+              ((), (3,), (3,)), ((2, 3), (2, 3, 1), ())]
+    states = tuple(
+        PartitionState(TopicPartition(topic, p), 4, isr[0] if isr else -1, p, isr, 10 + p,
+                       replicas, is_new=request_type is LeaderAndIsrRequest and p % 2 == 1,
+                       offline_replicas=offline if request_type is UpdateMetadataRequest else ())
+        for topic in ("a", "b") for p, (isr, replicas, offline) in enumerate(shapes))
+    args = (1, 5, 2, states, (BrokerInfo(1, "h", 9092),))
+    req = request_type(*args)
+    assert request_round_trip(req)[1] == req
+
+
 @pytest.mark.parametrize("api_key", [API_LEADER_AND_ISR, API_UPDATE_METADATA])
 def test_every_truncation_and_a_huge_count_are_schema_errors(api_key):
     """The hand-rolled partition-state codec checks its own bounds: any cut of a valid body,

@@ -106,7 +106,7 @@ class Partition:
                 self._leader_epoch_start_offset = log_end
             # A new leader's high watermark may lag the old leader's; it only moves forward.
             self.high_watermark = min(max(self.high_watermark, 0), log_end)
-            self._maybe_advance_high_watermark()
+            self._maybe_advance_high_watermark(log_end)
         elif self._ack_waiters:
             self._fail_waiters()
         self.wake_fetchers()
@@ -211,13 +211,16 @@ class Partition:
         if removed:
             self.wake_fetchers()
 
-    def _maybe_advance_high_watermark(self) -> None:
-        if not self.is_leader:
+    def _maybe_advance_high_watermark(self, log_end: int | None = None) -> None:
+        """``log_end``: the log end offset if the caller has just read it."""
+        broker_id = self.broker_id
+        if self.leader_id != broker_id:
             return
-        hw = self.log_end_offset
+        hw = self.log.log_end_offset if log_end is None else log_end
+        leo = self._follower_leo
         for replica in self.isr:
-            if replica != self.broker_id:
-                hw = min(hw, self._follower_leo.get(replica, -1))
+            if replica != broker_id:
+                hw = min(hw, leo.get(replica, -1))
         if hw > self.high_watermark:
             self.high_watermark = hw
             self._complete_ack_waiters()
@@ -291,10 +294,11 @@ class Partition:
     def wake_fetchers(self) -> None:
         """Wake long-polling fetches and make every fetch session of this partition visit it
         again (on each append, high watermark, log start or role change)."""
-        waiters, self._data_waiters = self._data_waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
+        if self._data_waiters:
+            waiters, self._data_waiters = self._data_waiters, []
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
         if self._sessions:
             gone = []
             for key, ref in self._sessions.items():

@@ -116,7 +116,9 @@ class ReplicaManager:
         partition = self._partitions.get(state.tp)
         if partition is None:
             partition = self._create_partition(state.tp, topic_config)
-        elif (state.leader_epoch, state.zk_version) <= (partition.leader_epoch, partition.zk_version):
+        elif state.leader_epoch <= partition.leader_epoch and (
+                state.leader_epoch < partition.leader_epoch
+                or state.zk_version <= partition.zk_version):
             return ErrorCode.STALE_CONTROLLER_EPOCH  # Kafka's answer to an old leader epoch
         if state.leader == self.broker_id:
             self.fetchers.stop_following(state.tp)

@@ -203,6 +203,20 @@ class ControllerContext:
         else:
             self._partition_states[tp] = state
 
+    def swap_partition_states(self, tps: list[TopicPartition],
+                              state: PartitionStatus) -> list[PartitionStatus]:
+        """Put ``state`` for every partition; returns their previous states, in order
+        (``swap_replica_states`` for partitions)."""
+        states = self._partition_states
+        get = states.get
+        previous = [get(tp, PartitionStatus.NON_EXISTENT) for tp in tps]
+        if state is PartitionStatus.NON_EXISTENT:
+            for tp in tps:
+                states.pop(tp, None)
+        else:
+            states.update(dict.fromkeys(tps, state))
+        return previous
+
     def partitions_in_states(self, *states: PartitionStatus) -> list[TopicPartition]:
         return sorted(tp for tp, s in self._partition_states.items() if s in states)
 

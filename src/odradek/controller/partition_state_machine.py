@@ -138,8 +138,9 @@ class PartitionStateMachine:
                     f"{sorted(s.value for s in VALID_PREVIOUS[target])} to move to "
                     f"{target.value}, but is in {current.value}"), results)
         if target is not _P.ONLINE:
-            for tp in valid:
-                self._transition(tp, target)
+            previous = self._ctx.swap_partition_states(valid, target)
+            self._log.partition_transitions(self._controller_id, self._ctx.epoch, valid,
+                                            [_NAME[p] for p in previous], _NAME[target])
             return lambda: results
         new = [tp for tp in valid if self._ctx.partition_state(tp) is _P.NEW]
         to_elect = [tp for tp in valid if self._ctx.partition_state(tp) is not _P.NEW]
@@ -173,15 +174,23 @@ class PartitionStateMachine:
             to_create[tp] = LeaderAndIsr(live[0], 0, live, self._ctx.epoch, 0)
         if not to_create:
             return
+        told = []
+        online: list[TopicPartition] = []
+        leaderships: list[LeaderAndIsr] = []
         for tp, created in self._zk.create_partition_states(to_create).items():
             if isinstance(created, Exception):
                 self._fail(tp, _P.NEW, _P.ONLINE, created, results)
                 continue
             self._ctx.put_partition_leadership(tp, created)
-            self._batch.add_leader_and_isr(created.isr, tp, created,
-                                           self._ctx.partition_replica_assignment(tp), is_new=True)
-            self._transition(tp, _P.ONLINE, created)
+            told.append((created.isr, tp, created, self._ctx.partition_replica_assignment(tp)))
+            online.append(tp)
+            leaderships.append(created)
             results[tp] = created
+        self._batch.add_leader_and_isrs(told, is_new=True)
+        previous = self._ctx.swap_partition_states(online, _P.ONLINE)
+        self._log.partition_transitions(self._controller_id, self._ctx.epoch, online,
+                                        [_NAME[p] for p in previous], _NAME[_P.ONLINE],
+                                        leaderships)
 
     # -- OfflinePartition/OnlinePartition -> OnlinePartition --------------------------------
     def _start_elections(
@@ -217,12 +226,13 @@ class PartitionStateMachine:
         is read fresh too. Retry rounds read everything.
         """
         elections: dict[TopicPartition, Election] = {}
+        live = self._ctx.live_broker_ids()  # is_replica_online, without a call per replica
 
         def elects_cleanly(tp: TopicPartition, cached: LeaderAndIsr) -> bool:
             if cached.controller_epoch > self._ctx.epoch:
                 return False
             try:
-                elections[tp] = self._elect(tp, cached, strategy, allow_unclean=False)
+                elections[tp] = self._elect(tp, cached, strategy, live, allow_unclean=False)
             except StateChangeFailedError:
                 return False
             return True
@@ -246,7 +256,7 @@ class PartitionStateMachine:
             self._refresh_configs_for_unclean(undecided)
         for tp, lai in undecided.items():
             try:
-                elections[tp] = self._elect(tp, lai, strategy)
+                elections[tp] = self._elect(tp, lai, strategy, live)
             except StateChangeFailedError as e:
                 self._fail(tp, self._ctx.partition_state(tp), _P.ONLINE, e, results)
         if not elections:
@@ -258,6 +268,8 @@ class PartitionStateMachine:
             retry: dict[TopicPartition, Exception | None] = {}
             assignment_of = self._ctx.partition_replica_assignment
             told = []
+            elected: list[TopicPartition] = []
+            leaderships: list[LeaderAndIsr] = []
             for tp, outcome in pending().items():
                 if isinstance(outcome, Exception):
                     retry[tp] = outcome
@@ -268,10 +280,12 @@ class PartitionStateMachine:
                                    tp, outcome.leader, list(current_states[tp].isr))
                 self._ctx.put_partition_leadership(tp, outcome)
                 told.append((elections[tp].receivers, tp, outcome, assignment_of(tp)))
-                self._log.leader_election(self._controller_id, self._ctx.epoch, tp,
-                                          strategy.value, outcome)
-                self._transition(tp, _P.ONLINE, outcome)
+                elected.append(tp)
+                leaderships.append(outcome)
                 results[tp] = outcome
+            previous = self._ctx.swap_partition_states(elected, _P.ONLINE)
+            self._log.elections(self._controller_id, self._ctx.epoch, strategy.value, elected,
+                                [_NAME[p] for p in previous], leaderships)
             self._batch.add_leader_and_isrs(told, is_new=False)
             return retry
 
@@ -286,11 +300,11 @@ class PartitionStateMachine:
             for topic, config in self._zk.get_topic_configs(topics).items():
                 self._ctx.put_topic_config(topic, config)
 
-    def _elect(self, tp: TopicPartition, current: LeaderAndIsr,
-               strategy: ElectionStrategy, allow_unclean: bool = True) -> Election:
+    def _elect(self, tp: TopicPartition, current: LeaderAndIsr, strategy: ElectionStrategy,
+               live: frozenset[int], allow_unclean: bool = True) -> Election:
+        """``live``: the brokers that may lead (``ControllerContext.live_broker_ids``)."""
         ctx = self._ctx
         assignment = ctx.partition_replica_assignment(tp)
-        live = {r for r in assignment if ctx.is_replica_online(r, tp)}
         match strategy:
             case ElectionStrategy.OFFLINE:
                 unclean = allow_unclean and ctx.unclean_leader_election_enabled(tp.topic)
@@ -303,19 +317,11 @@ class PartitionStateMachine:
             case ElectionStrategy.PREFERRED:
                 return select_preferred(current, assignment, live, ctx.epoch)
             case ElectionStrategy.CONTROLLED_SHUTDOWN:
-                live_or_shutting_down = {r for r in assignment
-                                         if ctx.is_replica_online(r, tp, include_shutting_down=True)}
-                return select_controlled_shutdown(current, assignment, live_or_shutting_down,
+                return select_controlled_shutdown(current, assignment,
+                                                  ctx.registered_broker_ids,
                                                   ctx.shutting_down_broker_ids(), ctx.epoch)
 
     # -- bookkeeping ------------------------------------------------------------------------
-    def _transition(self, tp: TopicPartition, target: PartitionStatus,
-                    lai: LeaderAndIsr | None = None) -> None:
-        previous = self._ctx.partition_state(tp)
-        self._ctx.put_partition_state(tp, target)
-        self._log.partition_transition(self._controller_id, self._ctx.epoch, tp, _NAME[previous],
-                                       _NAME[target], lai)
-
     def _fail(self, tp: TopicPartition, current: PartitionStatus, target: PartitionStatus,
               error: Exception, results: PartitionResults) -> None:
         results[tp] = error

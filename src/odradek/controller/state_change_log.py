@@ -38,17 +38,22 @@ class StateChangeLog:
         """Lines recorded and not yet flushed."""
         return self._pending
 
-    def partition_transition(
+    def partition_transitions(
         self,
         controller_id: int,
         controller_epoch: int,
-        tp: TopicPartition,
-        from_state: str,
+        tps: Iterable[TopicPartition],
+        from_states: Iterable[str],
         to_state: str,
-        leader_and_isr: LeaderAndIsr | None = None,
+        leaderships: Iterable[LeaderAndIsr] | None = None,
     ) -> None:
-        self._write("partition", controller_id, controller_epoch, tp, from_state, to_state,
-                    leader_and_isr)
+        """One line per partition moved to ``to_state``, with its new leadership if given."""
+        tps = tuple(tps)
+        lais = tuple(leaderships) if leaderships is not None else (None,) * len(tps)
+        self._records.append((_partition_lines, (controller_id, controller_epoch, tps,
+                                                 tuple(from_states), to_state, lais,
+                                                 _now_ms()), {}))
+        self._pending += len(tps)
 
     def replica_transitions(
         self,
@@ -64,16 +69,23 @@ class StateChangeLog:
                                                tuple(from_states), to_state, _now_ms()), {}))
         self._pending += len(replicas)
 
-    def leader_election(
+    def elections(
         self,
         controller_id: int,
         controller_epoch: int,
-        tp: TopicPartition,
         strategy: str,
-        leader_and_isr: LeaderAndIsr,
+        tps: Iterable[TopicPartition],
+        from_states: Iterable[str],
+        leaderships: Iterable[LeaderAndIsr],
     ) -> None:
-        self._write("election", controller_id, controller_epoch, tp, None, None,
-                    leader_and_isr, strategy=strategy)
+        """Per partition, a line for its election (``strategy``, new leadership) and one
+        for its transition to OnlinePartition; one record for the thousands of elections
+        of a failover."""
+        tps = tuple(tps)
+        self._records.append((_election_lines, (controller_id, controller_epoch, strategy, tps,
+                                                tuple(from_states), tuple(leaderships),
+                                                _now_ms()), {}))
+        self._pending += 2 * len(tps)
 
     def failed_transition(
         self,
@@ -118,6 +130,26 @@ def _replica_lines(controller_id: int, controller_epoch: int,
     return (f'{head}{_jstr(from_state)}{middle}{tp.partition}, "replica": {replica}{to}'
             f'{_jstr(tp.topic)}}}'
             for (tp, replica), from_state in zip(replicas, from_states))
+
+
+def _partition_lines(controller_id: int, controller_epoch: int,
+                     tps: tuple[TopicPartition, ...], from_states: tuple[str, ...],
+                     to_state: str, leaderships: tuple[LeaderAndIsr | None, ...],
+                     time_ms: int) -> Iterator[str]:
+    for tp, from_state, lai in zip(tps, from_states, leaderships):
+        yield from _line("partition", controller_id, controller_epoch, tp, from_state, to_state,
+                         lai, time_ms=time_ms)
+
+
+def _election_lines(controller_id: int, controller_epoch: int, strategy: str,
+                    tps: tuple[TopicPartition, ...], from_states: tuple[str, ...],
+                    leaderships: tuple[LeaderAndIsr, ...], time_ms: int) -> Iterator[str]:
+    online = "OnlinePartition"
+    for tp, from_state, lai in zip(tps, from_states, leaderships):
+        yield from _line("election", controller_id, controller_epoch, tp, None, None, lai,
+                         strategy=strategy, time_ms=time_ms)
+        yield from _line("partition", controller_id, controller_epoch, tp, from_state, online,
+                         lai, time_ms=time_ms)
 
 
 def _line(

@@ -175,27 +175,55 @@ class _TopicStates(Type):
                     len(ps.offline_replicas), *ps.offline_replicas) for ps in group)
 
     def decode(self, buf: memoryview, pos: int) -> tuple[tuple[PartitionState, ...], int]:
+        """One ``struct`` unpack per entry while the ISR and replica counts stay those of the
+        entry before (a failover's 10,000 entries have two or three shapes); an entry of
+        another shape is read field by field, and its shape tried on the next one."""
         n_topics, pos = _count(buf, pos, 6)
         states: list[PartitionState] = []
+        append = states.append
+        is_lai = self._last_is_new
+        end = len(buf)
+        shape: tuple[int, int, int] | None = None  # (n_isr, n_replicas, n_offline)
+        whole: struct.Struct | None = None  # the struct of a whole entry of that shape
         for _ in range(n_topics):
             topic, pos = String.decode(buf, pos)
             n_partitions, pos = _count(buf, pos, 29)
             for _ in range(n_partitions):
-                partition, controller_epoch, leader, leader_epoch, n = _HEAD.unpack_from(buf, pos)
-                isr, pos = _int_array(buf, pos + 20, n)
-                zk_version, n = _I32_PAIR.unpack_from(buf, pos)
-                replicas, pos = _int_array(buf, pos + 8, n)
-                if self._last_is_new:
-                    (is_new,) = _BOOL.unpack_from(buf, pos)
-                    pos += 1
-                    offline: tuple[int, ...] = ()
-                else:
-                    is_new = False
-                    offline, pos = _int_array(buf, pos + 4, _I32.unpack_from(buf, pos)[0])
-                states.append(new_tuple(PartitionState, (
-                    new_tuple(TopicPartition, (topic, partition)), controller_epoch, leader,
-                    leader_epoch, isr, zk_version, replicas, is_new, offline)))
+                if whole is not None and pos + whole.size <= end:
+                    v = whole.unpack_from(buf, pos)
+                    n_isr, n_replicas, n_offline = shape  # type: ignore[misc]
+                    rep_at = 7 + n_isr
+                    if (v[4] == n_isr and v[rep_at - 1] == n_replicas
+                            and (is_lai or v[rep_at + n_replicas] == n_offline)):
+                        pos += whole.size
+                        append(new_tuple(PartitionState, (
+                            new_tuple(TopicPartition, (topic, v[0])), v[1], v[2], v[3],
+                            v[5:5 + n_isr], v[5 + n_isr], v[rep_at:rep_at + n_replicas],
+                            v[-1] if is_lai else False,
+                            () if is_lai else v[rep_at + n_replicas + 1:])))
+                        continue
+                state, pos = self._decode_entry(buf, pos, topic)
+                append(state)
+                shape = (len(state.isr), len(state.replicas), len(state.offline_replicas))
+                whole = (_lai_entry(shape[0], shape[1]) if is_lai else _um_entry(*shape))
         return tuple(states), pos
+
+    def _decode_entry(self, buf: memoryview, pos: int, topic: str) -> tuple[PartitionState, int]:
+        """One entry, field by field, every count checked against the buffer."""
+        partition, controller_epoch, leader, leader_epoch, n = _HEAD.unpack_from(buf, pos)
+        isr, pos = _int_array(buf, pos + 20, n)
+        zk_version, n = _I32_PAIR.unpack_from(buf, pos)
+        replicas, pos = _int_array(buf, pos + 8, n)
+        if self._last_is_new:
+            (is_new,) = _BOOL.unpack_from(buf, pos)
+            pos += 1
+            offline: tuple[int, ...] = ()
+        else:
+            is_new = False
+            offline, pos = _int_array(buf, pos + 4, _I32.unpack_from(buf, pos)[0])
+        return new_tuple(PartitionState, (
+            new_tuple(TopicPartition, (topic, partition)), controller_epoch, leader,
+            leader_epoch, isr, zk_version, replicas, is_new, offline)), pos
 
 
 def _count(buf: memoryview, pos: int, min_item_size: int) -> tuple[int, int]:
@@ -221,9 +249,16 @@ class _PartitionErrors(Type):
 
     def encode(self, value: dict[TopicPartition, int], out: list[bytes]) -> None:
         out.append(_I32.pack(len(value)))
+        names: dict[str, bytes] = {}  # every entry repeats its topic name: encode each once
+        pack = _PARTITION_ERROR.pack
         for tp, code in value.items():
-            String.encode(tp.topic, out)
-            out.append(_PARTITION_ERROR.pack(tp.partition, code))
+            name = names.get(tp.topic)
+            if name is None:
+                encoded: list[bytes] = []
+                String.encode(tp.topic, encoded)
+                name = names[tp.topic] = b"".join(encoded)
+            out.append(name)
+            out.append(pack(tp.partition, code))
 
     def decode(self, buf: memoryview, pos: int) -> tuple[Mapping[TopicPartition, int], int]:
         """Checks the layout now and builds the mapping only when it is read: the controller
