@@ -187,6 +187,8 @@ class _TopicStates(Type):
         whole: struct.Struct | None = None  # the struct of a whole entry of that shape
         for _ in range(n_topics):
             topic, pos = String.decode(buf, pos)
+            if topic is None:  # cannot happen (String raises on null); narrows the type
+                raise SchemaError("null topic name")
             n_partitions, pos = _count(buf, pos, 29)
             for _ in range(n_partitions):
                 if whole is not None and pos + whole.size <= end:
