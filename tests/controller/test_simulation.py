@@ -2,7 +2,7 @@
 
 Each seed is one reproducible schedule of random steps on the in-memory seams: brokers die and
 come back, controllers fail over (and the deposed one keeps acting), leaders shrink and expand
-their ISRs, brokers shut down cleanly, admins ask for preferred leaders. Simulated brokers
+their ISRs, brokers shut down cleanly, admins ask for elections and create topics. Simulated brokers
 apply the controller's requests as real ones do (fenced by controller and broker epoch, newer
 leader epochs only). After every step the properties that make failover safe are checked:
 
@@ -10,7 +10,8 @@ leader epochs only). After every step the properties that make failover safe are
 - leader epochs never go back, and a leader change always moves the epoch;
 - a new leader comes from the ISR stored before the step, unless the topic or an admin's
   request allows an unclean election and no ISR member is alive;
-- after a broker change or a failover, a partition with a live ISR member has a live leader;
+- after a broker change, a failover or a topic creation, a partition with a live ISR member
+  has a live leader, and a partition with a live replica has a state;
 - every live replica has applied its partition's current leader and leader epoch;
 - the active controller's cached leaderships are what ZooKeeper holds;
 - a deposed controller changes nothing in ZooKeeper, and brokers ignore what it sends.
@@ -31,7 +32,7 @@ from odradek.controller.controller import Controller
 from odradek.controller.controller_context import UNCLEAN_LEADER_ELECTION
 from odradek.controller.events import (BrokerChange, ControlledShutdown, ControllerEvent,
                                        ElectionType, IsrChangeNotification, ReplicaLeaderElection,
-                                       Startup)
+                                       Startup, TopicChange)
 from odradek.controller.seams import ControllerMovedError
 from odradek.controller.state_change_log import StateChangeLog
 from odradek.metadata import LeaderAndIsr, PartitionState, TopicPartition
@@ -180,7 +181,7 @@ class World:
         led = [tp for tp, lai in sorted(self.zk.states.items()) if lai.leader in self.live]
         choice = rng.choice(["kill", "kill", "restart", "restart", "shrink", "expand",
                              "controlled_shutdown", "resign", "preferred", "unclean", "deposed",
-                             "race"])
+                             "race", "create"])
         if choice == "kill" and len(self.live) > 1:
             victim = rng.choice(sorted(self.live))
             self.kill(victim)
@@ -221,6 +222,16 @@ class World:
                                                callback=answers.append))
             assert len(answers) == 1, "an election request is answered exactly once"
             return choice, "preferred leader election"
+        if choice == "create" and len(self.zk.topics) < len(TOPICS) + 3:
+            # a new topic, maybe with replicas on dead brokers (its partitions with no live
+            # replica stay New until one comes back)
+            topic = f"new{len(self.zk.topics)}"
+            rf = rng.randint(1, 3)
+            partitions = {p: tuple(rng.sample(BROKERS, rf)) for p in range(rng.randint(1, 4))}
+            self.zk.create_topic(topic, partitions)
+            self.assignment.update({TopicPartition(topic, p): r for p, r in partitions.items()})
+            self.process(TopicChange())
+            return choice, f"create {topic} {partitions}"
         if choice == "unclean":
             answers = []
             self.process(ReplicaLeaderElection(frozenset(self.assignment), ElectionType.UNCLEAN,
@@ -262,7 +273,7 @@ class World:
                         # UNCLEAN, KIP-460) allows it, and when no ISR member was live
                         allowed = tp.topic in UNCLEAN_TOPICS or action == UNCLEAN_ASKED
                         assert allowed and not live & set(old.isr), f"unclean: {where} was {old}"
-            if action.startswith(("kill", "restart", "controller", "controlled")):
+            if action.startswith(("kill", "restart", "controller", "controlled", "create")):
                 if live & set(lai.isr):
                     assert lai.leader in live, f"offline with a live ISR member: {where}"
                 # dead replicas leave the ISR, but for the last member (who holds the log)
@@ -275,6 +286,10 @@ class World:
                             lai.leader, lai.leader_epoch), f"broker {replica} has {role}: {where}"
             cached = self.active.context.partition_leadership(tp)
             assert cached == lai, f"controller caches {cached}: {where}"
+        if action.startswith(("kill", "restart", "controller", "controlled", "create")):
+            for tp, replicas in sorted(self.assignment.items()):
+                assert tp in self.zk.states or not live & set(replicas), \
+                    f"{tp} (replicas {replicas}) has live replicas but no state after '{action}'"
 
 
 def test_random_schedules_keep_failover_safe() -> None:
@@ -294,5 +309,5 @@ def test_random_schedules_keep_failover_safe() -> None:
         fenced += world.fenced_requests
     # the schedules really did all of it, so a step that silently does nothing shows up here
     assert set(done) >= {"kill", "restart", "shrink", "expand", "controlled_shutdown", "resign",
-                         "preferred", "unclean", "deposed", "race"}, done
+                         "preferred", "unclean", "deposed", "race", "create"}, done
     assert fenced > 0, "no request of a deposed controller ever reached a broker"
