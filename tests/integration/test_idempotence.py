@@ -39,9 +39,18 @@ def batch(pid: int, seq: int, values: list[bytes], epoch: int = 0) -> bytes:
     return build_batch([(None, v) for v in values], producer_id=pid, producer_epoch=epoch, base_sequence=seq)
 
 
-def leader_of(bootstrap: str, topic: str) -> int:
-    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
-    return metadata.topics[topic].partitions[0].leader
+def leader_of(bootstrap: str, topic: str, timeout: float = 10.0) -> int:
+    """Partition 0's leader as a client sees it, asked again until a broker knows it:
+    CreateTopics answers once the broker that took it knows the leaders, and the broker asked
+    here may hear from the controller a moment later (as in Kafka; seen once in CI)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        topic_md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(
+            topic, timeout=timeout).topics[topic]
+        if 0 in topic_md.partitions and topic_md.partitions[0].leader >= 0:
+            return topic_md.partitions[0].leader
+        assert time.monotonic() < deadline, f"no leader for {topic}-0: {topic_md.error}"
+        time.sleep(0.1)
 
 
 def latest_offset(bootstrap: str, topic: str) -> int:
