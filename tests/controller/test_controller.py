@@ -202,6 +202,26 @@ def test_bounced_broker_is_failed_over_then_started() -> None:
     assert [r.broker_epoch for b, r in channel.leader_and_isr() if b == 1][-1] == 999
 
 
+def test_a_bounced_sole_isr_member_is_elected_again_not_an_unclean_replica() -> None:
+    """Kafka 2.4 fails a bounced broker over before starting it, so on a topic that allows
+    unclean elections the partition it alone had in sync went to a replica without its log.
+    The bounced broker still has that log: it is elected again, cleanly."""
+    zk = cluster()
+    zk.create_topic("t", {0: (1, 2)}, {"unclean.leader.election.enable": "true"})
+    zk.states[tp("t", 0)] = LeaderAndIsr(1, 0, (1,), 1, 0)
+    controller, _, _ = new_controller(zk, broker_id=3)
+    controller.on_become_controller(epoch=1, epoch_zk_version=0)
+    zk.register_broker(1, epoch=999)  # gone and back before the controller looked
+    controller.process(BrokerChange())
+    assert zk.states[tp("t", 0)].leader == 1
+    assert zk.states[tp("t", 0)].isr == (1,)
+    assert controller.context.partition_state(tp("t", 0)) is P.ONLINE
+    assert controller.context.returning_brokers == frozenset()
+    zk.kill_broker(1)  # really gone this time: the unclean election the topic allows
+    controller.process(BrokerChange())
+    assert zk.states[tp("t", 0)].leader == 2
+
+
 def test_isr_change_notification_refreshes_cache_and_metadata() -> None:
     zk = cluster()
     zk.create_topic("t", {0: (1, 2, 3)})

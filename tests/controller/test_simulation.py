@@ -120,9 +120,6 @@ class World:
         self.controllers: list[tuple[Controller, FakeChannel, int]] = []  # newest last
         self.fenced_requests = 0
         self.done: Counter[str] = Counter()  # steps taken, by kind
-        #: brokers the controller rightly takes for dead while deciding this step, though
-        #: registered again by its end (a bounce)
-        self.dead_to_controller: set[int] = set()
 
     # -- the world's moves -----------------------------------------------------------------
     def _register(self, broker_id: int) -> None:
@@ -174,7 +171,6 @@ class World:
     # -- one random step ---------------------------------------------------------------------
     def step(self) -> str:
         """One random move that the current state allows; returns what it did."""
-        self.dead_to_controller = set()
         kind, what = self._step()
         self.done[kind] += 1
         return what
@@ -232,7 +228,6 @@ class World:
             broker_id = rng.choice([b for b in sorted(self.live) if b != self.active.broker_id])
             self.zk.kill_broker(broker_id)
             self._register(broker_id)
-            self.dead_to_controller = {broker_id}
             self.process(BrokerChange())
             return choice, f"restart {broker_id} (bounced before the controller saw it go)"
         if choice == "create" and len(self.zk.topics) < len(TOPICS) + 3:
@@ -283,12 +278,10 @@ class World:
                     assert lai.leader_epoch > old.leader_epoch, where
                     if lai.leader != -1 and lai.leader not in old.isr:
                         # unclean: only where the topic or an admin's request (ElectLeaders
-                        # UNCLEAN, KIP-460) allows it, and when no ISR member was live. A
-                        # bounced broker is handled as Kafka 2.4 does, as dead then new: its
-                        # partitions may be elected uncleanly before it counts as live again
+                        # UNCLEAN, KIP-460) allows it, and when no ISR member is live (a
+                        # bounced one included: it is back with its log)
                         allowed = tp.topic in UNCLEAN_TOPICS or action == UNCLEAN_ASKED
-                        assert allowed and not (live - self.dead_to_controller) & set(old.isr), \
-                            f"unclean: {where} was {old}"
+                        assert allowed and not live & set(old.isr), f"unclean: {where} was {old}"
             if action.startswith(("kill", "restart", "controller", "controlled", "create")):
                 if live & set(lai.isr):
                     assert lai.leader in live, f"offline with a live ISR member: {where}"

@@ -236,8 +236,14 @@ class Controller:
             self._channel.remove_broker(broker_id)
             self._ctx.remove_live_broker(broker_id)
         if bounced:
-            # A broker that re-registered lost its in-memory state: treat it as dead, then new.
-            self._on_broker_failure(bounced)
+            # A broker that re-registered lost its in-memory state: treat it as dead, then new
+            # (Kafka 2.4). Unlike Kafka, a partition whose only live ISR member is a bounced
+            # broker is not elected uncleanly in between: that broker still has the log.
+            self._ctx.returning_brokers = frozenset(bounced)
+            try:
+                self._on_broker_failure(bounced)
+            finally:
+                self._ctx.returning_brokers = frozenset()
         for broker_id in new + bounced:
             self._ctx.add_live_broker(current[broker_id])
             self._channel.add_broker(current[broker_id])

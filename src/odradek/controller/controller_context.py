@@ -34,6 +34,9 @@ class ControllerContext:
         self._epoch_zk_version = 0
         self._live_brokers: dict[int, BrokerInfo] = {}
         self._shutting_down: set[int] = set()
+        #: brokers that re-registered before we saw them go (bounced), while their old
+        #: incarnation is handled as dead: their logs are still there (see Controller)
+        self.returning_brokers: frozenset[int] = frozenset()
         self._topic_ids: dict[str, str] = {}
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._assignment: dict[TopicPartition, tuple[int, ...]] = {}

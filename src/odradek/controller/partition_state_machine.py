@@ -307,7 +307,10 @@ class PartitionStateMachine:
         assignment = ctx.partition_replica_assignment(tp)
         match strategy:
             case ElectionStrategy.OFFLINE:
-                unclean = allow_unclean and ctx.unclean_leader_election_enabled(tp.topic)
+                # an ISR member that bounced is back, log and all: it is elected cleanly once
+                # its startup is handled in the same event, so no unclean election meanwhile
+                unclean = (allow_unclean and ctx.unclean_leader_election_enabled(tp.topic)
+                           and ctx.returning_brokers.isdisjoint(current.isr))
                 return select_offline(current, assignment, live, unclean, ctx.epoch)
             case ElectionStrategy.OFFLINE_UNCLEAN:
                 return select_offline(current, assignment, live, allow_unclean, ctx.epoch)
