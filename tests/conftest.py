@@ -1,13 +1,18 @@
-"""Shared fixtures: one private ZooKeeper per test session, a private chroot per test."""
+"""Shared fixtures: one private ZooKeeper per test session, a private chroot per test, and
+librdkafka's protocol errors turned into test failures (librdkafka_guard.py)."""
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
 
-import pytest
+import librdkafka_guard
 
-from odradek.netutil import free_port
-from odradek.zk.server import ZooKeeperServer, check_installed
+librdkafka_guard.install()  # before any test module imports confluent_kafka's clients
+
+import pytest  # noqa: E402
+
+from odradek.netutil import free_port  # noqa: E402
+from odradek.zk.server import ZooKeeperServer, check_installed  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -28,3 +33,13 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperSer
 def zk_connect(zookeeper: ZooKeeperServer) -> str:
     """A connect string with a chroot of its own, so tests never see each other's znodes."""
     return f"{zookeeper.connect_string}/odradek-test-{uuid.uuid4().hex}"
+
+
+@pytest.fixture(autouse=True)
+def no_librdkafka_protocol_errors() -> Iterator[None]:
+    """Fails a test during which a confluent-kafka client logged a protocol error: librdkafka
+    only logs them (and drops the response), so counting records would not notice."""
+    librdkafka_guard.take_protocol_errors()
+    yield
+    errors = librdkafka_guard.take_protocol_errors()
+    assert not errors, "librdkafka protocol errors:\n" + "\n".join(errors[:20])

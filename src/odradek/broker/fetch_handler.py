@@ -159,7 +159,7 @@ class FetchHandler:
                 if session is not None:
                     session.dirty.add(t.tp)  # told again each time, as before sessions
                 has_error = True
-                out.setdefault(t.tp.topic, []).append((t.tp.partition, error, -1, -1, None))
+                out.setdefault(t.tp.topic, []).append((t.tp.partition, error, -1, -1, b""))
                 told.append((t, -2, -2))  # tell it everything again once it recovers
                 continue
             assert partition is not None

@@ -5,6 +5,11 @@ here, see docs/benchmarks.md), which bounded acks=all throughput: each acknowled
 Produce response and two follower Fetch round trips. These encoders write the same bytes with
 struct, and Fetch responses come back as a list of buffers so record data is never copied
 (`transport.writelines`). tests/protocol/test_fast_paths.py checks every version against kio.
+
+A partition answered with an error still carries records, empty ones, as Apache Kafka always
+sends: the schema allows null records, but librdkafka reads a null (size -1) as an invalid
+MessageSetSize and drops the whole response, so every other partition in it waited for the
+next fetch.
 """
 from __future__ import annotations
 
@@ -20,8 +25,8 @@ _I64 = struct.Struct(">q")
 
 # (partition, error_code, base_offset, log_start_offset)
 ProducePartition = tuple[int, int, int, int]
-# (partition, error_code, high_watermark, log_start_offset, records or None)
-FetchPartition = tuple[int, int, int, int, "bytes | memoryview | None"]
+# (partition, error_code, high_watermark, log_start_offset, records: b"" with an error)
+FetchPartition = tuple[int, int, int, int, "bytes | memoryview"]
 
 
 def _uvarint(n: int) -> bytes:
@@ -96,14 +101,11 @@ def fetch_response(version: int, correlation_id: int, topics: Iterable[tuple[str
             head += b"\0" if flexible else b"\xff\xff\xff\xff"  # aborted transactions: null
             if version >= 11:
                 head += b"\xff\xff\xff\xff"  # preferred read replica: none
-            if records is None:
-                head += b"\0" if flexible else b"\xff\xff\xff\xff"
-            else:
-                head += _uvarint(len(records) + 1) if flexible else _I32.pack(len(records))
-                if len(records):
-                    out.append(bytes(head))
-                    out.append(records)
-                    head = bytearray()
+            head += _uvarint(len(records) + 1) if flexible else _I32.pack(len(records))
+            if len(records):
+                out.append(bytes(head))
+                out.append(records)
+                head = bytearray()
             if flexible:
                 head += b"\0"
         if flexible:
