@@ -29,9 +29,7 @@ def leader_for(ctx: BrokerContext, tp: TopicPartition,
     """This broker's partition if it leads tp at the epoch the client believes in."""
     partition = ctx.replica_manager.get(tp)
     if partition is None or not partition.is_leader:
-        if ctx.metadata.partition(tp) is None:
-            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return None, ctx.metadata.not_served_error(tp)
     if current_leader_epoch >= 0:
         if current_leader_epoch < partition.leader_epoch:
             return None, ErrorCode.FENCED_LEADER_EPOCH

@@ -102,9 +102,7 @@ class KafkaApis:
         """Append as leader; fills entry's base and log start offsets, returns the last offset."""
         partition = self.ctx.replica_manager.get(tp)
         if partition is None or not partition.is_leader:
-            if self.ctx.metadata.partition(tp) is None:
-                return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
-            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
+            return None, self.ctx.metadata.not_served_error(tp), -1
         if not records:
             return None, ErrorCode.CORRUPT_MESSAGE, -1
         if len(records) > self.ctx.config.message_max_bytes:

@@ -1,11 +1,30 @@
 """What this broker knows of the cluster, as the controller's UpdateMetadata requests told it.
 
-Metadata requests from clients are answered from here, never from ZooKeeper, so a client sees the
-controller's decisions in the order the controller made them.
+Metadata requests from clients are answered from here, so a client sees the controller's
+decisions in the order the controller made them.
+
+A broker that has just started knows nothing until the controller's first UpdateMetadata
+reaches it: 2 to 7 s after a kill -9 and restart of the controller broker (the new controller is
+elected only when the old one's ZooKeeper session ends). Answering from the empty cache told
+clients that existing topics do not exist, and librdkafka then fails every produce() to such a
+topic until the application re-creates its producer. So, as Apache Kafka's KRaft brokers do not
+serve until they have caught up with the metadata log, a broker answers no client from an
+empty cache: Metadata requests wait for the first UpdateMetadata (`wait_initialized`), and past
+that bound are answered from ZooKeeper itself (`from_zookeeper`), which holds the same state
+the controller would send; partitions this broker does not serve are NOT_LEADER_OR_FOLLOWER
+(retriable everywhere), never UNKNOWN_TOPIC_OR_PARTITION, until the cache is initialized.
 """
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
 from odradek.metadata import BrokerInfo, PartitionState, TopicPartition
+from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.zk.client import KafkaZkClient
 
 
 class MetadataCache:
@@ -14,11 +33,33 @@ class MetadataCache:
         self.controller_epoch = -1
         self._brokers: dict[int, BrokerInfo] = {}
         self._topics: dict[str, dict[int, PartitionState]] = {}
+        self._initialized = asyncio.Event()
+
+    @property
+    def initialized(self) -> bool:
+        """Whether a controller's UpdateMetadata has reached this broker since it started."""
+        return self._initialized.is_set()
+
+    async def wait_initialized(self, timeout_s: float) -> bool:
+        try:
+            await asyncio.wait_for(self._initialized.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            pass
+        return self.initialized
+
+    def not_served_error(self, tp: TopicPartition) -> ErrorCode:
+        """The error for a request about a partition this broker does not lead: unknown only
+        when the controller has told us the cluster and tp is not in it (as Kafka's
+        ReplicaManager answers), retriable otherwise."""
+        if self.initialized and self.partition(tp) is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     def update(self, controller_id: int, controller_epoch: int, live_brokers: tuple[BrokerInfo, ...],
                states: tuple[PartitionState, ...], deleted: set[TopicPartition] = frozenset()) -> None:  # type: ignore[assignment]
         self.controller_id = controller_id
         self.controller_epoch = controller_epoch
+        self._initialized.set()
         self._brokers = {b.id: b for b in live_brokers}
         for state in states:
             self._topics.setdefault(state.tp.topic, {})[state.tp.partition] = state
@@ -44,3 +85,27 @@ class MetadataCache:
 
     def partition(self, tp: TopicPartition) -> PartitionState | None:
         return self._topics.get(tp.topic, {}).get(tp.partition)
+
+
+def from_zookeeper(zk: KafkaZkClient, topics: Iterable[str] | None) -> MetadataCache:
+    """A cache read from ZooKeeper, for the named topics (None: all): what the controller would
+    send in an UpdateMetadata, read directly. Blocking; for a broker whose controller has not
+    spoken yet."""
+    cache = MetadataCache()
+    names = zk.get_all_topics() if topics is None else set(topics)
+    assignments = zk.get_topic_assignments(names)
+    tps = [TopicPartition(a.name, p) for a in assignments.values() for p in a.partitions]
+    states = zk.get_partition_states(tps)
+    partition_states = []
+    for tp in tps:
+        replicas = assignments[tp.topic].partitions[tp.partition]
+        state = states.get(tp)
+        if state is None:  # created, no leader elected yet
+            partition_states.append(PartitionState(tp, -1, -1, -1, (), -1, replicas))
+        else:
+            partition_states.append(PartitionState(tp, state.controller_epoch, state.leader, state.leader_epoch,
+                                                   state.isr, state.zk_version, replicas))
+    controller_id = zk.get_controller_id()
+    cache.update(-1 if controller_id is None else controller_id, -1,
+                 tuple(zk.get_live_brokers().values()), tuple(partition_states))
+    return cache
