@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import Any, Awaitable
 
 from odradek.broker import apis
+from odradek.broker.connection import CloseConnection
 from odradek.broker.context import BrokerContext
+from odradek.broker.metadata_cache import MetadataCache, from_zookeeper
 from odradek.broker.topic_admin import (TOPIC_CONFIG_DEFAULTS, TopicError, assign_replicas,
                                         validate_assignment, validate_configs, validate_topic_name)
 from odradek.controller.events import (ElectionNotNeededError, ElectionType, EventPreemptedError,
@@ -34,22 +36,61 @@ def unsupported_api_versions(correlation_id: int) -> bytes:
                                     {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": _API_KEYS})
 
 
-def metadata(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
-    cache = ctx.metadata
-    live = {b.id for b in cache.live_brokers}
+#: How long a Metadata request waits for this broker's first UpdateMetadata before it is
+#: answered from ZooKeeper. A restarted broker hears from the controller within ~0.1 s, or once a
+#: new controller is elected and loaded after a controller's death (zookeeper.session.timeout.ms,
+#: 6 s by default, plus its failover); clients wait 30-60 s for an answer.
+METADATA_WAIT_S = 10.0
+#: ZooKeeper reads for that answer; past this the connection is closed and the client retries.
+METADATA_FROM_ZOOKEEPER_S = 10.0
+
+
+def metadata(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes | Awaitable[bytes]:
+    """Answered from the metadata cache; a broker the controller has not yet spoken to waits
+    for it, then answers from ZooKeeper (metadata_cache.py says why)."""
+    if ctx.metadata.initialized:
+        return _metadata_response(ctx, ctx.metadata, header, req, version)
+    return _metadata_once_known(ctx, header, req, version)
+
+
+async def _metadata_once_known(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    if await ctx.metadata.wait_initialized(METADATA_WAIT_S):
+        return _metadata_response(ctx, ctx.metadata, header, req, version)
+    topics = _requested_topics(req, version)
+    valid = None if topics is None else [t for t in topics if _valid_topic_name(t)]
+    try:
+        cache = await asyncio.wait_for(asyncio.to_thread(from_zookeeper, ctx.zk, valid), METADATA_FROM_ZOOKEEPER_S)
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable too: nothing true to say
+        raise CloseConnection(f"no metadata yet from the controller or ZooKeeper ({exc!r})") from None
+    log.info("answered Metadata from ZooKeeper: no UpdateMetadata from a controller after %g s", METADATA_WAIT_S)
+    return _metadata_response(ctx, cache, header, req, version)
+
+
+def _valid_topic_name(name: str | None) -> bool:
+    try:
+        validate_topic_name(name or "")
+    except TopicError:
+        return False
+    return True
+
+
+def _requested_topics(req: Any, version: int) -> list[str] | None:
+    """The topic names a Metadata request asks about; None for all topics."""
     if req.topics is None or (version == 0 and not req.topics):
+        return None
+    return [t.name for t in req.topics]
+
+
+def _metadata_response(ctx: BrokerContext, cache: MetadataCache, header: Any, req: Any, version: int) -> bytes:
+    live = {b.id for b in cache.live_brokers}
+    names = _requested_topics(req, version)
+    if names is None:
         names = cache.topics()
-    else:
-        names = [t.name for t in req.topics]
     topics = []
     for name in names:
         parts = cache.partitions(name) if name else None
         if parts is None:
-            try:
-                validate_topic_name(name or "")
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            except TopicError:
-                code = ErrorCode.INVALID_TOPIC_EXCEPTION
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if _valid_topic_name(name) else ErrorCode.INVALID_TOPIC_EXCEPTION
             topics.append({"error_code": code, "name": name, "topic_id": None, "is_internal": False,
                            "partitions": []})
             continue
@@ -73,6 +114,7 @@ def metadata(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
 
 
 async def create_topics(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    await ctx.metadata.wait_initialized(METADATA_WAIT_S)  # the live brokers to assign replicas to
     results = []
     created: list[str] = []
     for topic in req.topics:
@@ -153,11 +195,14 @@ async def describe_configs(ctx: BrokerContext, header: Any, req: Any, version: i
     results = []
     topics = [r.resource_name for r in req.resources if r.resource_type == TOPIC_RESOURCE]
     stored = await asyncio.to_thread(ctx.zk.get_topic_configs, topics) if topics else {}
+    known = not topics or await ctx.metadata.wait_initialized(METADATA_WAIT_S)
+    existing = None if known else await asyncio.to_thread(ctx.zk.get_all_topics)
     for res in req.resources:
         entry: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
                                  "resource_name": res.resource_name, "configs": []}
         if res.resource_type == TOPIC_RESOURCE:
-            if ctx.metadata.partitions(res.resource_name) is None:
+            if (ctx.metadata.partitions(res.resource_name) is None if existing is None
+                    else res.resource_name not in existing):
                 entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              error_message=f"Topic {res.resource_name} does not exist")
             else:
