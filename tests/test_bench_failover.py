@@ -26,3 +26,23 @@ def test_bench_failover_small_run_reports_its_keys(capsys) -> None:
     for key in ("broker_failover", "controller_failover"):
         runs = result[f"{key}_runs_s"]
         assert len(runs) == 2 and result[f"{key}_s"] == pytest.approx(sum(runs) / 2, abs=0.001)
+
+
+def test_partitions_are_spread_over_topics_that_fit_in_zookeeper() -> None:
+    """Above 50,000 partitions the bench uses several topics, each small enough for one znode
+    (a topic of 100,000 would be refused); up to it, the one topic of the earlier runs."""
+    from odradek.bench_failover import MAX_PARTITIONS_PER_TOPIC, bench_topics
+    from odradek.broker.topic_admin import assign_replicas, check_fits_in_zookeeper
+    from odradek.metadata import TopicAssignment
+    from odradek.zk import paths
+
+    assert bench_topics(10_000) == {"failover-bench": 10_000}
+    assert bench_topics(50_000) == {"failover-bench": 50_000}
+    assert bench_topics(100_000) == {"failover-bench-0": 50_000, "failover-bench-1": 50_000}
+    spread = bench_topics(120_001)
+    assert sorted(spread.values()) == [40_000, 40_000, 40_001] and sum(spread.values()) == 120_001
+    # the largest bench topic fits, at RF 3 on the bench's brokers (ids 1-3) and on ten brokers
+    for brokers in ([1, 2, 3], list(range(1, 11))):
+        largest = TopicAssignment("failover-bench-0", paths.new_topic_id(),
+                                  assign_replicas(brokers, MAX_PARTITIONS_PER_TOPIC, 3))
+        check_fits_in_zookeeper(largest, {})

@@ -44,12 +44,21 @@ def kafka_error_text(err: KafkaError | KafkaException | Exception) -> str:
     return str(err)
 
 
+#: librdkafka refuses a socket.timeout.ms above 300,000 (its configuration table's maximum;
+#: the AdminClient's construction raises), so one request can wait at most that long.
+MAX_SOCKET_TIMEOUT_MS = 300_000
+#: The longest timeout one admin request is given, 10 s inside MAX_SOCKET_TIMEOUT_MS so the
+#: request times out before its connection does. Longer operations poll (create_topic).
+MAX_REQUEST_TIMEOUT_S = MAX_SOCKET_TIMEOUT_MS / 1000 - 10
+
+
 def _admin(bootstrap: str, request_timeout: float = 0.0) -> AdminClient:
     """``request_timeout``: how long one request may wait for its answer; librdkafka's own
-    socket.timeout.ms (60 s) would otherwise cut off a longer CreateTopics operation timeout."""
+    socket.timeout.ms (60 s) would otherwise cut off a longer CreateTopics operation timeout.
+    Capped at librdkafka's maximum (MAX_SOCKET_TIMEOUT_MS)."""
     conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": quiet_logger()}
     if request_timeout > 50:
-        conf["socket.timeout.ms"] = int((request_timeout + 10) * 1000)
+        conf["socket.timeout.ms"] = min(int((request_timeout + 10) * 1000), MAX_SOCKET_TIMEOUT_MS)
     return AdminClient(conf)
 
 
@@ -60,24 +69,42 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication_factor:
     Returns once every live broker knows the leaders of all its partitions: CreateTopics answers
     when the broker that took it does, and the others hear from the controller a moment later,
     so a client asking another broker right away (the next command, a test) could otherwise be
-    told the topic does not exist."""
+    told the topic does not exist.
+
+    A ``timeout`` longer than one request may wait (MAX_REQUEST_TIMEOUT_S, librdkafka's limit)
+    is not one giant request: the CreateTopics request gets at most that long, and if it times
+    out the rest of ``timeout`` is spent polling every broker's metadata for the topic. A
+    broker answers CreateTopics within 30 s of writing the topic anyway (then its controller
+    is still creating the partitions: 50,000 partitions took 44-98 s on 2 cores)."""
     deadline = time.monotonic() + timeout
+    request_timeout = min(timeout, MAX_REQUEST_TIMEOUT_S)
     topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
                      config=config or {})
     # must outlive the future: a collected client fails it with _DESTROY
-    admin = _admin(bootstrap, request_timeout=timeout)
-    future = admin.create_topics([topic], request_timeout=timeout, operation_timeout=timeout)[name]
+    admin = _admin(bootstrap, request_timeout=request_timeout)
+    future = admin.create_topics([topic], request_timeout=request_timeout,
+                                 operation_timeout=request_timeout)[name]
+    answered = True
     try:
-        future.result(timeout=timeout + 5)
+        future.result(timeout=request_timeout + 5)
     except KafkaException as exc:
-        raise AdminError(kafka_error_text(exc)) from None
+        if not _timed_out(exc):
+            raise AdminError(kafka_error_text(exc)) from None
+        answered = False  # the write may still have happened: look for the topic below
     except TimeoutError:
-        raise AdminError(f"no answer from {bootstrap} within {timeout:g} s") from None
-    _wait_until_every_broker_knows(bootstrap, name, partitions, deadline)
+        answered = False
+    _wait_until_every_broker_knows(bootstrap, name, partitions, deadline, answered)
+
+
+def _timed_out(exc: KafkaException) -> bool:
+    """Whether a request failed only by not being answered in time (librdkafka's _TIMED_OUT,
+    or the broker's REQUEST_TIMED_OUT), so its effect is unknown rather than refused."""
+    err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    return err is not None and err.code() in (KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT)
 
 
 def _wait_until_every_broker_knows(bootstrap: str, topic: str, partitions: int,
-                                   deadline: float) -> None:
+                                   deadline: float, answered: bool = True) -> None:
     brokers = metadata_request(bootstrap, [topic], max(1.0, deadline - time.monotonic())).brokers
     pending = {f"{b.host}:{b.port}" for b in brokers}
     while True:
@@ -93,6 +120,10 @@ def _wait_until_every_broker_knows(bootstrap: str, topic: str, partitions: int,
         if not pending:
             return
         if time.monotonic() > deadline:
+            if not answered:
+                raise AdminError(f"CreateTopics got no answer from {bootstrap} in time, and "
+                                 f"brokers {sorted(pending)} do not know all the leaders of "
+                                 f"topic {topic!r}")
             raise AdminError(f"topic {topic!r} was created, but brokers {sorted(pending)} did not "
                              f"know the leaders of all its partitions in time")
         time.sleep(0.02)
@@ -222,12 +253,25 @@ def format_describe(topics: list[dict[str, Any]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
+def zookeeper_modes(zookeeper: str) -> list[dict[str, str]]:
+    """Each server of a connect string with its mode (leader, follower, standalone, "not
+    serving" or "down"), from the `srvr` four-letter word: what an operator needs when the
+    ensemble lost its quorum and nothing else can be read."""
+    from odradek.zk.server import connect_string_servers, server_mode
+
+    return [{"server": f"{host}:{port}", "mode": server_mode(host, port)}
+            for host, port in connect_string_servers(zookeeper)]
+
+
 def cluster_status(zookeeper: str, timeout: float = 10.0) -> dict[str, Any]:
-    """Controller, live brokers and partition health, read straight from ZooKeeper's znodes."""
+    """Controller, live brokers and partition health, read straight from ZooKeeper's znodes,
+    and the mode of every ZooKeeper server."""
+    modes = zookeeper_modes(zookeeper)
     try:
         zk = connect_zk(zookeeper, timeout)
     except ClusterError as exc:
-        raise AdminError(str(exc)) from None
+        shown = ", ".join(f"{m['server']} {m['mode']}" for m in modes)
+        raise AdminError(f"{exc}; ZooKeeper servers: {shown}") from None
     try:
         controller = _json(zk, "/controller")
         epoch = _json(zk, "/controller_epoch")
@@ -257,6 +301,7 @@ def cluster_status(zookeeper: str, timeout: float = 10.0) -> dict[str, Any]:
         zk.close()
     return {
         "zookeeper": zookeeper,
+        "zookeeper_servers": modes,
         "controller": controller["brokerid"] if controller else None,
         "controller_epoch": epoch,
         "live_brokers": brokers,
@@ -283,6 +328,7 @@ def format_status(status: dict[str, Any]) -> str:
     ctrl = status["controller"]
     lines = [
         f"zookeeper:          {status['zookeeper']}",
+        *(f"  server {i}:         {m['server']} {m['mode']}" for i, m in enumerate(status["zookeeper_servers"], 1)),
         f"controller:         {'none' if ctrl is None else ctrl} (epoch {status['controller_epoch']})",
         f"live brokers:       {brokers}",
         f"topics:             {status['topics']}",

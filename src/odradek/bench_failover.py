@@ -2,9 +2,13 @@
 
 One run on a private cluster (its own ZooKeeper, brokers on free ports, a temp dir):
 
-1. create one topic with --partitions partitions (replication factor min(3, brokers)), wait
-   until the controller's TopicChange event is acknowledged by every broker and no partition
-   is under-replicated;
+1. create --partitions partitions (replication factor min(3, brokers)) in one topic, or, above
+   MAX_PARTITIONS_PER_TOPIC (50,000), in as few topics of near-equal size as keep each at most
+   that (100,000 partitions: two topics of 50,000): a topic's replica assignment is one
+   ZooKeeper znode, and 50,000 partitions at RF 3 are 789 KB of JSON, 76% of what one request
+   may carry under jute.maxbuffer (a topic of 100,000 would be 1.59 MB and is refused,
+   broker/topic_admin.py); wait until the controller's TopicChange events are acknowledged by
+   every broker and no partition is under-replicated;
 2. --rounds times (default 3), each failover preceded by a measurement of the floor:
    set_data on as many scratch znodes as there are partitions, in ZooKeeper multi
    transactions of 1,000 ops committed one after another (what the controller's writes cost
@@ -48,6 +52,22 @@ TIMING_MARK = "odradek.controller.timing: "
 FLOOR_BATCH = 1000
 DEFAULT_ROUNDS = 3
 _TOPIC = "failover-bench"
+#: the most partitions the bench puts in one topic (see the module doc: 76% of jute.maxbuffer
+#: at RF 3 with single-digit broker ids, checked by tests/test_bench_failover.py)
+MAX_PARTITIONS_PER_TOPIC = 50_000
+TOPIC_RULE = (f"at most {MAX_PARTITIONS_PER_TOPIC:,} partitions per topic (one topic's replica "
+              f"assignment is one ZooKeeper znode, under jute.maxbuffer), in as few topics of "
+              f"near-equal size as that allows")
+
+
+def bench_topics(partitions: int) -> dict[str, int]:
+    """Topic name -> partition count for ``partitions`` spread by TOPIC_RULE; one topic keeps
+    the name of the single-topic runs."""
+    count = -(-partitions // MAX_PARTITIONS_PER_TOPIC)
+    if count == 1:
+        return {_TOPIC: partitions}
+    base, extra = divmod(partitions, count)
+    return {f"{_TOPIC}-{i}": base + (1 if i < extra else 0) for i in range(count)}
 
 
 def timing_records(log: Path) -> list[dict[str, Any]]:
@@ -83,14 +103,14 @@ def _wait_record(cluster: LocalCluster, broker_ids: list[int], event: str, after
         time.sleep(0.1)
 
 
-def _wait_full_isrs(bootstrap: str, timeout: float) -> float:
+def _wait_full_isrs(bootstrap: str, topics: list[str], timeout: float) -> float:
     """Wait until no partition is under-replicated, so the controller failover starts from a
     settled cluster rather than racing the leaders' ISR expansions; returns when that was."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            short = filter_partitions(describe_topics(bootstrap, [_TOPIC]), under_replicated=True,
-                                      offline=True)
+            short = filter_partitions(describe_topics(bootstrap, topics, timeout=60),
+                                      under_replicated=True, offline=True)
         except Exception:  # noqa: BLE001 - a broker still starting: ask again
             short = [{"partitions": [None]}]
         if not short:
@@ -183,21 +203,25 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
     previous_sigterm = _exit_on_sigterm()
     tmp = Path(keep_dir) if keep_dir else Path(tempfile.mkdtemp(prefix="odradek-failover-"))
     cluster = LocalCluster(tmp, brokers, base_port=free_port_block(brokers), zk_port=free_port())
+    topics = bench_topics(partitions)
     result: dict[str, Any] = {"partitions": partitions, "brokers": brokers,
-                              "replication_factor": min(3, brokers), "rounds": rounds}
+                              "replication_factor": min(3, brokers), "rounds": rounds,
+                              "topics": topics, "topic_rule": TOPIC_RULE}
     try:
         bootstrap = cluster.up(timeout=120)
         zk = connect_zk(cluster.zookeeper_connect)
         try:
             t0 = time.time()
-            create_topic(bootstrap, _TOPIC, partitions, result["replication_factor"],
-                         timeout=max(120.0, partitions / 250))  # 50,000 partitions: 200 s
-            _, created = _wait_record(cluster, cluster.broker_ids, "TopicChange", t0, timeout,
+            for name, count in topics.items():
+                last = time.time()
+                create_topic(bootstrap, name, count, result["replication_factor"],
+                             timeout=max(120.0, count / 250))  # 50,000 partitions: 200 s
+            _, created = _wait_record(cluster, cluster.broker_ids, "TopicChange", last, timeout,
                                       lambda r: r.get("lai_partitions", 0) > 0)
             result["topic_create_s"] = round(created["acked"] - t0, 3)
             # at 50,000 partitions creating the logs outlasts replica.lag.time.max.ms, so the
             # leaders shrink and re-expand ISRs for a while: start from a settled cluster
-            result["isrs_full_s"] = round(_wait_full_isrs(bootstrap, timeout) - t0, 3)
+            result["isrs_full_s"] = round(_wait_full_isrs(bootstrap, list(topics), timeout) - t0, 3)
             time.sleep(2)  # followers start fetching; let the first round settle
             result["idle_cpu_per_broker"] = _idle_cpu(cluster)
             result["loadavg_1m_before_failovers"] = round(os.getloadavg()[0], 2)
@@ -211,10 +235,11 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
                                                                    "controller_failover": []}
             for round_ in range(rounds):
                 floors.append(round(zk_multi_floor(zk, partitions), 3))
-                runs["broker_failover"].append(_broker_failover(cluster, zk, bootstrap, timeout))
+                runs["broker_failover"].append(_broker_failover(cluster, zk, bootstrap,
+                                                                list(topics), timeout))
                 floors.append(round(zk_multi_floor(zk, partitions), 3))
                 runs["controller_failover"].append(_controller_failover(
-                    cluster, zk, bootstrap, timeout, restart=round_ < rounds - 1))
+                    cluster, zk, bootstrap, list(topics), timeout, restart=round_ < rounds - 1))
             floors.sort()
             result["zk_multi_floor_runs_s"] = floors
             floor = result["zk_multi_floor_s"] = round(statistics.median(floors), 3)
@@ -238,7 +263,7 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
     return result
 
 
-def _broker_failover(cluster: LocalCluster, zk: Any, bootstrap: str,
+def _broker_failover(cluster: LocalCluster, zk: Any, bootstrap: str, topics: list[str],
                      timeout: float) -> tuple[float, dict[str, Any]]:
     """(a): SIGKILL a broker that is not the controller, read the controller's BrokerChange
     event, then bring the broker back into every ISR with preferred leaders restored."""
@@ -251,12 +276,12 @@ def _broker_failover(cluster: LocalCluster, zk: Any, bootstrap: str,
     details = {"killed_broker": victim, "controller": controller,
                **_event_details(rec, killed, ["dequeued", "zk_done", "sent", "lai_acked", "acked"])}
     details["victim_back_in_every_isr_s"], details["preferred_leaders_restored"] = _restart(
-        cluster, bootstrap, victim, [controller], timeout)
+        cluster, bootstrap, topics, victim, [controller], timeout)
     return round(rec["lai_acked"] - rec["fired"], 3), details
 
 
-def _controller_failover(cluster: LocalCluster, zk: Any, bootstrap: str, timeout: float,
-                         restart: bool) -> tuple[float, dict[str, Any]]:
+def _controller_failover(cluster: LocalCluster, zk: Any, bootstrap: str, topics: list[str],
+                         timeout: float, restart: bool) -> tuple[float, dict[str, Any]]:
     """(b): SIGKILL the controller and read the new controller's Startup event; with
     ``restart`` the old controller comes back as a broker for the next round."""
     old_controller = _controller_id(zk)
@@ -268,7 +293,7 @@ def _controller_failover(cluster: LocalCluster, zk: Any, bootstrap: str, timeout
                **_event_details(rec, killed, ["dequeued", "loaded", "zk_done", "sent",
                                               "lai_acked", "acked"])}
     if restart:
-        _restart(cluster, bootstrap, old_controller, [new_controller], timeout)
+        _restart(cluster, bootstrap, topics, old_controller, [new_controller], timeout)
     return round(rec["lai_acked"] - rec["fired"], 3), details
 
 
@@ -284,8 +309,8 @@ def _event_details(rec: dict[str, Any], killed: float, stamps: list[str]) -> dic
     }
 
 
-def _restart(cluster: LocalCluster, bootstrap: str, broker: int, controller: list[int],
-             timeout: float) -> tuple[float, int]:
+def _restart(cluster: LocalCluster, bootstrap: str, topics: list[str], broker: int,
+             controller: list[int], timeout: float) -> tuple[float, int]:
     """Start ``broker`` again, wait until it is back in every ISR, then move leadership back to
     the preferred replicas, as the controller's leader rebalance would do within
     leader.imbalance.check.interval.seconds: the next failover starts from a balanced
@@ -295,7 +320,7 @@ def _restart(cluster: LocalCluster, bootstrap: str, broker: int, controller: lis
     cluster.start_broker(broker)
     _wait_record(cluster, controller, "BrokerChange", restarted, timeout,
                  lambda r: broker in r.get("new", []))
-    back_s = round(_wait_full_isrs(bootstrap, timeout) - restarted, 3)
+    back_s = round(_wait_full_isrs(bootstrap, topics, timeout) - restarted, 3)
     elected = elect_leaders(bootstrap, None, timeout=min(timeout, 120.0))
     time.sleep(2)
     return back_s, sum(1 for e in elected.values() if e is None)
@@ -324,8 +349,10 @@ def cpu_probe_s(n: int = 3_000_000) -> float:
 
 
 def format_result(r: dict[str, Any]) -> str:
+    topics = r.get("topics") or {_TOPIC: r["partitions"]}
     lines = [
-        f"partitions {r['partitions']:,}, brokers {r['brokers']}, RF {r['replication_factor']}; "
+        f"partitions {r['partitions']:,} in {len(topics)} topic{'s' if len(topics) > 1 else ''} "
+        f"({r.get('topic_rule', 'one topic')}), brokers {r['brokers']}, RF {r['replication_factor']}; "
         f"topic created and acknowledged in {r['topic_create_s']:.1f} s; idle CPU per broker "
         f"{r['idle_cpu_per_broker']}; machine load average (1 min) "
         f"{r['loadavg_1m_before_failovers']} -> {r['loadavg_1m_after_failovers']}; "

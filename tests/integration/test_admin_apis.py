@@ -83,3 +83,32 @@ def test_acks_all_below_min_insync_replicas_is_refused(cluster_factory: Callable
     weak.produce("strict", b"fine", on_delivery=lambda e, m: ok.append(e))
     weak.flush(30)
     assert ok == [None]
+
+
+def test_a_topic_too_large_for_zookeeper_is_refused_and_nothing_is_written(cluster: LocalCluster) -> None:
+    """100,000 partitions at RF 3 are a 1.59 MB assignment znode, over ZooKeeper's jute.maxbuffer:
+    CreateTopics answers POLICY_VIOLATION with the limit and the ways around it (also with
+    validate_only), writes nothing to ZooKeeper, and the cluster goes on creating topics."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import NewTopic
+
+    from odradek.cluster import connect_zk
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    for validate_only in (True, False):
+        future = admin.create_topics([NewTopic("too-large", 100_000, 3)], validate_only=validate_only,
+                                     request_timeout=60)["too-large"]
+        with pytest.raises(KafkaException) as refused:
+            future.result(90)
+        error = refused.value.args[0]
+        assert error.code() == KafkaError.POLICY_VIOLATION
+        assert "jute.maxbuffer" in error.str() and "several topics" in error.str()
+    zk = connect_zk(cluster.zookeeper_connect)
+    try:
+        assert not zk.exists("/brokers/topics/too-large")
+        assert not zk.exists("/config/topics/too-large")
+    finally:
+        zk.stop()
+        zk.close()
+    create_topic(cluster.bootstrap_servers, "after-too-large", 2, 3)
+    assert "after-too-large" in admin.list_topics(timeout=10).topics

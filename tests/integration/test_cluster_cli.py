@@ -90,6 +90,7 @@ def test_topic_lifecycle_and_describe_json(cluster: tuple[Path, str]) -> None:
 @pytest.mark.parametrize("args, error", [
     (["events", "--partitions", "1", "--replication-factor", "1"], "TOPIC_ALREADY_EXISTS"),
     (["too-wide", "--partitions", "1", "--replication-factor", "4"], "INVALID_REPLICATION_FACTOR"),
+    (["too-large", "--partitions", "100000", "--replication-factor", "3"], "POLICY_VIOLATION"),
 ])
 def test_create_errors_are_kafka_errors_on_one_line(cluster: tuple[Path, str], args: list[str], error: str) -> None:
     proc = odradek("topics", "create", *args, "--bootstrap-server", cluster[1], check=False)

@@ -14,7 +14,8 @@ from odradek.netutil import free_port
 from odradek.zk import paths
 from odradek.zk.client import KafkaZkClient
 from odradek.controller.seams import ControllerMovedError
-from odradek.zk.errors import BrokerIdInUseError, TopicExistsError
+from odradek.zk.errors import BrokerIdInUseError, RequestTooLargeError, TopicExistsError
+from odradek.zk.request_size import payload_budget
 from zk_helpers import crashed_broker
 
 pytestmark = pytest.mark.integration
@@ -213,12 +214,42 @@ def test_isr_change_notifications_are_popped_once(make_client) -> None:
 
 
 def test_isr_changes_of_30000_partitions_fit_zookeeper_request_limits(make_client) -> None:
-    """One notification of 30,000 partitions is ~1.3 MB: over jute.maxbuffer, ZooKeeper would
-    drop the leader's connection and the controller would never hear of the change."""
+    """One notification of 30,000 partitions is ~1.3 MB (a 249-character topic name: 8.7 MB):
+    over jute.maxbuffer, ZooKeeper would drop the leader's connection and the controller would
+    never hear of the change."""
     zk = _controller(make_client)
-    changed = {TopicPartition("failover-bench", p) for p in range(30000)}
-    assert len(zk.propagate_isr_changes(sorted(changed))) == 6
-    assert zk.pop_isr_change_notifications() == changed
+    for topic in ("failover-bench", "t" * 249):
+        changed = {TopicPartition(topic, p) for p in range(30000)}
+        created = zk.propagate_isr_changes(changed)
+        assert len(created) >= 2
+        for path in created:
+            assert len(zk.kazoo.get(path)[0]) <= payload_budget()
+        assert zk.pop_isr_change_notifications() == changed
+
+
+def test_a_topic_too_large_for_one_request_is_refused_unsent(make_client) -> None:
+    zk = make_client()
+    huge = TopicAssignment("huge", paths.new_topic_id(), {p: (1, 2, 3) for p in range(100_000)})
+    with pytest.raises(RequestTooLargeError):
+        zk.create_topic(huge, {})
+    assert not zk.kazoo.exists(paths.topic_path("huge"))
+    assert not zk.kazoo.exists(paths.topic_config_path("huge"))
+    assert zk.kazoo.connected  # nothing was sent, so ZooKeeper kept the connection
+
+
+def test_fenced_multis_are_batched_under_jute_maxbuffer(make_client) -> None:
+    """999 state znodes of a 249-character topic with ISRs of 300 replicas are ~1.6 MB in one
+    multi: the writes are split by bytes, not only by op count, and all of them land."""
+    topic = "t" * 249
+    zk = _controller(make_client, topic)
+    wide = tuple(range(1, 301))
+    states = {TopicPartition(topic, p): LeaderAndIsr(1, 0, wide, 1) for p in range(1200)}
+    created = zk.create_partition_states(states)
+    assert all(not isinstance(r, Exception) for r in created.values())
+    moved = {tp: LeaderAndIsr(2, 1, wide, 1, s.zk_version) for tp, s in created.items()}
+    updated = zk.update_leader_and_isr(moved)
+    assert all(not isinstance(r, Exception) and r.zk_version == 1 for r in updated.values())
+    assert zk.get_partition_states(list(states)) == updated
 
 
 def test_producer_id_blocks_are_consecutive(make_client) -> None:

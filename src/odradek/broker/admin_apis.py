@@ -114,6 +114,8 @@ def _metadata_response(ctx: BrokerContext, cache: MetadataCache, header: Any, re
 
 
 async def create_topics(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    from odradek.broker.topic_admin import check_fits_in_zookeeper
+
     await ctx.metadata.wait_initialized(METADATA_WAIT_S)  # the live brokers to assign replicas to
     results = []
     created: list[str] = []
@@ -122,6 +124,7 @@ async def create_topics(ctx: BrokerContext, header: Any, req: Any, version: int)
                                   "num_partitions": -1, "replication_factor": -1, "configs": None}
         try:
             assignment, configs = _plan_topic(ctx, topic)
+            check_fits_in_zookeeper(assignment, configs, ctx.config.zookeeper_jute_maxbuffer)
             result.update(num_partitions=len(assignment.partitions),
                           replication_factor=len(assignment.partitions[0]))
             if not req.validate_only:

@@ -18,6 +18,9 @@ class BrokerConfig:
     # zookeeper.session.timeout.ms: how long a dead broker keeps its registration (failover delay)
     # against how long a GC pause or network hiccup may last before the broker is declared dead.
     zookeeper_session_timeout_ms: int = 6000
+    # the largest request every ZooKeeper server of the ensemble accepts (their -Djute.maxbuffer,
+    # 1,048,575 by default; zk/request_size.py): topics and multis are sized to fit under it
+    zookeeper_jute_maxbuffer: int = 0xFFFFF
     default_replication_factor: int = 1
     num_partitions: int = 1
     min_insync_replicas: int = 1

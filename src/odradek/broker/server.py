@@ -51,7 +51,8 @@ CONTROLLER_ANSWER_S = 60.0
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.zk = KafkaZkClient(config.zookeeper, config.zookeeper_session_timeout_ms / 1000)
+        self.zk = KafkaZkClient(config.zookeeper, config.zookeeper_session_timeout_ms / 1000,
+                                config.zookeeper_jute_maxbuffer)
         self.metadata = MetadataCache()
         default_log = LogConfig(segment_bytes=config.log_segment_bytes, retention_ms=config.log_retention_ms,
                                 retention_bytes=config.log_retention_bytes,
@@ -200,7 +201,8 @@ class Broker:
         if cfg.controlled_shutdown_enable:
             await controlled_shutdown(self.zk, cfg.broker_id, self.replica_manager.broker_epoch,
                                       self._another_leader_possible, cfg.controlled_shutdown_max_retries,
-                                      cfg.controlled_shutdown_retry_backoff_ms / 1000)
+                                      cfg.controlled_shutdown_retry_backoff_ms / 1000,
+                                      cached_controller=lambda: self.metadata.broker(self.metadata.controller_id))
         for task in tasks:
             task.cancel()
         await self.shutdown()

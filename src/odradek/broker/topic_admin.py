@@ -3,13 +3,22 @@
 The assignment is Kafka's rack-unaware one (AdminUtils.assignReplicasToBrokers): leaders go
 round-robin from a random start, followers are shifted by a per-round increment, so leadership
 and replicas spread evenly and no broker holds two replicas of one partition.
+
+A topic's whole replica assignment is one znode (/brokers/topics/T), written in one ZooKeeper
+request, so its JSON must fit in jute.maxbuffer (zk/request_size.py): at replication factor 3 on
+three brokers that is about 64,000 partitions. Kafka 2.x let such a CreateTopics reach ZooKeeper,
+lost the connection and answered UNKNOWN_SERVER_ERROR; we refuse it first with
+POLICY_VIOLATION, the code KRaft's controller gives an excessively large partition count.
 """
 from __future__ import annotations
 
 import random
 import re
 
+from odradek.metadata import TopicAssignment
 from odradek.protocol.errors import ErrorCode
+from odradek.zk import paths
+from odradek.zk.request_size import JUTE_MAXBUFFER, payload_budget
 
 MAX_TOPIC_NAME = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -113,3 +122,32 @@ def validate_assignment(assignment: dict[int, list[int]], live: set[int]) -> dic
         if not set(replicas) <= live:
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown brokers in partition {p}")
     return {p: tuple(r) for p, r in assignment.items()}
+
+
+def check_fits_in_zookeeper(assignment: TopicAssignment, configs: dict[str, str],
+                            jute_maxbuffer: int = JUTE_MAXBUFFER) -> None:
+    """Refuse a topic whose creation would not fit in one ZooKeeper request: the assignment and
+    config JSON exactly as they would be written (zk/paths.py), against jute.maxbuffer less the
+    margin for the rest of the request (request_size.REQUEST_MARGIN says what it covers).
+
+    The largest partition count suggested is the requested count scaled down by the budget:
+    an entry's size only grows with its partition number's digits, so a prefix of the
+    assignment has a mean entry size no larger than the whole's, and the suggestion fits."""
+    size = len(paths.encode_topic_assignment(assignment))
+    config_size = len(paths.encode_topic_config(configs))
+    budget = payload_budget(jute_maxbuffer) - config_size
+    if size <= budget:
+        return
+    count = len(assignment.partitions)
+    fitting = max(0, count * budget // size)
+    rounded = fitting // 1000 * 1000 if fitting >= 1000 else fitting
+    rf = len(next(iter(assignment.partitions.values())))
+    raise TopicError(
+        ErrorCode.POLICY_VIOLATION,
+        f"Topic '{assignment.name}' is too large for ZooKeeper: the replica assignment of its "
+        f"{count:,} partitions (replication factor {rf}) is {size:,} bytes of JSON in one znode, "
+        f"over the {budget:,} bytes one ZooKeeper request may carry (jute.maxbuffer "
+        f"{jute_maxbuffer:,} less {jute_maxbuffer - budget:,} for the rest of the request). "
+        f"Create at most {rounded:,} partitions per topic, spread them over several topics, or "
+        f"raise -Djute.maxbuffer on every ZooKeeper server and client and the brokers' "
+        f"zookeeper.jute.maxbuffer.")

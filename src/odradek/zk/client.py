@@ -6,21 +6,34 @@ Why it looks the way it does:
   kazoo's commit() returns failures as exception instances instead of raising, so every result
   list goes through `_run_fenced`, which turns a failed check into ControllerMovedError.
 - Bulk reads and writes are batched (multi of <= 1000 ops, or pipelined *_async calls): one
-  synchronous round trip per znode is what made Kafka's failover take tens of seconds.
+  synchronous round trip per znode is what made Kafka's failover take tens of seconds. Every
+  request also stays under the servers' jute.maxbuffer (zk/request_size.py): ZooKeeper drops
+  the connection of a client that sends more.
 - Ephemeral znodes left by a previous session of ours (a restart inside the session timeout,
   seed 003's "ZooKeeper bug") are waited out, not treated as a conflict.
 
+- Reconnecting never waits more than RECONNECT_MAX_DELAY_S between rounds over the servers.
+  kazoo's default backoff doubles up to an hour: after ZooKeeper lost its quorum for 20 s a
+  broker next tried 20 s later, by when the quorum had been back longer than the 4 s session
+  timeout, so its session expired and it dropped out of /brokers/ids although it never died
+  (seen in tests/integration/test_zookeeper_quorum.py). ZooKeeper restarts every session's
+  timeout when a quorum forms, so a client that comes back within it keeps its session.
+
 All methods block; call them from a worker thread (asyncio.to_thread), never from a kazoo
 watch or state-listener callback. kazoo's ConnectionLoss / SessionExpiredError propagate.
+While ZooKeeper is unreachable kazoo queues a request until it reconnects, however long that
+takes: calls that must give up (a broker shutting down) take a timeout.
 """
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
 from kazoo.client import KazooClient, KazooState
+from kazoo.retry import KazooRetry
 from kazoo.exceptions import (
     BadVersionError,
     NodeExistsError,
@@ -34,14 +47,21 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from odradek.controller.seams import ControllerMovedError
 from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition, new_tuple
 from odradek.zk import paths
-from odradek.zk.errors import BrokerIdInUseError, StaleEphemeralError, TopicExistsError
+from odradek.zk.errors import (
+    BrokerIdInUseError, RequestTooLargeError, StaleEphemeralError, TopicExistsError,
+)
 from odradek.zk.raw_session import (
     OP_CREATE, OP_DELETE, OP_SET_DATA, MultiReadUnsupportedError, RawSession, RawSessionError,
 )
+from odradek.zk.request_size import JUTE_MAXBUFFER, ops_per_multi, payload_budget, split_to_fit
 
 MAX_MULTI_OPS = 1000  # ops per transaction, the epoch check included
-ISR_CHANGES_PER_ZNODE = 5000  # ~225 KB of JSON, well under ZooKeeper's 1 MB jute.maxbuffer
 MULTI_READ_MIN = 8  # bulk reads of at least this many znodes use the multi-read session
+#: longest pause between reconnection rounds (kazoo adds up to 40% jitter); ZooKeeper's Java
+#: client, which Kafka uses, waits up to 1 s too
+RECONNECT_MAX_DELAY_S = 1.0
+#: how long close() waits for kazoo to end the session before leaving it to the process exit
+CLOSE_TIMEOUT_S = 5.0
 log = logging.getLogger(__name__)
 K = TypeVar("K")
 
@@ -104,6 +124,13 @@ def _split_chroot(connect: str) -> tuple[str, str]:
     return hosts, (slash + chroot).rstrip("/")
 
 
+def reconnect_retry() -> KazooRetry:
+    """kazoo's connection retry policy for long-lived sessions: forever, at most
+    RECONNECT_MAX_DELAY_S (plus jitter) apart, so a session outlives a ZooKeeper outage of any
+    length as long as the quorum is back for less than the session timeout when we return."""
+    return KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=RECONNECT_MAX_DELAY_S)
+
+
 class KafkaZkClient:
     """Kafka's ZooKeeper client (KafkaZkClient.scala) for brokers, the controller and admin.
 
@@ -111,11 +138,15 @@ class KafkaZkClient:
     and every fenced write checks it.
     """
 
-    def __init__(self, connect: str, session_timeout_s: float = 6.0) -> None:
+    def __init__(self, connect: str, session_timeout_s: float = 6.0,
+                 jute_maxbuffer: int = JUTE_MAXBUFFER) -> None:
         self.connect = connect
         self.session_timeout_s = session_timeout_s
+        self.jute_maxbuffer = jute_maxbuffer
+        # paths go out with the chroot in front: count it in every op's size
+        self._chroot_len = len(_split_chroot(connect)[1].encode())
         self.epoch_zk_version = -1
-        self._zk = KazooClient(hosts=connect, timeout=session_timeout_s)
+        self._zk = KazooClient(hosts=connect, timeout=session_timeout_s, connection_retry=reconnect_retry())
         self._raw: RawSession | None = None
 
     # lifecycle -----------------------------------------------------------------------------
@@ -136,12 +167,34 @@ class KafkaZkClient:
             self._zk.ensure_path(path)
         self._raw = RawSession(self.connect)  # connects at its first bulk read
 
-    def close(self) -> None:
-        """End the session: ZooKeeper deletes our ephemerals (/brokers/ids/N, /controller) now."""
+    def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> bool:
+        """End the session: ZooKeeper deletes our ephemerals (/brokers/ids/N, /controller) now.
+
+        Bounded, because a broker's shutdown must end while ZooKeeper is unreachable: kazoo's
+        stop() waits up to max(10 s, session timeout) for its connection thread, which may be in
+        the middle of connecting to a server that does not answer, and raises if that thread
+        still runs. Requests still waiting for a reconnect fail with ConnectionLoss once kazoo
+        stops. Returns False when the session could not be closed in time (ZooKeeper expires
+        it after the session timeout, as it does a crashed broker's)."""
         if self._raw is not None:
             self._raw.close()
-        self._zk.stop()
-        self._zk.close()
+        failure: list[BaseException] = []
+
+        def stop() -> None:
+            try:
+                self._zk.stop()
+                self._zk.close()
+            except Exception as exc:  # noqa: BLE001 - kazoo's WriterNotClosedException and the like
+                failure.append(exc)
+
+        stopper = threading.Thread(target=stop, name="zookeeper-close", daemon=True)
+        stopper.start()
+        stopper.join(timeout_s)
+        if stopper.is_alive() or failure:
+            log.warning("ZooKeeper session not closed within %g s (%r); it expires on its own",
+                        timeout_s, failure[0] if failure else "still closing")
+            return False
+        return True
 
     def add_state_listener(self, listener: Callable[[KazooState], Any]) -> None:
         """kazoo calls `listener` on its own thread: it must only record or enqueue."""
@@ -225,6 +278,20 @@ class KafkaZkClient:
             return paths.decode_controller_id(self._zk.get(paths.CONTROLLER)[0])
         except NoNodeError:
             return None
+
+    def get_controller_info(self, timeout_s: float) -> BrokerInfo | None:
+        """The controller's registration (None without a live controller), giving up with
+        kazoo's KazooTimeoutError after `timeout_s`: a broker's controlled shutdown must not
+        wait for ZooKeeper to come back."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            data, _ = self._zk.get_async(paths.CONTROLLER).get(timeout=timeout_s)
+            controller_id = paths.decode_controller_id(data)
+            data, stat = self._zk.get_async(paths.broker_path(controller_id)).get(
+                timeout=max(0.0, deadline - time.monotonic()))
+        except NoNodeError:
+            return None
+        return paths.decode_broker_info(controller_id, data, stat.czxid)
 
     def get_controller_epoch(self) -> tuple[int, int]:
         """(epoch, zk_version) of /controller_epoch, creating it as "0" (Kafka's initial epoch)."""
@@ -424,11 +491,21 @@ class KafkaZkClient:
         For sets and deletes every batch's first attempt is pipelined too: the batches touch
         disjoint znodes and each carries the epoch check, so they are independent. Creates
         stay sequential by batch: a later batch may create children of an earlier one's."""
-        step = MAX_MULTI_OPS - 1
+        step = self._ops_per_multi(items)
         batches = [items[start:start + step] for start in range(0, len(items), step)]
         pipelined = all(op.kind != "create" for _, op in items)
         collect = self._start_pipelined(batches) if pipelined else None
         return lambda: self._finish_fenced(batches, collect)
+
+    def _ops_per_multi(self, items: list[tuple[K, _Op]]) -> int:
+        """Ops per fenced multi: MAX_MULTI_OPS less the epoch check, fewer if the largest op
+        (path with chroot, data) times that many would exceed jute.maxbuffer. One pass over the
+        ops' lengths: 8-13 ms per 100,000 ops (measured on 2 cores, ~1 ms in a 10,000-partition
+        failover of 0.6 s), the price of never having ZooKeeper drop the session mid-failover."""
+        if not items:
+            return MAX_MULTI_OPS - 1
+        largest = max(len(op.path) + len(op.data) for _, op in items) + self._chroot_len
+        return ops_per_multi(MAX_MULTI_OPS - 1, largest, self.jute_maxbuffer)
 
     def _finish_fenced(self, batches: list[list[tuple[K, _Op]]],
                        collect: Callable[[], list[Any]] | None) -> dict[K, Any]:
@@ -553,10 +630,19 @@ class KafkaZkClient:
 
     def create_topic(self, assignment: TopicAssignment, config: Mapping[str, str]) -> None:
         """Config first, then the assignment the controller watches, in one transaction, so
-        the controller never sees a topic without its config."""
+        the controller never sees a topic without its config. One that would not fit in a
+        request raises RequestTooLargeError unsent (CreateTopics refuses it before this,
+        broker/topic_admin.py; sent, ZooKeeper would drop the connection instead)."""
+        config_data = paths.encode_topic_config(config)
+        assignment_data = paths.encode_topic_assignment(assignment)
+        size = len(config_data) + len(assignment_data)
+        if size > payload_budget(self.jute_maxbuffer):
+            raise RequestTooLargeError(
+                f"topic {assignment.name!r}: {size:,} bytes of assignment and config, over the "
+                f"{payload_budget(self.jute_maxbuffer):,} a ZooKeeper request may carry")
         tx = self._zk.transaction()
-        tx.create(paths.topic_config_path(assignment.name), paths.encode_topic_config(config))
-        tx.create(paths.topic_path(assignment.name), paths.encode_topic_assignment(assignment))
+        tx.create(paths.topic_config_path(assignment.name), config_data)
+        tx.create(paths.topic_path(assignment.name), assignment_data)
         results = tx.commit()
         if any(isinstance(r, NodeExistsError) for r in results):
             raise TopicExistsError(f"topic {assignment.name!r} already exists")
@@ -584,15 +670,17 @@ class KafkaZkClient:
         return out
 
     def propagate_isr_changes(self, tps: Iterable[TopicPartition]) -> list[str]:
-        """Tell the controller about ISR changes with sequential notification znodes, at most
-        ISR_CHANGES_PER_ZNODE partitions each: ZooKeeper drops the connection of a client that
-        sends more than jute.maxbuffer (1 MB by default) in one request, and a leader
-        re-adding a restarted follower to 25,000 ISRs would (~45 bytes per partition)."""
-        tps = list(tps)
-        pending = [self._zk.create_async(paths.ISR_CHANGE_PREFIX,
-                                         paths.encode_isr_change(tps[i:i + ISR_CHANGES_PER_ZNODE]),
-                                         sequence=True)
-                   for i in range(0, len(tps), ISR_CHANGES_PER_ZNODE)]
+        """Tell the controller about ISR changes with sequential notification znodes, each
+        under jute.maxbuffer: ZooKeeper drops the connection of a client that sends more in one
+        request, and a leader re-adding a restarted follower to 25,000 ISRs would (~45 bytes
+        per partition, ~290 with a 249-character topic name). The list is halved until each
+        part's JSON fits (one part up to ~20,000 partitions of short topic names)."""
+        tps = sorted(tps)  # encode_isr_change sorts too: halves of a sorted list stay contiguous
+        if not tps:
+            return []
+        budget = payload_budget(self.jute_maxbuffer) - len(paths.ISR_CHANGE_PREFIX) - self._chroot_len
+        pending = [self._zk.create_async(paths.ISR_CHANGE_PREFIX, data, sequence=True)
+                   for data in split_to_fit(tps, paths.encode_isr_change, budget)]
         return [result.get() for result in pending]
 
     def allocate_producer_id_block(self, broker_id: int, size: int = 1000) -> paths.ProducerIdBlock:

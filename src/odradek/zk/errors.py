@@ -16,3 +16,7 @@ class BrokerIdInUseError(Exception):
 
 class StaleEphemeralError(TimeoutError):
     """An ephemeral znode left by a previous session of ours did not go away in time."""
+
+
+class RequestTooLargeError(ValueError):
+    """A write that would exceed ZooKeeper's jute.maxbuffer, refused before it is sent."""
