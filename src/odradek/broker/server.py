@@ -201,8 +201,7 @@ class Broker:
         if cfg.controlled_shutdown_enable:
             await controlled_shutdown(self.zk, cfg.broker_id, self.replica_manager.broker_epoch,
                                       self._another_leader_possible, cfg.controlled_shutdown_max_retries,
-                                      cfg.controlled_shutdown_retry_backoff_ms / 1000,
-                                      cached_controller=lambda: self.metadata.broker(self.metadata.controller_id))
+                                      cfg.controlled_shutdown_retry_backoff_ms / 1000)
         for task in tasks:
             task.cancel()
         await self.shutdown()
