@@ -71,7 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--brokers", type=_positive, required=True, metavar="N")
     u.add_argument("--data-dir", type=Path, required=True, metavar="DIR")
     u.add_argument("--base-port", type=_positive, default=9092, help="broker i listens on base-port + i - 1")
-    u.add_argument("--zk-port", type=_positive, default=2181, help="port of the private ZooKeeper")
+    u.add_argument("--zk-port", type=_positive, default=2181, help="client port of the private ZooKeeper "
+                   "(of its first server; server i of an ensemble uses zk-port + i - 1)")
+    u.add_argument("--zookeeper-nodes", type=_positive, default=1, metavar="N",
+                   help="run the private ZooKeeper as an ensemble of N servers (3 survives one death)")
     u.add_argument("--zookeeper", metavar="CONN", help="use this ZooKeeper instead of a private one")
     u.add_argument("--host", default="127.0.0.1")
     u.add_argument("--timeout-s", type=float, default=60.0, help="how long to wait for the cluster")
@@ -208,17 +211,21 @@ def cmd_broker(args: argparse.Namespace) -> None:
 
 def cmd_up(args: argparse.Namespace) -> None:
     cluster = LocalCluster(args.data_dir, args.brokers, base_port=args.base_port, zk_port=args.zk_port,
-                           zookeeper=args.zookeeper, host=args.host)
+                           zookeeper=args.zookeeper, host=args.host, zookeeper_nodes=args.zookeeper_nodes)
     bootstrap = cluster.up(timeout=args.timeout_s)
     for broker_id in cluster.broker_ids:
         print(f"broker {broker_id}: {args.host}:{cluster.broker_port(broker_id)} "
               f"pid {cluster.broker_pid(broker_id)} log {cluster.broker_dir(broker_id) / 'broker.log'}")
+    for server in cluster.zookeeper_servers():
+        print(f"zookeeper server {server.server_id or 1}: {server.connect_string} pid {server.pid} "
+              f"log {server.log_file}")
     print(f"zookeeper: {cluster.zookeeper_connect}")
     print(f"bootstrap servers: {bootstrap}")
 
 
 def cmd_down(args: argparse.Namespace) -> None:
-    LocalCluster.load(args.data_dir).down()
+    for line in LocalCluster.load(args.data_dir).down():
+        print(f"odradek: warning: {line}", file=sys.stderr)
     print(f"stopped the cluster in {args.data_dir}")
 
 

@@ -1,5 +1,9 @@
 """`odradek up/down`: a whole cluster (private ZooKeeper + N brokers) as background processes.
 
+The private ZooKeeper is one standalone server, or with `zookeeper_nodes` an ensemble
+(ZooKeeperEnsemble) whose quorum and election ports are picked free once and kept in
+cluster.json, so a later `up` restarts a dead server with the same identity.
+
 Every process is started in its own session with its pid in a file under the data dir, so a
 later `odradek up` or `odradek down` from another shell (or a test) can find, restart or stop
 it without a supervisor process.
@@ -23,7 +27,7 @@ from odradek.process import process_alive
 from odradek.zk import paths
 
 if TYPE_CHECKING:
-    from odradek.zk.server import ZooKeeperServer
+    from odradek.zk.server import QuorumPeer, ZooKeeperServer
 
 STATE_FILE = "cluster.json"
 _POLL_S = 0.2
@@ -77,18 +81,20 @@ def _read_pid(path: Path) -> int | None:
         return None
 
 
-def _stop_pids(pids: list[int], timeout: float) -> None:
-    """SIGTERM each process group, then SIGKILL whatever is still alive at the deadline."""
+def _stop_pids(pids: list[int], timeout: float) -> list[int]:
+    """SIGTERM each process group, then SIGKILL whatever is still alive at the deadline;
+    returns the pids that had to be killed."""
     for pid in pids:
         _signal_group(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    for pid in pids:
-        if pid_alive(pid):
-            _signal_group(pid, signal.SIGKILL)
-    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline + 5:
+    killed = [pid for pid in pids if pid_alive(pid)]
+    for pid in killed:
+        _signal_group(pid, signal.SIGKILL)
+    while any(pid_alive(p) for p in killed) and time.monotonic() < deadline + 5:
         time.sleep(0.05)
+    return killed
 
 
 def _signal_group(pid: int, sig: int) -> None:
@@ -103,7 +109,8 @@ class LocalCluster:
     """ZooKeeper plus brokers 1..N on one host, all state under `data_dir`.
 
     Broker i listens on base_port + i - 1. With `zookeeper` given (e.g. a shared test server
-    with a chroot) no private ZooKeeper is started; otherwise one runs on zk_port.
+    with a chroot) no private ZooKeeper is started; otherwise one runs on zk_port, or with
+    `zookeeper_nodes` > 1 an ensemble whose server i serves clients on zk_port + i - 1.
     `broker_args` are BrokerConfig field overrides (e.g. {"min_insync_replicas": 2}); they are
     written to each broker's server.properties under Kafka's dotted names.
     """
@@ -117,18 +124,30 @@ class LocalCluster:
         zookeeper: str | None = None,
         host: str = "127.0.0.1",
         broker_args: dict | None = None,
+        zookeeper_nodes: int = 1,
+        quorum_peers: "list[QuorumPeer] | None" = None,
     ) -> None:
+        """``quorum_peers``: the ensemble's recorded addresses (LocalCluster.load); without
+        them a new ensemble gets free quorum and election ports."""
         if brokers < 1:
             raise ClusterError("a cluster needs at least one broker")
+        if zookeeper_nodes < 1:
+            raise ClusterError("a cluster needs at least one ZooKeeper server")
+        if zookeeper is not None and zookeeper_nodes > 1:
+            raise ClusterError("--zookeeper-nodes starts a private ensemble; it cannot go with --zookeeper")
         self.data_dir = Path(data_dir).resolve()
         self.brokers = brokers
         self.base_port = base_port
         self.zk_port = zk_port
         self.host = host
         self.private_zookeeper = zookeeper is None
-        self._zookeeper = zookeeper or f"{host}:{zk_port}"
+        self.zookeeper_nodes = zookeeper_nodes
+        self._quorum_peers = quorum_peers
         self.broker_args = dict(broker_args or {})
         self._procs: dict[int, subprocess.Popen] = {}
+        if zookeeper_nodes > 1 and quorum_peers is None:
+            self._quorum_peers = self._recorded_quorum_peers()
+        self._zookeeper = zookeeper or ",".join(s.connect_string for s in self.zookeeper_servers())
 
     @classmethod
     def load(cls, data_dir: Path) -> "LocalCluster":
@@ -148,7 +167,29 @@ class LocalCluster:
             zookeeper=None if state["private_zookeeper"] else state["zookeeper"],
             host=state["host"],
             broker_args=state.get("broker_args"),
+            zookeeper_nodes=state.get("zookeeper_nodes", 1),
         )
+
+    def _recorded_quorum_peers(self) -> "list[QuorumPeer]":
+        """The ensemble's addresses from cluster.json when an earlier `up` made one here (a
+        restarted server must keep its id and ports), else new free quorum and election ports."""
+        from odradek.zk.server import QuorumPeer, ZooKeeperEnsemble
+
+        try:
+            recorded = json.loads((self.data_dir / STATE_FILE).read_text()).get("zookeeper_servers") or []
+        except FileNotFoundError:
+            recorded = []
+        except (OSError, ValueError) as exc:
+            raise ClusterError(f"cannot read {self.data_dir / STATE_FILE}: {exc}") from None
+        if recorded and "quorum_port" in recorded[0]:
+            if len(recorded) != self.zookeeper_nodes:
+                raise ClusterError(f"the cluster in {self.data_dir} has {len(recorded)} ZooKeeper servers, "
+                                   f"not {self.zookeeper_nodes}")
+            return [QuorumPeer(r["id"], self.host, r["client_port"], r["quorum_port"], r["election_port"])
+                    for r in recorded]
+        client_ports = [self.zk_port + i for i in range(self.zookeeper_nodes)]
+        return list(ZooKeeperEnsemble.on_free_ports(self.data_dir / "zookeeper", self.zookeeper_nodes,
+                                                    self.host, client_ports).peers)
 
     @property
     def broker_ids(self) -> list[int]:
@@ -178,7 +219,7 @@ class LocalCluster:
         controller is elected, and return the bootstrap servers."""
         deadline = time.monotonic() + timeout
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        if self.private_zookeeper and not self._zookeeper_server().is_running():
+        if self.private_zookeeper:
             self._start_zookeeper(deadline)
         zk = connect_zk(self._zookeeper.partition("/")[0], max(1.0, deadline - time.monotonic()))
         try:
@@ -269,23 +310,36 @@ class LocalCluster:
             while pid_alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
 
-    def down(self, timeout: float = 30.0) -> None:
+    def down(self, timeout: float = 30.0) -> list[str]:
         """Stop brokers first (so they can deregister cleanly), then the private ZooKeeper.
 
         One broker at a time, the controller last: each one's controlled shutdown then moves
         its leadership to brokers still running. Stopped all at once, the last to ask would
-        find every other broker shutting down and wait out its retries. ``timeout`` is per
-        broker (SIGKILL after it): room for a controlled shutdown's retries when the controller
-        is slow to answer."""
+        find every other broker shutting down and wait out its retries. With no controller to
+        be found (ZooKeeper unreachable) no controlled shutdown can succeed, so they are all
+        stopped at once and each gives up after its bounded retries. ``timeout`` is per broker
+        (SIGKILL after it): room for a controlled shutdown's retries (3 x 5 s by default) when
+        the controller is slow to answer. Returns one line per process that had to be killed."""
         controller = self._controller_id()
-        running = sorted(((b == controller, p) for b in self.broker_ids if (p := self.broker_pid(b))))
-        for _, pid in running:
-            _stop_pids([pid], timeout)
+        running = sorted(((b == controller, b, p) for b in self.broker_ids if (p := self.broker_pid(b))))
+        groups = [running] if controller is None else [[r] for r in running]
+        killed = []
+        for group in groups:
+            for pid in _stop_pids([pid for _, _, pid in group], timeout):
+                broker_id = next(b for _, b, p in group if p == pid)
+                killed.append(f"broker {broker_id} (pid {pid}) did not stop within {timeout:g} s after "
+                              f"SIGTERM; killed it with SIGKILL")
         for broker_id in self.broker_ids:
             (self.broker_dir(broker_id) / "broker.pid").unlink(missing_ok=True)
         if self.private_zookeeper:
-            self._zookeeper_server().stop(timeout)
+            for server in self.zookeeper_servers():
+                pid = server.pid if server.is_running() else None
+                if pid is not None and _stop_pids([pid], timeout):
+                    killed.append(f"ZooKeeper {server.connect_string} (pid {pid}) did not stop within "
+                                  f"{timeout:g} s after SIGTERM; killed it with SIGKILL")
+                server.pid_file.unlink(missing_ok=True)
         self._procs.clear()
+        return killed
 
     def _controller_id(self) -> int | None:
         """The controller's broker id, or None when ZooKeeper does not say (or is down)."""
@@ -301,19 +355,41 @@ class LocalCluster:
             zk.stop()
             zk.close()
 
-    def _zookeeper_server(self) -> "ZooKeeperServer":
-        from odradek.zk.server import ZooKeeperServer
+    def zookeeper_servers(self) -> "list[ZooKeeperServer]":
+        """The private ZooKeeper's servers: one standalone, or the ensemble's members (empty
+        for a cluster on a ZooKeeper of its own)."""
+        from odradek.zk.server import ZooKeeperEnsemble, ZooKeeperServer
 
-        return ZooKeeperServer(self.data_dir / "zookeeper", self.zk_port, host=self.host)
+        if not self.private_zookeeper:
+            return []
+        if self._quorum_peers:
+            return list(self.zookeeper_ensemble().servers.values())
+        return [ZooKeeperServer(self.data_dir / "zookeeper", self.zk_port, host=self.host)]
+
+    def zookeeper_ensemble(self) -> "ZooKeeperEnsemble":
+        """The private ensemble (with --zookeeper-nodes > 1), to kill and restart servers by id."""
+        from odradek.zk.server import ZooKeeperEnsemble
+
+        if not (self.private_zookeeper and self._quorum_peers):
+            raise ClusterError(f"the cluster in {self.data_dir} runs no private ZooKeeper ensemble")
+        return ZooKeeperEnsemble(self.data_dir / "zookeeper", self._quorum_peers)
 
     def _start_zookeeper(self, deadline: float) -> None:
-        if not port_free(self.host, self.zk_port):
-            raise ClusterError(f"ZooKeeper port {self.host}:{self.zk_port} is in use (pick another with --zk-port)")
-        server = self._zookeeper_server()
+        """Start the private ZooKeeper servers that are not running and wait until they serve."""
+        servers = [s for s in self.zookeeper_servers() if not s.is_running()]
+        for server in servers:
+            if not port_free(self.host, server.port):
+                raise ClusterError(f"ZooKeeper port {self.host}:{server.port} is in use (pick another with --zk-port)")
         try:
-            server.start(timeout=max(5.0, deadline - time.monotonic()))
+            for server in servers:
+                server.launch()
+            for server in servers:
+                server.wait_serving(timeout=max(5.0, deadline - time.monotonic()))
         except RuntimeError as exc:
-            raise ClusterError(f"{exc}; tail of {server.log_file}:\n{tail(server.log_file)}") from None
+            for server in servers:
+                server.stop()
+            logs = "\n".join(f"tail of {s.log_file}:\n{tail(s.log_file)}" for s in servers)
+            raise ClusterError(f"{exc}\n{logs}") from None
 
     def _spawn(self, cmd: list[str], log: Path, pid_file: Path) -> int:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -325,11 +401,19 @@ class LocalCluster:
         return proc.pid
 
     def _write_state(self) -> None:
+        servers = self.zookeeper_servers()
         state = {
             "zookeeper": self._zookeeper,
             "private_zookeeper": self.private_zookeeper,
             "zk_port": self.zk_port,
-            "zookeeper_pid": _read_pid(self._zookeeper_server().pid_file) if self.private_zookeeper else None,
+            "zookeeper_pid": servers[0].pid if len(servers) == 1 else None,
+            "zookeeper_nodes": self.zookeeper_nodes,
+            "zookeeper_servers": [
+                {"id": s.server_id or 1, "client_port": s.port, "pid": s.pid,
+                 **({"quorum_port": p.quorum_port, "election_port": p.election_port}
+                    if (p := _peer_of(s)) else {})}
+                for s in servers
+            ],
             "host": self.host,
             "base_port": self.base_port,
             "bootstrap_servers": self.bootstrap_servers,
@@ -342,6 +426,10 @@ class LocalCluster:
         tmp = self.data_dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(state, indent=2) + "\n")
         tmp.replace(self.data_dir / STATE_FILE)
+
+
+def _peer_of(server: "ZooKeeperServer") -> "QuorumPeer | None":
+    return next((p for p in server.quorum if p.server_id == server.server_id), None)
 
 
 def _prop(value: object) -> str:

@@ -5,6 +5,15 @@ its partitions change leader while it still answers, instead of going leaderless
 after it is gone. The controller answers with the replicated partitions the broker still leads;
 the broker asks again after a backoff while some of them have another live in-sync replica
 that could take over, and after the last attempt stops anyway, as Kafka does.
+
+The whole of it is bounded by Kafka's controlled.shutdown.max.retries x
+controlled.shutdown.retry.backoff.ms (3 x 5 s): every attempt, the controller lookup included,
+gets only the time left, so a broker told to stop while ZooKeeper is unreachable still stops.
+Before the bound, a SIGTERM'd broker whose ZooKeeper was down sat in the first attempt's
+ZooKeeper read (kazoo queues requests until it reconnects) for as long as ZooKeeper stayed
+down; `odradek down` had to kill it. The controller is found as KafkaServer.controlledShutdown
+finds it, in the metadata cache (the controller's own UpdateMetadata named it), so ZooKeeper is
+read only when the cache knows none.
 """
 from __future__ import annotations
 
@@ -12,10 +21,11 @@ import asyncio
 import itertools
 import logging
 import socket
+import time
 from typing import Callable
 
 from odradek.controller.controller_channel import exchange
-from odradek.metadata import TopicPartition
+from odradek.metadata import BrokerInfo, TopicPartition
 from odradek.protocol import controller_api
 from odradek.protocol.controller_api import ControlledShutdownRequest, ControlledShutdownResponse
 from odradek.protocol.errors import ErrorCode
@@ -30,24 +40,28 @@ class ControlledShutdownError(Exception):
     """No answer from a controller, or an error code instead of one."""
 
 
-def request_controlled_shutdown(zk: KafkaZkClient, broker_id: int, broker_epoch: int,
-                                timeout_s: float) -> tuple[TopicPartition, ...]:
-    """One ControlledShutdown round trip to the current controller (blocking): the replicated
-    partitions this broker still leads."""
-    controller_id = zk.get_controller_id()
-    controller = zk.get_live_brokers().get(controller_id) if controller_id is not None else None
+def request_controlled_shutdown(zk: KafkaZkClient, broker_id: int, broker_epoch: int, timeout_s: float,
+                                cached_controller: BrokerInfo | None = None) -> tuple[TopicPartition, ...]:
+    """One ControlledShutdown round trip to the controller (blocking, at most about `timeout_s`):
+    the replicated partitions this broker still leads. `cached_controller`: the controller the
+    metadata cache names; without it ZooKeeper is asked."""
+    deadline = time.monotonic() + timeout_s
+    controller = cached_controller or zk.get_controller_info(timeout_s)
     if controller is None:
-        raise ControlledShutdownError(f"no live controller (controller id {controller_id})")
+        raise ControlledShutdownError("no live controller")
     correlation_id = next(_correlation_ids)
     frame = controller_api.encode_request(ControlledShutdownRequest(broker_id, broker_epoch),
                                           correlation_id, f"broker-{broker_id}")
     api_key = controller_api.API_CONTROLLED_SHUTDOWN
-    with socket.create_connection((controller.host, controller.port), timeout=timeout_s) as sock:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise ControlledShutdownError(f"no answer within {timeout_s:g} s")
+    with socket.create_connection((controller.host, controller.port), timeout=left) as sock:
         body = exchange(sock, frame, correlation_id, api_key, controller_api.VERSIONS[api_key])
     response = controller_api.decode_response(api_key, controller_api.VERSIONS[api_key], body)
     assert isinstance(response, ControlledShutdownResponse)
     if response.error_code != ErrorCode.NONE:
-        raise ControlledShutdownError(f"controller {controller_id} answered "
+        raise ControlledShutdownError(f"controller {controller.id} answered "
                                       f"{ErrorCode(response.error_code).name}")
     return response.remaining_partitions
 
@@ -55,16 +69,26 @@ def request_controlled_shutdown(zk: KafkaZkClient, broker_id: int, broker_epoch:
 async def controlled_shutdown(zk: KafkaZkClient, broker_id: int, broker_epoch: int,
                               can_move: Callable[[tuple[TopicPartition, ...]], bool],
                               max_retries: int = 3, backoff_s: float = 5.0,
-                              timeout_s: float = 10.0) -> bool:
-    """Ask until the controller reports no partition left to move; True on success.
+                              timeout_s: float = 10.0,
+                              cached_controller: Callable[[], BrokerInfo | None] = lambda: None) -> bool:
+    """Ask until the controller reports no partition left to move; True on success. Gives up
+    after ``max_retries`` attempts or ``max_retries x backoff_s`` seconds, whichever comes first
+    (each attempt gets at most ``timeout_s`` of the time left).
 
     ``can_move(remaining)``: whether some remaining partition has another live in-sync replica.
     When none has (the last broker of a cluster going down), asking again cannot help, so the
-    broker stops at once rather than after every retry's backoff."""
+    broker stops at once rather than after every retry's backoff. ``cached_controller()``: the
+    controller as the metadata cache knows it, or None."""
+    deadline = time.monotonic() + max_retries * backoff_s
     for attempt in range(1, max_retries + 1):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            log.warning("controlled shutdown gave up after %g s (%d of %d attempts made); stopping anyway",
+                        max_retries * backoff_s, attempt - 1, max_retries)
+            return False
         try:
-            remaining = await asyncio.to_thread(request_controlled_shutdown, zk, broker_id,
-                                                broker_epoch, timeout_s)
+            remaining = await asyncio.to_thread(request_controlled_shutdown, zk, broker_id, broker_epoch,
+                                                min(timeout_s, left), cached_controller())
         except Exception as exc:  # noqa: BLE001 - ZooKeeper or network trouble: the stop must go on
             log.warning("controlled shutdown attempt %d of %d failed: %r", attempt, max_retries, exc)
         else:
@@ -78,6 +102,6 @@ async def controlled_shutdown(zk: KafkaZkClient, broker_id: int, broker_epoch: i
             log.warning("controlled shutdown attempt %d of %d: still leader of %d partitions",
                         attempt, max_retries, len(remaining))
         if attempt < max_retries:
-            await asyncio.sleep(backoff_s)
+            await asyncio.sleep(max(0.0, min(backoff_s, deadline - time.monotonic())))
     log.warning("controlled shutdown failed after %d attempts; stopping anyway", max_retries)
     return False

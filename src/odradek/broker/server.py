@@ -37,6 +37,7 @@ from odradek.metadata import BrokerInfo, TopicPartition
 from odradek.protocol import controller_api
 from odradek.protocol.controller_api import (ControlledShutdownRequest, ControlledShutdownResponse,
                                              ControllerResponse)
+from odradek.netutil import bind_outgoing_to
 from odradek.protocol.errors import ErrorCode
 from odradek.zk.client import KafkaZkClient
 
@@ -172,6 +173,7 @@ class Broker:
     async def run(self) -> None:
         cfg = self.config
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        bind_outgoing_to(cfg.host)
         await asyncio.to_thread(self.zk.start)
         cluster_id = await asyncio.to_thread(self._cluster_id)
         ctx = BrokerContext(cfg, cluster_id, self.replica_manager, self.metadata, self.zk,
@@ -201,7 +203,8 @@ class Broker:
         if cfg.controlled_shutdown_enable:
             await controlled_shutdown(self.zk, cfg.broker_id, self.replica_manager.broker_epoch,
                                       self._another_leader_possible, cfg.controlled_shutdown_max_retries,
-                                      cfg.controlled_shutdown_retry_backoff_ms / 1000)
+                                      cfg.controlled_shutdown_retry_backoff_ms / 1000,
+                                      cached_controller=lambda: self.metadata.broker(self.metadata.controller_id))
         for task in tasks:
             task.cancel()
         await self.shutdown()

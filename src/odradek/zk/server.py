@@ -1,6 +1,7 @@
-"""Start and stop a private, single-node Apache ZooKeeper (Debian's 3.8 package).
+"""Start and stop private Apache ZooKeeper servers (Debian's 3.8 package, QuorumPeerMain):
+one standalone server, or a ZooKeeperEnsemble of several that elect a leader among themselves.
 
-The server runs detached (its own session) so it outlives the Python process that started it,
+Each server runs detached (its own session) so it outlives the Python process that started it,
 as `odradek up` needs; the pid file in the data dir is how a later `stop()` finds it.
 
 Classpath: Debian's /usr/share/java holds six SLF4J bindings plus log4j-over-slf4j. With the
@@ -16,8 +17,11 @@ import shutil
 import signal
 import socket
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from odradek.netutil import free_port
 from odradek.process import process_alive
 
 JAVA_DIR = Path("/usr/share/java")
@@ -62,13 +66,59 @@ def four_letter_word(host: str, port: int, word: str, timeout: float = 1.0) -> s
     return b"".join(chunks).decode(errors="replace")
 
 
-class ZooKeeperServer:
-    """One standalone ZooKeeper listening on `port`, with its snapshots and log in `data_dir`."""
+def server_mode(host: str, port: int, timeout: float = 1.0) -> str:
+    """What `srvr` says this server is: "leader", "follower", "standalone" (or "observer");
+    "not serving" for a running member of an ensemble without a quorum (it is looking for a
+    leader and refuses clients); "down" when nothing answers on the port."""
+    try:
+        reply = four_letter_word(host, port, "srvr", timeout)
+    except OSError:
+        return "down"
+    for line in reply.splitlines():
+        if line.startswith("Mode:"):
+            return line.partition(":")[2].strip()
+    return "not serving"
 
-    def __init__(self, data_dir: Path, port: int, host: str = "127.0.0.1") -> None:
+
+def connect_string_servers(connect: str) -> list[tuple[str, int]]:
+    """(host, port) of every server in a connect string such as `zk1:2181,zk2:2181/chroot`."""
+    hosts = connect.partition("/")[0]
+    out = []
+    for entry in hosts.split(","):
+        host, sep, port = entry.strip().rpartition(":")
+        out.append((host, int(port)) if sep and port.isdigit() else (entry.strip(), 2181))
+    return out
+
+
+@dataclass(frozen=True)
+class QuorumPeer:
+    """One server of an ensemble as every member's zoo.cfg names it (`server.N=host:quorum:election`):
+    followers talk to the leader on `quorum_port`, leader election runs on `election_port`."""
+
+    server_id: int
+    host: str
+    client_port: int
+    quorum_port: int
+    election_port: int
+
+    def config_line(self) -> str:
+        return f"server.{self.server_id}={self.host}:{self.quorum_port}:{self.election_port}"
+
+
+class ZooKeeperServer:
+    """One ZooKeeper listening on `port`, with its snapshots and log in `data_dir`: standalone,
+    or, with `quorum` (every member, itself included) and its `server_id`, a member of an
+    ensemble, which serves clients only while a majority of the members are up."""
+
+    def __init__(self, data_dir: Path, port: int, host: str = "127.0.0.1",
+                 server_id: int | None = None, quorum: Sequence[QuorumPeer] = ()) -> None:
         self.data_dir = Path(data_dir)
         self.port = port
         self.host = host
+        self.server_id = server_id
+        self.quorum = tuple(quorum)
+        if self.quorum and server_id not in {p.server_id for p in self.quorum}:
+            raise ValueError(f"server id {server_id} is not one of the quorum's {[p.server_id for p in self.quorum]}")
 
     @property
     def connect_string(self) -> str:
@@ -86,7 +136,7 @@ class ZooKeeperServer:
         snapshots = self.data_dir / "data"
         snapshots.mkdir(parents=True, exist_ok=True)
         cfg = self.data_dir / "zoo.cfg"
-        cfg.write_text(
+        text = (
             "tickTime=2000\n"
             f"dataDir={snapshots}\n"
             f"clientPort={self.port}\n"
@@ -96,15 +146,29 @@ class ZooKeeperServer:
             "maxClientCnxns=0\n"
             "minSessionTimeout=2000\n"
         )
+        if self.quorum:
+            # initLimit / syncLimit (in ticks): how long a follower may take to load the
+            # leader's snapshot, and to answer it afterwards, before it is dropped. A killed
+            # peer's sockets are reset by the kernel at once, so these bound only hung peers.
+            text += "initLimit=10\nsyncLimit=5\n" + "".join(p.config_line() + "\n" for p in self.quorum)
+            (snapshots / "myid").write_text(f"{self.server_id}\n")
+        cfg.write_text(text)
         (self.data_dir / "log4j.properties").write_text(_LOG4J_PROPERTIES.format(log=self.log_file))
         return cfg
 
     def start(self, timeout: float = 30.0) -> None:
-        """Launch the JVM and return once it answers `ruok` with `imok`.
+        """Launch the JVM and return once it serves clients (see is_serving).
 
         Raises RuntimeError (naming what to install, or pointing at the log) otherwise; a server
-        that did not come up in time is stopped so no stray JVM is left behind.
+        that did not come up in time is stopped so no stray JVM is left behind. A member of an
+        ensemble serves only once a majority of the members run: start them with
+        ZooKeeperEnsemble.start, which launches them all before waiting.
         """
+        self.launch()
+        self.wait_serving(timeout)
+
+    def launch(self) -> int:
+        """Spawn the JVM without waiting for it; returns its pid (also in the pid file)."""
         problem = check_installed()
         if problem:
             raise RuntimeError(problem)
@@ -138,9 +202,15 @@ class ZooKeeperServer:
         finally:
             os.close(log_fd)
         self.pid_file.write_text(f"{pid}\n")
+        return pid
+
+    def wait_serving(self, timeout: float = 30.0) -> None:
+        """Return once the launched server serves clients; stop it and raise RuntimeError if it
+        exits or does not serve within `timeout`."""
+        pid = self.pid
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not process_alive(pid):
+            if pid is None or not process_alive(pid):
                 self.pid_file.unlink(missing_ok=True)
                 raise RuntimeError(f"ZooKeeper exited at startup; see {self.log_file}")
             if self.is_serving():
@@ -160,7 +230,13 @@ class ZooKeeperServer:
         except OSError:
             return False
 
-    def _pid(self) -> int | None:
+    def mode(self) -> str:
+        """leader / follower / standalone, "not serving" or "down" (see server_mode)."""
+        return server_mode(self.host, self.port) if self.is_running() else "down"
+
+    @property
+    def pid(self) -> int | None:
+        """The pid in the pid file (the process may have died since)."""
         try:
             return int(self.pid_file.read_text().strip())
         except (FileNotFoundError, ValueError):
@@ -168,14 +244,20 @@ class ZooKeeperServer:
 
     def is_running(self) -> bool:
         """True if the process named in the pid file exists (and is not a zombie of ours)."""
-        pid = self._pid()
+        pid = self.pid
         return pid is not None and process_alive(pid)
 
+    def kill(self) -> None:
+        """SIGKILL the server (a crash: no clean shutdown) and wait until it is gone."""
+        self.stop(timeout=0.0)
+
     def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM the server, SIGKILL it if still alive after `timeout`, remove the pid file."""
-        pid = self._pid()
+        """SIGTERM the server, SIGKILL it if still alive after `timeout` (at once with 0),
+        remove the pid file."""
+        pid = self.pid
         if pid is not None and process_alive(pid):
-            os.kill(pid, signal.SIGTERM)
+            if timeout > 0:
+                os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout
             while process_alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -184,3 +266,118 @@ class ZooKeeperServer:
                 while process_alive(pid):
                     time.sleep(0.05)
         self.pid_file.unlink(missing_ok=True)
+
+
+class ZooKeeperEnsemble:
+    """Several ZooKeeper servers forming one quorum (QuorumPeerMain with `server.N` lines), each
+    under `data_dir`/server-N, for clusters that must survive a ZooKeeper server's death and for
+    tests that kill and restart servers one by one.
+
+    With 2f+1 servers, f may die without clients noticing more than a reconnect; losing the
+    leader costs one leader election among the rest. Without a majority no server serves.
+    """
+
+    def __init__(self, data_dir: Path, peers: Sequence[QuorumPeer]) -> None:
+        if not peers:
+            raise ValueError("an ensemble needs at least one server")
+        self.data_dir = Path(data_dir)
+        self.peers = tuple(sorted(peers, key=lambda p: p.server_id))
+        self.servers = {p.server_id: ZooKeeperServer(self.data_dir / f"server-{p.server_id}", p.client_port,
+                                                     p.host, p.server_id, self.peers)
+                        for p in self.peers}
+
+    @classmethod
+    def on_free_ports(cls, data_dir: Path, size: int = 3, host: str = "127.0.0.1",
+                      client_ports: Sequence[int] | None = None) -> "ZooKeeperEnsemble":
+        """An ensemble of `size` servers numbered 1..size; client ports as given (default: free
+        ones), quorum and election ports always picked free."""
+        ports = list(client_ports) if client_ports is not None else [free_port(host) for _ in range(size)]
+        if len(ports) != size:
+            raise ValueError(f"{len(ports)} client ports for {size} servers")
+        taken = set(ports)
+        peers = []
+        for server_id, client_port in enumerate(ports, 1):
+            quorum_port, election_port = _free_ports_besides(host, taken, 2)
+            peers.append(QuorumPeer(server_id, host, client_port, quorum_port, election_port))
+        return cls(data_dir, peers)
+
+    @property
+    def server_ids(self) -> list[int]:
+        return [p.server_id for p in self.peers]
+
+    @property
+    def connect_string(self) -> str:
+        """Every server, so a client moves to another when its server dies."""
+        return ",".join(s.connect_string for s in self.servers.values())
+
+    @property
+    def quorum_size(self) -> int:
+        return len(self.peers) // 2 + 1
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Launch every server that is not running, then wait until all of them serve (they
+        elect a leader once a majority is up). A server that fails stops the rest it started."""
+        launched = [s for s in self.servers.values() if not s.is_running()]
+        try:
+            for server in launched:
+                server.launch()
+            deadline = time.monotonic() + timeout
+            for server in launched:
+                server.wait_serving(max(0.1, deadline - time.monotonic()))
+        except BaseException:
+            for server in launched:
+                server.stop()
+            raise
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop every server (SIGTERM, SIGKILL after `timeout`), by pid."""
+        for server in self.servers.values():
+            server.stop(timeout)
+
+    def kill(self, server_id: int) -> None:
+        """kill -9 one server and wait until it is gone."""
+        self.servers[server_id].kill()
+
+    def restart(self, server_id: int, timeout: float = 30.0, wait: bool = True) -> None:
+        """Start a stopped or killed server again with its data; with `wait`, return once it
+        serves (which needs a majority running, counting it)."""
+        server = self.servers[server_id]
+        if server.is_running():
+            server.stop()
+        server.launch()
+        if wait:
+            server.wait_serving(timeout)
+
+    def modes(self) -> dict[int, str]:
+        """server id -> leader / follower / "not serving" / "down"."""
+        return {sid: server.mode() for sid, server in self.servers.items()}
+
+    def leader_id(self) -> int | None:
+        return next((sid for sid, mode in self.modes().items() if mode == "leader"), None)
+
+    def pids(self) -> dict[int, int | None]:
+        """server id -> pid of the running server, None for one that is not running."""
+        return {sid: s.pid if s.is_running() else None for sid, s in self.servers.items()}
+
+    def wait_for_quorum(self, timeout: float = 30.0) -> None:
+        """Block until one server leads and a majority serve (e.g. after a restart)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            modes = self.modes()
+            serving = [m for m in modes.values() if m in ("leader", "follower")]
+            if "leader" in serving and len(serving) >= self.quorum_size:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no ZooKeeper quorum after {timeout:g} s: {modes}")
+            time.sleep(0.1)
+
+
+def _free_ports_besides(host: str, taken: set[int], count: int) -> list[int]:
+    """`count` free ports not in `taken` (which they are added to)."""
+    out: list[int] = []
+    while len(out) < count:
+        port = free_port(host)
+        if port not in taken:
+            taken.add(port)
+            out.append(port)
+    return out
