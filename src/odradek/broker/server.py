@@ -37,7 +37,6 @@ from odradek.metadata import BrokerInfo, TopicPartition
 from odradek.protocol import controller_api
 from odradek.protocol.controller_api import (ControlledShutdownRequest, ControlledShutdownResponse,
                                              ControllerResponse)
-from odradek.netutil import bind_outgoing_to
 from odradek.protocol.errors import ErrorCode
 from odradek.zk.client import KafkaZkClient
 
@@ -173,7 +172,6 @@ class Broker:
     async def run(self) -> None:
         cfg = self.config
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
-        bind_outgoing_to(cfg.host)
         await asyncio.to_thread(self.zk.start)
         cluster_id = await asyncio.to_thread(self._cluster_id)
         ctx = BrokerContext(cfg, cluster_id, self.replica_manager, self.metadata, self.zk,
