@@ -1,9 +1,7 @@
 """Make librdkafka's protocol errors fail the test that caused them.
 
-librdkafka does not raise when it cannot parse a broker's response: it logs a PROTOERR line
-("Protocol parse failure for Fetch v12(flex) ...", "invalid MessageSetSize -1"), drops the whole
-response and retries, so a test that only counts records passes while every client in the field
-stalls. `install()` (called by tests/conftest.py before any test module imports confluent_kafka)
+librdkafka only logs them (odradek/librdkafka_log.py), so a test that only counts records passes
+while every client in the field stalls. `install()` (called by tests/conftest.py before any test module imports confluent_kafka)
 replaces confluent_kafka's Producer, Consumer and AdminClient with subclasses that hand
 librdkafka's log to a Python logger; the log is kept in the "librdkafka" logger (pytest shows it
 when a test fails) and every protocol-error line is recorded for `take_protocol_errors()`, which
@@ -15,35 +13,20 @@ client that is never polled is not checked.
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
 import confluent_kafka
 import confluent_kafka.admin
 
-# librdkafka's facilities and messages for a response it could not parse or did not expect
-PROTOCOL_ERROR_MARKS = ("PROTOERR", "PROTOUFLOW", "Protocol parse failure", "invalid MessageSetSize",
-                        "Protocol read buffer underflow")
+from odradek.librdkafka_log import ProtocolErrorRecorder
 
 LOGGER = logging.getLogger("librdkafka")
-_found: list[str] = []
-_lock = threading.Lock()
-
-
-class _ProtocolErrorRecorder(logging.Handler):
-    def emit(self, record: logging.LogRecord) -> None:
-        line = record.getMessage()
-        if any(mark in line for mark in PROTOCOL_ERROR_MARKS):
-            with _lock:
-                _found.append(line)
+_recorder = ProtocolErrorRecorder()
 
 
 def take_protocol_errors() -> list[str]:
     """The protocol-error lines logged since the last call."""
-    with _lock:
-        out = list(_found)
-        _found.clear()
-    return out
+    return _recorder.take()
 
 
 def _with_logger(conf: dict[str, Any] | None, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -77,7 +60,7 @@ def _guard_admin_client() -> None:
 def install() -> None:
     if getattr(confluent_kafka, "_odradek_guarded", False):
         return
-    LOGGER.addHandler(_ProtocolErrorRecorder())
+    LOGGER.addHandler(_recorder)
     LOGGER.setLevel(logging.DEBUG)
     confluent_kafka.Producer = Producer  # type: ignore[misc]
     confluent_kafka.Consumer = Consumer  # type: ignore[misc]

@@ -1,8 +1,32 @@
 """Small socket helpers shared by the launchers and the tests."""
 from __future__ import annotations
 
+import ipaddress
 import random
 import socket
+
+_outgoing_host: str | None = None
+
+
+def bind_outgoing_to(listen_host: str) -> None:
+    """Make this process's broker-to-broker connections (follower fetches, controller requests,
+    ControlledShutdown) leave from its listener's address when that is a loopback address
+    other than 127.0.0.1. Brokers on one machine, each on its own loopback address
+    (127.0.N.1), then look to each other like separate hosts, so firewall rules can cut one
+    broker off from another without cutting it off from clients (the fault-injection suite,
+    odradek.faults). On other addresses the kernel picks the source, as Kafka leaves it."""
+    global _outgoing_host
+    try:
+        address = ipaddress.ip_address(listen_host)
+    except ValueError:
+        return
+    if address.is_loopback and str(address) != "127.0.0.1":
+        _outgoing_host = str(address)
+
+
+def outgoing_address() -> tuple[str, int] | None:
+    """The source address for broker-to-broker connections (None: the kernel's choice)."""
+    return None if _outgoing_host is None else (_outgoing_host, 0)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -9,6 +9,7 @@ import asyncio
 import struct
 from typing import Any, Callable
 
+from odradek.netutil import outgoing_address
 from odradek.protocol import kio_util
 
 
@@ -22,7 +23,7 @@ class KafkaClientConnection:
 
     async def connect(self, timeout: float = 5.0) -> None:
         self._reader, self._writer = await asyncio.wait_for(
-            asyncio.open_connection(self.host, self.port), timeout)
+            asyncio.open_connection(self.host, self.port, local_addr=outgoing_address()), timeout)
 
     @property
     def connected(self) -> bool:

@@ -37,6 +37,7 @@ from odradek.metadata import BrokerInfo, TopicPartition
 from odradek.protocol import controller_api
 from odradek.protocol.controller_api import (ControlledShutdownRequest, ControlledShutdownResponse,
                                              ControllerResponse)
+from odradek.netutil import bind_outgoing_to
 from odradek.protocol.errors import ErrorCode
 from odradek.zk.client import KafkaZkClient
 
@@ -172,6 +173,7 @@ class Broker:
     async def run(self) -> None:
         cfg = self.config
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        bind_outgoing_to(cfg.host)
         await asyncio.to_thread(self.zk.start)
         cluster_id = await asyncio.to_thread(self._cluster_id)
         ctx = BrokerContext(cfg, cluster_id, self.replica_manager, self.metadata, self.zk,
@@ -256,6 +258,11 @@ class Broker:
             partition.apply_retention(now_ms)
 
     async def shutdown(self) -> None:
+        if not self.zk.connected:
+            # The controller's event thread may be waiting for ZooKeeper (a ControlledShutdown
+            # it took while ZooKeeper was gone); ending the session fails its requests with
+            # ConnectionLoss, so it stops now instead of after events.close's 10 s wait.
+            await asyncio.to_thread(self.zk.close)
         self.controller.stop()
         if self._server is not None:
             self._server.close()

@@ -19,6 +19,7 @@ import threading
 from typing import Callable, Optional
 
 from odradek.metadata import BrokerInfo
+from odradek.netutil import outgoing_address
 from odradek.protocol import controller_api
 from odradek.protocol.controller_api import ControllerRequest, ControllerResponse
 from odradek.protocol.framing import FrameBuffer, FramingError
@@ -159,7 +160,7 @@ class _RequestSendThread(threading.Thread):
         if self._sock is not None:
             return self._sock
         sock = socket.create_connection((self.broker.host, self.broker.port),
-                                        timeout=self._connect_timeout_s)
+                                        timeout=self._connect_timeout_s, source_address=outgoing_address())
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(self._request_timeout_s)
         with self._sock_lock:

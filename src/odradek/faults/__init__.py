@@ -1,0 +1,1 @@
+"""A Jepsen-style fault-injection suite for a real odradek cluster (python -m odradek.faults)."""

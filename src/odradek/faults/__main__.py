@@ -1,0 +1,137 @@
+"""`python -m odradek.faults --seed N --faults 100`: a Jepsen-style fault run.
+
+A private network namespace (`unshare --net`, so root) holds one ZooKeeper and three brokers
+(faults/cluster.py). Idempotent acks=all producers write keyed, numbered values and a consumer
+tails every partition (faults/workload.py) while the nemesis injects faults drawn under the
+seed (faults/nemesis.py). After the last fault is healed, every partition is read from the
+start and judged (faults/checker.py). Prints one JSON report; exits 1 if any anomaly was seen.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.faults.checker import differing_replicas, judge, read_everything
+from odradek.faults.cluster import FaultCluster
+from odradek.faults.nemesis import KINDS, Nemesis
+from odradek.faults.workload import LOGGER, PROTOCOL_ERRORS, ClientTrouble, KeyedProducer, TailingConsumer
+
+IN_NAMESPACE = "ODRADEK_FAULTS_NETNS"
+TOPIC = "faults"
+PARTITIONS = 6
+BROKER_CONFIG = {
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+    # a follower cut off from its leader leaves the ISR after this, so acks=all writes go on
+    "replica.lag.time.max.ms": "4000",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m odradek.faults", description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--faults", type=int, default=100, help="how many faults to inject")
+    parser.add_argument("--session-timeout-ms", type=int, default=2000,
+                        help="the brokers' zookeeper.session.timeout.ms (hold times scale with it)")
+    parser.add_argument("--producers", type=int, default=3)
+    parser.add_argument("--rate", type=float, default=100.0, help="values per second per producer")
+    parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated fault kinds to draw from")
+    parser.add_argument("--data-dir", type=Path, help="keep the cluster's data and logs here (default: a temp dir, "
+                                                      "removed unless the run found an anomaly)")
+    args = parser.parse_args(argv)
+    if os.environ.get(IN_NAMESPACE) != "1":
+        return _reexec_in_namespace(argv if argv is not None else sys.argv[1:])
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="odradek-faults-"))
+    report = run(args, data_dir)
+    print(json.dumps(report, indent=2))
+    clean = sum(report["anomalies"].values()) == 0
+    if clean and args.data_dir is None:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    elif not clean:
+        print(f"data and logs kept in {data_dir}", file=sys.stderr)
+    return 0 if clean else 1
+
+
+def _reexec_in_namespace(argv: list[str]) -> int:
+    """Run this command again in a new network namespace of its own: its firewall rules and
+    every connection of the run stay there, and vanish with it."""
+    if shutil.which("unshare") is None or shutil.which("iptables") is None:
+        print("odradek: error: the fault run needs unshare and iptables (apt-get install util-linux iptables)",
+              file=sys.stderr)
+        return 2
+    env = dict(os.environ, **{IN_NAMESPACE: "1"})
+    return subprocess.run(["unshare", "--net", sys.executable, "-m", "odradek.faults", *argv], env=env).returncode
+
+
+def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
+    cluster = FaultCluster(data_dir, 3, args.session_timeout_ms, BROKER_CONFIG)
+    trouble = ClientTrouble()
+    producers: list[KeyedProducer] = []
+    consumer: TailingConsumer | None = None
+    started = time.monotonic()
+    not_recovered = []
+    try:
+        cluster.start()
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "logger": LOGGER})
+        for future in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)]).values():
+            future.result(60)
+        producers = [KeyedProducer(i, cluster.bootstrap_servers, TOPIC, 10, args.rate, trouble)
+                     for i in range(args.producers)]
+        consumer = TailingConsumer(cluster.bootstrap_servers, TOPIC, PARTITIONS, trouble)
+        for client in (*producers, consumer):
+            client.start()
+        time.sleep(2.0)
+        nemesis = Nemesis(cluster, TOPIC, args.seed, tuple(args.kinds.split(",")))
+        pause = random.Random(args.seed + 1)
+        for _ in range(args.faults):
+            fault = nemesis.step()
+            if not cluster.wait_registered(60):
+                not_recovered.append(f"{fault.kind} on broker {fault.broker}: the cluster did not recover in 60 s")
+            time.sleep(pause.uniform(0.2, 1.0))
+        time.sleep(3.0)  # writes after the last fault
+        unresolved = sum(p.stop(flush_timeout_s=180) for p in producers)
+        consumer.stop()
+        acked = {v: where for p in producers for v, where in p.acked.items()}
+        anomalies = judge(read_everything(cluster.bootstrap_servers, TOPIC, PARTITIONS), acked)
+        differing = differing_replicas(
+            lambda p: [cluster.broker_dir(b) / "data" / f"{TOPIC}-{p}" for b in cluster.broker_ids], PARTITIONS)
+        anomalies.update({
+            "replicas_differing": [f"partition {p}" for p in differing],
+            "clients_died": trouble.died,
+            "failed_deliveries": trouble.failed_deliveries,
+            "unresolved_at_end": [f"{unresolved} values"] if unresolved else [],
+            "consumer_errors": trouble.consumer_errors,
+            "non_monotonic_polls": trouble.non_monotonic_polls,
+            "protocol_errors": PROTOCOL_ERRORS.take(),
+            "cluster_not_recovered": not_recovered,
+        })
+        return {
+            "seed": args.seed,
+            "faults": dict(collections.Counter(f.kind for f in nemesis.history)),
+            "faults_total": len(nemesis.history),
+            "writes_sent": sum(p.sent for p in producers),
+            "writes_acknowledged": len(acked),
+            "consumer_received": consumer.received,
+            "duration_s": round(time.monotonic() - started, 1),
+            "anomalies": {k: len(v) for k, v in anomalies.items()},
+            "examples": {k: v[:5] for k, v in anomalies.items() if v},
+        }
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

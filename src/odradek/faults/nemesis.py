@@ -1,0 +1,93 @@
+"""The faults, drawn at random under a seed so a run replays.
+
+Each fault is injected, held, healed, and the run waits until every broker is back and
+registered before drawing the next, so at most one fault is in force at a time. Hold times are
+multiples of the brokers' ZooKeeper session timeout: "soon" is within it (ZooKeeper never
+notices), "late" and "past" beyond it (the controller fails the broker over).
+"""
+from __future__ import annotations
+
+import random
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from odradek.faults.cluster import FaultCluster
+
+KINDS = (
+    "kill-leader-restart-soon", "kill-leader-restart-late",
+    "kill-controller-restart-soon", "kill-controller-restart-late",
+    "pause-past-session-timeout", "zookeeper-restart",
+    "broker-cut-from-zookeeper", "leader-cut-from-followers", "controller-cut-from-brokers",
+)
+
+
+@dataclass
+class Fault:
+    kind: str
+    broker: int | None
+    started: float
+    held_s: float
+
+
+class Nemesis:
+    def __init__(self, cluster: FaultCluster, topic: str, seed: int, kinds: tuple[str, ...] = KINDS) -> None:
+        self.cluster, self.topic = cluster, topic
+        self.rng = random.Random(seed)
+        self.kinds = kinds
+        self.session_s = cluster.session_timeout_ms / 1000
+        self.history: list[Fault] = []
+
+    def _leader(self) -> int:
+        leaders = [b for b in self.cluster.leaders(self.topic).values() if b in self.cluster.broker_ids]
+        return self.rng.choice(sorted(leaders)) if leaders else self.rng.choice(self.cluster.broker_ids)
+
+    def _controller(self) -> int:
+        controller = self.cluster.controller()
+        return controller if controller is not None else self.rng.choice(self.cluster.broker_ids)
+
+    def _soon(self) -> float:
+        return self.rng.uniform(0.2, 0.6) * self.session_s
+
+    def _past(self) -> float:
+        return self.rng.uniform(1.5, 2.5) * self.session_s
+
+    def step(self) -> Fault:
+        """Inject one fault, hold it, heal it."""
+        kind = self.rng.choice(self.kinds)
+        c = self.cluster
+        broker: int | None = None
+        start = time.monotonic()
+        if kind.startswith("kill-"):
+            broker = self._controller() if "controller" in kind else self._leader()
+            c.signal_broker(broker, signal.SIGKILL)
+            hold = self._soon() if kind.endswith("soon") else self._past()
+            time.sleep(hold)
+            c.start_broker(broker)
+        elif kind == "pause-past-session-timeout":
+            broker = self.rng.choice([self._leader(), self._controller()])
+            c.signal_broker(broker, signal.SIGSTOP)
+            hold = self._past()
+            time.sleep(hold)
+            c.signal_broker(broker, signal.SIGCONT)
+        elif kind == "zookeeper-restart":
+            c.zookeeper.stop()
+            hold = self._soon()
+            time.sleep(hold)
+            c.zookeeper.start()
+        else:
+            cut: Callable[[int], None]
+            if kind == "broker-cut-from-zookeeper":
+                broker, cut = self.rng.choice(c.broker_ids), c.cut_from_zookeeper
+            elif kind == "leader-cut-from-followers":
+                broker, cut = self._leader(), c.cut_from_brokers
+            else:
+                broker, cut = self._controller(), c.cut_from_brokers
+            cut(broker)
+            hold = self._past()
+            time.sleep(hold)
+            c.heal()
+        fault = Fault(kind, broker, start, hold)
+        self.history.append(fault)
+        return fault

@@ -1,0 +1,159 @@
+"""What the fault run's clients do, and what they saw: idempotent acks=all producers writing
+keyed values with a per-key sequence number, and a consumer tailing every partition.
+
+Each client is created once for the whole run, as an application would: a client that raised
+from produce() or poll(), reported a fatal error, or failed a delivery (the delivery timeout
+is longer than the run, so a failure is not a timeout) counts as a client the application
+would have had to re-create.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Consumer, TopicPartition
+
+from odradek.librdkafka_log import ProtocolErrorRecorder
+
+LOGGER = logging.getLogger("odradek.faults.librdkafka")
+PROTOCOL_ERRORS = ProtocolErrorRecorder()
+LOGGER.addHandler(PROTOCOL_ERRORS)
+LOGGER.propagate = False
+
+#: value = b"<producer>:<key>:<seq>"
+Value = tuple[int, str, int]
+
+
+def encode_value(producer: int, key: str, seq: int) -> bytes:
+    return f"{producer}:{key}:{seq}".encode()
+
+
+def decode_value(raw: bytes) -> Value:
+    producer, key, seq = raw.decode().split(":")
+    return int(producer), key, int(seq)
+
+
+@dataclass
+class ClientTrouble:
+    """Everything a real application would have had to handle itself."""
+
+    died: list[str] = field(default_factory=list)             # exceptions, fatal errors
+    failed_deliveries: list[str] = field(default_factory=list)
+    consumer_errors: list[str] = field(default_factory=list)  # errors poll() handed back
+    non_monotonic_polls: list[str] = field(default_factory=list)
+
+
+class KeyedProducer:
+    """One idempotent acks=all producer for the whole run, writing its own keys in turn at
+    about `rate` values per second; remembers where each acknowledged value landed."""
+
+    def __init__(self, index: int, bootstrap: str, topic: str, keys: int, rate: float,
+                 trouble: ClientTrouble) -> None:
+        self.index, self.topic, self.trouble = index, topic, trouble
+        self.keys = [f"p{index}-k{k}" for k in range(keys)]
+        self.seq = {k: 0 for k in self.keys}
+        self.acked: dict[Value, tuple[int, int]] = {}
+        self.sent = 0
+        self._interval = 1.0 / rate
+        self._stop = threading.Event()
+        self._producer = Producer({
+            "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+            "message.timeout.ms": 900_000, "logger": LOGGER, "error_cb": self._on_error,
+            "client.id": f"faults-producer-{index}"})
+        self._thread = threading.Thread(target=self._run, name=f"producer-{index}", daemon=True)
+
+    def _on_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self.trouble.died.append(f"producer {self.index}: fatal {err}")
+
+    def _on_delivery(self, err: KafkaError | None, msg: object) -> None:
+        value = decode_value(msg.value())  # type: ignore[attr-defined]
+        if err is not None:
+            self.trouble.failed_deliveries.append(f"producer {self.index} {value}: {err}")
+        else:
+            self.acked[value] = (msg.partition(), msg.offset())  # type: ignore[attr-defined]
+
+    def _run(self) -> None:
+        i = 0
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            key = self.keys[i % len(self.keys)]
+            seq = self.seq[key] + 1
+            try:
+                self._producer.produce(self.topic, key=key.encode(), value=encode_value(self.index, key, seq),
+                                       on_delivery=self._on_delivery)
+            except BufferError:  # the local queue is full (a partition has no leader): wait
+                self._producer.poll(0.1)
+                continue
+            except Exception as exc:  # noqa: BLE001 - an application would crash here
+                self.trouble.died.append(f"producer {self.index}: produce() raised {exc!r}")
+                return
+            self.seq[key] = seq
+            self.sent += 1
+            i += 1
+            self._producer.poll(0)
+            next_at += self._interval
+            pause = next_at - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            else:
+                next_at = time.monotonic()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, flush_timeout_s: float) -> int:
+        """Stop producing and wait for every value's outcome; returns those still unresolved."""
+        self._stop.set()
+        self._thread.join(30)
+        return self._producer.flush(flush_timeout_s)
+
+
+class TailingConsumer:
+    """A consumer assigned every partition from its end, polling for the whole run: it must
+    never be handed an error, and its offsets per partition must only grow."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, trouble: ClientTrouble) -> None:
+        self.trouble = trouble
+        self.received = 0
+        self._last: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "faults-unused",
+                                   "enable.auto.commit": False, "logger": LOGGER,
+                                   "error_cb": self._on_error, "client.id": "faults-consumer"})
+        self._consumer.assign([TopicPartition(topic, p, -1) for p in range(partitions)])  # -1: the end
+        self._thread = threading.Thread(target=self._run, name="consumer", daemon=True)
+
+    def _on_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self.trouble.died.append(f"consumer: fatal {err}")
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                msg = self._consumer.poll(0.2)
+            except Exception as exc:  # noqa: BLE001 - an application would crash here
+                self.trouble.died.append(f"consumer: poll() raised {exc!r}")
+                return
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                if msg.error().code() != KafkaError._PARTITION_EOF:
+                    self.trouble.consumer_errors.append(str(msg.error()))
+                continue
+            last = self._last.get(msg.partition(), -1)
+            if msg.offset() <= last:
+                self.trouble.non_monotonic_polls.append(f"partition {msg.partition()}: {last} then {msg.offset()}")
+            self._last[msg.partition()] = msg.offset()
+            self.received += 1
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self._consumer.close()
