@@ -12,7 +12,7 @@ librdkafka_guard.install()  # before any test module imports confluent_kafka's c
 import pytest  # noqa: E402
 
 from odradek.netutil import free_port  # noqa: E402
-from odradek.zk.server import ZooKeeperServer, check_installed  # noqa: E402
+from odradek.zk.server import ZooKeeperEnsemble, ZooKeeperServer, check_installed  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -27,6 +27,22 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperSer
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def zookeeper_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperEnsemble]:
+    """A private three-server ensemble on free ports for a test that kills and restarts its
+    servers (ensemble.kill(server_id), ensemble.restart(server_id)); every server is stopped
+    by pid afterwards, also when the test fails."""
+    problem = check_installed()
+    if problem:
+        pytest.fail(problem)
+    ensemble = ZooKeeperEnsemble.on_free_ports(tmp_path_factory.mktemp("zookeeper-ensemble"), 3)
+    try:
+        ensemble.start()
+        yield ensemble
+    finally:
+        ensemble.stop()
 
 
 @pytest.fixture

@@ -204,6 +204,11 @@ class KafkaZkClient:
         self._zk.remove_listener(listener)
 
     @property
+    def connected(self) -> bool:
+        """Whether the session has a live connection to a serving ZooKeeper server now."""
+        return bool(self._zk.connected)
+
+    @property
     def session_id(self) -> int | None:
         client_id = self._zk.client_id
         return client_id[0] if client_id else None
