@@ -1,0 +1,73 @@
+"""Admin requests within librdkafka's limits: a long CreateTopics is one capped request and then
+polling, never a socket.timeout.ms librdkafka refuses (it allows at most 300,000 ms). No cluster:
+the polling and the client are replaced where they would touch the network."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from odradek import admin
+from odradek.admin import MAX_SOCKET_TIMEOUT_MS, AdminError, create_topic
+from odradek.netutil import free_port
+
+
+class _Future:
+    def __init__(self, error: KafkaError | None) -> None:
+        self.error = error
+
+    def result(self, timeout: float) -> None:
+        if self.error is not None:
+            raise KafkaException(self.error)
+
+
+class _RecordingAdmin:
+    """Stands in for AdminClient: records the config and the create_topics options."""
+
+    made: list[dict[str, Any]] = []
+    error: KafkaError | None = None
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        self.made.append({"conf": conf})
+
+    def create_topics(self, topics: list[Any], **options: Any) -> dict[str, _Future]:
+        self.made[-1]["options"] = options
+        return {t.topic: _Future(self.error) for t in topics}
+
+
+@pytest.fixture
+def recording(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    polled: dict[str, Any] = {}
+    _RecordingAdmin.made = []
+    monkeypatch.setattr(admin, "AdminClient", _RecordingAdmin)
+    monkeypatch.setattr(admin, "_wait_until_every_broker_knows",
+                        lambda bootstrap, topic, partitions, deadline, answered=True:
+                        polled.update(topic=topic, answered=answered))
+    return polled
+
+
+def test_a_long_timeout_builds_a_client_librdkafka_accepts() -> None:
+    """Built for real (it connects to nothing until asked): socket.timeout.ms capped, where
+    100,000 partitions' 400 s used to raise from librdkafka's configuration."""
+    client = admin._admin(f"127.0.0.1:{free_port()}", request_timeout=400.0)
+    assert client is not None
+    with pytest.raises(KafkaException):
+        admin.AdminClient({"bootstrap.servers": "127.0.0.1:1", "socket.timeout.ms": MAX_SOCKET_TIMEOUT_MS + 1})
+
+
+def test_create_topic_caps_the_request_and_polls_after_a_timed_out_answer(recording) -> None:
+    _RecordingAdmin.error = KafkaError(KafkaError._TIMED_OUT)
+    create_topic("127.0.0.1:1", "big", 100, 3, timeout=1000.0)
+    made = _RecordingAdmin.made[-1]
+    assert made["conf"]["socket.timeout.ms"] == MAX_SOCKET_TIMEOUT_MS
+    assert made["options"]["request_timeout"] <= MAX_SOCKET_TIMEOUT_MS / 1000 - 10
+    assert made["options"]["operation_timeout"] == made["options"]["request_timeout"]
+    assert recording == {"topic": "big", "answered": False}
+
+
+def test_create_topic_reports_a_refusal_without_polling(recording) -> None:
+    _RecordingAdmin.error = KafkaError(KafkaError.POLICY_VIOLATION, "too large for ZooKeeper")
+    with pytest.raises(AdminError, match="POLICY_VIOLATION: too large for ZooKeeper"):
+        create_topic("127.0.0.1:1", "big", 100_000, 3, timeout=30.0)
+    assert recording == {}
