@@ -333,11 +333,10 @@ class LocalCluster:
             (self.broker_dir(broker_id) / "broker.pid").unlink(missing_ok=True)
         if self.private_zookeeper:
             for server in self.zookeeper_servers():
-                pid = server.pid if server.is_running() else None
-                if pid is not None and _stop_pids([pid], timeout):
+                pid = server.pid
+                if server.stop(timeout):
                     killed.append(f"ZooKeeper {server.connect_string} (pid {pid}) did not stop within "
                                   f"{timeout:g} s after SIGTERM; killed it with SIGKILL")
-                server.pid_file.unlink(missing_ok=True)
         self._procs.clear()
         return killed
 

@@ -5,7 +5,7 @@ import os
 
 
 def process_alive(pid: int) -> bool:
-    """Whether `pid` is a live process; reaps it first if it is our exited child."""
+    """Whether `pid` is a live process (not a zombie); reaps it first if it is our exited child."""
     try:
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
             return False
@@ -17,4 +17,15 @@ def process_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """An exited process nobody reaped yet. A server started by an `odradek up` that has exited
+    since is reparented to PID 1, which may take its time to reap it (or never does, in a
+    container whose init does not): waiting for such a pid to vanish would never end."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False

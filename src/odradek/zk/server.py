@@ -251,10 +251,11 @@ class ZooKeeperServer:
         """SIGKILL the server (a crash: no clean shutdown) and wait until it is gone."""
         self.stop(timeout=0.0)
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 10.0) -> bool:
         """SIGTERM the server, SIGKILL it if still alive after `timeout` (at once with 0),
-        remove the pid file."""
+        remove the pid file. Returns whether it had to be killed."""
         pid = self.pid
+        killed = False
         if pid is not None and process_alive(pid):
             if timeout > 0:
                 os.kill(pid, signal.SIGTERM)
@@ -263,9 +264,11 @@ class ZooKeeperServer:
                 time.sleep(0.05)
             if process_alive(pid):
                 os.kill(pid, signal.SIGKILL)
+                killed = True
                 while process_alive(pid):
                     time.sleep(0.05)
         self.pid_file.unlink(missing_ok=True)
+        return killed
 
 
 class ZooKeeperEnsemble:
