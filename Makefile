@@ -4,9 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed-stamp
 DEMO_DIR := ./.odradek-demo
-APT_PACKAGES := default-jre-headless zookeeper kcat python3 python3-venv
+APT_PACKAGES := default-jre-headless zookeeper kcat iptables python3 python3-venv
 
-.PHONY: setup system-deps demo demo-down test clean distclean
+.PHONY: setup system-deps demo demo-down test faults clean distclean
 
 setup: system-deps $(STAMP)
 
@@ -17,6 +17,7 @@ system-deps:
 	command -v java >/dev/null || missing="$$missing java"; \
 	[ -f /usr/share/java/zookeeper.jar ] || missing="$$missing zookeeper.jar"; \
 	command -v kcat >/dev/null || missing="$$missing kcat"; \
+	command -v iptables >/dev/null || missing="$$missing iptables"; \
 	command -v $(PYTHON) >/dev/null && $(PYTHON) -c 'import ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
@@ -38,6 +39,16 @@ $(STAMP): pyproject.toml
 
 test: setup
 	$(VENV)/bin/pytest -q -p no:cacheprovider
+
+# Jepsen-style fault runs (docs/reliability.md): FAULT_SEEDS x 100 faults, one JSON report per
+# seed in build/faults/; stops at the first run with an anomaly (its data dir is kept and named).
+FAULT_SEEDS ?= 1 2 3 4 5
+faults: setup
+	mkdir -p build/faults
+	for s in $(FAULT_SEEDS); do \
+	  $(VENV)/bin/python -m odradek.faults --seed $$s --faults 100 > build/faults/seed-$$s.json || exit 1; \
+	  echo "seed $$s: no anomaly (build/faults/seed-$$s.json)"; \
+	done
 
 demo: setup
 	scripts/demo.sh

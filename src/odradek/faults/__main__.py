@@ -1,6 +1,6 @@
 """`python -m odradek.faults --seed N --faults 100`: a Jepsen-style fault run.
 
-A private network namespace (`unshare --net`, so root) holds one ZooKeeper and three brokers
+Private network and PID namespaces (`unshare`, so root) holds one ZooKeeper and three brokers
 (faults/cluster.py). Idempotent acks=all producers write keyed, numbered values and a consumer
 tails every partition (faults/workload.py) while the nemesis injects faults drawn under the
 seed (faults/nemesis.py). After the last fault is healed, every partition is read from the
@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--faults", type=int, default=100, help="how many faults to inject")
     parser.add_argument("--session-timeout-ms", type=int, default=2000,
                         help="the brokers' zookeeper.session.timeout.ms (hold times scale with it)")
+    parser.add_argument("--zookeeper-nodes", type=int, default=3, help="ZooKeeper servers in the ensemble")
     parser.add_argument("--producers", type=int, default=3)
     parser.add_argument("--rate", type=float, default=100.0, help="values per second per producer")
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated fault kinds to draw from")
@@ -66,18 +67,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _reexec_in_namespace(argv: list[str]) -> int:
-    """Run this command again in a new network namespace of its own: its firewall rules and
-    every connection of the run stay there, and vanish with it."""
+    """Run this command again in new network and PID namespaces of its own: its firewall rules
+    and every connection of the run stay in the one and vanish with it, and the run is PID 1
+    of the other, so when it ends, however it ends (a test's timeout kills it with SIGKILL),
+    the kernel kills every ZooKeeper and broker it started."""
     if shutil.which("unshare") is None or shutil.which("iptables") is None:
         print("odradek: error: the fault run needs unshare and iptables (apt-get install util-linux iptables)",
               file=sys.stderr)
         return 2
     env = dict(os.environ, **{IN_NAMESPACE: "1"})
-    return subprocess.run(["unshare", "--net", sys.executable, "-m", "odradek.faults", *argv], env=env).returncode
+    command = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc",
+               sys.executable, "-m", "odradek.faults", *argv]
+    return subprocess.run(command, env=env).returncode
 
 
 def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
-    cluster = FaultCluster(data_dir, 3, args.session_timeout_ms, BROKER_CONFIG)
+    cluster = FaultCluster(data_dir, 3, args.session_timeout_ms, BROKER_CONFIG, args.zookeeper_nodes)
     trouble = ClientTrouble()
     producers: list[KeyedProducer] = []
     consumer: TailingConsumer | None = None
@@ -96,10 +101,12 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         time.sleep(2.0)
         nemesis = Nemesis(cluster, TOPIC, args.seed, tuple(args.kinds.split(",")))
         pause = random.Random(args.seed + 1)
-        for _ in range(args.faults):
+        for i in range(1, args.faults + 1):
             fault = nemesis.step()
+            target = "" if fault.broker is None else f" on broker {fault.broker}"
+            print(f"fault {i}/{args.faults}: {fault.kind}{target}, held {fault.held_s:.1f} s", file=sys.stderr)
             if not cluster.wait_registered(60):
-                not_recovered.append(f"{fault.kind} on broker {fault.broker}: the cluster did not recover in 60 s")
+                not_recovered.append(f"{fault.kind}{target}: the cluster did not recover in 60 s")
             time.sleep(pause.uniform(0.2, 1.0))
         time.sleep(3.0)  # writes after the last fault
         unresolved = sum(p.stop(flush_timeout_s=180) for p in producers)

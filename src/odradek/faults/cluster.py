@@ -1,8 +1,10 @@
-"""The cluster a fault run attacks: one ZooKeeper and N brokers, each on loopback addresses of
-its own, inside a private network namespace, with the firewall rules that cut it apart.
+"""The cluster a fault run attacks: a ZooKeeper ensemble and N brokers, each on loopback
+addresses of its own, inside a private network namespace, with the firewall rules that cut it
+apart.
 
 Broker N listens on 127.0.N.1 (and makes its broker-to-broker connections from there:
-netutil.bind_outgoing_to) and reaches ZooKeeper at 127.0.N.2, an address of the same server.
+netutil.bind_outgoing_to) and reaches the ZooKeeper servers at 127.0.N.2 (they listen on every
+address).
 So "broker N cut off from ZooKeeper" is a rule on 127.0.N.2, and "broker A cut off from broker
 B" a rule between 127.0.A.1 and 127.0.B.1, while clients (127.0.0.1) reach every broker. The
 rules live in the namespace the run made (`unshare --net`), so they vanish with it and nothing
@@ -21,10 +23,10 @@ from pathlib import Path
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from odradek.zk.server import ZooKeeperServer
+from odradek.zk.server import ZooKeeperEnsemble
 
 BROKER_PORT = 9092
-ZK_PORT = 2181
+ZK_PORTS = (2181, 2182, 2183, 2184, 2185)
 CHROOT = "/odradek"
 
 
@@ -39,12 +41,13 @@ def zookeeper_host(broker_id: int) -> str:
 
 class FaultCluster:
     def __init__(self, data_dir: Path, brokers: int, session_timeout_ms: int,
-                 broker_config: dict[str, str]) -> None:
+                 broker_config: dict[str, str], zookeeper_nodes: int = 3) -> None:
         self.data_dir = data_dir
         self.broker_ids = list(range(1, brokers + 1))
         self.session_timeout_ms = session_timeout_ms
         self.broker_config = broker_config
-        self.zookeeper = ZooKeeperServer(data_dir / "zookeeper", ZK_PORT, host="0.0.0.0")
+        self.zookeeper = ZooKeeperEnsemble.on_free_ports(data_dir / "zookeeper", zookeeper_nodes, host="0.0.0.0",
+                                                         client_ports=ZK_PORTS[:zookeeper_nodes])
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         self._rules: list[list[str]] = []
         self._zk: KazooClient | None = None
@@ -74,12 +77,15 @@ class FaultCluster:
             self._procs[broker_id] = subprocess.Popen(
                 [sys.executable, "-m", "odradek", "broker", "--id", str(broker_id),
                  "--listen", f"{broker_host(broker_id)}:{BROKER_PORT}",
-                 "--zookeeper", f"{zookeeper_host(broker_id)}:{ZK_PORT}{CHROOT}",
+                 "--zookeeper", self._zookeeper_connect(zookeeper_host(broker_id)),
                  "--data-dir", str(bdir / "data"), "--config", str(props),
                  "--session-timeout-ms", str(self.session_timeout_ms)],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         finally:
             log.close()
+
+    def _zookeeper_connect(self, host: str) -> str:
+        return ",".join(f"{host}:{p.client_port}" for p in self.zookeeper.peers) + CHROOT
 
     def broker_alive(self, broker_id: int) -> bool:
         proc = self._procs.get(broker_id)
@@ -109,7 +115,7 @@ class FaultCluster:
 
     def zk(self) -> KazooClient:
         if self._zk is None:
-            self._zk = KazooClient(hosts=f"127.0.0.1:{ZK_PORT}{CHROOT}", timeout=10)
+            self._zk = KazooClient(hosts=self._zookeeper_connect("127.0.0.1"), timeout=10)
             self._zk.start(30)
         return self._zk
 
@@ -140,11 +146,13 @@ class FaultCluster:
         return out
 
     def wait_registered(self, timeout_s: float) -> bool:
-        """Until every broker process runs, is registered and a controller is elected."""
+        """Until every ZooKeeper server serves, every broker process runs, is registered, and a
+        controller is elected."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if (all(self.broker_alive(b) for b in self.broker_ids) and self.registered() == set(self.broker_ids)
-                    and self.controller() is not None):
+            if (all(m in ("leader", "follower", "standalone") for m in self.zookeeper.modes().values())
+                    and all(self.broker_alive(b) for b in self.broker_ids)
+                    and self.registered() == set(self.broker_ids) and self.controller() is not None):
                 return True
             time.sleep(0.2)
         return False

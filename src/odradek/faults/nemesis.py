@@ -18,7 +18,7 @@ from odradek.faults.cluster import FaultCluster
 KINDS = (
     "kill-leader-restart-soon", "kill-leader-restart-late",
     "kill-controller-restart-soon", "kill-controller-restart-late",
-    "pause-past-session-timeout", "zookeeper-restart",
+    "pause-past-session-timeout", "zookeeper-server-kill", "zookeeper-quorum-loss", "zookeeper-restart",
     "broker-cut-from-zookeeper", "leader-cut-from-followers", "controller-cut-from-brokers",
 )
 
@@ -71,11 +71,8 @@ class Nemesis:
             hold = self._past()
             time.sleep(hold)
             c.signal_broker(broker, signal.SIGCONT)
-        elif kind == "zookeeper-restart":
-            c.zookeeper.stop()
-            hold = self._soon()
-            time.sleep(hold)
-            c.zookeeper.start()
+        elif kind.startswith("zookeeper-"):
+            hold = self._zookeeper_fault(kind)
         else:
             cut: Callable[[int], None]
             if kind == "broker-cut-from-zookeeper":
@@ -91,3 +88,24 @@ class Nemesis:
         fault = Fault(kind, broker, start, hold)
         self.history.append(fault)
         return fault
+
+    def _zookeeper_fault(self, kind: str) -> float:
+        """kill -9 of one server (clients must not notice), of a majority (no quorum: brokers
+        keep serving what they lead, nothing can change leadership), or a restart of all."""
+        ensemble = self.cluster.zookeeper
+        ids = ensemble.server_ids
+        if kind == "zookeeper-restart" or len(ids) < 3:
+            victims, hold = ids, self._soon()
+        elif kind == "zookeeper-server-kill":
+            leader = ensemble.leader_id()
+            victims, hold = [leader if leader is not None and self.rng.random() < 0.5 else self.rng.choice(ids)], \
+                self.rng.choice((self._soon(), self._past()))
+        else:
+            victims, hold = self.rng.sample(ids, ensemble.quorum_size), self._past()
+        for sid in victims:
+            ensemble.kill(sid)
+        time.sleep(hold)
+        for sid in victims:
+            ensemble.restart(sid, wait=False)
+        ensemble.wait_for_quorum(60)
+        return hold

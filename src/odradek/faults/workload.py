@@ -55,7 +55,7 @@ class KeyedProducer:
         self.index, self.topic, self.trouble = index, topic, trouble
         self.keys = [f"p{index}-k{k}" for k in range(keys)]
         self.seq = {k: 0 for k in self.keys}
-        self.acked: dict[Value, tuple[int, int]] = {}
+        self.acked: dict[Value, tuple[int, int | None]] = {}  # offset None: acknowledged implicitly
         self.sent = 0
         self._interval = 1.0 / rate
         self._stop = threading.Event()
