@@ -166,3 +166,30 @@ def test_admin_errors_parse_in_librdkafka(cluster: LocalCluster, filled: str) ->
     with pytest.raises(KafkaException):
         admin.describe_configs([resource])[resource].result(30)
     admin.poll(0)  # deliver librdkafka's log to the guard
+
+
+def test_create_topics_answers_parse_in_kafka_python_and_aiokafka(cluster: LocalCluster, filled: str) -> None:
+    """A created topic (with its configs, CreateTopics v5+) and an existing one (an error)."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KpNewTopic
+    from kafka.errors import TopicAlreadyExistsError
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        admin.create_topics([KpNewTopic("kp-created", 1, 1)])
+        with pytest.raises(TopicAlreadyExistsError):
+            admin.create_topics([KpNewTopic(filled, 1, 1)])
+    finally:
+        admin.close()
+
+    async def aio() -> list[int]:
+        from aiokafka.admin import AIOKafkaAdminClient
+        from aiokafka.admin import NewTopic as AioNewTopic
+        client = AIOKafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+        await client.start()
+        try:
+            response = await client.create_topics([AioNewTopic("aio-created", 1, 1), AioNewTopic(filled, 1, 1)])
+            return sorted(error for _name, error, *_rest in response.topic_errors)
+        finally:
+            await client.close()
+
+    assert asyncio.run(aio()) == [ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS]

@@ -121,12 +121,15 @@ async def create_topics(ctx: BrokerContext, header: Any, req: Any, version: int)
     created: list[str] = []
     for topic in req.topics:
         result: dict[str, Any] = {"name": topic.name, "topic_id": None, "error_code": 0, "error_message": None,
-                                  "num_partitions": -1, "replication_factor": -1, "configs": None}
+                                  "num_partitions": -1, "replication_factor": -1, "configs": []}
         try:
             assignment, configs = _plan_topic(ctx, topic)
             check_fits_in_zookeeper(assignment, configs, ctx.config.zookeeper_jute_maxbuffer)
             result.update(num_partitions=len(assignment.partitions),
-                          replication_factor=len(assignment.partitions[0]))
+                          replication_factor=len(assignment.partitions[0]),
+                          configs=[{"name": k, "value": configs.get(k, v), "read_only": False,
+                                    "config_source": SOURCE_TOPIC if k in configs else SOURCE_DEFAULT,
+                                    "is_sensitive": False} for k, v in sorted(TOPIC_CONFIG_DEFAULTS.items())])
             if not req.validate_only:
                 await asyncio.to_thread(ctx.zk.create_topic, assignment, configs)
                 created.append(topic.name)
