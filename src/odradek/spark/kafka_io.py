@@ -16,6 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from odradek.librdkafka_log import client_logger
+
 log = logging.getLogger("odradek.spark")
 
 READER_GROUP = "odradek-spark-reader"  # librdkafka wants a group.id; assign() never joins it
@@ -36,6 +38,7 @@ def consumer_conf(kafka_conf: Mapping[str, str]) -> dict[str, object]:
         "isolation.level": "read_committed",
         "fetch.wait.max.ms": 100,
         "topic.metadata.refresh.interval.ms": 5000,
+        "logger": client_logger("odradek.spark.librdkafka"),
     }
     conf.update(kafka_conf)
     return conf
@@ -48,6 +51,7 @@ def producer_conf(kafka_conf: Mapping[str, str]) -> dict[str, object]:
         "linger.ms": 10,
         "batch.size": 1_000_000,
         "message.timeout.ms": 120_000,
+        "logger": client_logger("odradek.spark.librdkafka"),
     }
     conf.update(kafka_conf)
     return conf
