@@ -49,6 +49,7 @@ faults: setup
 	  $(VENV)/bin/python -m odradek.faults --seed $$s --faults 100 > build/faults/seed-$$s.json || exit 1; \
 	  echo "seed $$s: no anomaly (build/faults/seed-$$s.json)"; \
 	done
+	$(VENV)/bin/python -m odradek.faults.report $(foreach s,$(FAULT_SEEDS),build/faults/seed-$(s).json)
 
 demo: setup
 	scripts/demo.sh

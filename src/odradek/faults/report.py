@@ -1,0 +1,35 @@
+"""`python -m odradek.faults.report build/faults/*.json`: the fault runs' JSON reports as the
+Markdown table of docs/reliability.md (one column a seed: faults by kind, writes, anomalies)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def table(reports: list[dict[str, Any]]) -> str:
+    reports = sorted(reports, key=lambda r: r["seed"])
+    kinds = sorted({k for r in reports for k in r["faults"]})
+    anomalies = list(reports[0]["anomalies"]) if reports else []
+    rows = [["seed", *(str(r["seed"]) for r in reports)],
+            ["---", *("---:" for _ in reports)],
+            ["faults injected", *(str(r["faults_total"]) for r in reports)]]
+    rows += [[f"&nbsp;&nbsp;{k}", *(str(r["faults"].get(k, 0)) for r in reports)] for k in kinds]
+    rows += [["writes acknowledged", *(f"{r['writes_acknowledged']:,}" for r in reports)],
+             ["duration (s)", *(f"{r['duration_s']:.0f}" for r in reports)]]
+    rows += [[name.replace("_", " "), *(str(r["anomalies"][name]) for r in reports)] for name in anomalies]
+    return "\n".join("| " + " | ".join(row) + " |" for row in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    paths = [Path(p) for p in (argv if argv is not None else sys.argv[1:])]
+    if not paths:
+        print("usage: python -m odradek.faults.report REPORT.json [...]", file=sys.stderr)
+        return 2
+    print(table([json.loads(p.read_text()) for p in paths]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,16 @@
+"""The fault runs' reports as one Markdown table, a column a seed."""
+from __future__ import annotations
+
+from odradek.faults.report import table
+
+
+def test_one_column_a_seed_with_every_kind_and_anomaly() -> None:
+    reports = [{"seed": 2, "faults": {"kill": 2}, "faults_total": 2, "writes_acknowledged": 1500,
+                "duration_s": 9.6, "anomalies": {"lost": 0, "duplicates": 1}},
+               {"seed": 1, "faults": {"pause": 1}, "faults_total": 1, "writes_acknowledged": 20,
+                "duration_s": 3.0, "anomalies": {"lost": 0, "duplicates": 0}}]
+    lines = table(reports).splitlines()
+    assert lines[0] == "| seed | 1 | 2 |"
+    assert "| &nbsp;&nbsp;kill | 0 | 2 |" in lines and "| &nbsp;&nbsp;pause | 1 | 0 |" in lines
+    assert "| writes acknowledged | 20 | 1,500 |" in lines
+    assert lines[-1] == "| duplicates | 0 | 1 |"
