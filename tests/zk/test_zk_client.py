@@ -62,6 +62,30 @@ def test_broker_id_held_by_another_live_broker_fails(make_client) -> None:
         make_client().register_broker(BrokerInfo(1, "127.0.0.1", 9999))
 
 
+def test_restarted_broker_waits_for_its_old_registration_however_long_it_stays(make_client) -> None:
+    """ZooKeeper keeps a dead incarnation's registration past twice the session timeout when it
+    lost its quorum meanwhile; the restarted broker waits instead of exiting."""
+    old = make_client(session_timeout_s=30.0)
+    port = free_port()
+    old.register_broker(BrokerInfo(1, "127.0.0.1", port))
+    new = make_client(session_timeout_s=2.0)
+    outcome: list[object] = []
+    thread = threading.Thread(target=lambda: outcome.append(_registered(new, BrokerInfo(1, "127.0.0.1", port))))
+    thread.start()
+    time.sleep(2 * 2.0 + 5 + 1.5)  # past the bound it used to give up at
+    assert outcome == [] and thread.is_alive()
+    old.close()  # what ZooKeeper's expiry of the dead session does
+    thread.join(30)
+    assert len(outcome) == 1 and isinstance(outcome[0], int)
+
+
+def _registered(zk: KafkaZkClient, info: BrokerInfo) -> object:
+    try:
+        return zk.register_broker(info)
+    except Exception as exc:  # noqa: BLE001 - the test inspects it
+        return exc
+
+
 def test_restarted_broker_waits_out_its_old_registration(zk_connect: str, make_client) -> None:
     port = free_port()
     crashed_broker(zk_connect, 1, port)

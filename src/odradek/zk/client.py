@@ -221,11 +221,14 @@ class KafkaZkClient:
     # ephemeral znodes that may outlive a previous session of ours --------------------------
 
     def _create_ephemeral(
-        self, path: str, data: bytes, is_ours: Callable[[bytes], bool], wait_s: float
+        self, path: str, data: bytes, is_ours: Callable[[bytes], bool], wait_s: float | None
     ) -> ZnodeStat:
         """Create ephemeral `path`; wait out a copy left by an old session for which
-        `is_ours(data)` holds; raise NodeExistsError if someone else holds it."""
-        deadline = time.monotonic() + wait_s
+        `is_ours(data)` holds (for ever with `wait_s` None, saying so every 10 s); raise
+        NodeExistsError if someone else holds it."""
+        started = time.monotonic()
+        deadline = None if wait_s is None else started + wait_s
+        next_warning = started + 10
         while True:
             try:
                 return self._zk.create(path, data, ephemeral=True, include_data=True)[1]
@@ -238,11 +241,16 @@ class KafkaZkClient:
                     return stat  # an earlier attempt of ours succeeded (lost reply)
                 if not is_ours(current):
                     raise
-                if time.monotonic() > deadline:
+                now = time.monotonic()
+                if deadline is not None and now > deadline:
                     raise StaleEphemeralError(
                         f"{path} from an earlier session of ours (session "
                         f"{stat.ephemeralOwner:#x}) still there after {wait_s:.0f}s"
                     ) from None
+                if now > next_warning:
+                    log.warning("%s from an earlier session of ours (session %#x) still there after %.0f s: "
+                                "waiting for ZooKeeper to expire it", path, stat.ephemeralOwner, now - started)
+                    next_warning = now + 10
                 time.sleep(0.2)
 
     def _stale_wait_s(self) -> float:
@@ -255,7 +263,10 @@ class KafkaZkClient:
         """Create ephemeral /brokers/ids/N; return the broker epoch (its czxid).
 
         A registration with our host and port is our previous incarnation (no other live
-        process can listen there), so it is waited out; any other holder is BrokerIdInUseError.
+        process can listen there), so it is waited out, however long ZooKeeper takes to expire
+        its session: a restart within the session timeout while ZooKeeper had lost its quorum
+        waited 9 s and then exited, and the broker stayed down (found by the fault-injection
+        suite, odradek.faults). Any other holder is BrokerIdInUseError.
         """
         path = paths.broker_path(info.id)
 
@@ -265,7 +276,7 @@ class KafkaZkClient:
 
         try:
             stat = self._create_ephemeral(
-                path, paths.encode_broker_info(info, _now_ms()), is_ours, self._stale_wait_s()
+                path, paths.encode_broker_info(info, _now_ms()), is_ours, None
             )
         except NodeExistsError:
             raise BrokerIdInUseError(f"broker id {info.id} is registered by another live broker") from None
