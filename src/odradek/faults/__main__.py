@@ -78,7 +78,8 @@ def _reexec_in_namespace(argv: list[str]) -> int:
     env = dict(os.environ, **{IN_NAMESPACE: "1"})
     command = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc",
                sys.executable, "-m", "odradek.faults", *argv]
-    return subprocess.run(command, env=env).returncode
+    # exec, so whoever started us holds unshare's pid: killing it kills the run (--kill-child)
+    os.execvpe(command[0], command, env)
 
 
 def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
