@@ -88,7 +88,8 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
     producers: list[KeyedProducer] = []
     consumer: TailingConsumer | None = None
     started = time.monotonic()
-    not_recovered = []
+    not_recovered: list[str] = []
+    brokers_exited: list[str] = []
     try:
         cluster.start()
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "logger": LOGGER})
@@ -106,8 +107,14 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
             fault = nemesis.step()
             target = "" if fault.broker is None else f" on broker {fault.broker}"
             print(f"fault {i}/{args.faults}: {fault.kind}{target}, held {fault.held_s:.1f} s", file=sys.stderr)
-            if not cluster.wait_registered(60):
-                not_recovered.append(f"{fault.kind}{target}: the cluster did not recover in 60 s")
+            recovered = cluster.wait_registered(60)
+            for b in [b for b in cluster.broker_ids if not cluster.broker_alive(b)]:
+                # it exited by itself (the nemesis restarts those it kills): an anomaly; start it
+                # again so the rest of the run still attacks three brokers
+                brokers_exited.append(f"broker {b} exited after fault {i} ({fault.kind}{target})")
+                cluster.start_broker(b)
+            if not recovered and not cluster.wait_registered(60):
+                not_recovered.append(f"{fault.kind}{target}: the cluster did not recover in 120 s")
             time.sleep(pause.uniform(0.2, 1.0))
         time.sleep(3.0)  # writes after the last fault
         unresolved = sum(p.stop(flush_timeout_s=180) for p in producers)
@@ -125,6 +132,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
             "non_monotonic_polls": trouble.non_monotonic_polls,
             "protocol_errors": PROTOCOL_ERRORS.take(),
             "cluster_not_recovered": not_recovered,
+            "brokers_exited": brokers_exited,
         })
         return {
             "seed": args.seed,

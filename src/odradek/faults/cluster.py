@@ -147,9 +147,11 @@ class FaultCluster:
 
     def wait_registered(self, timeout_s: float) -> bool:
         """Until every ZooKeeper server serves, every broker process runs, is registered, and a
-        controller is elected."""
+        controller is elected; False at once if a broker process has exited."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
+            if not all(self.broker_alive(b) for b in self.broker_ids):
+                return False
             if (all(m in ("leader", "follower", "standalone") for m in self.zookeeper.modes().values())
                     and all(self.broker_alive(b) for b in self.broker_ids)
                     and self.registered() == set(self.broker_ids) and self.controller() is not None):
