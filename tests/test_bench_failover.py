@@ -46,3 +46,21 @@ def test_partitions_are_spread_over_topics_that_fit_in_zookeeper() -> None:
         largest = TopicAssignment("failover-bench-0", paths.new_topic_id(),
                                   assign_replicas(brokers, MAX_PARTITIONS_PER_TOPIC, 3))
         check_fits_in_zookeeper(largest, {})
+
+
+def test_the_text_report_names_the_topics_and_reads_older_results() -> None:
+    from odradek.bench_failover import TOPIC_RULE, bench_topics, format_result
+
+    failover = {"leaders_moved": 33_333, "detection_s": 6.8, "phases_s": {"fired->dequeued": 0.1}}
+    result = {"partitions": 100_000, "brokers": 3, "replication_factor": 3, "topic_create_s": 76.1,
+              "idle_cpu_per_broker": {"1": 0.01}, "loadavg_1m_before_failovers": 3.7,
+              "loadavg_1m_after_failovers": 4.9, "cpu_probe_s": 0.13, "zk_multi_floor_s": 2.7,
+              "zk_multi_floor_runs_s": [2.7], "broker_failover_s": 8.3, "broker_failover_vs_floor": 3.0,
+              "broker_failover_runs_s": [8.3], "broker_failover": failover, "controller_failover_s": 12.0,
+              "controller_failover_vs_floor": 4.4, "controller_failover_runs_s": [12.0],
+              "controller_failover": failover}
+    older = format_result(result)  # a result of the single-topic bench, without the new keys
+    assert older.startswith("partitions 100,000 in 1 topic (one topic)")
+    text = format_result({**result, "topics": bench_topics(100_000), "topic_rule": TOPIC_RULE})
+    assert text.startswith(f"partitions 100,000 in 2 topics ({TOPIC_RULE})")
+    assert "broker failover: 8.300 s" in text and "controller failover: 12.000 s" in text

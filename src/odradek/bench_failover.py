@@ -55,9 +55,9 @@ _TOPIC = "failover-bench"
 #: the most partitions the bench puts in one topic (see the module doc: 76% of jute.maxbuffer
 #: at RF 3 with single-digit broker ids, checked by tests/test_bench_failover.py)
 MAX_PARTITIONS_PER_TOPIC = 50_000
-TOPIC_RULE = (f"at most {MAX_PARTITIONS_PER_TOPIC:,} partitions per topic (one topic's replica "
-              f"assignment is one ZooKeeper znode, under jute.maxbuffer), in as few topics of "
-              f"near-equal size as that allows")
+TOPIC_RULE = (f"at most {MAX_PARTITIONS_PER_TOPIC:,} partitions per topic, in as few topics of "
+              f"near-equal size as that allows: one topic's replica assignment is one ZooKeeper "
+              f"znode, under jute.maxbuffer")
 
 
 def bench_topics(partitions: int) -> dict[str, int]:
