@@ -1,4 +1,4 @@
-"""Seed 000's controller operations end to end over the recording fakes."""
+"""KafkaController's operations end to end over the recording fakes."""
 from __future__ import annotations
 
 from collections import Counter

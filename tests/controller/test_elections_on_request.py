@@ -1,4 +1,4 @@
-"""Leader elections on request (seed 000 onPreferredReplicaElection, Kafka 2.4's
+"""Leader elections on request (KafkaController.onPreferredReplicaElection, Kafka 2.4's
 ReplicaLeaderElection) and the automatic leader rebalance, over the recording fakes."""
 from __future__ import annotations
 

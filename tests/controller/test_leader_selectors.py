@@ -1,4 +1,5 @@
-"""Table-driven tests of the four selectors (seed 000) and the leader-picking algorithms."""
+"""Table-driven tests of Kafka's four partition leader selectors and the leader-picking
+algorithms."""
 from __future__ import annotations
 
 import pytest

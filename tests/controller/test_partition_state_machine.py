@@ -1,4 +1,5 @@
-"""Every legal and illegal partition transition of seed 000, driven through the fakes."""
+"""Every legal and illegal partition transition of Kafka's PartitionStateMachine, driven through
+the fakes."""
 from __future__ import annotations
 
 import json

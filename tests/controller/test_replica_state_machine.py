@@ -1,4 +1,5 @@
-"""Every legal and illegal replica transition of seed 000 / Kafka 2.4, through the fakes."""
+"""Every legal and illegal replica transition of Kafka's ReplicaStateMachine (as of 2.4),
+through the fakes."""
 from __future__ import annotations
 
 import pytest

@@ -157,7 +157,7 @@ def test_unknown_topic_config_is_invalid_config(cluster: LocalCluster) -> None:
 
 
 def test_leader_and_isr_from_an_older_controller_epoch_is_ignored(cluster: LocalCluster, topic: str) -> None:
-    """A deposed controller (older epoch) cannot change a broker's view (seed 002, KAFKA-6082)."""
+    """A deposed controller (older epoch) cannot change a broker's view (epoch fencing, KAFKA-6082)."""
     from odradek.metadata import BrokerInfo, PartitionState, TopicPartition
 
     leader = leader_of(cluster, topic, 0)

@@ -1,6 +1,6 @@
 """Controlled shutdown with real processes: a SIGTERM'd broker first asks the controller to move
-its leadership away (seed 000 shutdownBroker), so its partitions change leader while it still
-answers, and producers with acks=all lose and duplicate nothing."""
+its leadership away (Kafka's KafkaController.shutdownBroker), so its partitions change leader
+while it still answers, and producers with acks=all lose and duplicate nothing."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""ControllerElector (seed 003) against a real ZooKeeper."""
+"""ControllerElector (Kafka's ZookeeperLeaderElector) against a real ZooKeeper."""
 from __future__ import annotations
 
 import queue

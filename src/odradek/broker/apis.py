@@ -1,7 +1,9 @@
 """The Kafka APIs and versions this broker speaks, as advertised in ApiVersions.
 
 Produce stops at v9 and Fetch at v12: later versions name topics by id. Metadata starts low enough
-for old clients and goes past v4 so kafka-python recognises a modern broker (see NOTES.md).
+for old clients and goes past v4 so kafka-python recognises a modern broker: it guesses the
+broker's age from the advertised versions, and below Metadata v4 falls back to a message format
+that Produce v3+ forbids.
 """
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
 """Controlled shutdown, the broker's half (Kafka's KafkaServer.controlledShutdown).
 
-Before a broker stops it asks the controller to move leadership away (seed 000 shutdownBroker):
-its partitions change leader while it still answers, instead of going leaderless for a failover
-after it is gone. The controller answers with the replicated partitions the broker still leads;
-the broker asks again after a backoff while some of them have another live in-sync replica
-that could take over, and after the last attempt stops anyway, as Kafka does.
+Before a broker stops it asks the controller to move leadership away (Kafka's
+KafkaController.shutdownBroker): its partitions change leader while it still answers, instead of
+going leaderless for a failover after it is gone. The controller answers with the replicated
+partitions the broker still leads; the broker asks again after a backoff while some of them have
+another live in-sync replica that could take over, and after the last attempt stops anyway, as
+Kafka does.
 
 The whole of it is bounded by Kafka's controlled.shutdown.max.retries x
 controlled.shutdown.retry.backoff.ms (3 x 5 s): every attempt, the controller lookup included,

@@ -1,4 +1,4 @@
-"""The controller: maps events to seed 000's operations over the two state machines.
+"""The controller: maps events to Kafka's KafkaController operations over the two state machines.
 
 Every event runs the same way (``_run``): start a request batch, re-read what the event says
 changed, drive the state machines, then send the batch once. A ``ControllerMovedError`` from any
@@ -123,8 +123,8 @@ class Controller:
 
     def on_become_controller(self, epoch: int, epoch_zk_version: int,
                              elected_at: float | None = None) -> None:
-        """Seed 000 onControllerFailover: load everything in batched reads, tell every broker
-        the full metadata, then let both state machines bring the cluster to Online."""
+        """Kafka's KafkaController.onControllerFailover: load everything in batched reads, tell
+        every broker the full metadata, then let both state machines bring the cluster to Online."""
         if self._active:
             self.on_resign()
         self._ctx.clear()
@@ -208,7 +208,8 @@ class Controller:
         if self._timer is not None:
             self._timer.add("leaderless", sum(1 for r in elected.values()
                                               if not isinstance(r, Exception)))
-        # Seed 000 onControllerFailover step 4 (reassignments, step 3, are not built yet).
+        # onControllerFailover's last step, resuming a pending preferred replica election
+        # (resuming reassignments, the step before it, is not built yet).
         self._elect_from_znode()
 
     def _load_topics(self, topics: set[str] | frozenset[str]) -> list[TopicPartition]:
@@ -257,7 +258,7 @@ class Controller:
             self._on_broker_failure(dead)
 
     def _on_broker_startup(self, new_ids: list[int]) -> None:
-        """Seed 000 onBrokerStartup, steps 1-3 (reassignment resumption is not built yet)."""
+        """KafkaController.onBrokerStartup, but for its reassignment resumption (not built yet)."""
         existing = self._ctx.live_or_shutting_down_broker_ids() - set(new_ids)
         self._batch.add_update_metadata(existing, [])
         self._batch.add_update_metadata(new_ids, self._ctx.partitions_with_leadership())
@@ -266,7 +267,7 @@ class Controller:
         self._partitions.trigger_online_partition_state_change()
 
     def _on_broker_failure(self, dead_ids: list[int]) -> None:
-        """Seed 000 onBrokerFailure: leaderless partitions go Offline and are re-elected
+        """KafkaController.onBrokerFailure: leaderless partitions go Offline and are re-elected
         before the dead replicas leave the ISRs, so the election still sees the last ISR."""
         leaderless = self._ctx.partitions_with_offline_leader()
         if self._timer is not None:
@@ -315,7 +316,7 @@ class Controller:
             self._on_new_partition_creation(new_partitions)
 
     def _on_new_partition_creation(self, tps: list[TopicPartition]) -> None:
-        """Seed 000 onNewTopicCreation / onNewPartitionCreation: exactly its four steps."""
+        """KafkaController.onNewTopicCreation / onNewPartitionCreation: exactly their four steps."""
         replicas = self._ctx.replicas_for_partitions(tps)
         self._partitions.handle_state_changes(tps, PartitionStatus.NEW)
         self._replicas.handle_state_changes(replicas, ReplicaStatus.NEW)
@@ -340,7 +341,7 @@ class Controller:
     def _process_replica_leader_election(
         self, event: ReplicaLeaderElection
     ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
-        """Seed 000 onPreferredReplicaElection, for each of Kafka 2.4's triggers."""
+        """KafkaController.onPreferredReplicaElection, for each of Kafka 2.4's triggers."""
         if event.trigger is ElectionTrigger.ZOOKEEPER:
             return self._elect_from_znode()
         return self._elect_replica_leaders(event.partitions, event.election_type, event.trigger)
@@ -423,9 +424,9 @@ class Controller:
                                         ElectionTrigger.AUTO)
 
     def _process_controlled_shutdown(self, event: ControlledShutdown) -> object:
-        """Seed 000 shutdownBroker: move leadership away, then take its follower replicas
-        offline; returns the replicated partitions the broker still leads. Single-replica
-        partitions are left alone: there is nowhere to move them."""
+        """KafkaController.shutdownBroker (controlled shutdown): move leadership away, then take
+        its follower replicas offline; returns the replicated partitions the broker still leads.
+        Single-replica partitions are left alone: there is nowhere to move them."""
         info = self._ctx.broker_info(event.broker_id)
         if info is None or info.epoch != event.broker_epoch:
             return StateChangeFailedError(

@@ -192,7 +192,8 @@ class ControllerContext:
         return sorted(tp for tp, lai in self._leadership.items() if lai.leader == broker_id)
 
     def partitions_with_offline_leader(self) -> list[TopicPartition]:
-        """Partitions whose recorded leader is not an online replica (seed 000 onBrokerFailure)."""
+        """Partitions whose recorded leader is not an online replica
+        (KafkaController.onBrokerFailure)."""
         live = self.live_broker_ids()  # is_replica_online, without a call per partition
         return sorted(tp for tp, lai in self._leadership.items() if lai.leader not in live)
 

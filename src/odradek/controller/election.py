@@ -1,4 +1,5 @@
-"""Controller election through ZooKeeper (seed 003, with Kafka 1.1+'s epoch fencing).
+"""Controller election through ZooKeeper (Kafka's ZookeeperLeaderElector, with Kafka 1.1+'s epoch
+fencing).
 
 Every broker runs a ControllerElector. The one whose transaction creates the ephemeral
 /controller (and bumps /controller_epoch in the same multi) is the controller until that znode

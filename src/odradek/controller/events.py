@@ -27,7 +27,8 @@ class NotControllerError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Startup:
-    """This broker won the controller election (seed 003, run elsewhere) with this epoch.
+    """This broker won the controller election (Kafka's ZookeeperLeaderElector, run elsewhere)
+    with this epoch.
 
     Failover runs as an event so it is serialized with every watch event on the one thread.
     """
@@ -98,8 +99,8 @@ class UnknownPartitionError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ReplicaLeaderElection:
-    """Elect leaders on request (seed 000 onPreferredReplicaElection, generalised as Kafka 2.4's
-    ReplicaLeaderElection to unclean elections of leaderless partitions).
+    """Elect leaders on request (KafkaController.onPreferredReplicaElection, generalised as
+    Kafka 2.4's ReplicaLeaderElection to unclean elections of leaderless partitions).
 
     A ZOOKEEPER election reads its partitions from /admin/preferred_replica_election. The
     callback receives ``dict[TopicPartition, LeaderAndIsr | Exception]``: the new leadership,
@@ -122,7 +123,7 @@ class AutoLeaderRebalance:
 
 @dataclass(frozen=True, slots=True)
 class ControlledShutdown:
-    """A broker asks to shut down cleanly (seed 000 shutdownBroker).
+    """A broker asks to shut down cleanly (KafkaController.shutdownBroker).
 
     broker_epoch fences requests from an older incarnation of the broker. The callback
     receives the set of partitions the broker still leads (empty means it may stop).

@@ -1,4 +1,6 @@
-"""The four partition leader selectors of seed 000, as pure functions.
+"""Kafka's four partition leader selectors (OfflinePartitionLeaderSelector,
+ReassignedPartitionLeaderSelector, PreferredReplicaPartitionLeaderSelector,
+ControlledShutdownLeaderSelector), as pure functions.
 
 Two layers, as in Kafka 2.4: ``*_leader`` functions (PartitionLeaderElectionAlgorithms) only pick
 a broker id or None; the ``select_*`` selectors (Election.scala) turn that pick into the next

@@ -1,6 +1,7 @@
 """Which partition states an event may take from the controller's cache, and which it must read.
 
-Leaders change ISRs in ZooKeeper on their own (seed 002), so the cached state of a partition can
+Leaders change ISRs in ZooKeeper on their own (Kafka's ReplicaManager.maybeShrinkIsr and
+maybeExpandIsr, under the replication design's ISR rules), so the cached state of a partition can
 be behind. Re-reading every state before every decision costs a ZooKeeper round of thousands of
 znodes per failover, and most of it is wasted: every controller write is conditional on the
 cached znode version, so a write decided on a stale state fails its check and is re-read and

@@ -1,10 +1,11 @@
-"""The partition state machine of seeds 000 and 001, on batches of partitions.
+"""Kafka's PartitionStateMachine, on batches of partitions.
 
 Legal transitions are data (``VALID_PREVIOUS``), checked before anything happens; the effects
 of a transition are ZooKeeper writes through ``ControllerZk`` and requests added to the
 ``ControllerBrokerRequestBatch``. Both ZooKeeper writes are one call per batch, because a broker
 failure can move thousands of partitions at once and per-partition writes would dominate
-failover latency (seed 002).
+failover latency (one ZooKeeper write per partition, as the replication design's latency
+analysis found).
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ logger = logging.getLogger(__name__)
 
 
 class PartitionStatus(enum.Enum):
-    """Seed 000's partition states (named Status: ``metadata.PartitionState`` is the wire entry)."""
+    """Kafka's partition states (named Status: ``metadata.PartitionState`` is the wire entry)."""
 
     __hash__ = object.__hash__  # identity, in C (see ReplicaStatus)
 
@@ -82,7 +83,8 @@ class PartitionStateMachine:
         self._log = log
 
     def initialize_partition_states(self) -> None:
-        """Seed 001: no stored leader -> New; stored leader alive -> Online; else Offline."""
+        """Kafka's PartitionStateMachine.initializePartitionState: no stored leader -> New;
+        stored leader alive -> Online; else Offline."""
         for tp in self._ctx.all_partitions():
             lai = self._ctx.partition_leadership(tp)
             if lai is None:
@@ -222,8 +224,8 @@ class PartitionStateMachine:
         The first round decides on the cached state where that yields a clean election (a
         stale cache then fails the conditional write and the retry re-reads: leadership_reads.py);
         a partition the cache cannot elect, or would elect uncleanly, is read first, since
-        the leader may have changed the ISR since (seed 002) and the topic's unclean setting
-        is read fresh too. Retry rounds read everything.
+        the leader may have changed the ISR since (Kafka's ReplicaManager.maybeShrinkIsr) and
+        the topic's unclean setting is read fresh too. Retry rounds read everything.
         """
         elections: dict[TopicPartition, Election] = {}
         live = self._ctx.live_broker_ids()  # is_replica_online, without a call per replica
@@ -315,7 +317,7 @@ class PartitionStateMachine:
             case ElectionStrategy.OFFLINE_UNCLEAN:
                 return select_offline(current, assignment, live, allow_unclean, ctx.epoch)
             case ElectionStrategy.REASSIGN:
-                # Seed 000 onPartitionReassignment step 6 sets AR to RAR in memory first.
+                # KafkaController.onPartitionReassignment sets AR to RAR in memory first.
                 return select_reassigned(current, assignment, live, ctx.epoch)
             case ElectionStrategy.PREFERRED:
                 return select_preferred(current, assignment, live, ctx.epoch)

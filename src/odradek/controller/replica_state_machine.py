@@ -1,6 +1,7 @@
-"""The replica state machine of seed 000, on batches of replicas.
+"""Kafka's ReplicaStateMachine (as the Kafka Controller Internals design describes it), on
+batches of replicas.
 
-Deletion follows Kafka 2.4 rather than seed 000's single OfflineReplica -> NonExistentReplica
+Deletion follows Kafka 2.4 rather than that design's single OfflineReplica -> NonExistentReplica
 step: a replica goes Offline -> ReplicaDeletionStarted (StopReplica with delete) ->
 ReplicaDeletionSuccessful -> NonExistentReplica, with ReplicaDeletionIneligible for a broker that
 died mid-deletion, so the topic deletion manager can tell "asked" from "done" and retry.
@@ -81,8 +82,9 @@ class ReplicaStateMachine:
         self._log = log
 
     def initialize_replica_states(self) -> tuple[list[PartitionReplica], list[PartitionReplica]]:
-        """Seed 001: a replica on a live broker is Online, any other Offline; returns both
-        lists so the controller can then move them (see Controller._failover for the order)."""
+        """Kafka's ReplicaStateMachine.initializeReplicaState: a replica on a live broker is
+        Online, any other Offline; returns both lists so the controller can then move them (see
+        Controller._failover for the order)."""
         live = self._ctx.live_broker_ids()  # is_replica_online, without a call per replica
         assignment = self._ctx.partition_replica_assignment
         replicas = [new_tuple(PartitionReplica, (tp, r)) for tp in self._ctx.all_partitions()
@@ -185,8 +187,9 @@ class ReplicaStateMachine:
         """Stop the replicas, then take them out of their ISRs in one batched write; the
         returned function applies the write's results.
 
-        The new state goes to every remaining replica, not only the leader as seed 000 says,
-        because the write bumps the leader epoch (Kafka 2.4) and followers fetch with it.
+        The new state goes to every remaining replica, not only the leader as the controller
+        internals design says, because the write bumps the leader epoch (Kafka 2.4) and
+        followers fetch with it.
         """
         self._batch.add_stop_replicas(replicas, delete=False)
         removed: dict[TopicPartition, set[int]] = {}

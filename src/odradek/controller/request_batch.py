@@ -1,12 +1,12 @@
 """Collects the requests one controller event produces and sends them once per broker.
 
 A broker failure can move thousands of partitions; sending one request per partition would
-multiply round trips by the partition count (seed 002's latency analysis). So the state
-machines only *add* to this batch, keyed by broker, and the controller flushes it once at the end
-of each event: at most one LeaderAndIsr, one UpdateMetadata and one StopReplica per broker
-(two StopReplicas if the event both stops and deletes replicas on one broker, because the
-request carries a single delete_partitions flag), in Kafka's order: a broker must learn its
-role (LeaderAndIsr) before metadata advertises it, and stop replicas last.
+multiply round trips by the partition count (the latency analysis of Kafka's controller-based
+replication design). So the state machines only *add* to this batch, keyed by broker, and the
+controller flushes it once at the end of each event: at most one LeaderAndIsr, one UpdateMetadata
+and one StopReplica per broker (two StopReplicas if the event both stops and deletes replicas on
+one broker, because the request carries a single delete_partitions flag), in Kafka's order: a
+broker must learn its role (LeaderAndIsr) before metadata advertises it, and stop replicas last.
 """
 from __future__ import annotations
 

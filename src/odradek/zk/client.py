@@ -10,7 +10,9 @@ Why it looks the way it does:
   request also stays under the servers' jute.maxbuffer (zk/request_size.py): ZooKeeper drops
   the connection of a client that sends more.
 - Ephemeral znodes left by a previous session of ours (a restart inside the session timeout,
-  seed 003's "ZooKeeper bug") are waited out, not treated as a conflict.
+  the ZooKeeper ephemeral-node bug ZOOKEEPER-1740 that Kafka's
+  createEphemeralPathExpectConflictHandleZKBug works around) are waited out, not treated as a
+  conflict.
 
 - Reconnecting never waits more than RECONNECT_MAX_DELAY_S between rounds over the servers.
   kazoo's default backoff doubles up to an hour: after ZooKeeper lost its quorum for 20 s a
@@ -327,7 +329,8 @@ class KafkaZkClient:
 
         The ephemeral /controller and the epoch increment are one transaction, so the epoch
         moves exactly once per controller and only the winner moves it. A /controller that
-        names us but belongs to an old session is waited out (seed 003).
+        names us but belongs to an old session is waited out (ZOOKEEPER-1740, as
+        Kafka's createEphemeralPathExpectConflictHandleZKBug does).
         """
         data = paths.encode_controller(broker_id, _now_ms())
         deadline = time.monotonic() + self._stale_wait_s()
@@ -672,8 +675,10 @@ class KafkaZkClient:
         """The partition leader's ISR writes, each at its state's zk_version and independent of
         the others (no multi: one conflict must not undo the rest): per partition the new
         version, or None if the controller (or another leader) wrote since, which fences a
-        zombie leader (seed 002). All are sent before any reply is read: a leader re-adding a
-        restarted follower to 25,000 ISRs would otherwise wait 25,000 round trips."""
+        zombie leader (the replication design's "multiple leaders in transition": the ISR
+        write is conditional on the znode version). All are sent before any reply is read: a
+        leader re-adding a restarted follower to 25,000 ISRs would otherwise wait 25,000 round
+        trips."""
         pending = {tp: self._zk.set_async(paths.partition_state_path(tp), _encode_state(state),
                                           state.zk_version)
                    for tp, state in states.items()}
