@@ -40,6 +40,7 @@ from odradek.protocol.controller_api import (ControlledShutdownRequest, Controll
 from odradek.netutil import bind_outgoing_to
 from odradek.protocol.errors import ErrorCode
 from odradek.zk.client import KafkaZkClient
+from odradek.zk.errors import BrokerIdInUseError
 
 log = logging.getLogger("odradek.broker")
 
@@ -183,7 +184,7 @@ class Broker:
         self._server = await loop.create_server(lambda: KafkaConnection(apis, cfg.socket_request_max_bytes),
                                                 cfg.host, cfg.port, reuse_address=True, backlog=1024)
         self._info = BrokerInfo(cfg.broker_id, cfg.host, cfg.port)
-        self.replica_manager.broker_epoch = await asyncio.to_thread(self.zk.register_broker, self._info)
+        self.replica_manager.broker_epoch = await self._register()
         self.zk.add_state_listener(lambda state: loop.call_soon_threadsafe(self._on_zk_state, state))
         log.info("broker %d listening on %s:%d (broker epoch %d, cluster %s)", cfg.broker_id, cfg.host, cfg.port,
                  self.replica_manager.broker_epoch, cluster_id)
@@ -228,14 +229,22 @@ class Broker:
             self._session_lost = False
             asyncio.get_running_loop().create_task(self._register_again())
 
-    async def _register_again(self) -> None:
+    async def _register(self) -> int:
+        """Create /brokers/ids/N; the broker epoch. Tried again while ZooKeeper cannot answer
+        (as Kafka's KafkaZkClient retries until connected): a broker started while ZooKeeper
+        restarted got ConnectionLoss here and exited (found by odradek.faults). Another live
+        broker holding our id is fatal."""
         while True:
             try:
-                epoch = await asyncio.to_thread(self.zk.register_broker, self._info)
-                break
-            except Exception as exc:
-                log.warning("broker %d: registering again failed (%r); retrying", self.config.broker_id, exc)
+                return await asyncio.to_thread(self.zk.register_broker, self._info)
+            except BrokerIdInUseError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable or restarting
+                log.warning("broker %d: registering failed (%r); retrying", self.config.broker_id, exc)
                 await asyncio.sleep(1.0)
+
+    async def _register_again(self) -> None:
+        epoch = await self._register()
         self.replica_manager.broker_epoch = epoch
         log.info("broker %d registered again (broker epoch %d)", self.config.broker_id, epoch)
 
