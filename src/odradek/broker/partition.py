@@ -150,8 +150,10 @@ class Partition:
         return fut
 
     def update_follower_position(self, replica_id: int, fetch_offset: int) -> None:
-        """A follower fetching at `fetch_offset` holds everything before it."""
-        if replica_id in self._follower_leo:
+        """A follower fetching at `fetch_offset` holds everything before it. An offset past our
+        log end is not a position (the fetch is answered OFFSET_OUT_OF_RANGE, as in Kafka):
+        credited, it let the high watermark pass records the follower does not have."""
+        if replica_id in self._follower_leo and fetch_offset <= self.log.log_end_offset:
             if fetch_offset >= self.log_end_offset:
                 self._last_caught_up[replica_id] = time.monotonic()
             if fetch_offset > self._follower_leo[replica_id]:

@@ -16,6 +16,7 @@ from typing import Any, Awaitable, Callable
 from odradek.broker.fetcher import ReplicaFetcherManager
 from odradek.broker.gc_policy import collection_paused
 from odradek.broker.partition import Partition
+from odradek.broker.topic_admin import TopicError, validate_topic_name
 from odradek.log.log import LogConfig
 from odradek.log.log_manager import LogManager
 from odradek.metadata import BrokerInfo, LeaderAndIsr, PartitionState, TopicPartition
@@ -115,6 +116,10 @@ class ReplicaManager:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         partition = self._partitions.get(state.tp)
         if partition is None:
+            try:  # the name becomes a directory name: "../x" or a NUL must not reach the filesystem
+                validate_topic_name(state.tp.topic)
+            except TopicError as exc:
+                return exc.code
             partition = self._create_partition(state.tp, topic_config)
         elif state.leader_epoch <= partition.leader_epoch and (
                 state.leader_epoch < partition.leader_epoch

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from odradek.log.checkpoint import read_offset, write_offset
-from odradek.log.errors import OffsetOutOfRangeError, UnexpectedAppendOffsetError
+from odradek.log.errors import CorruptRecordError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from odradek.log.fd_cache import FdCache
 from odradek.log.leader_epoch import CHECKPOINT_NAME, LeaderEpochCache
 from odradek.log.segment import MAX_RELATIVE_OFFSET, NO_TIMESTAMP, Segment
@@ -125,6 +125,10 @@ class Log:
         batches, then append it. Returns (first offset, last offset). Raises
         CorruptRecordError, having written nothing, if any batch is malformed."""
         headers = validate_batches(batches)
+        for h in headers:  # a producer's batch numbers its records 0..count-1 (Kafka's LogValidator)
+            if h.last_offset_delta + 1 != h.record_count:
+                raise CorruptRecordError(f"batch at {h.position} has {h.record_count} records but "
+                                         f"lastOffsetDelta {h.last_offset_delta}")
         data = bytearray(batches)
         with self._lock:
             first = offset = self.log_end_offset

@@ -20,6 +20,8 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
+from odradek.protocol import wire_bounds
+
 
 @cache
 def request_class(api_key: int, version: int) -> type:
@@ -96,9 +98,12 @@ def decode_request(frame: memoryview | bytes) -> tuple[Any, Any]:
     """Decode a whole request frame (without size prefix) into (header, body entity).
 
     Raises kio's errors for unknown keys/versions and ValueError/struct.error for garbage.
+    Lengths and counts are checked against the frame first (wire_bounds.py): kio's reader
+    trusts them when it allocates, and a failed allocation aborts the process.
     """
     api_key, version = struct.unpack_from(">hh", frame, 0)
     cls = request_class(api_key, version)
+    wire_bounds.check_message(cls, frame, wire_bounds.check_message(cls.__header_schema__, frame, 0))
     header, offset = _reader(cls.__header_schema__)(frame, 0)
     body, _size = _reader(cls)(frame, offset)
     return header, body

@@ -80,6 +80,8 @@ def _header_at(view: memoryview, pos: int) -> BatchHeader | None:
         raise CorruptRecordError(f"batch at {pos} has batchLength {length} < {MIN_BATCH_LENGTH}")
     if magic != MAGIC:
         raise CorruptRecordError(f"batch at {pos} has magic {magic}, only v2 is supported")
+    if lod < 0 or count < 0:  # offsets would run backwards (the log end offset with them)
+        raise CorruptRecordError(f"batch at {pos} has lastOffsetDelta {lod} and {count} records")
     size = length + LOG_OVERHEAD
     if pos + size > len(view):
         return None

@@ -1,0 +1,235 @@
+"""Checks every length and count in a Kafka message against the bytes that follow it, and
+every null against the schema, before kio decodes the message.
+
+kio's native reader sizes an array's storage from the count on the wire before reading an
+element: an int32 count of 2^31-1 in any request made it ask for 32 GiB, and Rust aborts the
+whole process when an allocation fails, so one 60-byte frame killed the broker (found by the
+protocol fuzzer, odradek.fuzz). Apache Kafka refuses such a message as Kafka's
+``readArraySize`` does: a count or length larger than the bytes left is malformed. kio also
+reads a null (count or length -1) where the schema allows none as None, which handlers then
+iterate or echo back and fail on (found the same way); Kafka's generated readers refuse those
+as malformed too, and so does this. The checks
+are compiled once per message class from kio's own schema (the field types kio's writer
+dispatches on), and a run of fixed-size fields, or an array of fixed-size structs, is skipped
+in one step, so a request costs a few microseconds per variable-size element.
+"""
+from __future__ import annotations
+
+import dataclasses
+import struct
+import types
+import typing
+from functools import cache
+from typing import Any, Callable
+
+# (buffer, offset, end) -> offset after the value; raises WireBoundsError
+Check = Callable[[Any, int, int], int]
+
+_FIXED = {"int8": 1, "uint8": 1, "bool": 1, "int16": 2, "uint16": 2, "error_code": 2, "int32": 4, "uint32": 4,
+          "timedelta_i32": 4, "int64": 8, "uint64": 8, "float64": 8, "timedelta_i64": 8, "datetime_i64": 8,
+          "uuid": 16}
+_I16 = struct.Struct(">h").unpack_from
+_I32 = struct.Struct(">i").unpack_from
+
+
+class WireBoundsError(ValueError):
+    """A length or count says more than the message holds."""
+
+
+def check_message(cls: type, buf: Any, offset: int = 0) -> int:
+    """Check the message of kio class ``cls`` at ``offset``; the offset after it."""
+    return _compiled(cls)(buf, offset, len(buf))
+
+
+def _uvarint(buf: Any, pos: int, end: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= end:
+            raise WireBoundsError("truncated varint")
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise WireBoundsError("varint longer than 5 bytes")
+
+
+def _fits(pos: int, n: int, end: int, what: str) -> int:
+    if n > end - pos:
+        raise WireBoundsError(f"{what} of {n} at offset {pos} with {end - pos} bytes left")
+    return pos + n
+
+
+def _skip(n: int) -> Check:
+    def check(buf: Any, pos: int, end: int) -> int:
+        return _fits(pos, n, end, "field")
+    return check
+
+
+def _null(what: str, pos: int) -> WireBoundsError:
+    return WireBoundsError(f"null {what} at offset {pos}, where the schema allows none")
+
+
+def _sized(kind: str, flexible: bool, nullable: bool) -> Check:
+    """A string, bytes or records: int16 (strings) or int32 length, or a varint length + 1;
+    a negative length (zero, compact) is null."""
+    if flexible:
+        def compact(buf: Any, pos: int, end: int) -> int:
+            n, pos = _uvarint(buf, pos, end)
+            if n == 0 and not nullable:
+                raise _null(kind, pos)
+            return _fits(pos, n - 1, end, kind) if n > 1 else pos
+        return compact
+    width, unpack = (2, _I16) if kind == "string" else (4, _I32)
+
+    def legacy(buf: Any, pos: int, end: int) -> int:
+        _fits(pos, width, end, kind + " length")
+        (n,) = unpack(buf, pos)
+        pos += width
+        if n < 0 and not nullable:
+            raise _null(kind, pos)
+        return _fits(pos, n, end, kind) if n > 0 else pos
+    return legacy
+
+
+def _array(item: Check, item_size: int | None, flexible: bool, nullable: bool,
+           tagged_after: int | None = None) -> Check:
+    """An array: int32 count (negative: null) or varint count + 1 (0: null); each element takes at
+    least one byte, fixed-size ones exactly ``item_size``. ``tagged_after``: the elements are
+    flexible structs of that many fixed-size bytes and then their tagged fields, which are
+    nearly always none (a single zero byte): read without a call per element."""
+    least = max(1, item_size or tagged_after or 0)
+
+    def check(buf: Any, pos: int, end: int) -> int:
+        if flexible:
+            n, pos = _uvarint(buf, pos, end)
+            n -= 1
+        else:
+            _fits(pos, 4, end, "array count")
+            (n,) = _I32(buf, pos)
+            pos += 4
+        if n <= 0:
+            if n < 0 and not nullable:
+                raise _null("array", pos)
+            return pos
+        if n * least > end - pos:
+            raise WireBoundsError(f"array of {n} at offset {pos} with {end - pos} bytes left")
+        if item_size is not None:
+            return pos + n * item_size
+        if tagged_after is not None:
+            for _ in range(n):
+                pos += tagged_after
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                else:
+                    pos = item(buf, pos - tagged_after, end)
+            return pos
+        for _ in range(n):
+            pos = item(buf, pos, end)
+        return pos
+    return check
+
+
+def _tagged(known: dict[int, Check]) -> Check:
+    """The tagged-field section closing a flexible struct: count, then (tag, size, value)."""
+    def check(buf: Any, pos: int, end: int) -> int:
+        n, pos = _uvarint(buf, pos, end)
+        if n > end - pos:
+            raise WireBoundsError(f"{n} tagged fields at offset {pos} with {end - pos} bytes left")
+        for _ in range(n):
+            tag, pos = _uvarint(buf, pos, end)
+            size, pos = _uvarint(buf, pos, end)
+            field_end = _fits(pos, size, end, "tagged field")
+            if tag in known:
+                known[tag](buf, pos, field_end)
+            pos = field_end
+        return pos
+    return check
+
+
+def _nullable_entity(entity: Check) -> Check:
+    """KIP-893's nullable struct: an int8 marker (-1 null) before the struct."""
+    def check(buf: Any, pos: int, end: int) -> int:
+        _fits(pos, 1, end, "struct marker")
+        return pos + 1 if buf[pos] == 0xFF else entity(buf, pos + 1, end)
+    return check
+
+
+def _sequence(checks: list[Check]) -> Check:
+    def check(buf: Any, pos: int, end: int) -> int:
+        for c in checks:
+            pos = c(buf, pos, end)
+        return pos
+    return check
+
+
+def _nested(hint: Any) -> tuple[type | None, bool, bool]:
+    """(entity class inside the hint or None, whether it is a tuple, whether it is nullable)."""
+    args = typing.get_args(hint)
+    nullable = typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args
+    inner = next((a for a in args if a is not type(None)), hint) if nullable else hint
+    is_tuple = typing.get_origin(inner) is tuple
+    element = typing.get_args(inner)[0] if is_tuple else inner
+    return (element if dataclasses.is_dataclass(element) else None), is_tuple, nullable
+
+
+@cache
+def _compiled(cls: type) -> Check:
+    return _entity(cls)[0]
+
+
+@cache
+def _entity(cls: type) -> tuple[Check, int | None, int | None]:
+    """The check of one struct; its size when every field is fixed-size and it is not
+    flexible; the size of its fields when it is flexible and they are all fixed-size."""
+    flexible = bool(getattr(cls, "__flexible__", False))
+    hints = typing.get_type_hints(cls)
+    checks: list[Check] = []
+    tags: dict[int, Check] = {}
+    run = 0  # fixed-size bytes not yet emitted as one skip
+    total: int | None = 0  # the struct's size while every field is fixed-size
+    for f in dataclasses.fields(cls):
+        nested, is_tuple, nullable = _nested(hints[f.name])
+        kind = f.metadata.get("kafka_type")
+        size: int | None = None
+        if nested is not None:
+            inner, inner_size, inner_tagged_after = _entity(nested)
+            if is_tuple:
+                check = _array(inner, inner_size, flexible, nullable, inner_tagged_after)
+            elif nullable:
+                check = _nullable_entity(inner)
+            else:
+                check, size = inner, inner_size
+        elif kind in _FIXED:
+            size = _FIXED[kind]
+            check = _array(_skip(size), size, flexible, nullable) if is_tuple else _skip(size)
+            if is_tuple:
+                size = None
+        elif kind in ("string", "bytes", "records"):
+            legacy = cls.__name__ == "RequestHeader" and f.name == "client_id"  # always int16 length
+            tagged = f.metadata.get("tag") is not None  # kio reads a tagged field's null as its value
+            item = _sized(kind, flexible and not legacy, (nullable and not is_tuple) or tagged)
+            check = _array(item, None, flexible, nullable) if is_tuple else item
+        else:
+            raise TypeError(f"{cls.__qualname__}.{f.name}: no bounds check for kafka type {kind!r}")
+        tag = f.metadata.get("tag")
+        if tag is not None:
+            tags[tag] = check
+            continue
+        if size is not None:
+            run += size
+            total = None if total is None else total + size
+            continue
+        total = None
+        if run:
+            checks.append(_skip(run))
+            run = 0
+        checks.append(check)
+    if run:
+        checks.append(_skip(run))
+    if flexible:
+        checks.append(_tagged(tags))
+        return _sequence(checks), None, total
+    return _sequence(checks), total, None
