@@ -44,7 +44,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from odradek.admin import create_topic, describe_topics, elect_leaders, filter_partitions
+from odradek.admin import (
+    create_topic, creation_timeout_s, describe_topics, elect_leaders, filter_partitions,
+)
 from odradek.cluster import ClusterError, LocalCluster, connect_zk
 from odradek.netutil import free_port, free_port_block
 
@@ -215,7 +217,7 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
             for name, count in topics.items():
                 last = time.time()
                 create_topic(bootstrap, name, count, result["replication_factor"],
-                             timeout=max(120.0, count / 250))  # 50,000 partitions: 200 s
+                             timeout=max(120.0, creation_timeout_s(count)))
             _, created = _wait_record(cluster, cluster.broker_ids, "TopicChange", last, timeout,
                                       lambda r: r.get("lai_partitions", 0) > 0)
             result["topic_create_s"] = round(created["acked"] - t0, 3)
