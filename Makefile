@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 DEMO_DIR := ./.odradek-demo
 APT_PACKAGES := default-jre-headless zookeeper kcat iptables python3 python3-venv
 
-.PHONY: setup system-deps demo demo-down test faults clean distclean
+.PHONY: setup system-deps demo demo-down test faults fuzz clean distclean
 
 setup: system-deps $(STAMP)
 
@@ -50,6 +50,11 @@ faults: setup
 	  echo "seed $$s: no anomaly (build/faults/seed-$$s.json)"; \
 	done
 	$(VENV)/bin/python -m odradek.faults.report $(foreach s,$(FAULT_SEEDS),build/faults/seed-$(s).json)
+
+# Protocol fuzzing (docs/reliability.md): 1,000,000 frames against the broker in-process on two
+# workers, then 3,000 over TCP to a live broker; prints counts and findings, exits 1 on any.
+fuzz: setup
+	$(VENV)/bin/python -m odradek.fuzz --frames 1000000 --tcp-frames 3000
 
 demo: setup
 	scripts/demo.sh
