@@ -73,7 +73,7 @@ class Report:
         lines.append("  frames by kind: " + ", ".join(f"{k} {n:,}" for k, n in sorted(self.kinds.items())))
         lines.append("  outcomes: " + ", ".join(f"{k} {self.outcomes[k]:,}" for k in OUTCOMES))
         if self.writes:
-            lines.append("  legitimate writes: " + ", ".join(f"{k} {n:,}" for k, n in sorted(self.writes.items())))
+            lines.append("  counted apart: " + ", ".join(f"{k} {n:,}" for k, n in sorted(self.writes.items())))
         lines.append(f"  findings: {len(self.findings)}")
         for f in sorted(self.findings.values(), key=lambda f: (f.category, -f.count)):
             lines.append("  " + f.line().replace("\n", "\n  "))

@@ -22,6 +22,8 @@ import typing
 from functools import cache
 from typing import Any, Callable
 
+from odradek.protocol.schema import SchemaError, UnsignedVarInt
+
 # (buffer, offset, end) -> offset after the value; raises WireBoundsError
 Check = Callable[[Any, int, int], int]
 
@@ -32,7 +34,7 @@ _I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from
 
 
-class WireBoundsError(ValueError):
+class WireBoundsError(SchemaError):
     """A length or count says more than the message holds."""
 
 
@@ -42,18 +44,10 @@ def check_message(cls: type, buf: Any, offset: int = 0) -> int:
 
 
 def _uvarint(buf: Any, pos: int, end: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= end:
-            raise WireBoundsError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise WireBoundsError("varint longer than 5 bytes")
+    value, pos = UnsignedVarInt.decode(buf, pos)
+    if pos > end:
+        raise WireBoundsError(f"varint ending at offset {pos}, past the end of its field ({end})")
+    return value, pos
 
 
 def _fits(pos: int, n: int, end: int, what: str) -> int:
