@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import logging
 import os
 import random
 import shutil
@@ -84,6 +85,10 @@ def _reexec_in_namespace(argv: list[str]) -> int:
 
 def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
     cluster = FaultCluster(data_dir, 3, args.session_timeout_ms, BROKER_CONFIG, args.zookeeper_nodes)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    client_log = logging.FileHandler(data_dir / "librdkafka.log")
+    client_log.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    LOGGER.addHandler(client_log)
     trouble = ClientTrouble()
     producers: list[KeyedProducer] = []
     consumer: TailingConsumer | None = None

@@ -22,6 +22,7 @@ LOGGER = logging.getLogger("odradek.faults.librdkafka")
 PROTOCOL_ERRORS = ProtocolErrorRecorder()
 LOGGER.addHandler(PROTOCOL_ERRORS)
 LOGGER.propagate = False
+LOGGER.setLevel(logging.DEBUG)
 
 #: value = b"<producer>:<key>:<seq>"
 Value = tuple[int, str, int]
@@ -62,6 +63,9 @@ class KeyedProducer:
         self._producer = Producer({
             "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
             "message.timeout.ms": 900_000, "logger": LOGGER, "error_cb": self._on_error,
+            # the idempotent producer's state changes (epoch bumps, sequence errors), kept in the
+            # run's librdkafka.log: what explains a duplicate or a reordering
+            "debug": "eos",
             "client.id": f"faults-producer-{index}"})
         self._thread = threading.Thread(target=self._run, name=f"producer-{index}", daemon=True)
 
