@@ -4,7 +4,7 @@ Byte mutations mostly break a frame's structure, so the decoder rejects it befor
 runs. These requests decode, and carry what a handler must survive: boundary integers,
 negative sizes and epochs, empty, long, unicode and path-like names, nulls where a field is
 nullable, empty and repeated arrays, garbage where records go. One walker serves two drivers:
-a seeded ``random.Random`` for volume, and Hypothesis (``HypothesisChoices``) in the tests, so a
+a ``random.Random`` per case for volume, and Hypothesis (``HypothesisChoices``) in the tests, so a
 failing request shrinks to a minimal one.
 """
 from __future__ import annotations
