@@ -280,9 +280,6 @@ class InProcessRun:
                 else:
                     report.find("hang", f"no response to api {d.exp.api_key} v{d.exp.version}, which needs one",
                                 d.frame, "")
-        if dispatched and dispatched[-1].outcome not in ("closed", "crash") and transport.closed and not any(
-                d.outcome in ("closed", "crash") for d in dispatched):
-            pass  # closed on a bad frame size after the last frame: counted by _check_frames
 
     def _check_state(self, stream: bytes, dispatched: list[_Dispatch]) -> None:
         broker, report = self.broker, self.report
