@@ -1,6 +1,6 @@
 """The fuzzer's short run: 20,000 frames in-process, Hypothesis-built requests for every API and
 version, and 500 frames over TCP to a live broker. Any crash, hang, malformed answer or changed
-data fails (known_elsewhere.py lists the two findings whose cause is outside this change)."""
+data fails."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cluster_helpers import start_cluster
-from known_elsewhere import known_elsewhere
 from odradek.broker import apis
 from odradek.fuzz import harness, inprocess, mutate, structured, tcp
 from odradek.fuzz.report import FAILURES, Report
@@ -19,7 +18,7 @@ from odradek.zk.server import ZooKeeperServer
 
 
 def unexpected(report: Report) -> list[str]:
-    return [f.line() for f in report.findings.values() if not known_elsewhere(f)]
+    return [f.line() for f in report.findings.values()]
 
 
 def test_in_process_short_run(tmp_path: Path) -> None:
@@ -64,7 +63,7 @@ def test_well_formed_requests_with_adversarial_values(fuzz_run: inprocess.InProc
     dispatched = fuzz_run.run_case(len(payload).to_bytes(4, "big") + payload)
     assert len(dispatched) == 1 and dispatched[0].exp.response is not None  # well-formed: a request
     new = [f for key, f in fuzz_run.report.findings.items()
-           if f.count > before.get(key, 0) and not known_elsewhere(f)]
+           if f.count > before.get(key, 0)]
     assert not new, "\n".join(f.line() for f in new)
 
 
@@ -77,5 +76,5 @@ def test_tcp_sample(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
         cluster.down()
     assert report.frames >= 500
     assert report.outcomes["answered-with-error"] > 20 and report.outcomes["closed"] > 100
-    failures = [f.line() for f in report.findings.values() if f.category in FAILURES and not known_elsewhere(f)]
+    failures = [f.line() for f in report.findings.values() if f.category in FAILURES]
     assert not failures, "\n".join(failures)

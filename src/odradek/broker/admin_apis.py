@@ -12,7 +12,9 @@ from odradek.broker.connection import CloseConnection
 from odradek.broker.context import BrokerContext
 from odradek.broker.metadata_cache import MetadataCache, from_zookeeper
 from odradek.broker.topic_admin import (TOPIC_CONFIG_DEFAULTS, TopicError, assign_replicas,
-                                        validate_assignment, validate_configs, validate_topic_name)
+                                        check_fits_in_zookeeper, check_partition_count_fits,
+                                        validate_assignment, validate_configs,
+                                        validate_topic_name)
 from odradek.controller.events import (ElectionNotNeededError, ElectionType, EventPreemptedError,
                                        NotControllerError, UnknownPartitionError)
 from odradek.metadata import LeaderAndIsr, TopicAssignment, TopicPartition
@@ -89,6 +91,12 @@ def _metadata_response(ctx: BrokerContext, cache: MetadataCache, header: Any, re
     topics = []
     for name in names:
         parts = cache.partitions(name) if name else None
+        if name is None:
+            # asked by topic id (v10+): topics have no ids here yet; a null name is encodable
+            # only from v12, so older versions get an empty one with the error
+            topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None if version >= 12 else "",
+                           "topic_id": None, "is_internal": False, "partitions": []})
+            continue
         if parts is None:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if _valid_topic_name(name) else ErrorCode.INVALID_TOPIC_EXCEPTION
             topics.append({"error_code": code, "name": name, "topic_id": None, "is_internal": False,
@@ -114,8 +122,6 @@ def _metadata_response(ctx: BrokerContext, cache: MetadataCache, header: Any, re
 
 
 async def create_topics(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
-    from odradek.broker.topic_admin import check_fits_in_zookeeper
-
     await ctx.metadata.wait_initialized(METADATA_WAIT_S)  # the live brokers to assign replicas to
     results = []
     created: list[str] = []
@@ -162,6 +168,7 @@ def _plan_topic(ctx: BrokerContext, topic: Any) -> tuple[TopicAssignment, dict[s
     else:
         count = ctx.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
         rf = ctx.config.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
+        check_partition_count_fits(topic.name, count, rf, ctx.config.zookeeper_jute_maxbuffer)
         partitions = assign_replicas(live, count, rf)
     min_isr = int(configs.get("min.insync.replicas", ctx.config.min_insync_replicas))
     if min_isr > len(partitions[0]):
