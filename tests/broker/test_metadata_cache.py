@@ -1,8 +1,6 @@
 """The broker's metadata cache before the controller's first UpdateMetadata: retriable errors,
-and the answer read from ZooKeeper when the controller stays silent."""
+and the answer read from ZooKeeper meanwhile."""
 from __future__ import annotations
-
-import asyncio
 
 import pytest
 
@@ -23,16 +21,6 @@ def test_an_empty_cache_calls_every_partition_not_leader_until_the_controller_sp
     assert cache.initialized
     assert cache.not_served_error(TP) == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert cache.not_served_error(TopicPartition("gone", 0)) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-
-
-def test_wait_initialized_returns_when_the_first_update_arrives() -> None:
-    async def scenario() -> tuple[bool, bool]:
-        cache = MetadataCache()
-        timed_out = await cache.wait_initialized(0.05)
-        asyncio.get_running_loop().call_later(0.05, cache.update, 1, 1, (), ())
-        return timed_out, await cache.wait_initialized(10)
-
-    assert asyncio.run(scenario()) == (False, True)
 
 
 @pytest.mark.integration

@@ -38,33 +38,28 @@ def unsupported_api_versions(correlation_id: int) -> bytes:
                                     {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": _API_KEYS})
 
 
-#: How long a Metadata request waits for this broker's first UpdateMetadata before it is
-#: answered from ZooKeeper. A restarted broker hears from the controller within ~0.1 s, or once a
-#: new controller is elected and loaded after a controller's death (zookeeper.session.timeout.ms,
-#: 6 s by default, plus its failover); clients wait 30-60 s for an answer.
-METADATA_WAIT_S = 10.0
-#: ZooKeeper reads for that answer; past this the connection is closed and the client retries.
+#: ZooKeeper reads for a Metadata answer before the first UpdateMetadata; past this the
+#: connection is closed and the client retries.
 METADATA_FROM_ZOOKEEPER_S = 10.0
 
 
 def metadata(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes | Awaitable[bytes]:
-    """Answered from the metadata cache; a broker the controller has not yet spoken to waits
-    for it, then answers from ZooKeeper (metadata_cache.py says why)."""
+    """Answered from the metadata cache; a broker the controller has not yet spoken to answers
+    from ZooKeeper (metadata_cache.py says why)."""
     if ctx.metadata.initialized:
         return _metadata_response(ctx, ctx.metadata, header, req, version)
-    return _metadata_once_known(ctx, header, req, version)
+    return _metadata_from_zookeeper(ctx, header, req, version)
 
 
-async def _metadata_once_known(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
-    if await ctx.metadata.wait_initialized(METADATA_WAIT_S):
-        return _metadata_response(ctx, ctx.metadata, header, req, version)
+async def _metadata_from_zookeeper(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     topics = _requested_topics(req, version)
-    valid = None if topics is None else [t for t in topics if _valid_topic_name(t)]
+    valid = None if topics is None else [t for t in topics if t is not None and _valid_topic_name(t)]
     try:
         cache = await asyncio.wait_for(asyncio.to_thread(from_zookeeper, ctx.zk, valid), METADATA_FROM_ZOOKEEPER_S)
     except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable too: nothing true to say
         raise CloseConnection(f"no metadata yet from the controller or ZooKeeper ({exc!r})") from None
-    log.info("answered Metadata from ZooKeeper: no UpdateMetadata from a controller after %g s", METADATA_WAIT_S)
+    if ctx.metadata.initialized:  # the controller spoke meanwhile: its word, not the read
+        cache = ctx.metadata
     return _metadata_response(ctx, cache, header, req, version)
 
 
@@ -122,14 +117,16 @@ def _metadata_response(ctx: BrokerContext, cache: MetadataCache, header: Any, re
 
 
 async def create_topics(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
-    await ctx.metadata.wait_initialized(METADATA_WAIT_S)  # the live brokers to assign replicas to
+    # the live brokers to assign replicas to: ZooKeeper's list until the controller has spoken
+    live = ([b.id for b in ctx.metadata.live_brokers] if ctx.metadata.initialized
+            else sorted(await asyncio.to_thread(ctx.zk.get_live_brokers)))
     results = []
     created: list[str] = []
     for topic in req.topics:
         result: dict[str, Any] = {"name": topic.name, "topic_id": None, "error_code": 0, "error_message": None,
                                   "num_partitions": -1, "replication_factor": -1, "configs": []}
         try:
-            assignment, configs = _plan_topic(ctx, topic)
+            assignment, configs = _plan_topic(ctx, topic, live)
             check_fits_in_zookeeper(assignment, configs, ctx.config.zookeeper_jute_maxbuffer)
             result.update(num_partitions=len(assignment.partitions),
                           replication_factor=len(assignment.partitions[0]),
@@ -154,12 +151,11 @@ async def create_topics(ctx: BrokerContext, header: Any, req: Any, version: int)
                                     {"throttle_time": 0, "topics": results})
 
 
-def _plan_topic(ctx: BrokerContext, topic: Any) -> tuple[TopicAssignment, dict[str, str]]:
+def _plan_topic(ctx: BrokerContext, topic: Any, live: list[int]) -> tuple[TopicAssignment, dict[str, str]]:
     validate_topic_name(topic.name)
     if ctx.metadata.partitions(topic.name) is not None:
         raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
     configs = validate_configs({c.name: c.value for c in topic.configs})
-    live = [b.id for b in ctx.metadata.live_brokers]
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:
             raise TopicError(ErrorCode.INVALID_REQUEST,
@@ -208,8 +204,8 @@ async def describe_configs(ctx: BrokerContext, header: Any, req: Any, version: i
     results = []
     topics = [r.resource_name for r in req.resources if r.resource_type == TOPIC_RESOURCE]
     stored = await asyncio.to_thread(ctx.zk.get_topic_configs, topics) if topics else {}
-    known = not topics or await ctx.metadata.wait_initialized(METADATA_WAIT_S)
-    existing = None if known else await asyncio.to_thread(ctx.zk.get_all_topics)
+    # until the controller has spoken, which topics exist is ZooKeeper's word
+    existing = None if not topics or ctx.metadata.initialized else await asyncio.to_thread(ctx.zk.get_all_topics)
     for res in req.resources:
         entry: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
                                  "resource_name": res.resource_name, "configs": []}

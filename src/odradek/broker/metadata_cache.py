@@ -8,15 +8,22 @@ reaches it: 2 to 7 s after a kill -9 and restart of the controller broker (the n
 elected only when the old one's ZooKeeper session ends). Answering from the empty cache told
 clients that existing topics do not exist, and librdkafka then fails every produce() to such a
 topic until the application re-creates its producer. So, as Apache Kafka's KRaft brokers do not
-serve until they have caught up with the metadata log, a broker answers no client from an
-empty cache: Metadata requests wait for the first UpdateMetadata (`wait_initialized`), and past
-that bound are answered from ZooKeeper itself (`from_zookeeper`), which holds the same state
-the controller would send; partitions this broker does not serve are NOT_LEADER_OR_FOLLOWER
-(retriable everywhere), never UNKNOWN_TOPIC_OR_PARTITION, until the cache is initialized.
+serve from metadata they have not caught up with, a broker answers no client from an empty
+cache: until the first UpdateMetadata, Metadata requests are answered from ZooKeeper itself
+(`from_zookeeper`), which holds the state the controller would send, and partitions this broker
+does not serve are NOT_LEADER_OR_FOLLOWER (retriable everywhere), never
+UNKNOWN_TOPIC_OR_PARTITION.
+
+An earlier version held Metadata requests until the UpdateMetadata came (up to 10 s). Responses
+on a connection go back in request order, so everything a client had pipelined behind the
+Metadata request, a retried Produce included, could stay in flight with it for seconds while
+an idempotent producer sent newer batches of that partition to its new leader: the likely start
+of a duplicated batch seen once in 500 faults of odradek.faults (OUT_OF_ORDER_SEQUENCE_NUMBER,
+then librdkafka's epoch bump re-sent under a new epoch a batch already written). Reading
+ZooKeeper answers at once.
 """
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -33,19 +40,12 @@ class MetadataCache:
         self.controller_epoch = -1
         self._brokers: dict[int, BrokerInfo] = {}
         self._topics: dict[str, dict[int, PartitionState]] = {}
-        self._initialized = asyncio.Event()
+        self._initialized = False
 
     @property
     def initialized(self) -> bool:
         """Whether a controller's UpdateMetadata has reached this broker since it started."""
-        return self._initialized.is_set()
-
-    async def wait_initialized(self, timeout_s: float) -> bool:
-        try:
-            await asyncio.wait_for(self._initialized.wait(), timeout_s)
-        except asyncio.TimeoutError:
-            pass
-        return self.initialized
+        return self._initialized
 
     def not_served_error(self, tp: TopicPartition) -> ErrorCode:
         """The error for a request about a partition this broker does not lead: unknown only
@@ -59,7 +59,7 @@ class MetadataCache:
                states: tuple[PartitionState, ...], deleted: set[TopicPartition] = frozenset()) -> None:  # type: ignore[assignment]
         self.controller_id = controller_id
         self.controller_epoch = controller_epoch
-        self._initialized.set()
+        self._initialized = True
         self._brokers = {b.id: b for b in live_brokers}
         for state in states:
             self._topics.setdefault(state.tp.topic, {})[state.tp.partition] = state
