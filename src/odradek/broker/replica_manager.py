@@ -171,7 +171,8 @@ class ReplicaManager:
         return ControllerResponse(int(ErrorCode.NONE), {tp: 0 for tp in req.partitions})
 
     async def maintain_isr(self) -> None:
-        """Shrink and expand the ISRs this broker leads (seed 002 section 3).
+        """Shrink and expand the ISRs this broker leads (Kafka's ReplicaManager.maybeShrinkIsr and
+        maybeExpandIsr).
 
         Each new ISR is written conditionally on the partition state's zkVersion. A conflict
         means the controller (or a newer leader) wrote since: we re-read, and if we are no
