@@ -16,10 +16,7 @@ UNKNOWN_TOPIC_OR_PARTITION.
 
 An earlier version held Metadata requests until the UpdateMetadata came (up to 10 s). Responses
 on a connection go back in request order, so everything a client had pipelined behind the
-Metadata request, a retried Produce included, could stay in flight with it for seconds while
-an idempotent producer sent newer batches of that partition to its new leader: the likely start
-of a duplicated batch seen once in 500 faults of odradek.faults (OUT_OF_ORDER_SEQUENCE_NUMBER,
-then librdkafka's epoch bump re-sent under a new epoch a batch already written). Reading
+Metadata request, a retried Produce too, stayed in flight with it for seconds; reading
 ZooKeeper answers at once.
 """
 from __future__ import annotations
