@@ -27,7 +27,7 @@ from odradek.process import process_alive
 from odradek.zk import paths
 
 if TYPE_CHECKING:
-    from odradek.zk.server import QuorumPeer, ZooKeeperServer
+    from odradek.zk.server import QuorumPeer, ZooKeeperEnsemble, ZooKeeperServer
 
 STATE_FILE = "cluster.json"
 _POLL_S = 0.2
@@ -357,7 +357,7 @@ class LocalCluster:
     def zookeeper_servers(self) -> "list[ZooKeeperServer]":
         """The private ZooKeeper's servers: one standalone, or the ensemble's members (empty
         for a cluster on a ZooKeeper of its own)."""
-        from odradek.zk.server import ZooKeeperEnsemble, ZooKeeperServer
+        from odradek.zk.server import ZooKeeperServer
 
         if not self.private_zookeeper:
             return []

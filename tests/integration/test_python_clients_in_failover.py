@@ -62,7 +62,6 @@ async def _aiokafka_produce(bootstrap: str, stop: asyncio.Event, acked: set[byte
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True,
                                 request_timeout_ms=10_000, retry_backoff_ms=200)
     await producer.start()
-    pending: set[asyncio.Future] = set()
     try:
         i = 0
         while not stop.is_set():
@@ -74,7 +73,6 @@ async def _aiokafka_produce(bootstrap: str, stop: asyncio.Event, acked: set[byte
                 return
             fut.add_done_callback(lambda f, v=value: acked.add(v) if f.exception() is None
                                   else errors.append(repr(f.exception())))
-            pending.add(fut)
             i += 1
             await asyncio.sleep(0.002)
         await producer.flush()

@@ -138,9 +138,10 @@ class FaultCluster:
         out = {}
         try:
             zk = self.zk()
-            for p in zk.get_children(f"/brokers/topics/{topic}/partitions"):
-                state = json.loads(zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")[0])
-                out[int(p)] = int(state["leader"])
+            partitions = zk.get_children(f"/brokers/topics/{topic}/partitions")
+            pending = {int(p): zk.get_async(f"/brokers/topics/{topic}/partitions/{p}/state") for p in partitions}
+            for p, result in pending.items():  # pipelined: one round trip, not one a partition
+                out[p] = int(json.loads(result.get()[0])["leader"])
         except Exception:  # noqa: BLE001 - ZooKeeper restarting
             pass
         return out
