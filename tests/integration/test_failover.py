@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from odradek.admin import AdminError, metadata_request
 from odradek.cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
@@ -107,10 +108,24 @@ def live_leaders(c: LocalCluster, topic: str, dead: set[int]) -> bool:
 
 
 def full_isr(c: LocalCluster, topic: str, rf: int) -> bool:
-    try:
-        return all(len(isr) == rf for _, isr in metadata(c.bootstrap_servers, topic).values())
-    except Exception:
-        return False
+    """Every partition's ISR has `rf` replicas in the Metadata of every reachable broker.
+
+    Each broker learns of leaders and ISRs from its own UpdateMetadata, so a moment after one
+    broker reports a full ISR another may still answer UNKNOWN_TOPIC_OR_PARTITION; a test that
+    goes on to ask any broker must wait for all of them."""
+    seen = False
+    for server in c.bootstrap_servers.split(","):
+        try:
+            response = metadata_request(server, [topic], 5.0)
+        except AdminError:  # unreachable: a stopped broker
+            continue
+        seen = True
+        for t in response.topics:
+            if t.error_code != 0 or not t.partitions:
+                return False
+            if any(p.error_code != 0 or len(p.isr_nodes) != rf for p in t.partitions):
+                return False
+    return seen
 
 
 def describe_cli(bootstrap: str, *flags: str) -> dict[str, list[int]]:
