@@ -17,6 +17,7 @@ from odradek.broker.topic_admin import (TOPIC_CONFIG_DEFAULTS, TopicError, assig
                                         validate_topic_name)
 from odradek.controller.events import (ElectionNotNeededError, ElectionType, EventPreemptedError,
                                        NotControllerError, UnknownPartitionError)
+from odradek.group.group_metadata_manager import OFFSETS_TOPIC
 from odradek.metadata import LeaderAndIsr, TopicAssignment, TopicPartition
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
@@ -109,7 +110,8 @@ def _metadata_response(ctx: BrokerContext, cache: MetadataCache, header: Any, re
                 "isr_nodes": list(state.isr),
                 "offline_replicas": [r for r in state.replicas if r not in live],
             })
-        topics.append({"error_code": 0, "name": name, "topic_id": None, "is_internal": False, "partitions": plist})
+        topics.append({"error_code": 0, "name": name, "topic_id": None, "is_internal": name == OFFSETS_TOPIC,
+                       "partitions": plist})
     body = {"throttle_time": 0, "cluster_id": ctx.cluster_id, "controller_id": cache.controller_id,
             "brokers": [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack} for b in cache.live_brokers],
             "topics": topics}

@@ -11,12 +11,23 @@ PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
 API_VERSIONS = 18
 CREATE_TOPICS = 19
 INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
 DESCRIBE_CONFIGS = 32
+DELETE_GROUPS = 42
 ELECT_LEADERS = 43
+OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
 
 VERSIONS: dict[int, tuple[int, int]] = {
@@ -24,6 +35,19 @@ VERSIONS: dict[int, tuple[int, int]] = {
     FETCH: (4, 12),
     LIST_OFFSETS: (1, 7),
     METADATA: (0, 12),
+    # the consumer group APIs, as Apache Kafka 3.x offers them (OffsetCommit v0-1 and
+    # OffsetFetch v0 predate the clients we serve and lack schemas in kio)
+    OFFSET_COMMIT: (2, 8),
+    OFFSET_FETCH: (1, 8),
+    FIND_COORDINATOR: (0, 4),
+    JOIN_GROUP: (0, 9),
+    HEARTBEAT: (0, 4),
+    LEAVE_GROUP: (0, 5),
+    SYNC_GROUP: (0, 5),
+    DESCRIBE_GROUPS: (0, 5),
+    LIST_GROUPS: (0, 4),
+    DELETE_GROUPS: (0, 2),
+    OFFSET_DELETE: (0, 0),
     API_VERSIONS: (0, 3),
     CREATE_TOPICS: (2, 7),
     INIT_PRODUCER_ID: (0, 4),

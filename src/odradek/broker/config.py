@@ -48,6 +48,19 @@ class BrokerConfig:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10
+    # The group coordinator (Kafka's names and defaults): session timeouts a member may ask for,
+    # how long a new group waits for more members before its first rebalance completes, and the
+    # internal __consumer_offsets topic that stores groups and their committed offsets.
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_initial_rebalance_delay_ms: int = 3000
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    offsets_topic_segment_bytes: int = 100 * 1024 * 1024
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_interval_ms: int = 600000
+    offsets_commit_timeout_ms: int = 5000
+    offset_metadata_max_bytes: int = 4096
 
     @classmethod
     def from_file(cls, path: Path, **overrides: object) -> "BrokerConfig":

@@ -8,6 +8,7 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.controller.events import ElectionType
+from odradek.group.group_coordinator import GroupCoordinator
 from odradek.metadata import TopicPartition
 
 
@@ -24,3 +25,4 @@ class BrokerContext:
     # (partitions, election type) -> the controller's outcome (controller/events.py
     # ReplicaLeaderElection), awaited off the controller's event thread
     elect_leaders: Callable[[frozenset[TopicPartition], ElectionType], Awaitable[object]]
+    group_coordinator: GroupCoordinator

@@ -12,12 +12,13 @@ import logging
 import struct
 from typing import Any, Awaitable
 
-from odradek.broker import admin_apis, apis
+from odradek.broker import admin_apis, apis, group_apis
 from odradek.broker.connection import CloseConnection, KafkaConnection
 from odradek.broker.context import BrokerContext
 from odradek.broker.fetch_handler import FetchHandler, leader_for
 from odradek.broker.partition import NotLeaderError, Partition
 from odradek.broker.producer_state import ProducerStateError
+from odradek.group.group_metadata_manager import OFFSETS_TOPIC
 from odradek.log.errors import CorruptRecordError
 from odradek.metadata import TopicPartition
 from odradek.protocol import controller_api, fast_paths, kio_util
@@ -42,6 +43,7 @@ class KafkaApis:
             apis.DESCRIBE_CONFIGS: admin_apis.describe_configs,
             apis.DESCRIBE_CLUSTER: admin_apis.describe_cluster,
             apis.ELECT_LEADERS: admin_apis.elect_leaders,
+            **group_apis.ROUTES,
         }
 
     def __call__(self, frame: memoryview, conn: KafkaConnection) -> bytes | None | Awaitable[bytes | None]:
@@ -58,6 +60,8 @@ class KafkaApis:
             header, request = kio_util.decode_request(frame)
         except Exception as exc:
             raise CloseConnection(f"malformed request (key {api_key} v{version}): {exc!r}") from None
+        if api_key == apis.JOIN_GROUP:  # the one API that records who asked (DescribeGroups' client host)
+            return group_apis.join_group(self.ctx, header, request, version, conn.peer)
         return self._routes[api_key](self.ctx, header, request, version)  # type: ignore[operator]
 
     def _controller_request(self, frame: memoryview, api_key: int, version: int, correlation_id: int) -> Any:
@@ -103,6 +107,8 @@ class KafkaApis:
         partition = self.ctx.replica_manager.get(tp)
         if partition is None or not partition.is_leader:
             return None, self.ctx.metadata.not_served_error(tp), -1
+        if tp.topic == OFFSETS_TOPIC:  # written by group coordinators only, as in Kafka
+            return None, ErrorCode.INVALID_TOPIC_EXCEPTION, -1
         if not records:
             return None, ErrorCode.CORRUPT_MESSAGE, -1
         if len(records) > self.ctx.config.message_max_bytes:

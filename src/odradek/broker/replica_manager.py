@@ -50,6 +50,9 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition] = {}
         self._may_expand: set[TopicPartition] = set()  # a follower fetched caught up (Partition)
         self._checkpointed_hw = read_hw_checkpoint(data_dir / HW_CHECKPOINT)
+        # Kafka's onLeadershipChange: told (partitions now led, partitions no longer led) after
+        # each LeaderAndIsr and StopReplica; the group coordinator follows __consumer_offsets
+        self.on_leadership_change: Callable[[list[Partition], list[Partition]], None] | None = None
 
     def get(self, tp: TopicPartition) -> Partition | None:
         return self._partitions.get(tp)
@@ -105,6 +108,9 @@ class ReplicaManager:
                                                    debug))
         applied = [s for s in req.partition_states if errors[s.tp] == ErrorCode.NONE]
         led = sum(1 for s in applied if s.leader == self.broker_id)
+        if self.on_leadership_change is not None:
+            self.on_leadership_change([self._partitions[s.tp] for s in applied if s.leader == self.broker_id],
+                                      [self._partitions[s.tp] for s in applied if s.leader != self.broker_id])
         log.info("LeaderAndIsr from controller %d (epoch %d): leader of %d, follower of %d, %d skipped "
                  "in %.0f ms", req.controller_id, req.controller_epoch, led, len(applied) - led,
                  len(errors) - len(applied), (time.perf_counter() - started) * 1000)
@@ -156,11 +162,13 @@ class ReplicaManager:
         stale = self.fence(req.controller_epoch, req.broker_epoch)
         if stale is not None:
             return ControllerResponse(int(stale), {})
+        stopped = []
         for tp in req.partitions:
             self.fetchers.stop_following(tp)
             partition = self._partitions.get(tp)
             if partition is None:
                 continue
+            stopped.append(partition)
             if req.delete_partitions:
                 del self._partitions[tp]
                 partition.close()
@@ -168,6 +176,8 @@ class ReplicaManager:
             else:
                 partition.leader_id = -1
                 partition.close()
+        if self.on_leadership_change is not None and stopped:
+            self.on_leadership_change([], stopped)
         return ControllerResponse(int(ErrorCode.NONE), {tp: 0 for tp in req.partitions})
 
     async def maintain_isr(self) -> None:

@@ -28,9 +28,12 @@ from odradek.broker.fetcher import ReplicaFetcher, ReplicaFetcherManager
 from odradek.broker.gc_policy import FREEZE_EVERY_S, GcPolicy
 from odradek.broker.handlers import KafkaApis
 from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.partition import Partition
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.controller.events import ElectionType, EventPreemptedError, NotControllerError
 from odradek.controller.leader_selectors import StateChangeFailedError
+from odradek.group.group_coordinator import GroupConfig, GroupCoordinator
+from odradek.group.group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from odradek.log.log import LogConfig
 from odradek.log.log_manager import LogManager
 from odradek.metadata import BrokerInfo, TopicPartition
@@ -70,11 +73,28 @@ class Broker:
             config.broker_id, self.zk, config.data_dir / "state-change.log",
             config.leader_imbalance_check_interval_seconds if config.auto_leader_rebalance_enable else None,
             config.leader_imbalance_per_broker_percentage)
+        self.group_coordinator = GroupCoordinator(
+            GroupMetadataManager(config.offsets_topic_num_partitions, self.replica_manager.get,
+                                 config.offsets_commit_timeout_ms / 1000, config.message_max_bytes),
+            GroupConfig(config.group_min_session_timeout_ms, config.group_max_session_timeout_ms,
+                        config.group_initial_rebalance_delay_ms, config.offsets_retention_minutes * 60_000,
+                        config.offset_metadata_max_bytes))
+        self.replica_manager.on_leadership_change = self._on_leadership_change
         self._producer_ids: list[int] = []
         self._producer_id_lock = asyncio.Lock()
         self._server: asyncio.base_events.Server | None = None
         self._stopping = asyncio.Event()
         self._session_lost = False
+
+    def _on_leadership_change(self, led: list[Partition], not_led: list[Partition]) -> None:
+        """Kafka's KafkaApis.onLeadershipChange: coordination moves with the leadership of the
+        __consumer_offsets partitions."""
+        for partition in led:
+            if partition.tp.topic == OFFSETS_TOPIC:
+                self.group_coordinator.on_election(partition.tp.partition, partition.leader_epoch)
+        for partition in not_led:
+            if partition.tp.topic == OFFSETS_TOPIC:
+                self.group_coordinator.on_resignation(partition.tp.partition)
 
     def _new_fetcher(self, leader: BrokerInfo) -> ReplicaFetcher:
         return ReplicaFetcher(self.config.broker_id, leader, self.config.replica_fetch_wait_max_ms,
@@ -178,7 +198,8 @@ class Broker:
         await asyncio.to_thread(self.zk.start)
         cluster_id = await asyncio.to_thread(self._cluster_id)
         ctx = BrokerContext(cfg, cluster_id, self.replica_manager, self.metadata, self.zk,
-                            self._controller_request, self._next_producer_id, self._elect_leaders)
+                            self._controller_request, self._next_producer_id, self._elect_leaders,
+                            self.group_coordinator)
         apis = KafkaApis(ctx)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: KafkaConnection(apis, cfg.socket_request_max_bytes),
@@ -198,7 +219,9 @@ class Broker:
                  loop.create_task(self._every(isr_interval_s, self.replica_manager.maintain_isr)),
                  loop.create_task(self._every(cfg.log_retention_check_interval_ms / 1000,
                                               self._retention)),
-                 loop.create_task(self._every(FREEZE_EVERY_S, gc_policy.tick))]
+                 loop.create_task(self._every(FREEZE_EVERY_S, gc_policy.tick)),
+                 loop.create_task(self._every(cfg.offsets_retention_check_interval_ms / 1000,
+                                              self.group_coordinator.expire_offsets))]
         await self._stopping.wait()
         log.info("broker %d shutting down", cfg.broker_id)
         if cfg.controlled_shutdown_enable:
@@ -208,6 +231,7 @@ class Broker:
                                       cached_controller=lambda: self.metadata.broker(self.metadata.controller_id))
         for task in tasks:
             task.cancel()
+        self.group_coordinator.shutdown()
         await self.shutdown()
 
     def _another_leader_possible(self, remaining: tuple[TopicPartition, ...]) -> bool:

@@ -188,7 +188,7 @@ class InProcessBroker:
         self.broker = broker
         self.replica_manager = rm
         self.ctx = BrokerContext(config, "fuzz-cluster", rm, broker.metadata, self.zk, broker._controller_request,
-                                 broker._next_producer_id, broker._elect_leaders)
+                                 broker._next_producer_id, broker._elect_leaders, broker.group_coordinator)
         self.apis = KafkaApis(self.ctx)
         with clock.installed():
             self._set_up()

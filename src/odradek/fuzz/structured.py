@@ -121,10 +121,14 @@ class Walker:
             return self.string()
         if kind == "timedelta_i32":
             return datetime.timedelta(milliseconds=self.c.pick([0, 1, 10, 1000, 60_000, (1 << 31) - 1]))
+        if kind == "timedelta_i64":  # OffsetCommit v2-4's retention time; -1 is "broker default"
+            return datetime.timedelta(milliseconds=self.c.pick([-1, 0, 1, 60_000, (1 << 40)]))
         if kind == "uuid":
             return self.c.pick([uuid.UUID(int=0), uuid.UUID(int=1), uuid.UUID(int=(1 << 128) - 1)])
         if kind == "records":
             return self.records()
+        if kind == "bytes":  # group protocol metadata and assignments: opaque to the broker
+            return bytes(self.c.integer(0, 255) for _ in range(self.c.integer(0, 24)))
         raise ValueError(f"no generator for kafka type {kind!r}")
 
     def entity(self, cls: type, depth: int = 0) -> Any:

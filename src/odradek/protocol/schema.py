@@ -128,6 +128,35 @@ CompactString = _String(nullable=False, compact=True)
 CompactNullableString = _String(nullable=True, compact=True)
 
 
+class _Bytes(Type):
+    """Classic bytes: int32 length then the bytes; -1 is null, allowed only when `nullable`."""
+
+    def __init__(self, nullable: bool) -> None:
+        self.nullable = nullable
+
+    def encode(self, value: bytes | None, out: list[bytes]) -> None:
+        if value is None:
+            if not self.nullable:
+                raise SchemaError("null for non-nullable bytes")
+            out.append(Int32._pack(-1))
+            return
+        out.append(Int32._pack(len(value)))
+        out.append(bytes(value))
+
+    def decode(self, buf: memoryview, pos: int) -> tuple[bytes | None, int]:
+        n, pos = Int32.decode(buf, pos)
+        if n < 0:
+            if not self.nullable:
+                raise SchemaError(f"null at offset {pos} for non-nullable bytes")
+            return None, pos
+        data, pos = _take(buf, pos, n)
+        return bytes(data), pos
+
+
+Bytes = _Bytes(nullable=False)
+NullableBytes = _Bytes(nullable=True)
+
+
 class Array(Type):
     """int32 count then the items; -1 is a null array (None), allowed only when `nullable`."""
 

@@ -1,0 +1,256 @@
+"""The consumer group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups and OffsetDelete.
+
+Requests are turned into calls on the GroupCoordinator (group/group_coordinator.py) and its
+answers into responses for the version the client asked for; the rules live there, this module
+only translates. FindCoordinator also creates the internal `__consumer_offsets` topic the
+first time a client looks for a coordinator, as Kafka does, and answers
+COORDINATOR_NOT_AVAILABLE (retriable) until its partitions have leaders.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from odradek.broker import apis
+from odradek.broker.context import BrokerContext
+from odradek.broker.topic_admin import assign_replicas
+from odradek.group.group_metadata import OffsetAndMetadata
+from odradek.group.group_metadata_manager import OFFSETS_TOPIC, now_ms, partition_for
+from odradek.metadata import TopicAssignment, TopicPartition
+from odradek.protocol import kio_util
+from odradek.protocol.errors import ErrorCode
+from odradek.zk.paths import new_topic_id
+
+log = logging.getLogger("odradek.broker.group_apis")
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+
+def _encode(api_key: int, version: int, header: Any, body: dict[str, Any]) -> bytes:
+    return kio_util.encode_response(api_key, version, header.correlation_id, {"throttle_time": 0, **body})
+
+
+def _ms(value: Any) -> int:
+    """kio decodes timeouts as timedeltas."""
+    return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value)
+
+
+# -- FindCoordinator ---------------------------------------------------------------------------
+
+class OffsetsTopicCreator:
+    """Creates `__consumer_offsets` once, on first use: offsets.topic.num.partitions partitions,
+    replication factor offsets.topic.replication.factor or the live broker count if fewer,
+    compacted, and min.insync.replicas 2 once there are three replicas (with two, a single
+    broker's loss would stop every commit)."""
+
+    def __init__(self) -> None:
+        self._creating: asyncio.Task[None] | None = None
+
+    def ensure(self, ctx: BrokerContext) -> None:
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.get_running_loop().create_task(self._create(ctx))
+
+    async def _create(self, ctx: BrokerContext) -> None:
+        cfg = ctx.config
+        live = sorted(b.id for b in ctx.metadata.live_brokers)
+        if not live:
+            return
+        rf = min(cfg.offsets_topic_replication_factor, len(live))
+        if rf < cfg.offsets_topic_replication_factor:
+            log.warning("creating %s with replication factor %d: only %d live brokers, fewer than "
+                        "offsets.topic.replication.factor %d", OFFSETS_TOPIC, rf, len(live),
+                        cfg.offsets_topic_replication_factor)
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes),
+                   "min.insync.replicas": "2" if rf >= 3 else "1"}
+        assignment = TopicAssignment(OFFSETS_TOPIC, new_topic_id(),
+                                     assign_replicas(live, cfg.offsets_topic_num_partitions, rf))
+        try:
+            await asyncio.to_thread(ctx.zk.create_topic, assignment, configs)
+            log.info("created %s: %d partitions, replication factor %d", OFFSETS_TOPIC,
+                     cfg.offsets_topic_num_partitions, rf)
+        except Exception as exc:  # noqa: BLE001 - another broker made it first, or ZooKeeper trouble
+            if type(exc).__name__ not in ("NodeExistsError", "TopicExistsError"):
+                log.warning("creating %s failed: %r", OFFSETS_TOPIC, exc)
+
+
+_creator = OffsetsTopicCreator()
+
+
+def find_coordinator(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    if version >= 4:
+        keys = list(req.coordinator_keys)
+    else:
+        keys = [req.key]
+    key_type = req.key_type if version >= 1 else GROUP_KEY
+    answers = [_coordinator_for(ctx, key, key_type) for key in keys]
+    if version >= 4:
+        return _encode(apis.FIND_COORDINATOR, version, header, {"coordinators": [
+            {"key": key, "node_id": node, "host": host, "port": port, "error_code": error, "error_message": message}
+            for key, (error, message, node, host, port) in zip(keys, answers)]})
+    error, message, node, host, port = answers[0]
+    return _encode(apis.FIND_COORDINATOR, version, header, {
+        "error_code": error, "error_message": message, "node_id": node, "host": host, "port": port})
+
+
+def _coordinator_for(ctx: BrokerContext, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
+    """(error, message, node id, host, port) of the coordinator for one key."""
+    if key_type == TRANSACTION_KEY:
+        return ErrorCode.INVALID_REQUEST, "transactions are not supported", -1, "", -1
+    if key_type != GROUP_KEY:
+        return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
+    partitions = ctx.metadata.partitions(OFFSETS_TOPIC)
+    if partitions is None:
+        _creator.ensure(ctx)
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {OFFSETS_TOPIC}", -1, "", -1
+    state = partitions.get(partition_for(key, len(partitions)))
+    broker = None if state is None else ctx.metadata.broker(state.leader)
+    if broker is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's offsets partition has no leader", -1, "", -1
+    return ErrorCode.NONE, None, broker.id, broker.host, broker.port
+
+
+# -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup -----------------------------------------------
+
+async def join_group(ctx: BrokerContext, header: Any, req: Any, version: int, peer: str) -> bytes:
+    result = await ctx.group_coordinator.join_group(
+        req.group_id, req.member_id, getattr(req, "group_instance_id", None),
+        require_known_member_id=version >= 4, client_id=header.client_id or "",
+        client_host="/" + peer.rpartition(":")[0], rebalance_timeout_ms=_ms(getattr(req, "rebalance_timeout",
+                                                                                    req.session_timeout)),
+        session_timeout_ms=_ms(req.session_timeout), protocol_type=req.protocol_type,
+        protocols=[(p.name, p.metadata) for p in req.protocols], supports_skip_assignment=version >= 9)
+    return _encode(apis.JOIN_GROUP, version, header, {
+        "error_code": result.error, "generation_id": result.generation_id,
+        "protocol_type": result.protocol_type, "protocol_name": result.protocol_name if version >= 7
+        else (result.protocol_name or ""), "leader": result.leader_id, "skip_assignment": result.skip_assignment,
+        "member_id": result.member_id,
+        "members": [{"member_id": m, "group_instance_id": i, "metadata": data} for m, i, data in result.members]})
+
+
+async def sync_group(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    result = await ctx.group_coordinator.sync_group(
+        req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None),
+        getattr(req, "protocol_type", None), getattr(req, "protocol_name", None),
+        {a.member_id: a.assignment for a in req.assignments})
+    return _encode(apis.SYNC_GROUP, version, header, {
+        "error_code": result.error, "protocol_type": result.protocol_type, "protocol_name": result.protocol_name,
+        "assignment": result.assignment})
+
+
+def heartbeat(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    error = ctx.group_coordinator.heartbeat(req.group_id, req.member_id, getattr(req, "group_instance_id", None),
+                                            req.generation_id)
+    return _encode(apis.HEARTBEAT, version, header, {"error_code": error})
+
+
+def leave_group(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    if version >= 3:
+        leaving = [(m.member_id, m.group_instance_id) for m in req.members]
+    else:
+        leaving = [(req.member_id, None)]
+    error, results = ctx.group_coordinator.leave_group(req.group_id, leaving)
+    if version < 3 and error == ErrorCode.NONE and results:
+        error = results[0]
+    return _encode(apis.LEAVE_GROUP, version, header, {
+        "error_code": error,
+        "members": [{"member_id": m, "group_instance_id": i, "error_code": e}
+                    for (m, i), e in zip(leaving, results)]})
+
+
+# -- OffsetCommit, OffsetFetch, OffsetDelete ---------------------------------------------------
+
+async def offset_commit(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    now = now_ms()
+    offsets = {TopicPartition(t.name, p.partition_index): OffsetAndMetadata(
+        p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now)
+        for t in req.topics for p in t.partitions}
+    unknown = {tp for tp in offsets if ctx.metadata.partition(tp) is None}
+    results = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    known = {tp: o for tp, o in offsets.items() if tp not in unknown}
+    if known:
+        results.update(await ctx.group_coordinator.commit_offsets(
+            req.group_id, req.member_id if version >= 1 else "", getattr(req, "group_instance_id", None),
+            req.generation_id_or_member_epoch if version >= 1 else -1, known))
+    return _encode(apis.OFFSET_COMMIT, version, header, {"topics": _by_topic(
+        results, lambda tp, e: {"partition_index": tp.partition, "error_code": e})})
+
+
+def offset_fetch(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    if version >= 8:
+        groups = [_fetch_group(ctx, g.group_id, g.topics) for g in req.groups]
+        return _encode(apis.OFFSET_FETCH, version, header, {"groups": [
+            {"group_id": g.group_id, "error_code": error, "topics": topics}
+            for g, (error, topics) in zip(req.groups, groups)]})
+    error, topics = _fetch_group(ctx, req.group_id, req.topics)
+    return _encode(apis.OFFSET_FETCH, version, header, {"error_code": error, "topics": topics})
+
+
+def _fetch_group(ctx: BrokerContext, group_id: str, topics: Any) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    partitions = None if topics is None else [TopicPartition(t.name, p) for t in topics for p in t.partition_indexes]
+    error, offsets = ctx.group_coordinator.fetch_offsets(group_id, partitions)
+    if error != ErrorCode.NONE:
+        # before v2 there is no top-level error: each partition carries it
+        offsets = dict.fromkeys(partitions or [], None)
+    return error, _by_topic(offsets, lambda tp, o: {
+        "partition_index": tp.partition, "committed_offset": -1 if o is None else o.offset,
+        "committed_leader_epoch": -1 if o is None else o.leader_epoch,
+        "metadata": "" if o is None else o.metadata, "error_code": error})
+
+
+def offset_delete(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    partitions = [TopicPartition(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    error, results = ctx.group_coordinator.delete_offsets(req.group_id, partitions)
+    return _encode(apis.OFFSET_DELETE, version, header, {"error_code": error, "topics": _by_topic(
+        results, lambda tp, e: {"partition_index": tp.partition, "error_code": e})})
+
+
+def _by_topic(per_partition: dict[TopicPartition, Any], entry: Any) -> list[dict[str, Any]]:
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for tp, value in sorted(per_partition.items()):
+        topics.setdefault(tp.topic, []).append(entry(tp, value))
+    return [{"name": name, "partitions": parts} for name, parts in topics.items()]
+
+
+# -- ListGroups, DescribeGroups, DeleteGroups --------------------------------------------------
+
+def list_groups(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    states = set(getattr(req, "states_filter", ()) or ())
+    error, groups = ctx.group_coordinator.list_groups(states)
+    return _encode(apis.LIST_GROUPS, version, header, {"error_code": error, "groups": [
+        {"group_id": g, "protocol_type": t, "group_state": s} for g, t, s in sorted(groups)]})
+
+
+def describe_groups(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    described = []
+    for group_id in req.groups:
+        error, summary = ctx.group_coordinator.describe_group(group_id)
+        described.append({
+            "error_code": error, "group_id": group_id, "group_state": summary.state,
+            "protocol_type": summary.protocol_type, "protocol_data": summary.protocol_name,
+            "authorized_operations": -2147483648,
+            "members": [{"member_id": m, "group_instance_id": i, "client_id": c, "client_host": h,
+                         "member_metadata": md, "member_assignment": a}
+                        for m, i, c, h, md, a in summary.members]})
+    return _encode(apis.DESCRIBE_GROUPS, version, header, {"groups": described})
+
+
+async def delete_groups(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    results = await ctx.group_coordinator.delete_groups(list(req.groups_names))
+    return _encode(apis.DELETE_GROUPS, version, header, {"results": [
+        {"group_id": g, "error_code": e} for g, e in results.items()]})
+
+
+ROUTES: dict[int, Any] = {
+    apis.FIND_COORDINATOR: find_coordinator,
+    apis.SYNC_GROUP: sync_group,
+    apis.HEARTBEAT: heartbeat,
+    apis.LEAVE_GROUP: leave_group,
+    apis.OFFSET_COMMIT: offset_commit,
+    apis.OFFSET_FETCH: offset_fetch,
+    apis.OFFSET_DELETE: offset_delete,
+    apis.LIST_GROUPS: list_groups,
+    apis.DESCRIBE_GROUPS: describe_groups,
+    apis.DELETE_GROUPS: delete_groups,
+}

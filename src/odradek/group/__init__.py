@@ -1,0 +1,1 @@
+"""Consumer groups: the group coordinator (Kafka's kafka.coordinator.group package)."""

@@ -1,0 +1,260 @@
+"""Where groups live: Kafka's GroupMetadataManager.
+
+A group belongs to one partition of the internal topic `__consumer_offsets`, chosen by
+Java's String.hashCode of its id (so the mapping is Apache Kafka's), and the broker leading
+that partition is the group's coordinator. This module knows which offsets partitions this
+broker leads and has loaded, reads a partition's groups and offsets back from its log when the
+broker becomes its leader, forgets them when it stops leading, and writes group metadata and
+offset commits as record batches acknowledged only once the whole ISR has them (acks=all).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+
+from odradek.broker.partition import NotLeaderError, Partition
+from odradek.group import group_records
+from odradek.group.group_metadata import GroupMetadata, GroupState, OffsetAndMetadata
+from odradek.metadata import TopicPartition
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import build_batch, decode_records, iter_batches
+
+log = logging.getLogger("odradek.group.manager")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+#: how much of an offsets partition one read takes while loading (Kafka's offsets.load.buffer.size)
+LOAD_BUFFER_BYTES = 5 * 1024 * 1024
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode: s[0]*31^(n-1) + ... over UTF-16 code units, as a signed int32."""
+    h = 0
+    data = s.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """Kafka's GroupMetadataManager.partitionFor: Utils.abs(groupId.hashCode) % partitions."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# storage errors as the group APIs report them (Kafka's GroupMetadataManager maps them the same)
+_STORE_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+
+
+@dataclass(slots=True)
+class LoadedPartition:
+    leader_epoch: int
+    task: asyncio.Task[None] | None  # the load still running, None once loaded
+
+
+class GroupMetadataManager:
+    def __init__(self, partitions: int, get_partition: Callable[[TopicPartition], Partition | None],
+                 commit_timeout_s: float, max_batch_bytes: int) -> None:
+        self.partitions = partitions
+        self._get_partition = get_partition
+        self.commit_timeout_s = commit_timeout_s
+        self.max_batch_bytes = max_batch_bytes
+        self.groups: dict[str, GroupMetadata] = {}
+        self._owned: dict[int, LoadedPartition] = {}
+
+    # -- which groups are ours -----------------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.partitions)
+
+    def is_local(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self._owned
+
+    def is_loading(self, group_id: str) -> bool:
+        owned = self._owned.get(self.partition_for(group_id))
+        return owned is not None and owned.task is not None
+
+    def any_loading(self) -> bool:
+        return any(p.task is not None for p in self._owned.values())
+
+    def local_groups(self) -> list[GroupMetadata]:
+        return list(self.groups.values())
+
+    def get(self, group_id: str) -> GroupMetadata | None:
+        return self.groups.get(group_id)
+
+    def add(self, group: GroupMetadata) -> GroupMetadata:
+        return self.groups.setdefault(group.group_id, group)
+
+    def remove(self, group_id: str) -> None:
+        self.groups.pop(group_id, None)
+
+    # -- leadership of offsets partitions ------------------------------------------------------
+
+    def load(self, index: int, leader_epoch: int, on_loaded: Callable[[GroupMetadata], None]) -> None:
+        """Became leader of offsets partition `index`: read its groups back (Kafka's
+        loadGroupsForPartition); until then its groups get COORDINATOR_LOAD_IN_PROGRESS."""
+        owned = self._owned.get(index)
+        if owned is not None and owned.leader_epoch >= leader_epoch:
+            return  # already ours at this epoch (a repeated LeaderAndIsr)
+        if owned is not None and owned.task is not None:
+            owned.task.cancel()
+        entry = LoadedPartition(leader_epoch, None)
+        self._owned[index] = entry
+        entry.task = asyncio.get_running_loop().create_task(self._load(index, entry, on_loaded))
+
+    def unload(self, index: int) -> list[GroupMetadata]:
+        """No longer leader of offsets partition `index`: its groups, now dropped (Kafka's
+        removeGroupsForPartition); the caller fails whatever their members wait for."""
+        owned = self._owned.pop(index, None)
+        if owned is None:
+            return []
+        if owned.task is not None:
+            owned.task.cancel()
+        gone = [g for g in self.groups.values() if self.partition_for(g.group_id) == index]
+        for group in gone:
+            del self.groups[group.group_id]
+        if gone:
+            log.info("offsets partition %d: unloaded %d groups", index, len(gone))
+        return gone
+
+    async def _load(self, index: int, entry: LoadedPartition, on_loaded: Callable[[GroupMetadata], None]) -> None:
+        started = time.perf_counter()
+        tp = TopicPartition(OFFSETS_TOPIC, index)
+        partition = self._get_partition(tp)
+        stored: dict[str, group_records.StoredGroup | None] = {}
+        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        records = 0
+        if partition is not None:
+            position, end = partition.log.log_start_offset, partition.log_end_offset
+            while position < end:
+                data = partition.log.read(position, LOAD_BUFFER_BYTES)
+                if not data:
+                    break
+                view = memoryview(data)
+                for header in iter_batches(view):
+                    position = header.next_offset
+                    if header.is_control:
+                        continue
+                    for _offset, _ts, key, value, _headers in decode_records(
+                            view[header.position:header.position + header.size]):
+                        records += 1
+                        _apply_record(key, value, stored, offsets)
+                await asyncio.sleep(0)  # a long partition must not stall the broker's other work
+        loaded = 0
+        for group_id in stored.keys() | offsets.keys():
+            value = stored.get(group_id)
+            group = (group_records.group_from_stored(group_id, value) if value is not None
+                     else GroupMetadata(group_id, GroupState.EMPTY, now_ms()))
+            group.offsets = offsets.get(group_id, {})
+            if value is None and not group.offsets:
+                continue  # deleted
+            self.groups[group_id] = group
+            on_loaded(group)
+            loaded += 1
+        entry.task = None
+        log.log(logging.INFO if records else logging.DEBUG, "offsets partition %d (leader epoch %d): loaded %d groups from %d records in %.0f ms",
+                 index, entry.leader_epoch, loaded, records, (time.perf_counter() - started) * 1000)
+
+    # -- writes --------------------------------------------------------------------------------
+
+    async def store(self, group_id: str, records: Iterable[tuple[bytes, bytes | None]]) -> ErrorCode:
+        """Append `records` to the group's offsets partition as one batch and wait until the
+        ISR has them; the error as the group APIs report it (NONE when durable)."""
+        tp = TopicPartition(OFFSETS_TOPIC, self.partition_for(group_id))
+        partition = self._get_partition(tp)
+        if partition is None or not partition.is_leader or tp.partition not in self._owned:
+            return ErrorCode.NOT_COORDINATOR
+        batch = build_batch(list(records))
+        if len(batch) > self.max_batch_bytes:
+            return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+        if len(partition.isr) < partition.min_insync_replicas:
+            return _STORE_ERRORS[ErrorCode.NOT_ENOUGH_REPLICAS]
+        try:
+            _first, last = partition.append_as_leader(batch)
+        except Exception as exc:  # noqa: BLE001 - a disk error: the coordinator must not crash
+            log.error("%s: appending group records failed: %r", tp, exc)
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        return await self._await_durable(partition, last)
+
+    async def _await_durable(self, partition: Partition, last: int) -> ErrorCode:
+        waiter = partition.wait_for_high_watermark(last)
+        try:
+            await asyncio.wait_for(waiter, self.commit_timeout_s)
+        except asyncio.TimeoutError:
+            return _STORE_ERRORS[ErrorCode.REQUEST_TIMED_OUT]
+        except NotLeaderError:
+            return ErrorCode.NOT_COORDINATOR
+        if len(partition.isr) < partition.min_insync_replicas:
+            return _STORE_ERRORS[ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND]
+        return ErrorCode.NONE
+
+    def expire_offsets(self, retention_ms: int, now: int,
+                       store: Callable[[str, list[tuple[bytes, bytes | None]]], Awaitable[ErrorCode]]) -> int:
+        """Kafka's cleanupGroupMetadata (KIP-211): the offsets of an Empty group expire
+        `retention_ms` after it became Empty; a group that never used group management (no
+        protocol type) loses each offset `retention_ms` after its commit; a live consumer
+        group loses only offsets of topics it no longer subscribes to. Empty groups left with
+        no offsets die. Returns how many offsets expired."""
+        expired_total = 0
+        for group in list(self.groups.values()):
+            if group.pending_commits:
+                continue
+            expired = _expired_offsets(group, retention_ms, now)
+            tombstones: list[tuple[bytes, bytes | None]] = [
+                (group_records.offset_commit_key(group.group_id, tp), None) for tp in expired]
+            for tp in expired:
+                del group.offsets[tp]
+            if group.is_state(GroupState.EMPTY) and not group.offsets:
+                group.transition_to(GroupState.DEAD, now)
+                self.remove(group.group_id)
+                tombstones.append((group_records.group_metadata_key(group.group_id), None))
+            if tombstones:
+                expired_total += len(expired)
+                asyncio.get_running_loop().create_task(store(group.group_id, tombstones))
+        return expired_total
+
+
+def _expired_offsets(group: GroupMetadata, retention_ms: int, now: int) -> list[TopicPartition]:
+    if group.is_state(GroupState.EMPTY):
+        if group.protocol_type is None:  # standalone commits: each offset its own clock
+            return [tp for tp, o in group.offsets.items() if o.commit_timestamp + retention_ms <= now]
+        return list(group.offsets) if group.state_timestamp_ms + retention_ms <= now else []
+    subscribed = group.subscribed_topics()
+    if subscribed is None:
+        return []
+    return [tp for tp, o in group.offsets.items()
+            if tp.topic not in subscribed and o.commit_timestamp + retention_ms <= now]
+
+
+def _apply_record(key: bytes | None, value: bytes | None, stored: dict[str, group_records.StoredGroup | None],
+                  offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]]) -> None:
+    if key is None:
+        return
+    try:
+        parsed = group_records.read_key(key)
+        if isinstance(parsed, group_records.OffsetKey):
+            group_offsets = offsets.setdefault(parsed.group, {})
+            if value is None:
+                group_offsets.pop(parsed.tp, None)
+            else:
+                group_offsets[parsed.tp] = group_records.read_offset_value(value)
+        else:
+            stored[parsed.group] = None if value is None else group_records.read_group_value(value)
+            if value is None:
+                offsets.pop(parsed.group, None)
+    except group_records.UnknownRecordError as exc:
+        log.warning("skipping an unreadable %s record: %s", OFFSETS_TOPIC, exc)
