@@ -165,6 +165,17 @@ def build_parser() -> argparse.ArgumentParser:
     bf.add_argument("--json", action="store_true")
     bf.set_defaults(func=cmd_bench_failover)
 
+    bg = bsub.add_parser("groups", help="consumer group rebalance, coordinator failover and commit rate "
+                                        "on a private cluster")
+    bg.add_argument("--members", type=_positive, default=10, metavar="N")
+    bg.add_argument("--partitions", type=_positive, default=60, metavar="P")
+    bg.add_argument("--rounds", type=_positive, default=3, metavar="N",
+                    help="measurements of each kind; the medians are reported (default 3)")
+    bg.add_argument("--keep-dir", type=Path, metavar="DIR",
+                    help="run the cluster in DIR and keep its logs (default: a temp dir, removed)")
+    bg.add_argument("--json", action="store_true")
+    bg.set_defaults(func=cmd_bench_groups)
+
     bs = bsub.add_parser("spark-read", help="rows/s reading a topic through Spark vs a plain consumer")
     bs.add_argument("--records", type=_positive, default=1_000_000, metavar="N")
     bs.add_argument("--size", type=_positive, default=100, help="bytes per record")
@@ -418,6 +429,13 @@ def cmd_bench_failover(args: argparse.Namespace) -> None:
         raise UserError("bench failover: --brokers must be at least 2")
     result = run_failover_bench(args.partitions, args.brokers, timeout=args.timeout_s,
                                 keep_dir=args.keep_dir, rounds=args.rounds)
+    print(json.dumps(result) if args.json else format_result(result))
+
+
+def cmd_bench_groups(args: argparse.Namespace) -> None:
+    from odradek.bench_groups import format_result, run_groups_bench
+
+    result = run_groups_bench(args.members, args.partitions, rounds=args.rounds, keep_dir=args.keep_dir)
     print(json.dumps(result) if args.json else format_result(result))
 
 
