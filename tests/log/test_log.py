@@ -77,7 +77,7 @@ def test_follower_append(open_log):
     log.append_as_follower(batch(2, base_offset=0) + batch(1, base_offset=2))
     assert log.log_end_offset == 3
     with pytest.raises(UnexpectedAppendOffsetError):
-        log.append_as_follower(batch(1, base_offset=4))
+        log.append_as_follower(batch(1, base_offset=2))
     with pytest.raises(UnexpectedAppendOffsetError):
         log.append_as_follower(batch(2, base_offset=3) + batch(1, base_offset=4))
     leader = bytearray(batch(2, base_offset=3))
@@ -85,6 +85,18 @@ def test_follower_append(open_log):
     log.append_as_follower(bytes(leader))
     assert log.leader_epoch_cache.entries() == [(7, 3)]
     assert read_all(log) == [0, 1, 2, 3, 4]
+
+
+def test_follower_append_steps_over_a_gap_the_leaders_cleaner_made(open_log):
+    """Kafka's append refuses only a first offset below the log end offset."""
+    log = open_log(LogConfig(segment_bytes=200))
+    log.append_as_follower(batch(2, base_offset=0))
+    log.append_as_follower(batch(1, base_offset=7) + batch(1, base_offset=9))
+    assert log.log_end_offset == 10
+    log.append_as_follower(batch(1, base_offset=12, size=300))  # rolls past the gap
+    assert log.segment_base_offsets()[-1] == 12
+    assert read_all(log) == [0, 1, 7, 9, 12]
+    assert offsets_in(log.read(4, 1)) == [7]
 
 
 def test_flush_by_message_count(open_log, tmp_path):

@@ -32,3 +32,23 @@ def read_offset(path: Path) -> int | None:
 
 def write_offset(path: Path, offset: int) -> None:
     write_atomic(path, f"{offset}\n")
+
+
+def read_offsets(path: Path) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> offset from Kafka's OffsetCheckpointFile format (a version line
+    "0", a count line, then `topic partition offset` lines); empty if the file is missing."""
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return {}
+    out: dict[tuple[str, int], int] = {}
+    for line in lines[2:]:
+        topic, partition, offset = line.rsplit(" ", 2)
+        out[(topic, int(partition))] = int(offset)
+    return out
+
+
+def write_offsets(path: Path, offsets: dict[tuple[str, int], int]) -> None:
+    body = "".join(f"{topic} {partition} {offset}\n"
+                   for (topic, partition), offset in sorted(offsets.items()))
+    write_atomic(path, f"0\n{len(offsets)}\n{body}")

@@ -1,4 +1,9 @@
-"""A partition replica's durable log: a directory of segments plus three checkpoints."""
+"""A partition replica's durable log: a directory of segments plus three checkpoints.
+
+With cleanup.policy=compact the log cleaner (log_cleaner.py) rewrites closed segments off the
+event loop's thread and swaps them in with `replace_segments` under the log's lock, so a
+compacted log has gaps in its offsets: reads, ListOffsets and follower appends step over them.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -23,11 +28,55 @@ from odradek.protocol.records import (
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
+_SWAP_FILE = re.compile(r"^(\d{20})\.log\.swap$")
+CLEANED_SUFFIX = ".cleaned"  # Kafka's Log.CleanedFileSuffix: a cleaned segment being written
+SWAP_SUFFIX = ".swap"  # Kafka's Log.SwapFileSuffix: a cleaned segment committed to replace others
 _NEVER = 2**63 - 1
+
+
+def _no_crash(step: str) -> None:
+    pass
+
+
+# Called after each file operation of a segment swap; the crash tests replace it with one that
+# exits the process at a chosen step.
+swap_step_hook: Callable[[str], None] = _no_crash
+
+
+class LogCleaningAbortedError(Exception):
+    """The segments a clean read were truncated, deleted or replaced meanwhile."""
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentView:
+    """A closed segment as the cleaner reads it, off the log's lock. fd is the cleaner's own
+    read-only descriptor, opened under the lock: a segment deleted meanwhile stays readable
+    through it, and no other thread can close it (the shared FdCache closes descriptors that
+    another thread is reading when a segment is deleted)."""
+
+    segment: Segment
+    base_offset: int
+    next_offset: int
+    size: int
+    max_timestamp: int
+    fd: int
+    truncations: int  # the log's truncation count when the view was taken
+
+    def pread(self, n: int, pos: int) -> bytes:
+        return os.pread(self.fd, n, pos)
 
 
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make renames, creations and deletions in directory durable."""
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,27 +84,48 @@ class LogConfig:
     """Per-log settings, with Kafka's broker defaults."""
 
     segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 24 * 3600 * 1000  # roll a non-empty active segment this old
     retention_ms: int = 7 * 24 * 3600 * 1000  # -1: keep forever
     retention_bytes: int = -1  # -1: unlimited
     flush_messages: int = _NEVER
     flush_ms: int = _NEVER
     index_interval_bytes: int = 4096
+    # compaction (log_cleaner.py); time and size retention apply only with "delete" in the policy
+    cleanup_policy: str = "delete"  # delete | compact | compact,delete
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = _NEVER
+    delete_retention_ms: int = 24 * 3600 * 1000  # tombstones live this long after first cleaned
 
     _TOPIC_KEYS = {
-        "segment.bytes": "segment_bytes",
-        "retention.ms": "retention_ms",
-        "retention.bytes": "retention_bytes",
-        "flush.messages": "flush_messages",
-        "flush.ms": "flush_ms",
-        "index.interval.bytes": "index_interval_bytes",
+        "segment.bytes": ("segment_bytes", int),
+        "segment.ms": ("segment_ms", int),
+        "retention.ms": ("retention_ms", int),
+        "retention.bytes": ("retention_bytes", int),
+        "flush.messages": ("flush_messages", int),
+        "flush.ms": ("flush_ms", int),
+        "index.interval.bytes": ("index_interval_bytes", int),
+        "cleanup.policy": ("cleanup_policy", str),
+        "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", float),
+        "min.compaction.lag.ms": ("min_compaction_lag_ms", int),
+        "max.compaction.lag.ms": ("max_compaction_lag_ms", int),
+        "delete.retention.ms": ("delete_retention_ms", int),
     }
 
     @classmethod
     def from_topic_config(cls, config: dict[str, str], default: "LogConfig") -> "LogConfig":
         """default overridden by the Kafka-named keys of a topic config; other keys ignored."""
-        overrides = {field: int(config[key]) for key, field in cls._TOPIC_KEYS.items()
+        overrides = {field: kind(config[key]) for key, (field, kind) in cls._TOPIC_KEYS.items()
                      if key in config}
         return dataclasses.replace(default, **overrides)
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy.split(",")
 
 
 class Log:
@@ -81,6 +151,12 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms()
         self._dir_dirty = False
+        self._active_since_ms = now_ms()  # segment.ms counts from here (Kafka: the roll time)
+        # lowest offset truncated to since the cleaner last asked (Kafka's
+        # maybeTruncateCheckpoint): its checkpoint must not claim offsets rewritten since
+        self._truncated_to: int | None = None
+        self._truncations = 0  # a clean whose offset map predates one is aborted
+        self.deleted = False
         self.leader_epoch_cache = LeaderEpochCache(directory / CHECKPOINT_NAME,
                                                    lambda: self.log_end_offset)
 
@@ -94,6 +170,7 @@ class Log:
         return log
 
     def _load(self) -> None:
+        self._complete_swaps()
         bases = sorted(int(m.group(1)) for name in os.listdir(self.dir)
                        if (m := _SEGMENT_FILE.match(name)))
         recovery_point = read_offset(self.dir / RECOVERY_POINT_FILE) or 0
@@ -113,6 +190,33 @@ class Log:
         self.recovery_point = min(recovery_point, self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+
+    def _complete_swaps(self) -> None:
+        """Finish or roll back a segment swap a crash interrupted (Kafka's
+        Log.loadSegmentFiles and completeSwapOperations). `.cleaned` files were never
+        committed: deleted, the old segments stay. A `.log.swap` file was complete and fsynced
+        before its rename, which is the commit: the old segments in its offset range go, it
+        takes its final name and its indexes are rebuilt (swap index files are dropped)."""
+        names = os.listdir(self.dir)
+        for name in names:
+            if name.endswith(CLEANED_SUFFIX) or (name.endswith(SWAP_SUFFIX)
+                                                 and not _SWAP_FILE.match(name)):
+                (self.dir / name).unlink()
+        interval = self.config.index_interval_bytes
+        for base in sorted(int(m.group(1)) for name in names if (m := _SWAP_FILE.match(name))):
+            swap = Segment(self.dir, base, self._fds, interval, SWAP_SUFFIX)
+            swap.size = swap.path.stat().st_size
+            for header in swap.scan(0):
+                swap.next_offset = header.next_offset
+            for name in os.listdir(self.dir):
+                m = _SEGMENT_FILE.match(name)
+                if m and base <= int(m.group(1)) < max(swap.next_offset, base + 1):
+                    Segment(self.dir, int(m.group(1)), self._fds, interval).delete()
+            swap.change_file_suffixes(SWAP_SUFFIX, "")
+            swap.offset_index.path.unlink(missing_ok=True)
+            swap.time_index.path.unlink(missing_ok=True)
+        if names:
+            _fsync_dir(self.dir)
 
     def _add_segment(self, seg: Segment) -> None:
         self._segments.append(seg)
@@ -144,13 +248,15 @@ class Log:
             return first, offset - 1
 
     def append_as_follower(self, batches: Buffer) -> None:
-        """Append batches whose offsets the leader assigned; they must start at the log end
-        offset and increase. Epoch starts are learned from each batch's partitionLeaderEpoch."""
+        """Append batches whose offsets the leader assigned; they must start at or past the log
+        end offset and increase. Past it is a gap the leader's cleaner made (Kafka's append
+        refuses only a first offset below the log end). Epoch starts are learned from each
+        batch's partitionLeaderEpoch."""
         headers = validate_batches(batches)
         with self._lock:
             expected = self.log_end_offset
             for h in headers:
-                if h.base_offset < expected or (h is headers[0] and h.base_offset != expected):
+                if h.base_offset < expected:
                     raise UnexpectedAppendOffsetError(
                         f"batch at offset {h.base_offset}, expected {expected}")
                 expected = h.next_offset
@@ -166,8 +272,9 @@ class Log:
         last_offset = headers[-1].last_offset
         active = self._segments[-1]
         if active.size and (active.size + len(data) > self.config.segment_bytes
-                            or last_offset - active.base_offset > MAX_RELATIVE_OFFSET):
-            active = self._roll()
+                            or last_offset - active.base_offset > MAX_RELATIVE_OFFSET
+                            or self._now_ms() - self._active_since_ms >= self.config.segment_ms):
+            active = self._roll(headers[0].base_offset)
         active.append(data, headers)
         self.log_end_offset = last_offset + 1
         self._unflushed_messages += sum(h.record_count for h in headers)
@@ -175,15 +282,16 @@ class Log:
                 or self._now_ms() - self._last_flush_ms >= self.config.flush_ms):
             self.flush()
 
-    def _roll(self) -> Segment:
-        """Start a new active segment at the log end offset; the old one stops holding an fd."""
+    def _roll(self, base_offset: int) -> Segment:
+        """Start a new active segment at base_offset (the log end offset, or past it when a
+        follower steps over a compacted gap); the old one stops holding an fd."""
         old = self._segments[-1]
         old.persist_indexes(fsync=False)
         old.close()
-        seg = Segment.create(self.dir, self.log_end_offset, self._fds,
-                             self.config.index_interval_bytes)
+        seg = Segment.create(self.dir, base_offset, self._fds, self.config.index_interval_bytes)
         self._add_segment(seg)
         self._dir_dirty = True
+        self._active_since_ms = self._now_ms()
         return seg
 
     # ---- reads ---------------------------------------------------------------------------
@@ -221,15 +329,16 @@ class Log:
         """Headers of the batches holding offsets >= from_offset (default: the log start), in
         offset order, with the offsets the log stored; positions are within their segment.
         For rebuilding state kept beside the log (producer sequences), so only headers are
-        parsed. Iterate on the thread that appends and truncates: segments are not locked."""
+        parsed. The log's lock is held until the iteration ends (the cleaner must not swap
+        segments under it), so run it to the end on the thread that appends and truncates."""
         with self._lock:
             start = self.log_start_offset if from_offset is None else max(from_offset, self.log_start_offset)
             segments = self._segments[max(bisect_right(self._bases, start) - 1, 0):]
-        for seg in segments:
-            first = seg.find(start)
-            if first is None:
-                continue
-            yield from seg.scan(first.position)
+            for seg in segments:
+                first = seg.find(start)
+                if first is None:
+                    continue
+                yield from seg.scan(first.position)
 
     # ---- truncation, retention -----------------------------------------------------------
 
@@ -267,6 +376,9 @@ class Log:
         self._after_truncation()
 
     def _after_truncation(self) -> None:
+        self._truncations += 1
+        if self._truncated_to is None or self.log_end_offset < self._truncated_to:
+            self._truncated_to = self.log_end_offset
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self._unflushed_messages = 0
         if self.recovery_point > self.log_end_offset:
@@ -275,7 +387,10 @@ class Log:
 
     def apply_retention(self, now_ms: int) -> int:
         """Delete the oldest closed segments that are older than retention_ms (by their largest
-        timestamp) or that keep the log above retention_bytes. Returns how many went."""
+        timestamp) or that keep the log above retention_bytes. Returns how many went.
+        Only with "delete" in cleanup.policy: a compact-only log keeps every segment."""
+        if not self.config.delete:
+            return 0
         with self._lock:
             closed = self._segments[:-1]
             count = 0
@@ -321,11 +436,7 @@ class Log:
             for seg in self._segments[first:]:
                 seg.flush()
             if self._dir_dirty:
-                dir_fd = os.open(self.dir, os.O_RDONLY)
-                try:
-                    os.fsync(dir_fd)
-                finally:
-                    os.close(dir_fd)
+                _fsync_dir(self.dir)
                 self._dir_dirty = False
             self.recovery_point = self.log_end_offset
             self._unflushed_messages = 0
@@ -339,6 +450,66 @@ class Log:
         with self._lock:
             return list(self._bases)
 
+    # ---- compaction (log_cleaner.py) --------------------------------------------------------
+
+    def segment_views(self, open_files: bool) -> list[SegmentView]:
+        """Every segment, the active one last; with open_files each with a descriptor of the
+        caller's own (close them with os.close), else fd -1. Taken under the lock, so each fd
+        reads the file its view names."""
+        with self._lock:
+            views = []
+            try:
+                for seg in self._segments:
+                    fd = os.open(seg.path, os.O_RDONLY) if open_files else -1
+                    views.append(SegmentView(seg, seg.base_offset, seg.next_offset, seg.size,
+                                             self._largest_timestamp(seg), fd, self._truncations))
+            except OSError:
+                for view in views:
+                    if view.fd >= 0:
+                        os.close(view.fd)
+                raise
+            return views
+
+    def take_truncation_point(self) -> int | None:
+        """The lowest log end offset a truncation left since the last call, then forgotten."""
+        with self._lock:
+            offset, self._truncated_to = self._truncated_to, None
+            return offset
+
+    def new_cleaned_segment(self, base_offset: int) -> Segment:
+        """An empty `.cleaned` segment for the cleaner to fill (Kafka's createNewCleanedSegment)."""
+        return Segment.create(self.dir, base_offset, self._fds, self.config.index_interval_bytes,
+                              CLEANED_SUFFIX)
+
+    def replace_segments(self, cleaned: Segment, old: list[SegmentView]) -> None:
+        """Swap the fsynced `.cleaned` segment in for the old ones (Kafka's
+        Log.replaceSegments): rename it `.swap` (the commit point: from here a crash completes
+        the swap on open), delete the old segments, newest first, then rename `.swap` to the
+        final name (the first old segment's, as the cleaned segment keeps its base offset).
+        Under the lock, so no read, append or truncation sees a half-done swap; raises
+        LogCleaningAbortedError, having changed nothing, when the log was truncated since the
+        cleaner looked at it (its offset map may name records that are gone: a record it
+        superseded must stay) or the old segments were deleted or replaced."""
+        with self._lock:
+            i = bisect_right(self._bases, old[0].base_offset) - 1
+            current = self._segments[i:i + len(old)]
+            if (i < 0 or len(current) != len(old) or i + len(old) >= len(self._segments)
+                    or old[0].truncations != self._truncations
+                    or any(seg is not view.segment or seg.size != view.size
+                           for seg, view in zip(current, old))):
+                raise LogCleaningAbortedError(f"{self.dir.name}: segments changed while cleaned")
+            cleaned.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)  # the log file first
+            _fsync_dir(self.dir)
+            swap_step_hook("swap")
+            for seg in reversed(current):
+                seg.delete()
+                swap_step_hook("delete")
+            cleaned.change_file_suffixes(SWAP_SUFFIX, "")
+            swap_step_hook("rename")
+            _fsync_dir(self.dir)
+            self._segments[i:i + len(old)] = [cleaned]
+            self._bases[i:i + len(old)] = [cleaned.base_offset]
+
     def close(self) -> None:
         """Flush and release every descriptor; the Log must not be used afterwards."""
         with self._lock:
@@ -349,6 +520,7 @@ class Log:
     def delete(self) -> None:
         """Close and remove the whole partition directory (StopReplica with delete)."""
         with self._lock:
+            self.deleted = True
             for seg in self._segments:
                 seg.close()
             self._segments.clear()

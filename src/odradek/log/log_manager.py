@@ -55,6 +55,11 @@ class LogManager:
                 log = self._open(tp, self.default_config)
             return log
 
+    def logs(self) -> list[tuple[TopicPartition, Log]]:
+        """The logs open now (the log cleaner's candidates)."""
+        with self._lock:
+            return list(self._logs.items())
+
     def partitions(self) -> list[TopicPartition]:
         """Every partition with a directory under data_dir, without opening any log."""
         found = []

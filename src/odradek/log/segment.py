@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from bisect import bisect_left
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from odradek.log.fd_cache import FdCache
 from odradek.log.index import SparseIndex
@@ -22,6 +22,28 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
+def read_batches(pread: Callable[[int, int], bytes], start: int,
+                 end: int) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """The complete batches between file positions start and end, each with its bytes
+    (header positions absolute), read about a megabyte at a time; stops at a partial tail."""
+    pos, want = start, _CHUNK
+    while pos < end:
+        n = min(want, end - pos)
+        buf = pread(n, pos)
+        view = memoryview(buf)
+        consumed = 0
+        for header in iter_batches(view):
+            yield (header._replace(position=pos + header.position),
+                   view[header.position:header.position + header.size])
+            consumed = header.position + header.size
+        if consumed:
+            pos, want = pos + consumed, _CHUNK
+        elif len(buf) == n < end - pos and n >= LOG_OVERHEAD:  # a batch larger than the chunk
+            want = LOG_OVERHEAD + int.from_bytes(buf[8:12], "big", signed=True)
+        else:
+            return  # partial batch at the end of the file (or the file shrank under a reader)
+
+
 class Segment:
     """Batches appended at the end of one file; positions found through a sparse offset index.
 
@@ -30,12 +52,14 @@ class Segment:
     """
 
     def __init__(self, directory: Path, base_offset: int, fds: FdCache,
-                 index_interval_bytes: int) -> None:
+                 index_interval_bytes: int, suffix: str = "") -> None:
+        """suffix: "" for a segment of the log, ".cleaned" or ".swap" while the log cleaner
+        writes or swaps one in (Kafka's CleanedFileSuffix, SwapFileSuffix)."""
         stem = directory / segment_name(base_offset)
         self.base_offset = base_offset
-        self.path = stem.with_suffix(".log")
-        self.offset_index = SparseIndex(stem.with_suffix(".index"), _OFFSET_INDEX)
-        self.time_index = SparseIndex(stem.with_suffix(".timeindex"), _TIME_INDEX)
+        self.path = Path(f"{stem}.log{suffix}")
+        self.offset_index = SparseIndex(Path(f"{stem}.index{suffix}"), _OFFSET_INDEX)
+        self.time_index = SparseIndex(Path(f"{stem}.timeindex{suffix}"), _TIME_INDEX)
         self.size = 0
         self.next_offset = base_offset  # one past the last offset stored here
         self.max_timestamp = NO_TIMESTAMP
@@ -46,9 +70,9 @@ class Segment:
 
     @classmethod
     def create(cls, directory: Path, base_offset: int, fds: FdCache,
-               index_interval_bytes: int) -> "Segment":
+               index_interval_bytes: int, suffix: str = "") -> "Segment":
         """A new empty segment; leftovers of an older segment with this base are emptied."""
-        seg = cls(directory, base_offset, fds, index_interval_bytes)
+        seg = cls(directory, base_offset, fds, index_interval_bytes, suffix)
         with fds.use(seg.path) as fd:
             os.ftruncate(fd, 0)
         seg.offset_index.clear()
@@ -108,22 +132,10 @@ class Segment:
     def scan(self, start: int, verify: bool = False) -> Iterator[BatchHeader]:
         """Headers of the complete batches from file position start (positions are absolute).
         Stops at a partial tail; with verify, a CRC mismatch raises CorruptRecordError."""
-        pos, want = start, _CHUNK
-        while pos < self.size:
-            buf = self._pread(min(want, self.size - pos), pos)
-            view = memoryview(buf)
-            consumed = 0
-            for header in iter_batches(view):
-                if verify and not check_crc(view[header.position:header.position + header.size]):
-                    raise CorruptRecordError(f"CRC mismatch at {pos + header.position}")
-                yield header._replace(position=pos + header.position)
-                consumed = header.position + header.size
-            if consumed:
-                pos, want = pos + consumed, _CHUNK
-            elif len(buf) < self.size - pos and len(buf) >= LOG_OVERHEAD:
-                want = LOG_OVERHEAD + int.from_bytes(buf[8:12], "big", signed=True)
-            else:
-                return  # partial batch at the end of the file
+        for header, data in read_batches(self._pread, start, self.size):
+            if verify and not check_crc(data):
+                raise CorruptRecordError(f"CRC mismatch at {header.position}")
+            yield header
 
     def _pread(self, n: int, pos: int) -> bytes:
         with self._fds.use(self.path) as fd:
@@ -190,9 +202,12 @@ class Segment:
         return buf if end == len(buf) else buf[:end]
 
     def truncate_to(self, offset: int) -> None:
-        """Drop the batch containing offset and everything after it."""
+        """Drop the batch containing offset and everything after it. Offsets below `offset`
+        that compaction removed stay used: the next offset is then `offset` itself (Kafka's
+        truncateTo sets the log end to the target), so no replica reuses them."""
         header = self.find(offset)
         if header is None:
+            self.next_offset = max(self.next_offset, offset)
             return
         with self._fds.use(self.path) as fd:
             os.ftruncate(fd, header.position)
@@ -209,6 +224,7 @@ class Segment:
                 self._max_timestamp_offset = remaining.base_offset
         self._bytes_since_entry = self.size - (self.offset_index.values[-1]
                                                if len(self.offset_index) else 0)
+        self.next_offset = max(self.next_offset, min(offset, header.base_offset))
 
     def flush(self) -> None:
         """fsync the data, then persist the index entries that describe it."""
@@ -225,6 +241,17 @@ class Segment:
 
     def close(self) -> None:
         self._fds.close(self.path)
+
+    def change_file_suffixes(self, old: str, new: str) -> None:
+        """Rename this segment's files from suffix `old` to `new` (Kafka's
+        LogSegment.changeFileSuffixes); index files not written yet are only renamed in memory."""
+        self.close()
+        for holder in (self, self.offset_index, self.time_index):
+            path = holder.path
+            renamed = path.with_name(path.name.removesuffix(old) + new)
+            if path.exists():
+                os.replace(path, renamed)
+            holder.path = renamed
 
     def delete(self) -> None:
         self.close()

@@ -2,10 +2,12 @@
 
 The broker treats record batches as opaque bytes: it only ever reads the fixed 61-byte header
 and rewrites the two fields the CRC does not cover (baseOffset, partitionLeaderEpoch). Records
-are decoded only by `decode_records`, which exists for tests and the CLI.
+are decoded only by `decode_records` (tests and the CLI) and by the log cleaner, which reads
+keys with `iter_records` and writes a batch it filtered with `build_filtered_batch`.
 """
 from __future__ import annotations
 
+import gzip
 import struct
 import time
 from typing import Iterator, NamedTuple
@@ -25,8 +27,14 @@ _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 
 COMPRESSION_MASK = 0x07
+GZIP = 1  # the one codec the standard library has; snappy (2), lz4 (3), zstd (4) need packages
+TIMESTAMP_TYPE_FLAG = 0x08  # set: LogAppendTime
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
+# KIP-534: baseTimestamp holds the batch's delete horizon (tombstones go after it), set by the
+# log cleaner the first time it cleans a batch holding tombstones
+DELETE_HORIZON_FLAG = 0x40
+NO_TIMESTAMP = -1
 
 Buffer = bytes | bytearray | memoryview
 
@@ -68,6 +76,11 @@ class BatchHeader(NamedTuple):
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & CONTROL_FLAG)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """KIP-534's delete horizon when the cleaner set one, else None."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_FLAG else None
 
 
 def _header_at(view: memoryview, pos: int) -> BatchHeader | None:
@@ -196,34 +209,131 @@ def build_batch(records: list[tuple[bytes | None, bytes | None]], base_offset: i
     return bytes(batch)
 
 
+class RawRecord(NamedTuple):
+    """One record of a batch as the cleaner needs it: where it sits in the (decompressed)
+    records section, its key and whether it is a tombstone, without copying the rest."""
+
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    has_value: bool
+    start: int  # the record's length varint
+    body: int  # its attributes byte, after the length
+    rest: int  # first byte after timestampDelta (offsetDelta, key, value, headers follow)
+    end: int
+
+
+class UnsupportedCompressionError(Exception):
+    """A batch compressed with a codec this process cannot decompress (snappy, lz4, zstd)."""
+
+
+def records_section(batch: Buffer, header: BatchHeader) -> bytes | memoryview:
+    """The records of one batch, decompressed; UnsupportedCompressionError for other codecs."""
+    body = memoryview(batch)[HEADER_SIZE:header.size]
+    codec = header.attributes & COMPRESSION_MASK
+    if codec == 0:
+        return body
+    if codec == GZIP:
+        return gzip.decompress(body)
+    raise UnsupportedCompressionError(f"compression codec {codec} is not available")
+
+
+def iter_records(section: Buffer, count: int) -> Iterator[RawRecord]:
+    """The `count` records of a decompressed records section, in order."""
+    view = memoryview(section)
+    pos = 0
+    for _ in range(count):
+        length, body = _read_varint(view, pos)
+        ts_delta, rest = _read_varint(view, body + 1)  # after the record's attributes byte
+        _, p = _read_varint(view, rest)  # offsetDelta
+        key, p = _read_nullable(view, p)
+        value_length, _ = _read_varint(view, p)
+        offset_delta = _read_varint(view, rest)[0]
+        yield RawRecord(offset_delta, ts_delta, key, value_length >= 0, pos, body, rest, body + length)
+        pos = body + length
+
+
+def build_filtered_batch(batch: Buffer, header: BatchHeader, section: Buffer,
+                         kept: list[RawRecord], delete_horizon_ms: int | None) -> bytes:
+    """The batch with only the `kept` records (Kafka's MemoryRecords.filterTo with
+    buildRetainedRecordsInto): same baseOffset and lastOffsetDelta (so the producer's last
+    sequence survives), producer id/epoch/base sequence, leader epoch, attributes and codec;
+    maxTimestamp recomputed from the kept records unless the batch uses LogAppendTime.
+    With a delete horizon, KIP-534: baseTimestamp becomes the horizon, the flag is set and the
+    records' timestamp deltas are rewritten against it so each record keeps its timestamp.
+    No kept record: Kafka's empty batch (writeEmptyHeader), which keeps the offsets and the
+    producer's metadata of a batch that must stay (an idempotent producer's last)."""
+    view = memoryview(section)
+    attributes = header.attributes
+    if not kept:
+        return _pack_batch(header, attributes & (TIMESTAMP_TYPE_FLAG | TRANSACTIONAL_FLAG | CONTROL_FLAG),
+                           NO_TIMESTAMP, header.max_timestamp, b"", 0)
+    base_ts = header.base_timestamp
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_FLAG
+        new_base = delete_horizon_ms
+    else:
+        new_base = base_ts
+    body = bytearray()
+    max_ts = NO_TIMESTAMP
+    for r in kept:
+        ts = base_ts + r.timestamp_delta
+        max_ts = max(max_ts, ts)
+        if new_base == base_ts:
+            body += view[r.start:r.end]
+            continue
+        rec = bytearray(view[r.body:r.body + 1])  # the record's attributes
+        _write_varint(rec, ts - new_base)
+        rec += view[r.rest:r.end]
+        _write_varint(body, len(rec))
+        body += rec
+    if attributes & TIMESTAMP_TYPE_FLAG:
+        max_ts = header.max_timestamp
+    codec = attributes & COMPRESSION_MASK
+    if codec == GZIP:
+        body = bytearray(gzip.compress(bytes(body), mtime=0))
+    elif codec:
+        raise UnsupportedCompressionError(f"compression codec {codec} is not available")
+    return _pack_batch(header, attributes, new_base, max_ts, body, len(kept))
+
+
+def _pack_batch(h: BatchHeader, attributes: int, base_ts: int, max_ts: int, body: Buffer,
+                count: int) -> bytes:
+    batch = bytearray(HEADER_SIZE) + body
+    _HEADER.pack_into(batch, 0, h.base_offset, len(batch) - LOG_OVERHEAD, h.partition_leader_epoch,
+                      MAGIC, 0, attributes, h.last_offset_delta, base_ts, max_ts, h.producer_id,
+                      h.producer_epoch, h.base_sequence, count)
+    _UINT32.pack_into(batch, 17, crc32c.crc32c(memoryview(batch)[CRC_START:]))
+    return bytes(batch)
+
+
 Record = tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
 
 
 def decode_records(batch: Buffer) -> list[Record]:
-    """(offset, timestamp, key, value, headers) of each record in one uncompressed batch."""
+    """(offset, timestamp, key, value, headers) of each record in one batch (gzip decompressed)."""
     view = memoryview(batch)
     header = _header_at(view, 0)
     if header is None:
         raise CorruptRecordError("incomplete batch")
-    if header.attributes & COMPRESSION_MASK:
-        raise CorruptRecordError("compressed batches are not decoded")
+    try:
+        section = memoryview(records_section(view, header))
+    except UnsupportedCompressionError:
+        raise CorruptRecordError("compressed batches are not decoded") from None
     out: list[Record] = []
-    pos = HEADER_SIZE
-    for _ in range(header.record_count):
-        _, pos = _read_varint(view, pos)  # record length
-        pos += 1  # attributes
-        ts_delta, pos = _read_varint(view, pos)
-        offset_delta, pos = _read_varint(view, pos)
-        key, pos = _read_nullable(view, pos)
-        value, pos = _read_nullable(view, pos)
-        count, pos = _read_varint(view, pos)
+    for r in iter_records(section, header.record_count):
+        pos = r.rest
+        _, pos = _read_varint(section, pos)  # offsetDelta
+        key, pos = _read_nullable(section, pos)
+        value, pos = _read_nullable(section, pos)
+        count, pos = _read_varint(section, pos)
         headers = []
         for _ in range(count):
-            name, pos = _read_nullable(view, pos)
-            hvalue, pos = _read_nullable(view, pos)
+            name, pos = _read_nullable(section, pos)
+            hvalue, pos = _read_nullable(section, pos)
             headers.append(((name or b"").decode(), hvalue))
-        out.append((header.base_offset + offset_delta, header.base_timestamp + ts_delta, key,
-                    value, headers))
+        out.append((header.base_offset + r.offset_delta, header.base_timestamp + r.timestamp_delta,
+                    key, value, headers))
     return out
 
 

@@ -1,0 +1,466 @@
+"""Log compaction: Kafka's LogCleaner, LogCleanerManager, Cleaner and SkimpyOffsetMap.
+
+A log with cleanup.policy=compact is split at its first dirty offset (the cleaner checkpoint,
+`cleaner-offset-checkpoint` in the data directory) into a clean head, already compacted, and a
+dirty tail. One cleaner thread per broker picks the log with the largest dirty ratio (dirty
+bytes / all bytes of its closed segments) over its min.cleanable.dirty.ratio, maps every key of
+the dirty section to its last offset, then rewrites every segment from the log start to the end
+of that section keeping only the last record of each key, and moves the checkpoint up.
+
+What is never cleaned (Kafka's `cleanableOffsets` / firstUncleanableDirtyOffset): the active
+segment, the segment holding the high watermark and everything after it (Kafka stops at the last
+stable offset, which is at most the high watermark; odradek has no transactions, so they are the
+same), and segments with a record younger than min.compaction.lag.ms. A consumer therefore never
+loses a record it could not yet read. max.compaction.lag.ms makes a log cleanable whatever its
+ratio once a dirty segment is older than that (measured on the segment's newest timestamp, so up
+to one segment's time span later than Kafka, which reads the first batch's).
+
+How batches are rewritten (Kafka's MemoryRecords.filterTo): a batch whose records all stay is
+copied byte for byte; otherwise it is rebuilt with the same base and last offset, producer id,
+epoch and base sequence, leader epoch, attributes and codec (gzip; a batch in a codec this
+process lacks is kept whole and logged once). A batch left without records is dropped, except
+the last batch of each idempotent producer in the log and the batch just before the first
+uncleanable offset, which stay as empty batches as in Kafka: the producer's epoch and last
+sequence survive for producer_state.py, and a follower or restart finds the same offsets.
+Tombstones (null values) stay until delete.retention.ms after their batch was first cleaned
+(KIP-534: the cleaner stores that delete horizon in the batch's base timestamp and sets
+attribute bit 6); a later clean past the horizon removes them.
+
+Threading. The broker's appends, reads, truncations, retention and deletions run on its event
+loop's thread under each Log's lock; the cleaner thread takes that lock only to snapshot the
+segment list (opening descriptors of its own, so a segment deleted meanwhile stays readable and
+no other thread closes them under it) and to swap cleaned segments in (`Log.replace_segments`,
+renames and unlinks: milliseconds). Everything else, reading, mapping, filtering, writing and
+fsyncing the `.cleaned` files, holds no lock. Kafka's LogCleanerManager makes truncation and
+deletion wait for a running clean (abortAndPauseCleaning); here they never wait: the swap finds
+the segments it read truncated, deleted or replaced and the clean is aborted instead.
+
+Crash safety is Kafka's swap protocol: a cleaned segment is written as `.cleaned` files and
+fsynced, renamed to `.swap` (the commit point), the old segments are deleted, and the `.swap`
+files renamed to the final name. `Log.open` deletes leftover `.cleaned` files and completes a
+`.swap` (`Log._complete_swaps`); tests/log/test_log_cleaner_crash.py kills a cleaner process at
+every step of that sequence.
+
+Where odradek differs from Kafka: keyless records are kept (Kafka refuses them at produce time
+on a compacted topic and its cleaner drops any it meets; odradek's produce path keeps batches
+opaque and does not check); the offset map is a Python dict keyed by each key's MD5, about 128
+bytes an entry (measured with tracemalloc at 500,000 keys), so log.cleaner.dedupe.buffer.size
+buys about a sixth of the keys it buys Kafka (24-byte entries); no I/O throttling; one thread.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from odradek.log import log as log_module
+from odradek.log.checkpoint import read_offsets, write_offsets
+from odradek.log.log import Log, LogCleaningAbortedError, SegmentView, wall_clock_ms
+from odradek.log.log_manager import LogManager
+from odradek.log.segment import MAX_RELATIVE_OFFSET, read_batches
+from odradek.metadata import TopicPartition
+from odradek.protocol.records import (
+    BatchHeader, UnsupportedCompressionError, build_filtered_batch, iter_batches, iter_records,
+    records_section)
+
+logger = logging.getLogger("odradek.log.cleaner")
+
+CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size (Kafka's default)
+BYTES_PER_ENTRY = 128  # a dict entry of a 16-byte digest and an int offset, measured
+LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
+_WRITE_CHUNK = 1 << 20
+
+HighWatermark = Callable[[TopicPartition], "int | None"]
+
+
+class SkimpyOffsetMap:
+    """key -> last offset seen, keyed by the key's MD5 as Kafka's SkimpyOffsetMap (a long key
+    costs no more than a short one; two keys with one digest would lose the older one's value,
+    as in Kafka). Holds at most `slots` keys: memory // BYTES_PER_ENTRY."""
+
+    def __init__(self, memory: int) -> None:
+        self.slots = max(2, memory // BYTES_PER_ENTRY)
+        self._offsets: dict[bytes, int] = {}
+        self.latest_offset = -1
+
+    def put(self, key: bytes, offset: int) -> None:
+        self._offsets[hashlib.md5(key).digest()] = offset
+        self.latest_offset = offset
+
+    def get(self, key: bytes) -> int:
+        """The offset mapped to key, or -1."""
+        return self._offsets.get(hashlib.md5(key).digest(), -1)
+
+    def update_latest_offset(self, offset: int) -> None:
+        self.latest_offset = offset
+
+    def clear(self) -> None:
+        self._offsets.clear()
+        self.latest_offset = -1
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @property
+    def utilization(self) -> float:
+        return len(self._offsets) / self.slots
+
+
+@dataclass
+class LogToClean:
+    """A compacted log's cleaning state (Kafka's LogToClean): bytes before the first dirty
+    offset (clean) and from it to the first uncleanable segment (cleanable)."""
+
+    tp: TopicPartition
+    log: Log
+    first_dirty_offset: int
+    first_uncleanable_offset: int  # a segment's base offset
+    clean_bytes: int
+    cleanable_bytes: int
+    needs_compaction_now: bool = False
+    checkpoint_reset: bool = False
+
+    @property
+    def total_bytes(self) -> int:
+        return self.clean_bytes + self.cleanable_bytes
+
+    @property
+    def cleanable_ratio(self) -> float:
+        return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
+
+
+def cleanable_offsets(tp: TopicPartition, log_: Log, views: list[SegmentView],
+                      last_clean: int | None, high_watermark: int, now_ms: int) -> LogToClean:
+    """Kafka's LogCleanerManager.cleanableOffsets and calculateCleanableBytes over a snapshot
+    of the log's segments (the active one last)."""
+    config = log_.config
+    log_start = log_.log_start_offset
+    first_dirty = log_start if last_clean is None else last_clean
+    reset = not log_start <= first_dirty <= log_.log_end_offset
+    if reset:  # truncated or deleted under the checkpoint: assume it all needs cleaning
+        first_dirty = log_start
+    closed = views[:-1]
+    limits = [high_watermark, views[-1].base_offset]
+    lag = max(config.min_compaction_lag_ms, 0)
+    if lag > 0:
+        limits += [v.base_offset for v in closed
+                   if v.next_offset > first_dirty and v.max_timestamp > now_ms - lag][:1]
+    uncleanable = max(first_dirty, min(limits))
+    # the cleanable range ends where the segment holding the first uncleanable offset starts
+    boundary = max((v.base_offset for v in views if v.base_offset <= uncleanable),
+                   default=views[0].base_offset)
+    clean = sum(v.size for v in closed if v.base_offset < first_dirty and v.next_offset <= first_dirty)
+    cleanable = sum(v.size for v in closed
+                    if v.next_offset > first_dirty and v.base_offset < boundary)
+    max_lag = max(config.max_compaction_lag_ms, 0)
+    overdue = any(v.next_offset > first_dirty and 0 <= v.max_timestamp < now_ms - max_lag
+                  for v in closed)
+    return LogToClean(tp, log_, first_dirty, boundary, clean, cleanable, overdue, reset)
+
+
+def group_segments_by_size(views: list[SegmentView], max_size: int,
+                           first_uncleanable: int) -> list[list[SegmentView]]:
+    """Kafka's Cleaner.groupSegmentsBySize: consecutive segments cleaned into one while their
+    sizes add up to at most segment.bytes and their offsets fit in one segment's relative
+    offsets, so cleaning does not leave a trail of small segments."""
+    groups: list[list[SegmentView]] = []
+    i = 0
+    while i < len(views):
+        group = [views[i]]
+        size = views[i].size
+        i += 1
+        while i < len(views) and size + views[i].size <= max_size:
+            last = views[i + 1].base_offset - 1 if i + 1 < len(views) else first_uncleanable - 1
+            if views[i].size and last - group[0].base_offset > MAX_RELATIVE_OFFSET:
+                break
+            group.append(views[i])
+            size += views[i].size
+            i += 1
+        groups.append(group)
+    return groups
+
+
+@dataclass
+class CleanerStats:
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class Cleaner:
+    """One clean of one log (Kafka's Cleaner.doClean): map the dirty section, then rewrite the
+    segments up to its end, group by group, each swapped in as soon as it is written."""
+
+    def __init__(self, offset_map: SkimpyOffsetMap, check_done: Callable[[Log], None]) -> None:
+        self.offset_map = offset_map
+        self._check_done = check_done
+        self._warned_codecs: set[TopicPartition] = set()
+
+    def clean(self, ltc: LogToClean, high_watermark: Callable[[], int | None],
+              now_ms: int) -> tuple[int, CleanerStats]:
+        """Returns the new first dirty offset (the cleaner checkpoint) and what was done.
+        The high watermark is read after the segments: a truncation after that aborts the
+        swap, so the bound holds for the log the clean read."""
+        log_ = ltc.log
+        stats = CleanerStats()
+        views = log_.segment_views(open_files=True)
+        try:
+            hw = high_watermark()
+            if not views or hw is None:
+                raise LogCleaningAbortedError(f"{log_.dir.name} was deleted or is not hosted")
+            # bounds again, on the segments this clean reads (the log moved since it was picked)
+            bounds = cleanable_offsets(ltc.tp, log_, views, ltc.first_dirty_offset, hw, now_ms)
+            upper = bounds.first_uncleanable_offset
+            last_of_producer = self._last_batches_of_producers(log_, views)
+            self._build_offset_map(ltc.tp, log_, views, bounds.first_dirty_offset, upper, stats)
+            end_offset = self.offset_map.latest_offset + 1
+            if end_offset <= bounds.first_dirty_offset:
+                return bounds.first_dirty_offset, stats
+            cleanable = [v for v in views[:-1] if v.base_offset < end_offset]
+            for group in group_segments_by_size(cleanable, log_.config.segment_bytes, upper):
+                self._clean_segments(ltc.tp, log_, group, upper, last_of_producer, now_ms, stats)
+            return end_offset, stats
+        finally:
+            for view in views:
+                os.close(view.fd)
+
+    def _last_batches_of_producers(self, log_: Log, views: list[SegmentView]) -> dict[int, int]:
+        """producer id -> last offset of its last batch in the log (Kafka reads this from the
+        producer state manager, lastRecordsOfActiveProducers; the log layer reads headers)."""
+        last: dict[int, int] = {}
+        for view in views:
+            for header, _ in read_batches(view.pread, 0, view.size):
+                self._check_done(log_)
+                if header.producer_id >= 0 and not header.is_control:
+                    last[header.producer_id] = header.last_offset
+        return last
+
+    def _build_offset_map(self, tp: TopicPartition, log_: Log, views: list[SegmentView],
+                          start: int, end: int, stats: CleanerStats) -> None:
+        """Kafka's Cleaner.buildOffsetMap: every key of [start, end) -> its last offset, until
+        the map is LOAD_FACTOR full; latest_offset then says how far it got."""
+        offset_map = self.offset_map
+        offset_map.clear()
+        dirty = [v for v in views if v.next_offset > start and v.base_offset < end]
+        room = int(offset_map.slots * LOAD_FACTOR)
+        for i, view in enumerate(dirty):
+            for header, data in read_batches(view.pread, 0, view.size):
+                self._check_done(log_)
+                if header.last_offset < start:
+                    continue
+                section = None if header.is_control else self._records(tp, header, data)
+                if section is not None:
+                    for record in iter_records(section, header.record_count):
+                        offset = header.base_offset + record.offset_delta
+                        if record.key is not None and offset >= start:
+                            if len(offset_map) >= room:
+                                return  # full: the clean ends at the last key mapped
+                            offset_map.put(record.key, offset)
+                offset_map.update_latest_offset(header.last_offset)
+            next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
+            offset_map.update_latest_offset(next_start - 1)
+
+    def _records(self, tp: TopicPartition, header: BatchHeader, data: memoryview) -> bytes | memoryview | None:
+        """The batch's records section, or None (logged once per partition) for a codec this
+        process cannot decompress: such a batch is neither mapped nor filtered, only kept."""
+        try:
+            return records_section(data, header)
+        except UnsupportedCompressionError as exc:
+            if tp not in self._warned_codecs:
+                self._warned_codecs.add(tp)
+                logger.warning("%s: batches left uncleaned: %s", tp, exc)
+            return None
+
+    def _clean_segments(self, tp: TopicPartition, log_: Log, group: list[SegmentView], upper: int,
+                        last_of_producer: dict[int, int], now_ms: int, stats: CleanerStats) -> None:
+        """Kafka's Cleaner.cleanSegments: the group's retained batches into one `.cleaned`
+        segment, fsynced, then swapped in for the group."""
+        cleaned = log_.new_cleaned_segment(group[0].base_offset)
+        try:
+            out = bytearray()
+            for view in group:
+                for header, data in read_batches(view.pread, 0, view.size):
+                    self._check_done(log_)
+                    stats.bytes_read += header.size
+                    stats.records_read += header.record_count
+                    kept = self._filter(tp, log_, header, data, upper, last_of_producer, now_ms)
+                    if kept is None:
+                        continue
+                    stats.records_kept += _record_count(kept)
+                    out += kept
+                    if len(out) >= _WRITE_CHUNK:
+                        cleaned.append(out, list(iter_batches(out)))
+                        stats.bytes_written += len(out)
+                        out = bytearray()
+            if out:
+                cleaned.append(out, list(iter_batches(out)))
+                stats.bytes_written += len(out)
+            cleaned.flush()
+            log_module.swap_step_hook("cleaned")
+            log_.replace_segments(cleaned, group)
+        except BaseException:
+            cleaned.delete()
+            raise
+
+    def _filter(self, tp: TopicPartition, log_: Log, header: BatchHeader, data: memoryview,
+                upper: int, last_of_producer: dict[int, int], now_ms: int) -> bytes | memoryview | None:
+        """The batch as it stays in the cleaned log, or None when it goes (Kafka's
+        checkBatchRetention and shouldRetainRecord)."""
+        if header.is_control:
+            return data  # transaction markers: odradek writes none
+        section = self._records(tp, header, data)
+        if section is None:
+            return data
+        offset_map = self.offset_map
+        horizon = header.delete_horizon_ms
+        kept = []
+        dropped = tombstones = False
+        for record in iter_records(section, header.record_count):
+            offset = header.base_offset + record.offset_delta
+            if (offset > offset_map.latest_offset or record.key is None
+                    or (offset >= offset_map.get(record.key)
+                        and (record.has_value or horizon is None or now_ms < horizon))):
+                kept.append(record)
+                tombstones = tombstones or not record.has_value
+            else:
+                dropped = True
+        if kept:
+            new_horizon = horizon
+            if tombstones and horizon is None:
+                new_horizon = now_ms + log_.config.delete_retention_ms
+            if not dropped and new_horizon == horizon:
+                return data
+            return build_filtered_batch(data, header, section, kept, new_horizon)
+        if ((header.producer_id >= 0 and last_of_producer.get(header.producer_id) == header.last_offset)
+                or header.next_offset == upper):
+            return build_filtered_batch(data, header, section, [], None)
+        return None
+
+
+def _record_count(batch: bytes | memoryview) -> int:
+    return int.from_bytes(batch[57:61], "big")
+
+
+class LogCleaner:
+    """The broker's cleaner thread (Kafka's LogCleaner with one CleanerThread, and the
+    LogCleanerManager's choice of the filthiest log and its checkpoint file)."""
+
+    def __init__(self, log_manager: LogManager, high_watermark: HighWatermark,
+                 backoff_ms: int = 15000, dedupe_buffer_size: int = DEDUPE_BUFFER_SIZE,
+                 now_ms: Callable[[], int] = wall_clock_ms) -> None:
+        self.log_manager = log_manager
+        self._high_watermark = high_watermark
+        self.backoff_s = backoff_ms / 1000
+        self._now_ms = now_ms
+        self._checkpoint_path = log_manager.data_dir / CHECKPOINT_FILE
+        self._checkpoints = {TopicPartition(t, p): o
+                             for (t, p), o in read_offsets(self._checkpoint_path).items()}
+        self._uncleanable: set[TopicPartition] = set()  # failed with an unexpected error
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.cleaner = Cleaner(SkimpyOffsetMap(dedupe_buffer_size), self._check_done)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="log-cleaner", daemon=True)
+        self._thread.start()
+
+    def shutdown(self) -> None:
+        """Stop the thread; a clean under way is aborted at its next batch (its `.cleaned`
+        files deleted) or, if already swapping, finishes the swap first."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if not self.clean_once():
+                self._stop.wait(self.backoff_s)
+
+    def _check_done(self, log_: Log) -> None:
+        if self._stop.is_set():
+            raise LogCleaningAbortedError("the cleaner is shutting down")
+        if log_.deleted:
+            raise LogCleaningAbortedError(f"{log_.dir.name} was deleted")
+
+    def checkpoints(self) -> dict[TopicPartition, int]:
+        return dict(self._checkpoints)
+
+    def grab_filthiest_compacted_log(self, now_ms: int) -> LogToClean | None:
+        """The compacted log most in need of cleaning, or None."""
+        best: LogToClean | None = None
+        for tp, log_ in self.log_manager.logs():
+            if not log_.config.compact or log_.deleted or tp in self._uncleanable:
+                continue
+            truncated = log_.take_truncation_point()
+            if truncated is not None and self._checkpoints.get(tp, -1) > truncated:
+                self._checkpoints[tp] = truncated  # Kafka's maybeTruncateCheckpoint
+            high_watermark = self._high_watermark(tp)
+            if high_watermark is None:
+                continue
+            views = log_.segment_views(open_files=False)
+            if not views:
+                continue  # deleted meanwhile
+            ltc = cleanable_offsets(tp, log_, views, self._checkpoints.get(tp), high_watermark,
+                                    now_ms)
+            if ltc.checkpoint_reset:
+                self._checkpoints[tp] = ltc.first_dirty_offset
+            if ltc.total_bytes <= 0 or not (
+                    (ltc.needs_compaction_now and ltc.cleanable_bytes > 0)
+                    or ltc.cleanable_ratio > log_.config.min_cleanable_dirty_ratio):
+                continue
+            if best is None or ltc.cleanable_ratio > best.cleanable_ratio:
+                best = ltc
+        return best
+
+    def clean_once(self) -> bool:
+        """Clean the filthiest log, if one qualifies; True when one was cleaned."""
+        now_ms = self._now_ms()
+        try:
+            ltc = self.grab_filthiest_compacted_log(now_ms)
+        except Exception:  # noqa: BLE001 - a log closed under us; the next round looks again
+            logger.exception("choosing a log to clean failed")
+            return False
+        if ltc is None:
+            return False
+        try:
+            end_offset, stats = self.cleaner.clean(ltc, lambda: self._high_watermark(ltc.tp), now_ms)
+        except LogCleaningAbortedError as exc:
+            logger.info("%s: cleaning aborted: %s", ltc.tp, exc)
+            if ltc.log.deleted:
+                _remove_if_empty(ltc.log)
+            return False
+        except Exception:  # noqa: BLE001 - Kafka marks the partition uncleanable and goes on
+            logger.exception("%s: cleaning failed; the log is not cleaned again", ltc.tp)
+            self._uncleanable.add(ltc.tp)
+            return False
+        self._checkpoints[ltc.tp] = end_offset
+        self._write_checkpoints()
+        elapsed = time.monotonic() - stats.started
+        logger.info("%s: cleaned up to offset %d in %.2f s: %d of %d records kept, %d of %d "
+                    "bytes written, %d keys mapped (%.0f%% of the map)", ltc.tp, end_offset,
+                    elapsed, stats.records_kept, stats.records_read, stats.bytes_written,
+                    stats.bytes_read, len(self.cleaner.offset_map),
+                    100 * self.cleaner.offset_map.utilization)
+        return True
+
+    def _write_checkpoints(self) -> None:
+        present = {tp for tp, _ in self.log_manager.logs()}
+        self._checkpoints = {tp: o for tp, o in self._checkpoints.items() if tp in present}
+        write_offsets(self._checkpoint_path,
+                      {(tp.topic, tp.partition): o for tp, o in self._checkpoints.items()})
+
+
+def _remove_if_empty(log_: Log) -> None:
+    """A log deleted while cleaned: its directory may have been recreated by the `.cleaned`
+    file being written as it was removed; the file is gone now, so is the directory."""
+    try:
+        os.rmdir(log_.dir)
+    except OSError:
+        pass
