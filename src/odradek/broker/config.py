@@ -29,6 +29,12 @@ class BrokerConfig:
     log_retention_ms: int = 7 * 24 * 3600 * 1000
     log_retention_bytes: int = -1
     log_retention_check_interval_ms: int = 60000  # how often segments past retention are deleted
+    # compaction of cleanup.policy=compact topics (log/log_cleaner.py): one cleaner thread that
+    # looks for a log to clean every log.cleaner.backoff.ms while none needs it; its key map
+    # is bounded by log.cleaner.dedupe.buffer.size (about 128 bytes a key in Python)
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15000
+    log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024
     log_flush_interval_messages: int = 2**63 - 1
     log_flush_interval_ms: int = 2**63 - 1
     replica_lag_time_max_ms: int = 30000

@@ -35,6 +35,7 @@ from odradek.controller.leader_selectors import StateChangeFailedError
 from odradek.group.group_coordinator import GroupConfig, GroupCoordinator
 from odradek.group.group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from odradek.log.log import LogConfig
+from odradek.log.log_cleaner import LogCleaner
 from odradek.log.log_manager import LogManager
 from odradek.metadata import BrokerInfo, TopicPartition
 from odradek.protocol import controller_api
@@ -64,6 +65,8 @@ class Broker:
                                 flush_messages=config.log_flush_interval_messages,
                                 flush_ms=config.log_flush_interval_ms)
         self.log_manager = LogManager(config.data_dir, default_log, max_open_files=config.max_open_files)
+        self.log_cleaner = LogCleaner(self.log_manager, lambda tp: (p := self.replica_manager.get(tp)) and p.high_watermark,
+                                      config.log_cleaner_backoff_ms, config.log_cleaner_dedupe_buffer_size)
         self.fetchers = ReplicaFetcherManager(config.broker_id, self._new_fetcher)
         self.replica_manager = ReplicaManager(config.broker_id, config.data_dir, self.log_manager, default_log,
                                               config.min_insync_replicas, self.fetchers, self._load_topic_configs,
@@ -215,6 +218,8 @@ class Broker:
         isr_interval_s = min(0.5, cfg.replica_lag_time_max_ms / 2000)
         gc_policy = GcPolicy()
         gc_policy.install()
+        if cfg.log_cleaner_enable:
+            self.log_cleaner.start()
         tasks = [loop.create_task(self._every(HW_CHECKPOINT_INTERVAL_S, self._checkpoint)),
                  loop.create_task(self._every(isr_interval_s, self.replica_manager.maintain_isr)),
                  loop.create_task(self._every(cfg.log_retention_check_interval_ms / 1000,
@@ -300,6 +305,7 @@ class Broker:
         if self._server is not None:
             self._server.close()
         await self.fetchers.close()
+        await asyncio.to_thread(self.log_cleaner.shutdown)
         for partition in self.replica_manager.partitions():
             partition.close()
         self.replica_manager.checkpoint_high_watermarks()

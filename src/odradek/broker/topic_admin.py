@@ -29,6 +29,12 @@ TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
     "retention.ms": str(7 * 24 * 3600 * 1000),
     "retention.bytes": "-1",
     "segment.bytes": str(1024 * 1024 * 1024),
+    "segment.ms": str(7 * 24 * 3600 * 1000),
+    # compaction (log/log_cleaner.py)
+    "min.cleanable.dirty.ratio": "0.5",
+    "min.compaction.lag.ms": "0",
+    "max.compaction.lag.ms": str(2**63 - 1),
+    "delete.retention.ms": str(24 * 3600 * 1000),
     "flush.messages": str(2**63 - 1),
     "flush.ms": str(2**63 - 1),
     "min.insync.replicas": "1",
@@ -38,7 +44,10 @@ TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
     "enable.ordered.delivery": "false",
 }
 _INT_CONFIGS = {"retention.ms", "retention.bytes", "segment.bytes", "flush.messages", "flush.ms",
-                "min.insync.replicas", "max.message.bytes"}
+                "min.insync.replicas", "max.message.bytes", "segment.ms", "min.compaction.lag.ms",
+                "max.compaction.lag.ms", "delete.retention.ms"}
+_MIN_INT = {"min.insync.replicas": 1, "segment.bytes": 14, "segment.ms": 1, "min.compaction.lag.ms": 0,
+            "max.compaction.lag.ms": 1, "delete.retention.ms": 0}  # Kafka's LogConfig bounds
 _CHOICES = {"cleanup.policy": {"delete", "compact", "compact,delete", "delete,compact"},
             "unclean.leader.election.enable": {"true", "false"},
             "enable.ordered.delivery": {"true", "false"},
@@ -74,8 +83,15 @@ def validate_configs(configs: dict[str, str | None]) -> dict[str, str]:
                 number = int(value)
             except ValueError:
                 raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for config {key}") from None
-            if key == "min.insync.replicas" and number < 1:
-                raise TopicError(ErrorCode.INVALID_CONFIG, "min.insync.replicas must be at least 1")
+            if number < _MIN_INT.get(key, number):
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"{key} must be at least {_MIN_INT[key]}")
+        if key == "min.cleanable.dirty.ratio":
+            try:
+                ratio = float(value)
+            except ValueError:
+                ratio = -1.0
+            if not 0.0 <= ratio <= 1.0:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for config {key}")
         if key in _CHOICES and value not in _CHOICES[key]:
             raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for config {key}")
         out[key] = value
