@@ -1,6 +1,8 @@
 """The log cleaner on real log directories: what stays, what goes, and what is never touched."""
+import gzip
 import os
 
+import crc32c
 from cleaner_helpers import TP, Setup, batches, compact_config, latest_per_key, put, records
 from log_helpers import read_all
 
@@ -8,6 +10,7 @@ from odradek.broker.producer_state import ProducerStateManager
 from odradek.log.checkpoint import read_offsets
 from odradek.log.log import Log
 from odradek.log.log_cleaner import CHECKPOINT_FILE
+from odradek.protocol.records import HEADER_SIZE, build_batch, decode_records, validate_batches
 
 
 def fill(log, rounds: int, keys: int = 5, ts: int = 1000) -> list:
@@ -154,3 +157,31 @@ def test_compact_alone_keeps_segments_past_retention(tmp_path, clock):
                  compact_config(cleanup_policy="compact,delete", retention_ms=1))
     fill(both.log, rounds=4)
     assert both.log.apply_retention(10**12) > 0
+
+
+def _compressed(records: list[tuple[bytes, bytes]], codec: int) -> bytes:
+    """A batch of records whose records section is gzipped (codec 1), or merely labelled with
+    another codec (the cleaner must not try to read those)."""
+    plain = bytearray(build_batch(records, timestamp_ms=1000))
+    body = gzip.compress(bytes(plain[HEADER_SIZE:])) if codec == 1 else bytes(plain[HEADER_SIZE:])
+    batch = plain[:HEADER_SIZE] + body
+    batch[8:12] = (len(batch) - 12).to_bytes(4, "big")
+    batch[21:23] = codec.to_bytes(2, "big")
+    batch[17:21] = crc32c.crc32c(bytes(batch[21:])).to_bytes(4, "big")
+    return bytes(batch)
+
+
+def test_compressed_batches_are_recompressed_or_kept_whole(tmp_path, clock, caplog):
+    s = Setup(tmp_path, clock, compact_config(segment_bytes=300))
+    gzipped = s.log.append_as_leader(_compressed([(b"a", b"old-a"), (b"b", b"old-b")], 1), 0)[0]
+    snappy = s.log.append_as_leader(_compressed([(b"c", b"old-c"), (b"d", b"old-d")], 2), 0)[0]
+    for key in ("a", "c", "d") * 3:
+        put(s.log, key, f"new-{key}")
+    assert s.cleaner.clean_once()
+    by_offset = {h.base_offset: h for h in batches(s.log)}
+    kept = s.log.read(gzipped, 1)[:by_offset[gzipped].size]
+    validate_batches(kept)  # a correct CRC-32C
+    assert by_offset[gzipped].attributes & 7 == 1
+    assert [(o, k, v) for o, _, k, v, _ in decode_records(kept)] == [(gzipped + 1, b"b", b"old-b")]
+    assert by_offset[snappy].record_count == 2  # left as it was: no snappy codec here
+    assert "compression codec 2 is not available" in caplog.text

@@ -197,10 +197,9 @@ class Log:
         committed: deleted, the old segments stay. A `.log.swap` file was complete and fsynced
         before its rename, which is the commit: the old segments in its offset range go, it
         takes its final name and its indexes are rebuilt (swap index files are dropped)."""
-        names = os.listdir(self.dir)
+        names = [n for n in os.listdir(self.dir) if n.endswith((CLEANED_SUFFIX, SWAP_SUFFIX))]
         for name in names:
-            if name.endswith(CLEANED_SUFFIX) or (name.endswith(SWAP_SUFFIX)
-                                                 and not _SWAP_FILE.match(name)):
+            if not _SWAP_FILE.match(name):
                 (self.dir / name).unlink()
         interval = self.config.index_interval_bytes
         for base in sorted(int(m.group(1)) for name in names if (m := _SWAP_FILE.match(name))):

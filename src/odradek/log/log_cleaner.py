@@ -431,14 +431,14 @@ class LogCleaner:
             return False
         try:
             end_offset, stats = self.cleaner.clean(ltc, lambda: self._high_watermark(ltc.tp), now_ms)
-        except LogCleaningAbortedError as exc:
-            logger.info("%s: cleaning aborted: %s", ltc.tp, exc)
-            if ltc.log.deleted:
-                _remove_if_empty(ltc.log)
-            return False
-        except Exception:  # noqa: BLE001 - Kafka marks the partition uncleanable and goes on
-            logger.exception("%s: cleaning failed; the log is not cleaned again", ltc.tp)
-            self._uncleanable.add(ltc.tp)
+        except Exception as exc:  # noqa: BLE001 - Kafka marks the partition uncleanable and goes on
+            if isinstance(exc, LogCleaningAbortedError) or ltc.log.deleted:
+                logger.info("%s: cleaning aborted: %s", ltc.tp, exc)
+                if ltc.log.deleted:  # its files may have gone as they were written
+                    _remove_if_empty(ltc.log)
+            else:
+                logger.exception("%s: cleaning failed; the log is not cleaned again", ltc.tp)
+                self._uncleanable.add(ltc.tp)
             return False
         self._checkpoints[ltc.tp] = end_offset
         self._write_checkpoints()
@@ -451,7 +451,7 @@ class LogCleaner:
         return True
 
     def _write_checkpoints(self) -> None:
-        present = {tp for tp, _ in self.log_manager.logs()}
+        present = set(self.log_manager.partitions())  # on disk, opened yet or not
         self._checkpoints = {tp: o for tp, o in self._checkpoints.items() if tp in present}
         write_offsets(self._checkpoint_path,
                       {(tp.topic, tp.partition): o for tp, o in self._checkpoints.items()})
