@@ -46,6 +46,12 @@ on a compacted topic and its cleaner drops any it meets; odradek's produce path 
 opaque and does not check); the offset map is a Python dict keyed by each key's MD5, about 128
 bytes an entry (measured with tracemalloc at 500,000 keys), so log.cleaner.dedupe.buffer.size
 buys about a sixth of the keys it buys Kafka (24-byte entries); no I/O throttling; one thread.
+
+Speed, measured on this machine: a log of 200,000 records of 100 bytes in 50-record batches
+(23.7 MB, 20,000 keys) cleaned to 3.1 MB in 4.7 s, 5 MB/s or 43,000 records/s, most of it
+Python parsing varints and hashing keys. The thread holds the GIL while it does, so a broker
+cleaning a large log shares a core with its event loop for that long (CPython switches every
+5 ms); Kafka's cleaner threads run beside the request threads.
 """
 from __future__ import annotations
 
