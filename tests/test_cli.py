@@ -19,6 +19,7 @@ ODRADEK = str(Path(sys.executable).with_name("odradek"))
 COMMANDS = [
     [], ["broker"], ["up"], ["down"], ["status"], ["topics"], ["topics", "create"], ["topics", "list"],
     ["topics", "describe"], ["produce"], ["consume"], ["bench"], ["bench", "produce"],
+    ["groups"], ["groups", "list"], ["groups", "describe"], ["groups", "reset-offsets"], ["groups", "delete"],
 ]
 
 
@@ -70,6 +71,10 @@ def test_topics_create_without_partitions_names_the_missing_flags() -> None:
     (["broker", "--listen", "nohost"], "HOST:PORT"),
     (["status", "--zookeeper", "z:1", "--data-dir", "d"], "not allowed with"),
     (["bench", "produce", "--acks", "0"], "invalid choice"),
+    (["groups", "reset-offsets", "g", "--topic", "t"], "one of the arguments --to-earliest"),
+    (["groups", "reset-offsets", "g", "--topic", "t", "--to-earliest", "--to-latest"], "not allowed with"),
+    (["groups", "reset-offsets", "g", "--topic", "t", "--to-offset", "-1"], "0 or more"),
+    (["groups", "reset-offsets", "g", "--topic", "t:a", "--to-latest"], "TOPIC:P"),
 ])
 def test_bad_arguments_are_one_line(args: list[str], fragment: str) -> None:
     assert_one_line_error(run(*args), 2, fragment)
@@ -106,9 +111,11 @@ def test_consume_against_a_closed_port_times_out_clearly(closed_port: str) -> No
 
 @pytest.mark.parametrize("command", [
     ["produce", "t"], ["topics", "list"], ["topics", "describe"], ["topics", "describe", "t", "--json"],
+    ["groups", "list"], ["groups", "describe", "g"], ["groups", "delete", "g"],
+    ["groups", "reset-offsets", "g", "--topic", "t", "--to-latest"],
 ])
 def test_client_commands_against_a_closed_port(command: list[str], closed_port: str) -> None:
     args = [*command, "--bootstrap-server", closed_port]
-    if command[0] == "produce":
+    if command[0] in ("produce", "groups"):
         args += ["--timeout-s", "1"]
     assert_one_line_error(run(*args, stdin="a\n"), 1, "cannot reach", closed_port)

@@ -10,13 +10,15 @@ import argparse
 import json
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
-from typing import Any, NoReturn, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from odradek.admin import AdminError, kafka_error_text, quiet_logger
 from odradek.cluster import ClusterError, LocalCluster
+from odradek.consumer_groups import ResetTarget
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -51,6 +53,37 @@ def _keyvalue(value: str) -> tuple[str, str]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {value!r}")
     return key, val
+
+
+def _nonnegative(value: str) -> int:
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"expected an offset (0 or more), got {value!r}")
+    return int(value)
+
+
+def _timestamp_ms(value: str) -> int:
+    try:
+        return int(datetime.fromisoformat(value).timestamp() * 1000)  # naive: local time, as Kafka's tool
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an ISO 8601 time such as 2026-01-31T12:00:00, "
+                                         f"got {value!r}") from None
+
+
+def _reset_to(kind: str, parse: Callable[[str], int]) -> Callable[[str], ResetTarget]:
+    def convert(value: str) -> ResetTarget:
+        try:
+            return ResetTarget(kind, parse(value))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {value!r}") from None
+    return convert
+
+
+def _topic_partitions(value: str) -> tuple[str, list[int] | None]:
+    """`T` (every partition) or `T:0,2` (Kafka's reset-offsets --topic syntax)."""
+    topic, sep, parts = value.partition(":")
+    if not topic or (sep and not all(p.isdigit() for p in parts.split(","))):
+        raise argparse.ArgumentTypeError(f"expected TOPIC or TOPIC:P[,P...], got {value!r}")
+    return topic, [int(p) for p in parts.split(",")] if sep else None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -134,9 +167,48 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--max-messages", type=_positive, metavar="N",
                     help="stop after N records; exit 1 if fewer arrive before the idle timeout")
     co.add_argument("--timeout-s", type=float, default=10.0, help="exit after this long without a record")
-    co.add_argument("--group", metavar="G", help="join consumer group G (needs group support in the broker)")
+    co.add_argument("--group", metavar="G", help="subscribe as a member of consumer group G, starting at its "
+                    "committed offsets, and commit what was printed")
     co.add_argument("--print-key", action="store_true", help="print key<TAB>value")
     co.set_defaults(func=cmd_consume)
+
+    g = sub.add_parser("groups", help="list, describe, reset the offsets of and delete consumer groups "
+                       "(Kafka's kafka-consumer-groups.sh)")
+    gsub = g.add_subparsers(dest="groups_command", metavar="SUBCOMMAND", required=True)
+    gl = gsub.add_parser("list", help="every consumer group with its state and protocol type")
+    gl.add_argument("--json", action="store_true")
+    gl.set_defaults(func=cmd_groups_list)
+    gd = gsub.add_parser("describe", help="state, members, and per partition the committed offset, "
+                         "log end offset and lag")
+    gd.add_argument("group")
+    gd.add_argument("--json", action="store_true")
+    gd.set_defaults(func=cmd_groups_describe)
+    gr = gsub.add_parser("reset-offsets", help="move a group's committed offsets (a dry run without "
+                         "--execute); only while the group has no members")
+    gr.add_argument("group")
+    gr.add_argument("--topic", type=_topic_partitions, action="append", required=True, metavar="T[:P,...]",
+                    help="the topic, or some of its partitions (repeatable)")
+    to = gr.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_const", dest="target", const=ResetTarget("earliest"),
+                    help="the log start offset")
+    to.add_argument("--to-latest", action="store_const", dest="target", const=ResetTarget("latest"),
+                    help="the log end offset")
+    to.add_argument("--to-offset", type=_reset_to("offset", _nonnegative), dest="target", metavar="N",
+                    help="offset N (clamped into [log start, log end])")
+    to.add_argument("--shift-by", type=_reset_to("shift", int), dest="target", metavar="N",
+                    help="the committed offset plus N (may be negative; clamped)")
+    to.add_argument("--to-datetime", type=_reset_to("datetime", _timestamp_ms), dest="target", metavar="ISO",
+                    help="the first record at or after this time, e.g. 2026-01-31T12:00:00 (local time "
+                         "unless it names a zone); the log end where there is none")
+    gr.add_argument("--execute", action="store_true", help="commit the new offsets (default: only print them)")
+    gr.add_argument("--json", action="store_true")
+    gr.set_defaults(func=cmd_groups_reset_offsets)
+    gx = gsub.add_parser("delete", help="delete a group without members and its committed offsets")
+    gx.add_argument("group")
+    gx.set_defaults(func=cmd_groups_delete)
+    for parser in (gl, gd, gr, gx):
+        parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT[,...]")
+        parser.add_argument("--timeout-s", type=float, default=10.0, help="how long to wait for each request")
 
     be = sub.add_parser("bench", help="benchmarks")
     bsub = be.add_subparsers(dest="bench_command", metavar="SUBCOMMAND", required=True)
@@ -367,44 +439,143 @@ def cmd_consume(args: argparse.Namespace) -> None:
     # librdkafka insists on a group.id even for assign(); nothing is committed without --group.
     conf["group.id"] = args.group or "odradek-console"
     consumer = Consumer(conf)
+    commits = None
     try:
         meta = _check_topic(consumer, args.bootstrap_server, args.topic, args.timeout_s)
-        if args.group:
-            consumer.subscribe([args.topic])
+        if args.group:  # the group's committed offsets, or auto.offset.reset where it has none
+            commits = _PrintedOffsets(consumer, sys.stdout.buffer)
+            consumer.subscribe([args.topic], on_assign=commits.on_assign, on_revoke=commits.on_revoke)
         else:  # no group: read every partition directly, as kafka-console-consumer --partition does
             start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
             consumer.assign([TopicPartition(args.topic, p, start) for p in sorted(meta.partitions)])
-        _print_records(consumer, args)
+        _print_records(consumer, args, commits)
     finally:
-        consumer.close()
+        consumer.close()  # a group member leaves the group (LeaveGroup)
 
 
 _FATAL_CONSUME_ERRORS = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
+#: How often `consume --group` commits what it has printed (librdkafka's auto.commit.interval.ms).
+COMMIT_INTERVAL_S = 5.0
+#: How long `consume --group` waits for its first assignment, if --timeout-s is shorter.
+GROUP_JOIN_TIMEOUT_S = 30.0
 
 
-def _print_records(consumer: Any, args: argparse.Namespace) -> None:
+class _PrintedOffsets:
+    """`consume --group` reads at least once: a record's offset is stored after the record is
+    written, and stored offsets are committed synchronously, after stdout is flushed, every
+    COMMIT_INTERVAL_S, when the group takes partitions away and at exit (also on ^C; not on a
+    broken pipe, whose reader may not have read everything)."""
+
+    def __init__(self, consumer: Any, out: Any) -> None:
+        self.consumer, self.out = consumer, out
+        self.started = self.last_commit = time.monotonic()
+        self.assigned_at: float | None = None
+
+    def on_assign(self, _consumer: Any, _partitions: Any) -> None:
+        self.assigned_at = time.monotonic()  # the idle timeout counts from here, not from the join
+
+    def check_joined(self, group: str, timeout_s: float) -> None:
+        """Joining takes FindCoordinator, the coordinator's group.initial.rebalance.delay.ms (3 s
+        by default) and a SyncGroup: the wait for a first assignment has a bound of its own."""
+        limit = max(timeout_s, GROUP_JOIN_TIMEOUT_S)
+        if time.monotonic() - self.started > limit:
+            raise UserError(f"consumer group {group!r} assigned no partitions within {limit:g} s")
+
+    def on_revoke(self, _consumer: Any, _partitions: Any) -> None:
+        # best effort: a member already fenced off cannot commit, and the next owner of the
+        # partitions then reads the records since the last commit again
+        self.commit(strict=False)
+
+    def printed(self, msg: Any) -> None:
+        try:
+            self.consumer.store_offsets(msg)
+        except KafkaException:  # its partition was just taken away: its next owner reads it again
+            pass
+        if time.monotonic() - self.last_commit > COMMIT_INTERVAL_S:
+            self.commit()
+
+    def commit(self, strict: bool = True) -> None:
+        self.out.flush()
+        self.last_commit = time.monotonic()
+        try:
+            self.consumer.commit(asynchronous=False)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if strict and (err is None or err.code() != KafkaError._NO_OFFSET):  # _NO_OFFSET: nothing new
+                raise UserError(f"commit failed: {kafka_error_text(exc)}") from None
+
+
+def _print_records(consumer: Any, args: argparse.Namespace, commits: _PrintedOffsets | None = None) -> None:
     count, idle_since = 0, time.monotonic()
     out = sys.stdout.buffer
-    while args.max_messages is None or count < args.max_messages:
-        msg = consumer.poll(0.2)
-        if msg is None:
-            if time.monotonic() - idle_since > args.timeout_s:
-                break
-            continue
-        err = msg.error()
-        if err:
-            # Others (a leader moving, no group coordinator without --group) librdkafka rides out.
-            if err.fatal() or err.code() in _FATAL_CONSUME_ERRORS:
-                raise UserError(f"consume failed: {kafka_error_text(err)}")
-            continue
-        idle_since = time.monotonic()
-        if args.print_key:
-            out.write((msg.key() or b"") + b"\t")
-        out.write((msg.value() or b"") + b"\n")
-        count += 1
+    try:
+        while args.max_messages is None or count < args.max_messages:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                if commits is not None:
+                    if commits.assigned_at is None:  # still joining: the idle timeout starts later
+                        commits.check_joined(args.group, args.timeout_s)
+                        continue
+                    idle_since = max(idle_since, commits.assigned_at)
+                if time.monotonic() - idle_since > args.timeout_s:
+                    break
+                continue
+            err = msg.error()
+            if err:
+                # Others (a leader moving, no group coordinator yet) librdkafka rides out.
+                if err.fatal() or err.code() in _FATAL_CONSUME_ERRORS:
+                    raise UserError(f"consume failed: {kafka_error_text(err)}")
+                continue
+            idle_since = time.monotonic()
+            if args.print_key:
+                out.write((msg.key() or b"") + b"\t")
+            out.write((msg.value() or b"") + b"\n")
+            count += 1
+            if commits is not None:
+                commits.printed(msg)
+    except KeyboardInterrupt:
+        if commits is not None:
+            commits.commit()
+        raise
     out.flush()
+    if commits is not None:
+        commits.commit()
     if args.max_messages is not None and count < args.max_messages:
         raise UserError(f"only {count} of {args.max_messages} records within {args.timeout_s:g} s idle timeout")
+
+
+def cmd_groups_list(args: argparse.Namespace) -> None:
+    from odradek.consumer_groups import GroupAdmin, format_list
+
+    groups = GroupAdmin(args.bootstrap_server, args.timeout_s).list_groups()
+    print(json.dumps(groups) if args.json else format_list(groups))
+
+
+def cmd_groups_describe(args: argparse.Namespace) -> None:
+    from odradek.consumer_groups import GroupAdmin, format_describe
+
+    group = GroupAdmin(args.bootstrap_server, args.timeout_s).describe(args.group)
+    print(json.dumps(group) if args.json else format_describe(group))
+
+
+def cmd_groups_reset_offsets(args: argparse.Namespace) -> None:
+    from odradek.consumer_groups import GroupAdmin, format_plan
+
+    admin = GroupAdmin(args.bootstrap_server, args.timeout_s)
+    plan = admin.plan_reset(args.group, args.topic, args.target)
+    if args.execute:
+        admin.execute_reset(args.group, plan)
+    print(json.dumps({"group": args.group, "executed": args.execute, "offsets": plan}) if args.json
+          else format_plan(plan))
+    if not args.execute:
+        print("dry run: nothing was committed (add --execute to commit these offsets)", file=sys.stderr)
+
+
+def cmd_groups_delete(args: argparse.Namespace) -> None:
+    from odradek.consumer_groups import GroupAdmin
+
+    GroupAdmin(args.bootstrap_server, args.timeout_s).delete(args.group)
+    print(f"deleted consumer group {args.group}")
 
 
 def cmd_bench_produce(args: argparse.Namespace) -> None:
