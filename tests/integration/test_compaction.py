@@ -108,8 +108,10 @@ def test_compacted_topic_through_cleaning_leader_change_restart_and_tombstone_ex
     records = read(bootstrap)
     assert latest(records) == expected  # tombstones still there: read as keys with no value
     assert [o for o, _, _ in records] == sorted({o for o, _, _ in records})
-    for broker_id in c.broker_ids:
-        assert replica_latest(c, broker_id, tmp_path) == expected
+    values = {k: v for k, v in expected.items() if v is not None}
+    for broker_id in c.broker_ids:  # each replica cleans on its own: a tombstone may be gone
+        replica = replica_latest(c, broker_id, tmp_path)
+        assert {k: v for k, v in replica.items() if v is not None} == values, broker_id
 
     # tombstones go at the first clean past their delete horizon (first clean + 2 s); later
     # rounds leave k3 and k4 alone and keep the log dirty so that cleans go on
