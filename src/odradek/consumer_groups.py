@@ -122,7 +122,8 @@ class GroupAdmin:
         for tp in partitions:
             current, end = committed.get(tp), ends.get(tp)  # end None: the topic was deleted
             offsets.append({"topic": tp[0], "partition": tp[1], "committed": current, "log_end": end,
-                            "lag": None if current is None or end is None else max(0, end - current),
+                            # negative, as in Kafka's tool, when the log was truncated below it
+                            "lag": None if current is None or end is None else end - current,
                             "member_id": owner.get(tp)})
         return {"group": group, "state": state, "protocol_type": "" if description.is_simple_consumer_group
                 else "consumer", "assignor": description.partition_assignor,
@@ -212,8 +213,8 @@ class GroupAdmin:
         failed = [tp for tp in result.topic_partitions or [] if tp.error is not None]
         if failed:
             tp = failed[0]
-            raise AdminError(f"{what} ({tp.topic}-{tp.partition} and {len(failed) - 1} more): "
-                             f"{kafka_error_text(tp.error)}")
+            more = f" and {len(failed) - 1} more partitions" if len(failed) > 1 else ""
+            raise AdminError(f"{what} ({tp.topic}-{tp.partition}{more}): {kafka_error_text(tp.error)}")
 
 
 # -- output ------------------------------------------------------------------------------------
