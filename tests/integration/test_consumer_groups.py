@@ -20,9 +20,11 @@ from clients import create_topic, produce_acks_all
 from confluent_kafka import Consumer, ConsumerGroupState, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from test_failover import full_isr, wait_until
+from wire import RawConnection
 
 from odradek.cluster import LocalCluster
 from odradek.group.group_metadata_manager import OFFSETS_TOPIC, partition_for
+from odradek.protocol.errors import ErrorCode
 from odradek.zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
@@ -369,3 +371,70 @@ def test_coordinator_killed_mid_run_keeps_committed_offsets(cluster_factory: Any
         member.close()
     assert sorted(resumed.seen[0]) == sorted((p, o) for p, o, _, _ in extra)
     assert all(o >= ends[p] for p, o in resumed.seen[0])
+
+
+# -- bad input over the wire -------------------------------------------------------------------
+
+def coordinator_connection(c: LocalCluster, group: str) -> RawConnection:
+    """A raw connection to the group's coordinator (FindCoordinator v3, retried while
+    __consumer_offsets is being created)."""
+    conn = RawConnection(c.host, c.broker_port(c.broker_ids[0]))
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            found = conn.request(10, 3, {"key": group, "key_type": 0})
+            if found.error_code == 0:
+                return RawConnection(found.host, found.port)
+            assert found.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE and time.monotonic() < deadline, found
+            time.sleep(0.2)
+    finally:
+        conn.close()
+
+
+def raw_join(conn: RawConnection, group: str, member_id: str = "", protocol_type: str = "consumer") -> Any:
+    return conn.request(11, 5, {"group_id": group, "session_timeout": 10_000, "rebalance_timeout": 5_000,
+                                "member_id": member_id, "group_instance_id": None, "protocol_type": protocol_type,
+                                "protocols": [{"name": "range", "metadata": b""}]})
+
+
+def test_bad_group_requests_get_the_errors_clients_expect(cluster: LocalCluster) -> None:
+    topic = new_topic(cluster, "bad")
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    conn = coordinator_connection(cluster, group)
+    try:
+        commit = conn.request(8, 8, {"group_id": group, "generation_id_or_member_epoch": 5, "member_id": "m",
+                                     "group_instance_id": None, "topics": [{"name": topic, "partitions": [
+                                         {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                                          "committed_metadata": None}]}]})
+        assert commit.topics[0].partitions[0].error_code == ErrorCode.ILLEGAL_GENERATION
+        assert raw_join(conn, group, protocol_type="").error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        first = raw_join(conn, group)
+        assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
+        joined = raw_join(conn, group, first.member_id)
+        assert joined.error_code == ErrorCode.NONE and joined.generation_id == 1
+        assert raw_join(conn, group, protocol_type="connect").error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        beat = conn.request(12, 4, {"group_id": group, "generation_id": 99, "member_id": first.member_id,
+                                    "group_instance_id": None})
+        assert beat.error_code == ErrorCode.ILLEGAL_GENERATION
+        sync = conn.request(14, 5, {"group_id": group, "generation_id": 1, "member_id": "stranger",
+                                    "group_instance_id": None, "protocol_type": "consumer", "protocol_name": "range",
+                                    "assignments": []})
+        assert sync.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    finally:
+        conn.close()
+
+    # a 10,000-character group id is a group id like any other (Kafka sets no limit below the
+    # protocol's 32,767 bytes): a group that commits and reads back
+    long_group = "g" * 10_000
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": long_group,
+                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+        assert consumer.committed([TopicPartition(topic, 0)], timeout=15)[0].offset == 0
+    finally:
+        consumer.close()
+    conn = coordinator_connection(cluster, long_group)
+    try:
+        assert raw_join(conn, long_group).error_code == ErrorCode.MEMBER_ID_REQUIRED
+    finally:
+        conn.close()
