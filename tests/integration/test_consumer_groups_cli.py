@@ -121,6 +121,9 @@ def test_reset_offsets_dry_run_then_execute(cluster: LocalCluster) -> None:
     later = json.loads(ok(cluster, "groups", "reset-offsets", "replayers", "--topic", "replayed",
                           "--to-datetime", "2999-01-01T00:00:00Z", "--json"))
     assert {r["partition"]: r["new"] for r in later["offsets"]} == before  # no record that late: log end
+    earlier = json.loads(ok(cluster, "groups", "reset-offsets", "replayers", "--topic", "replayed",
+                            "--to-datetime", "2000-01-01T00:00:00", "--json"))
+    assert {r["partition"]: r["new"] for r in earlier["offsets"]} == dict.fromkeys(range(PARTITIONS), 0)
 
     ok(cluster, "groups", "reset-offsets", "replayers", "--topic", "replayed", "--to-earliest", "--execute")
     assert committed(cluster, "replayers") == dict.fromkeys(range(PARTITIONS), 0)
