@@ -35,18 +35,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import statistics
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from odradek.admin import (
-    create_topic, creation_timeout_s, describe_topics, elect_leaders, filter_partitions,
-)
+from odradek.admin import create_topic, creation_timeout_s, elect_leaders
+from odradek.bench_common import cpu_probe_s, exit_on_sigterm, tear_down, wait_full_isrs
 from odradek.cluster import ClusterError, LocalCluster, connect_zk
 from odradek.netutil import free_port, free_port_block
 
@@ -103,24 +100,6 @@ def _wait_record(cluster: LocalCluster, broker_ids: list[int], event: str, after
             raise ClusterError(f"no acknowledged {event} event in the controller timing log after "
                                f"{timeout:g} s (brokers {broker_ids})")
         time.sleep(0.1)
-
-
-def _wait_full_isrs(bootstrap: str, topics: list[str], timeout: float) -> float:
-    """Wait until no partition is under-replicated, so the controller failover starts from a
-    settled cluster rather than racing the leaders' ISR expansions; returns when that was."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            short = filter_partitions(describe_topics(bootstrap, topics, timeout=60),
-                                      under_replicated=True, offline=True)
-        except Exception:  # noqa: BLE001 - a broker still starting: ask again
-            short = [{"partitions": [None]}]
-        if not short:
-            return time.time()
-        if time.monotonic() > deadline:
-            count = sum(len(t["partitions"]) for t in short)
-            raise ClusterError(f"{count} partitions still under-replicated after {timeout:g} s")
-        time.sleep(0.5)
 
 
 def _controller_id(zk: Any) -> int:
@@ -202,7 +181,7 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
         raise ClusterError("a failover needs at least 2 brokers")
     if rounds < 1:
         raise ClusterError("a failover bench needs at least 1 round")
-    previous_sigterm = _exit_on_sigterm()
+    previous_sigterm = exit_on_sigterm()
     tmp = Path(keep_dir) if keep_dir else Path(tempfile.mkdtemp(prefix="odradek-failover-"))
     cluster = LocalCluster(tmp, brokers, base_port=free_port_block(brokers), zk_port=free_port())
     topics = bench_topics(partitions)
@@ -223,7 +202,7 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
             result["topic_create_s"] = round(created["acked"] - t0, 3)
             # at 50,000 partitions creating the logs outlasts replica.lag.time.max.ms, so the
             # leaders shrink and re-expand ISRs for a while: start from a settled cluster
-            result["isrs_full_s"] = round(_wait_full_isrs(bootstrap, list(topics), timeout) - t0, 3)
+            result["isrs_full_s"] = round(wait_full_isrs(bootstrap, list(topics), timeout) - t0, 3)
             time.sleep(2)  # followers start fetching; let the first round settle
             result["idle_cpu_per_broker"] = _idle_cpu(cluster)
             result["loadavg_1m_before_failovers"] = round(os.getloadavg()[0], 2)
@@ -257,11 +236,7 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
             zk.stop()
             zk.close()
     finally:
-        cluster.down()
-        if keep_dir is None:
-            shutil.rmtree(tmp, ignore_errors=True)
-        if previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, previous_sigterm)
+        tear_down(cluster, tmp, keep_dir, previous_sigterm)
     return result
 
 
@@ -322,32 +297,10 @@ def _restart(cluster: LocalCluster, bootstrap: str, topics: list[str], broker: i
     cluster.start_broker(broker)
     _wait_record(cluster, controller, "BrokerChange", restarted, timeout,
                  lambda r: broker in r.get("new", []))
-    back_s = round(_wait_full_isrs(bootstrap, topics, timeout) - restarted, 3)
+    back_s = round(wait_full_isrs(bootstrap, topics, timeout) - restarted, 3)
     elected = elect_leaders(bootstrap, None, timeout=min(timeout, 120.0))
     time.sleep(2)
     return back_s, sum(1 for e in elected.values() if e is None)
-
-
-def _exit_on_sigterm() -> Any:
-    """A bench killed with SIGTERM (timeout, Ctrl-C's cousin) still stops its cluster: the
-    signal becomes SystemExit, so the finally clauses run. Returns the handler it replaced."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def stop(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    return signal.signal(signal.SIGTERM, stop)
-
-
-def cpu_probe_s(n: int = 3_000_000) -> float:
-    """Seconds a fixed pure-Python loop takes: how fast this machine's CPU was during the run
-    (shared machines vary by 2x from hour to hour), so runs can be compared."""
-    started = time.perf_counter()
-    total = 0
-    for i in range(n):
-        total += i
-    return round(time.perf_counter() - started, 3)
 
 
 def format_result(r: dict[str, Any]) -> str:

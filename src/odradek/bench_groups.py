@@ -1,0 +1,701 @@
+"""`odradek bench groups`: how fast a consumer group rebalances, survives its coordinator's
+death, and commits offsets.
+
+One run on a private cluster (3 brokers on their own ZooKeeper in a temp dir, free ports, torn
+down by pid at the end), with one topic of --partitions partitions at RF 3, a producer thread
+writing to every partition all the time (so a member always has something to consume), and
+groups of --members confluent-kafka consumers, each in its own thread, polling continuously:
+
+1. rebalance settle time, for an eager strategy (range: every member gives up every partition,
+   then gets its new share) and for KIP-429 cooperative rebalancing (cooperative-sticky: only
+   the partitions that move are revoked, in a second rebalance). A new group forms (its first
+   rebalance from Empty, which waits group.initial.rebalance.delay.ms, KIP-134), then each
+   round an extra member subscribes (join) and one member closes (leave). Settled is when the
+   members' assignments cover every partition exactly once (the joiner owning some) and every
+   member that owns partitions has received a record since its assignment last changed (or
+   since the change, for a member whose partitions did not move);
+2. offset commits per second: every member of a formed group commits the next offsets of all
+   its assigned partitions, synchronously, back to back, for --commit-seconds; then the same
+   with asynchronous commits, at most ASYNC_IN_FLIGHT outstanding per member;
+3. coordinator failover: the same group commits synchronously every PROBE_INTERVAL_S per
+   member; the coordinator's broker (DescribeGroups' coordinator, checked against the leader of
+   the group's `__consumer_offsets` partition) is killed with SIGKILL, and the time to the first
+   successful synchronous commit started after the kill is measured (and to every member's).
+   The broker is restarted between rounds, and once every ISR is full, leadership moves back
+   to the preferred replicas (so the coordinator does too, a graceful move, also timed).
+
+Times are wall clock in the bench process (the consumers' threads), medians over --rounds.
+Rebalance members auto-commit every AUTO_COMMIT_MS; the commit and failover group commits only
+explicitly. Errors the clients saw are counted by name, and broker tracebacks are reported.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from odradek.admin import create_topic, describe_topics, elect_leaders, quiet_logger
+from odradek.bench_common import (cpu_probe_s, exit_on_sigterm, format_machine, machine, tear_down,
+                                  wait_full_isrs)
+from odradek.bench_failover import timing_records
+from odradek.cluster import ClusterError, LocalCluster
+from odradek.group.group_metadata_manager import OFFSETS_TOPIC, partition_for
+from odradek.netutil import free_port, free_port_block
+
+TOPIC = "groups-bench"
+BROKERS = 3
+DEFAULT_ROUNDS = 3
+#: Kafka's default group.initial.rebalance.delay.ms (KIP-134), set on the brokers
+INITIAL_REBALANCE_DELAY_MS = 3000
+#: the Java consumer's defaults before Kafka 3.0 (session 10 s, heartbeat 3 s)
+SESSION_TIMEOUT_MS = 10_000
+HEARTBEAT_INTERVAL_MS = 3000
+AUTO_COMMIT_MS = 1000
+COMMIT_SECONDS = 5.0
+ASYNC_IN_FLIGHT = 8
+PROBE_INTERVAL_S = 0.1
+#: records per second the producer writes to each partition
+RATE_PER_PARTITION = 20
+EAGER, COOPERATIVE = "range", "cooperative-sticky"
+#: goals: a join or leave settled within 1 s (+ the initial delay for a group's first rebalance
+#: from Empty); a coordinator failover within the session timeout + 1 s
+GOAL_REBALANCE_S = 1.0
+GOAL_FAILOVER_MARGIN_S = 1.0
+
+
+class Member:
+    """One consumer in its own thread; what it owns and when it last consumed, for the bench
+    thread to read under the lock."""
+
+    def __init__(self, name: str, conf: dict[str, Any]) -> None:
+        self.name = name
+        self._conf = {**conf, "client.id": name, "on_commit": self._on_commit,
+                      "error_cb": self._on_error, "logger": quiet_logger()}
+        self.lock = threading.Lock()
+        self.assignment: set[int] = set()
+        self.changed_at = 0.0  # when its assignment last changed
+        self.revoked_at: list[float] = []  # every revocation (eager: each rebalance it heard of)
+        self.first_record_since_change: float | None = None
+        self.first_record_since_mark: float | None = None
+        self.mark_at = 0.0
+        self.next_offsets: dict[int, int] = {}
+        self.errors: Counter[str] = Counter()
+        self.mode = "consume"  # consume | sync | async | probe
+        self.sync_ok = self.async_ok = self.partitions_committed = 0
+        self.probes: list[tuple[float, float, str | None]] = []  # (started, finished, error)
+        self._in_flight = 0
+        self.subscribed_at = self.closed_at = 0.0
+        self._close = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self, wait: bool = True) -> float:
+        """Ask the member to close its consumer (LeaveGroup); returns when it was asked."""
+        asked = time.time()
+        self._close.set()
+        if wait:
+            self._thread.join(60)
+        return asked
+
+    def mark(self, at: float) -> None:
+        with self.lock:
+            self.mark_at, self.first_record_since_mark = at, None
+
+    def set_mode(self, mode: str) -> None:
+        with self.lock:
+            self.mode = mode
+
+    # -- callbacks (the member's own thread, inside poll or commit) -----------------------------
+
+    def _assigned(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        self._change(lambda s: s | {tp.partition for tp in partitions})
+
+    def _revoked(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        now = time.time()
+        with self.lock:
+            self.revoked_at.append(now)
+        self._change(lambda s: s - {tp.partition for tp in partitions})
+
+    def _change(self, update: Any) -> None:
+        with self.lock:
+            new = update(self.assignment)
+            if new != self.assignment:
+                for p in self.assignment - new:
+                    self.next_offsets.pop(p, None)
+                self.assignment, self.changed_at = new, time.time()
+                self.first_record_since_change = None
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        with self.lock:
+            if self._in_flight <= 0:
+                return  # a synchronous commit's result: counted where it returned
+            self._in_flight -= 1
+            if err is None and self.mode == "async":
+                self.async_ok += 1
+            elif err is not None:
+                self.errors[f"commit {err.name()}"] += 1
+
+    def _on_error(self, err: KafkaError) -> None:
+        with self.lock:
+            self.errors[f"client {err.name()}"] += 1
+
+    # -- the poll loop ----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        consumer = Consumer(self._conf)
+        self.subscribed_at = time.time()
+        consumer.subscribe([TOPIC], on_assign=self._assigned, on_revoke=self._revoked,
+                           on_lost=self._revoked)
+        next_probe = 0.0
+        try:
+            while not self._close.is_set():
+                mode = self.mode
+                msg = consumer.poll(0.05 if mode == "consume" else 0.01 if mode == "probe" else 0)
+                if msg is not None:
+                    self._record(msg)
+                if mode == "sync":
+                    self._commit_sync(consumer)
+                elif mode == "async":
+                    self._commit_async(consumer)
+                elif mode == "probe" and time.time() >= next_probe:
+                    next_probe = time.time() + PROBE_INTERVAL_S
+                    self._probe(consumer)
+            with self.lock:
+                self.mode = "consume"
+            # outstanding asynchronous commits are answered (or fail) before the close
+            deadline = time.time() + 5
+            while self._in_flight > 0 and time.time() < deadline:
+                consumer.poll(0.05)
+        finally:
+            consumer.close()
+            self.closed_at = time.time()
+
+    def _record(self, msg: Any) -> None:
+        if msg.error():
+            with self.lock:
+                self.errors[f"poll {msg.error().name()}"] += 1
+            return
+        now = time.time()
+        with self.lock:
+            p = msg.partition()
+            if p not in self.assignment:
+                return
+            self.next_offsets[p] = msg.offset() + 1
+            if self.first_record_since_change is None and now > self.changed_at:
+                self.first_record_since_change = now
+            if self.first_record_since_mark is None and now > self.mark_at:
+                self.first_record_since_mark = now
+
+    def _offsets(self) -> list[TopicPartition]:
+        with self.lock:
+            return [TopicPartition(TOPIC, p, o) for p, o in self.next_offsets.items()]
+
+    def _commit(self, consumer: Any, offsets: list[TopicPartition]) -> str | None:
+        """One synchronous commit; the error's name, or None."""
+        try:
+            result = consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            return err.name() if err is not None else repr(exc)
+        failed = [tp.error.name() for tp in result or [] if tp.error is not None]
+        return failed[0] if failed else None
+
+    def _commit_sync(self, consumer: Any) -> None:
+        offsets = self._offsets()
+        if not offsets:
+            return
+        error = self._commit(consumer, offsets)
+        with self.lock:
+            if error is None:
+                self.sync_ok += 1
+                self.partitions_committed += len(offsets)
+            else:
+                self.errors[f"commit {error}"] += 1
+
+    def _commit_async(self, consumer: Any) -> None:
+        while self._in_flight < ASYNC_IN_FLIGHT:
+            offsets = self._offsets()
+            if not offsets:
+                return
+            with self.lock:
+                self._in_flight += 1
+            try:
+                consumer.commit(offsets=offsets, asynchronous=True)
+            except KafkaException as exc:
+                with self.lock:
+                    self._in_flight -= 1
+                    self.errors[f"commit {exc.args[0].name() if exc.args else exc!r}"] += 1
+                return
+
+    def _probe(self, consumer: Any) -> None:
+        offsets = self._offsets()
+        if not offsets:
+            return
+        started = time.time()
+        error = self._commit(consumer, offsets)
+        with self.lock:
+            self.probes.append((started, time.time(), error))
+            if error is not None:
+                self.errors[f"commit {error}"] += 1
+
+
+class Load:
+    """A producer thread writing RATE_PER_PARTITION records a second to every partition."""
+
+    def __init__(self, bootstrap: str, partitions: int) -> None:
+        self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                                   "logger": quiet_logger()})
+        self._partitions = partitions
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-producer", daemon=True)
+        self.errors: Counter[str] = Counter()
+
+    def __enter__(self) -> "Load":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self._producer.flush(10)
+
+    def _run(self) -> None:
+        value = b"x" * 100
+        period = 1.0 / RATE_PER_PARTITION
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            for p in range(self._partitions):
+                try:
+                    self._producer.produce(TOPIC, value, partition=p, on_delivery=self._delivered)
+                except BufferError:
+                    self.errors["BufferError"] += 1
+            self._producer.poll(0)
+            next_at += period
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+
+    def _delivered(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self.errors[err.name()] += 1
+
+
+class Group:
+    """Members of one consumer group and the measurements made on them."""
+
+    def __init__(self, bootstrap: str, partitions: int, strategy: str, auto_commit: bool,
+                 session_timeout_ms: int, heartbeat_interval_ms: int) -> None:
+        self.id = f"bench-{strategy}-{uuid.uuid4().hex[:8]}"
+        self.partitions = partitions
+        self._conf = {"bootstrap.servers": bootstrap, "group.id": self.id,
+                      "partition.assignment.strategy": strategy,
+                      "session.timeout.ms": session_timeout_ms,
+                      "heartbeat.interval.ms": heartbeat_interval_ms,
+                      "auto.offset.reset": "earliest", "enable.auto.commit": auto_commit,
+                      "auto.commit.interval.ms": AUTO_COMMIT_MS}
+        self.members: list[Member] = []
+        self.gone: list[Member] = []
+        self._count = 0
+
+    def add(self) -> Member:
+        self._count += 1
+        member = Member(f"{self.id}-m{self._count}", self._conf)
+        self.members.append(member)
+        member.start()
+        return member
+
+    def remove(self, member: Member) -> float:
+        """Close ``member`` (LeaveGroup) without waiting; returns when it was asked to."""
+        self.members.remove(member)
+        self.gone.append(member)
+        return member.close(wait=False)
+
+    def close(self) -> None:
+        for m in self.members:
+            m.close(wait=False)
+        for m in self.members + self.gone:
+            m.close()
+        self.gone.extend(self.members)
+        self.members = []
+
+    def errors(self) -> dict[str, int]:
+        total: Counter[str] = Counter()
+        for m in self.members + self.gone:
+            with m.lock:
+                total.update(m.errors)
+        return dict(total)
+
+    def settle(self, t0: float, timeout: float, joiner: Member | None = None) -> dict[str, Any] | None:
+        """Wait until every partition is owned exactly once (``joiner`` among the owners) and every
+        owner has received a record since its assignment changed (or since ``t0``); the seconds
+        from ``t0`` to then and to the last assignment, or None after ``timeout``."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            time.sleep(0.01)
+            owned: list[int] = []
+            consumed: list[float] = []
+            assigned = t0
+            ready = True
+            for m in self.members:
+                with m.lock:
+                    owned.extend(m.assignment)
+                    if not m.assignment:
+                        continue
+                    changed = m.changed_at > t0
+                    first = m.first_record_since_change if changed else m.first_record_since_mark
+                    if changed:
+                        assigned = max(assigned, m.changed_at)
+                if first is None:
+                    ready = False
+                    break
+                consumed.append(first)
+            if (not ready or sorted(owned) != list(range(self.partitions))
+                    or (joiner is not None and not joiner.assignment)):
+                continue
+            revoked = [r for m in self.members for r in m.revoked_at if r > t0]
+            return {"settled_s": round(max(consumed) - t0, 3), "assigned_s": round(assigned - t0, 3),
+                    "last_revocation_s": round(max(revoked) - t0, 3) if revoked else None}
+        return None
+
+    def form(self, members: int, timeout: float) -> dict[str, Any] | None:
+        """Start ``members`` members at once; settle() of the group's first rebalance."""
+        t0 = time.time()
+        for _ in range(members):
+            self.add()
+        self.mark_all(t0)
+        return self.settle(t0, timeout)
+
+    def mark_all(self, at: float) -> None:
+        for m in self.members:
+            m.mark(at)
+
+
+def _median(values: list[float | None]) -> float | None:
+    measured = [v for v in values if v is not None]
+    return round(statistics.median(measured), 3) if measured else None
+
+
+def _rebalances(bootstrap: str, partitions: int, members: int, rounds: int, strategy: str,
+                settings: dict[str, int], timeout: float) -> dict[str, Any]:
+    """(1) for one strategy: the group's forming, then ``rounds`` x (a join, a leave)."""
+    group = Group(bootstrap, partitions, strategy, True, settings["session_timeout_ms"],
+                  settings["heartbeat_interval_ms"])
+    out: dict[str, Any] = {"strategy": strategy, "group": group.id, "join": [], "leave": []}
+    try:
+        out["form"] = group.form(members, timeout)
+        for _ in range(rounds):
+            time.sleep(1)
+            t0 = time.time()
+            group.mark_all(t0)
+            joiner = group.add()
+            out["join"].append(group.settle(t0, timeout, joiner))
+            time.sleep(1)
+            leaver = group.members[0]
+            t0 = time.time()
+            group.mark_all(t0)
+            group.remove(leaver)
+            out["leave"].append(group.settle(t0, timeout))
+    finally:
+        group.close()
+    for kind in ("join", "leave"):
+        out[f"{kind}_s"] = _median([r and r["settled_s"] for r in out[kind]])
+        out[f"{kind}_assigned_s"] = _median([r and r["assigned_s"] for r in out[kind]])
+    out["client_errors"] = group.errors()
+    return out
+
+
+def _commit_rates(group: Group, seconds: float) -> dict[str, Any]:
+    """(2) synchronous, then asynchronous commits of every member's partitions, back to back."""
+    out: dict[str, Any] = {"seconds": seconds}
+    for mode, counter in (("sync", "sync_ok"), ("async", "async_ok")):
+        for m in group.members:
+            m.set_mode(mode)
+        time.sleep(0.5)  # every member is committing
+        before = [(getattr(m, counter), m.partitions_committed) for m in group.members]
+        started = time.time()
+        time.sleep(seconds)
+        after = [(getattr(m, counter), m.partitions_committed) for m in group.members]
+        elapsed = time.time() - started
+        commits = sum(a[0] - b[0] for a, b in zip(after, before))
+        out[f"{mode}_commits_per_s"] = round(commits / elapsed, 1)
+        if mode == "sync":
+            out["sync_partitions_per_s"] = round(sum(a[1] - b[1] for a, b in zip(after, before)) / elapsed, 1)
+        for m in group.members:
+            m.set_mode("consume")
+        time.sleep(0.5)
+    return out
+
+
+def _coordinator(bootstrap: str, group_id: str) -> dict[str, Any]:
+    """The group's coordinator as DescribeGroups names it, and the leader of its offsets
+    partition (they must agree)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
+    described = admin.describe_consumer_groups([group_id], request_timeout=10)[group_id].result(15)
+    offsets = describe_topics(bootstrap, [OFFSETS_TOPIC])[0]["partitions"]
+    partition = partition_for(group_id, len(offsets))
+    return {"describe_groups": described.coordinator.id, "offsets_partition": partition,
+            "offsets_partition_leader": offsets[partition]["leader"], "state": getattr(described.state, "name", str(described.state)),
+            "members": len(described.members)}
+
+
+def _wait_stable(bootstrap: str, group: Group, timeout: float) -> dict[str, Any]:
+    """Wait until the coordinator reports the group Stable with just its live members (members
+    a failover made rejoin under new ids leave stale ones behind until their sessions expire)
+    and every member owning partitions has committed since; the coordinator's description."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        described = _coordinator(bootstrap, group.id)
+        if described["state"] == "STABLE" and described["members"] == len(group.members):
+            since = time.time()
+            if _first_commits(group, since, max(1.0, deadline - time.time()))[1] is not None:
+                return described
+        time.sleep(0.5)
+    raise ClusterError(f"group {group.id} not stable with {len(group.members)} members after {timeout:g} s")
+
+
+def _wait_coordinator(bootstrap: str, timeout: float) -> None:
+    """The first FindCoordinator creates `__consumer_offsets`; a group's forming is timed only
+    once coordinators answer, so the topic's creation is not counted in it."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            _coordinator(bootstrap, "bench-warm-up")
+            return
+        except Exception:  # noqa: BLE001 - COORDINATOR_NOT_AVAILABLE while the topic is made
+            if time.time() > deadline:
+                raise ClusterError(f"no group coordinator after {timeout:g} s") from None
+            time.sleep(0.2)
+
+
+def _first_commits(group: Group, after: float, timeout: float) -> tuple[float | None, float | None]:
+    """Seconds from ``after`` to the first successful probe commit started after it, and to the
+    moment every member owning partitions has had one (None: not within ``timeout``)."""
+    deadline = time.time() + timeout
+    first = None
+    while time.time() < deadline:
+        done = []
+        for m in group.members:
+            with m.lock:
+                ok = [end for start, end, err in m.probes if start > after and err is None]
+                owns = bool(m.assignment)
+            if ok:
+                done.append(min(ok))
+            elif owns:
+                done.append(None)
+        got = [d for d in done if d is not None]
+        if got:
+            first = min(got)
+            if all(d is not None for d in done):
+                return round(first - after, 3), round(max(got) - after, 3)
+        time.sleep(0.05)
+    return (round(first - after, 3) if first else None), None
+
+
+def _commit_gap(group: Group, since: float) -> float | None:
+    """The longest pause, after ``since``, between one member's successful probe commits (from
+    its last success before ``since``), over all members."""
+    gaps = []
+    for m in group.members:
+        with m.lock:
+            ends = [end for _, end, err in m.probes if err is None]
+        before = [e for e in ends if e <= since]
+        after = [e for e in ends if e > since]
+        times = before[-1:] + after
+        gaps.extend(b - a for a, b in zip(times, times[1:]))
+    return round(max(gaps), 3) if gaps else None
+
+
+def _log_time(line: str) -> float | None:
+    """The wall-clock time of a broker log line ("2026-11-24 00:05:34,753 INFO ...")."""
+    try:
+        return time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S")) + int(line[20:23]) / 1000
+    except (ValueError, OverflowError):
+        return None
+
+
+def _failover_phases(cluster: LocalCluster, victim: int, partition: int, killed: float) -> dict[str, Any]:
+    """From the brokers' logs: when the controller saw the coordinator's broker die (its
+    ZooKeeper session expired), when the new leader's LeaderAndIsr was answered, and when the
+    new coordinator had read the group back from its `__consumer_offsets` partition."""
+    out: dict[str, Any] = {}
+    others = [b for b in cluster.broker_ids if b != victim]
+    for b in others:
+        for rec in timing_records(cluster.broker_dir(b) / "broker.log"):
+            # the coordinator's broker was the controller too: a new one is elected instead
+            seen = (rec.get("event") == "BrokerChange" and rec.get("dead") == [victim]) or rec.get("event") == "Startup"
+            if seen and (rec.get("fired") or 0) > killed:
+                out["coordinator_was_controller"] = rec["event"] == "Startup"
+                out["broker_death_seen_s"] = round(rec["fired"] - killed, 3)
+                if "lai_acked" in rec:
+                    out["leaders_moved_s"] = round(rec["lai_acked"] - killed, 3)
+    mark = f"offsets partition {partition} (leader epoch "
+    for b in others:
+        try:
+            lines = (cluster.broker_dir(b) / "broker.log").read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            at = _log_time(line) if mark in line and "loaded" in line else None
+            if at is not None and at > killed:
+                out["group_loaded_s"], out["new_coordinator"] = round(at - killed, 3), b
+                # "... loaded 1 groups from 29051 records in 1732 ms"
+                words = line.split()
+                out["load_records"], out["load_ms"] = int(words[-5]), int(words[-2])
+                break
+    return out
+
+
+def _failovers(cluster: LocalCluster, bootstrap: str, group: Group, rounds: int,
+               timeout: float) -> dict[str, Any]:
+    """(3) ``rounds`` x (kill -9 the coordinator, time the first commit, restart it, move the
+    leaders back)."""
+    out: dict[str, Any] = {"rounds": []}
+    for m in group.members:
+        m.set_mode("probe")
+    for _ in range(rounds):
+        coordinator = _wait_stable(bootstrap, group, timeout)
+        victim = coordinator["describe_groups"]
+        killed = time.time()
+        cluster.kill_broker(victim, signal.SIGKILL)
+        first, every = _first_commits(group, killed, timeout)
+        r: dict[str, Any] = {"coordinator": coordinator, "first_commit_s": first, "every_member_commit_s": every,
+                             **_failover_phases(cluster, victim, coordinator["offsets_partition"], killed)}
+        cluster.start_broker(victim)
+        restarted = time.time()
+        r["isrs_full_s"] = round(wait_full_isrs(bootstrap, [TOPIC, OFFSETS_TOPIC], timeout) - restarted, 3)
+        # the preferred leader election moves the group back to its restarted coordinator: a
+        # graceful move (the old coordinator resigns and answers NOT_COORDINATOR)
+        moved = time.time()
+        elect_leaders(bootstrap, None, timeout=60)
+        time.sleep(3)
+        r["moved_back_longest_commit_gap_s"] = _commit_gap(group, moved)
+        r["coordinator_after"] = _coordinator(bootstrap, group.id)["describe_groups"]
+        out["rounds"].append(r)
+    _wait_stable(bootstrap, group, timeout)
+    for m in group.members:
+        m.set_mode("consume")
+    for key in ("first_commit_s", "every_member_commit_s", "broker_death_seen_s", "group_loaded_s",
+                "load_records", "load_ms", "moved_back_longest_commit_gap_s"):
+        out[key] = _median([r.get(key) for r in out["rounds"]])
+    return out
+
+
+def _broker_tracebacks(cluster: LocalCluster) -> list[str]:
+    """The line after each 'Traceback' header in the broker logs (the first frame), per broker."""
+    found = []
+    for b in cluster.broker_ids:
+        try:
+            lines = (cluster.broker_dir(b) / "broker.log").read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for i, line in enumerate(lines):
+            if line.startswith("Traceback"):
+                tail = next((x for x in lines[i + 1:i + 60] if x and not x.startswith(" ")), "")
+                found.append(f"broker {b}: {lines[i - 1][:160] if i else ''} -> {tail[:200]}")
+    return found
+
+
+def run_groups_bench(members: int, partitions: int, rounds: int = DEFAULT_ROUNDS,
+                     keep_dir: Path | None = None, *, commit_seconds: float = COMMIT_SECONDS,
+                     initial_rebalance_delay_ms: int = INITIAL_REBALANCE_DELAY_MS,
+                     session_timeout_ms: int = SESSION_TIMEOUT_MS,
+                     heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS,
+                     timeout: float = 120.0) -> dict[str, Any]:
+    if members < 1 or partitions < members + 1 or rounds < 1:
+        raise ClusterError("a groups bench needs a member, more partitions than members + 1, and a round")
+    previous_sigterm = exit_on_sigterm()
+    tmp = Path(keep_dir) if keep_dir else Path(tempfile.mkdtemp(prefix="odradek-groups-"))
+    cluster = LocalCluster(tmp, BROKERS, base_port=free_port_block(BROKERS), zk_port=free_port(),
+                           broker_args={"group_initial_rebalance_delay_ms": initial_rebalance_delay_ms})
+    settings = {"group_initial_rebalance_delay_ms": initial_rebalance_delay_ms,
+                "session_timeout_ms": session_timeout_ms, "heartbeat_interval_ms": heartbeat_interval_ms,
+                "auto_commit_interval_ms": AUTO_COMMIT_MS, "records_per_s_per_partition": RATE_PER_PARTITION}
+    result: dict[str, Any] = {"members": members, "partitions": partitions, "rounds": rounds,
+                              "brokers": BROKERS, "replication_factor": 3, "settings": settings,
+                              "machine": machine(), "cpu_probe_s": cpu_probe_s()}
+    try:
+        bootstrap = cluster.up(timeout=120)
+        create_topic(bootstrap, TOPIC, partitions, 3, timeout=120)
+        wait_full_isrs(bootstrap, [TOPIC], timeout)
+        _wait_coordinator(bootstrap, timeout)
+        wait_full_isrs(bootstrap, [TOPIC, OFFSETS_TOPIC], timeout)
+        with Load(bootstrap, partitions) as load:
+            for key, strategy in (("eager", EAGER), ("cooperative", COOPERATIVE)):
+                result[key] = _rebalances(bootstrap, partitions, members, rounds, strategy, settings, timeout)
+            group = Group(bootstrap, partitions, EAGER, False, session_timeout_ms, heartbeat_interval_ms)
+            try:
+                result["commit_group_form"] = group.form(members, timeout)
+                # failovers first: the commit rates' tens of thousands of offset records would
+                # otherwise be in the log the new coordinator reads back
+                result["coordinator_failover"] = _failovers(cluster, bootstrap, group, rounds, timeout)
+                result["commits"] = _commit_rates(group, commit_seconds)
+            finally:
+                group.close()
+            result["commit_group_client_errors"] = group.errors()
+            result["producer_errors"] = dict(load.errors)
+        result["machine"]["loadavg_1m_after"] = round(os.getloadavg()[0], 2)
+    finally:
+        result["broker_tracebacks"] = _broker_tracebacks(cluster)
+        # the cluster is thrown away: no controlled shutdown (the last broker would wait out
+        # its retries with nobody left to lead its partitions)
+        for b in cluster.broker_ids:
+            if cluster.broker_pid(b) is not None:
+                cluster.kill_broker(b, signal.SIGKILL)
+        tear_down(cluster, tmp, keep_dir, previous_sigterm)
+    return result
+
+
+def _s(value: float | None, missing: str = "not settled") -> str:
+    return missing if value is None else f"{value:.2f} s"
+
+
+def format_result(r: dict[str, Any]) -> str:
+    s = r["settings"]
+    delay_s = s["group_initial_rebalance_delay_ms"] / 1000
+    failover_goal = s["session_timeout_ms"] / 1000 + GOAL_FAILOVER_MARGIN_S
+    lines = [
+        f"{r['members']} members, {r['partitions']} partitions (RF {r['replication_factor']}, "
+        f"{r['brokers']} brokers), medians of {r['rounds']} rounds; machine: {format_machine(r['machine'])}, "
+        f"CPU probe {r['cpu_probe_s']:.2f} s",
+        f"settings: group.initial.rebalance.delay.ms {s['group_initial_rebalance_delay_ms']} (brokers), "
+        f"session.timeout.ms {s['session_timeout_ms']}, heartbeat.interval.ms {s['heartbeat_interval_ms']}, "
+        f"auto.commit.interval.ms {s['auto_commit_interval_ms']} (rebalance groups)",
+    ]
+    for key in ("eager", "cooperative"):
+        g = r[key]
+        form = g["form"]
+        lines.append(f"{key} ({g['strategy']}): group formed from Empty in {_s(form and form['settled_s'])} "
+                     f"(goal {GOAL_REBALANCE_S + delay_s:g} s: the initial delay applies)")
+        for kind in ("join", "leave"):
+            runs = ", ".join(_s(x and x["settled_s"]) for x in g[kind])
+            lines.append(f"  {kind}: {_s(g[kind + '_s'])} (goal {GOAL_REBALANCE_S:g} s, no initial "
+                         f"delay: the group is not Empty; rounds {runs}; assignment complete "
+                         f"{_s(g.get(kind + '_assigned_s'))})")
+    c = r["commits"]
+    lines.append(f"offset commits: {c['sync_commits_per_s']:,.1f} synchronous/s "
+                 f"({c['sync_partitions_per_s']:,.0f} partition offsets/s), {c['async_commits_per_s']:,.1f} "
+                 f"asynchronous/s (<= {ASYNC_IN_FLIGHT} in flight per member), all members together")
+    f = r["coordinator_failover"]
+    runs = ", ".join(_s(x["first_commit_s"]) for x in f["rounds"])
+    lines.append(f"coordinator failover (kill -9 -> a synchronous commit succeeds): {_s(f['first_commit_s'])} "
+                 f"(goal {failover_goal:g} s = session timeout + {GOAL_FAILOVER_MARGIN_S:g} s; rounds {runs}); "
+                 f"every member committed: {_s(f['every_member_commit_s'])}")
+    lines.append(f"  of which: broker death seen by the controller {_s(f.get('broker_death_seen_s'), 'unknown')} "
+                 f"(the brokers' ZooKeeper session timeout), group loaded by the new coordinator "
+                 f"{_s(f.get('group_loaded_s'), 'unknown')} (reading {f.get('load_records') or 0:,.0f} records "
+                 f"took {f.get('load_ms') or 0:,.0f} ms); coordinator moved back by a preferred leader "
+                 f"election: longest pause between a member's commits "
+                 f"{_s(f.get('moved_back_longest_commit_gap_s'), 'no commit succeeded')}")
+    if r.get("broker_tracebacks"):
+        lines.append(f"broker tracebacks: {len(r['broker_tracebacks'])}: {r['broker_tracebacks'][:3]}")
+    return "\n".join(lines)
