@@ -108,6 +108,17 @@ def test_corrupt_batch_is_rejected_and_stores_nothing(cluster: LocalCluster, top
     assert segment_bytes(cluster, leader, topic, 1) == before
 
 
+def test_a_keyless_record_for_a_compacted_topic_is_invalid_record(cluster: LocalCluster) -> None:
+    """Kafka's LogValidator: a compacted topic keeps the latest record per key, so a record with
+    no key is refused (INVALID_RECORD) and nothing of its batch is stored; keyed ones go in."""
+    create_topic(cluster.bootstrap_servers, "compacted-bad", 1, 3, {"cleanup.policy": "compact"})
+    leader = leader_of(cluster, "compacted-bad", 0)
+    conn = raw(cluster, leader)
+    assert produce_raw(conn, "compacted-bad", 0, build_batch([(b"k", b"v"), (None, b"x")])) == ErrorCode.INVALID_RECORD
+    assert produce_raw(conn, "compacted-bad", 0, build_batch([(b"k", b"v")])) == ErrorCode.NONE
+    assert [(k, v) for _, _, k, v in consume_all(cluster.bootstrap_servers, "compacted-bad", 1, 1)] == [(b"k", b"v")]
+
+
 def test_invalid_acks_value(cluster: LocalCluster, topic: str) -> None:
     leader = leader_of(cluster, topic, 2)
     conn = raw(cluster, leader)

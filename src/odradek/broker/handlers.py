@@ -24,6 +24,7 @@ from odradek.metadata import TopicPartition
 from odradek.protocol import controller_api, fast_paths, kio_util
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import parse_request_header
+from odradek.protocol.records import has_keyless_record
 
 log = logging.getLogger("odradek.broker.handlers")
 
@@ -113,6 +114,9 @@ class KafkaApis:
             return None, ErrorCode.CORRUPT_MESSAGE, -1
         if len(records) > self.ctx.config.message_max_bytes:
             return None, ErrorCode.MESSAGE_TOO_LARGE, -1
+        if partition.log.config.compact and has_keyless_record(records):
+            log.info("%s: rejected produce: a record without a key for a compacted topic", tp)
+            return None, ErrorCode.INVALID_RECORD, -1
         if acks == -1 and len(partition.isr) < partition.min_insync_replicas:
             return None, ErrorCode.NOT_ENOUGH_REPLICAS, -1
         try:

@@ -253,6 +253,21 @@ def iter_records(section: Buffer, count: int) -> Iterator[RawRecord]:
         pos = body + length
 
 
+def has_keyless_record(buf: Buffer) -> bool:
+    """Whether some record in `buf` has a null key: Kafka's LogValidator refuses those for a
+    compacted topic (INVALID_RECORD), where a keyless record could never be compacted away.
+    Batches this process cannot decompress, or cannot parse, are left to the log's own checks."""
+    view = memoryview(buf)
+    try:
+        for h in iter_batches(view):
+            section = records_section(view[h.position:h.position + h.size], h)
+            if any(r.key is None for r in iter_records(section, h.record_count)):
+                return True
+    except (UnsupportedCompressionError, ValueError, IndexError, EOFError, OSError):
+        return False
+    return False
+
+
 def build_filtered_batch(batch: Buffer, header: BatchHeader, section: Buffer,
                          kept: list[RawRecord], delete_horizon_ms: int | None) -> bytes:
     """The batch with only the `kept` records (Kafka's MemoryRecords.filterTo with
