@@ -11,6 +11,7 @@ offsets partition reads it quickly.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from odradek.group.group_metadata import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
 from odradek.metadata import TopicPartition
@@ -53,18 +54,6 @@ class GroupKey:
 
 
 @dataclass(frozen=True, slots=True)
-class StoredMember:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
-    subscription: bytes
-    assignment: bytes
-
-
-@dataclass(frozen=True, slots=True)
 class StoredGroup:
     """A group as its last GroupMetadataValue describes it."""
 
@@ -73,7 +62,9 @@ class StoredGroup:
     protocol_name: str | None
     leader_id: str | None
     state_timestamp_ms: int
-    members: tuple[StoredMember, ...]
+    # (member id, group instance id, client id, client host, rebalance timeout ms,
+    #  session timeout ms, subscription, assignment): _MEMBER_V3's fields
+    members: tuple[tuple[str, str | None, str, str, int, int, bytes, bytes], ...]
 
 
 def offset_commit_key(group: str, tp: TopicPartition) -> bytes:
@@ -113,30 +104,31 @@ def read_key(key: bytes) -> OffsetKey | GroupKey:
     raise UnknownRecordError(f"unknown key version {version}")
 
 
-def read_offset_value(value: bytes) -> OffsetAndMetadata:
+def _read_value(value: bytes, schemas: dict[int, Struct], what: str) -> tuple[int, tuple[Any, ...]]:
+    """(version, fields) of a value whose version has a schema here; UnknownRecordError else."""
     try:
         version, pos = decode(_VERSION, value, exact=False)
-        if version == 3:
-            (offset, epoch, metadata, ts), _ = decode(_OFFSET_COMMIT_VALUE_V3, value, pos, exact=False)
-            return OffsetAndMetadata(offset, epoch, metadata, ts)
-        if version == 1:
-            (offset, metadata, ts, _expire), _ = decode(_OFFSET_COMMIT_VALUE_V1, value, pos, exact=False)
-            return OffsetAndMetadata(offset, -1, metadata, ts)
+        schema = schemas.get(version)
+        if schema is None:
+            raise UnknownRecordError(f"unknown {what} value version {version}")
+        return version, decode(schema, value, pos, exact=False)[0]
     except SchemaError as exc:
-        raise UnknownRecordError(f"unreadable offset value: {exc}") from None
-    raise UnknownRecordError(f"unknown offset value version {version}")
+        raise UnknownRecordError(f"unreadable {what} value: {exc}") from None
+
+
+def read_offset_value(value: bytes) -> OffsetAndMetadata:
+    version, fields = _read_value(value, {3: _OFFSET_COMMIT_VALUE_V3, 1: _OFFSET_COMMIT_VALUE_V1}, "offset")
+    if version == 3:
+        offset, epoch, metadata, ts = fields
+        return OffsetAndMetadata(offset, epoch, metadata, ts)
+    offset, metadata, ts, _expire = fields
+    return OffsetAndMetadata(offset, -1, metadata, ts)
 
 
 def read_group_value(value: bytes) -> StoredGroup:
-    try:
-        version, pos = decode(_VERSION, value, exact=False)
-        if version != GROUP_METADATA_VALUE_VERSION:
-            raise UnknownRecordError(f"unknown group value version {version}")
-        (ptype, generation, protocol, leader, ts, members), _ = decode(_GROUP_METADATA_VALUE_V3, value, pos,
-                                                                       exact=False)
-    except SchemaError as exc:
-        raise UnknownRecordError(f"unreadable group value: {exc}") from None
-    return StoredGroup(ptype, generation, protocol, leader, ts, tuple(StoredMember(*m) for m in members))
+    _, (ptype, generation, protocol, leader, ts, members) = _read_value(
+        value, {GROUP_METADATA_VALUE_VERSION: _GROUP_METADATA_VALUE_V3}, "group")
+    return StoredGroup(ptype, generation, protocol, leader, ts, tuple(members))
 
 
 def group_from_stored(group_id: str, stored: StoredGroup) -> GroupMetadata:
@@ -146,11 +138,9 @@ def group_from_stored(group_id: str, stored: StoredGroup) -> GroupMetadata:
     group.generation_id = stored.generation_id
     group.protocol_type = stored.protocol_type or None
     group.protocol_name = stored.protocol_name
-    for m in stored.members:
-        protocols = [(stored.protocol_name, m.subscription)] if stored.protocol_name else []
-        member = MemberMetadata(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                m.rebalance_timeout_ms, m.session_timeout_ms, stored.protocol_type, protocols,
-                                assignment=m.assignment)
-        group.add(member, None)
+    for member_id, instance_id, client_id, host, rebalance_ms, session_ms, subscription, assignment in stored.members:
+        protocols = [(stored.protocol_name, subscription)] if stored.protocol_name else []
+        group.add(MemberMetadata(member_id, instance_id, client_id, host, rebalance_ms, session_ms,
+                                 stored.protocol_type, protocols, assignment=assignment), None)
     group.leader_id = stored.leader_id if stored.leader_id in group.members else group.leader_id
     return group
