@@ -14,6 +14,9 @@ def test_bench_groups_small_run_reports_every_figure() -> None:
         measured = result[strategy]
         assert measured["form"]["settled_s"] > 0
         assert measured["join_s"] > 0 and measured["leave_s"] > 0
+        # the coordinator's log gives the steps in between: prepared, every member rejoined, stable
+        assert measured["join_coordinator"]["rebalances"] >= 1
+        assert measured["leave_coordinator"]["stable_s"] > 0
     commits = result["commits"]
     assert commits["sync_commits_per_s"] > 0 and commits["async_commits_per_s"] > 0
     failover = result["coordinator_failover"]

@@ -31,6 +31,7 @@ explicitly. Errors the clients saw are counted by name, and broker tracebacks ar
 from __future__ import annotations
 
 import os
+import random
 import signal
 import statistics
 import tempfile
@@ -392,19 +393,23 @@ def _rebalances(bootstrap: str, partitions: int, members: int, rounds: int, stra
                   settings["heartbeat_interval_ms"])
     out: dict[str, Any] = {"strategy": strategy, "group": group.id, "join": [], "leave": []}
     try:
+        started = time.time()
         out["form"] = group.form(members, timeout)
+        if out["form"]:
+            out["form"]["at"] = started
         for _ in range(rounds):
-            time.sleep(1)
-            t0 = time.time()
-            group.mark_all(t0)
-            joiner = group.add()
-            out["join"].append(group.settle(t0, timeout, joiner))
-            time.sleep(1)
-            leaver = group.members[0]
-            t0 = time.time()
-            group.mark_all(t0)
-            group.remove(leaver)
-            out["leave"].append(group.settle(t0, timeout))
+            for kind in ("join", "leave"):
+                # a change comes at a random moment of the members' heartbeat cycle (the last
+                # rebalance lined their heartbeats up), so the wait for the next one is too
+                time.sleep(1 + random.uniform(0, settings["heartbeat_interval_ms"] / 1000))
+                t0 = time.time()
+                group.mark_all(t0)
+                if kind == "join":
+                    settled = group.settle(t0, timeout, group.add())
+                else:
+                    group.remove(group.members[0])
+                    settled = group.settle(t0, timeout)
+                out[kind].append(settled and {**settled, "at": t0})
     finally:
         group.close()
     for kind in ("join", "leave"):
@@ -590,6 +595,43 @@ def _failovers(cluster: LocalCluster, bootstrap: str, group: Group, rounds: int,
     return out
 
 
+def _coordinator_steps(cluster: LocalCluster, measured: dict[str, Any]) -> None:
+    """Adds to each join, leave and forming of ``measured`` (one strategy's results) what its
+    coordinator logged, in seconds from the change: the rebalance prepared (the JoinGroup or
+    LeaveGroup that started it arrived), every member rejoined (the generation made; members
+    hear of a rebalance in a heartbeat answer) and the group stable (the leader's assignment
+    stored); and how many rebalances it took (KIP-429: two for a cooperative join)."""
+    prefix = f"odradek.group.coordinator: group {measured['group']}: "
+    steps: list[tuple[float, str]] = []
+    for b in cluster.broker_ids:
+        try:
+            text = (cluster.broker_dir(b) / "broker.log").read_text(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            at = line.find(prefix)
+            when = _log_time(line) if at >= 0 else None
+            if when is not None:
+                steps.append((when, line[at + len(prefix):]))
+    steps.sort()
+    for r in [measured.get("form")] + measured["join"] + measured["leave"]:
+        if not r:
+            continue
+        t0, end = r["at"], r["at"] + r["settled_s"] + 0.002  # log stamps are to the millisecond
+        mine = [(t, what) for t, what in steps if t0 - 0.002 <= t <= end]
+        prepared = [t for t, what in mine if what.startswith("preparing to rebalance")]
+        made = [t for t, what in mine if what.startswith("generation ")]
+        stable = [t for t, what in mine if what.startswith("stable at generation")]
+        r["coordinator"] = {"prepared_s": round(prepared[0] - t0, 3) if prepared else None,
+                            "all_rejoined_s": round(made[-1] - t0, 3) if made else None,
+                            "stable_s": round(stable[-1] - t0, 3) if stable else None,
+                            "rebalances": len(made)}
+    for kind in ("join", "leave"):
+        rounds = [r["coordinator"] for r in measured[kind] if r and "coordinator" in r]
+        measured[f"{kind}_coordinator"] = {key: _median([c[key] for c in rounds])
+                                           for key in ("prepared_s", "all_rejoined_s", "stable_s", "rebalances")}
+
+
 def _broker_tracebacks(cluster: LocalCluster) -> list[str]:
     """The line after each 'Traceback' header in the broker logs (the first frame), per broker."""
     found = []
@@ -646,6 +688,9 @@ def run_groups_bench(members: int, partitions: int, rounds: int = DEFAULT_ROUNDS
         result["machine"]["loadavg_1m_after"] = round(os.getloadavg()[0], 2)
     finally:
         result["broker_tracebacks"] = _broker_tracebacks(cluster)
+        for key in ("eager", "cooperative"):
+            if key in result:
+                _coordinator_steps(cluster, result[key])
         # the cluster is thrown away: no controlled shutdown (the last broker would wait out
         # its retries with nobody left to lead its partitions)
         for b in cluster.broker_ids:
@@ -681,6 +726,11 @@ def format_result(r: dict[str, Any]) -> str:
             lines.append(f"  {kind}: {_s(g[kind + '_s'])} (goal {GOAL_REBALANCE_S:g} s, no initial "
                          f"delay: the group is not Empty; rounds {runs}; assignment complete "
                          f"{_s(g.get(kind + '_assigned_s'))})")
+            c = g.get(f"{kind}_coordinator")
+            if c:
+                lines.append(f"    coordinator: rebalance prepared {_s(c['prepared_s'], '-')}, every member "
+                             f"rejoined {_s(c['all_rejoined_s'], '-')}, stable {_s(c['stable_s'], '-')}, "
+                             f"{c['rebalances'] or 0:g} rebalance(s)")
     c = r["commits"]
     lines.append(f"offset commits: {c['sync_commits_per_s']:,.1f} synchronous/s "
                  f"({c['sync_partitions_per_s']:,.0f} partition offsets/s), {c['async_commits_per_s']:,.1f} "
