@@ -29,7 +29,7 @@ def make_coordinator(data_dir: Path, **config: Any) -> tuple[GroupCoordinator, P
     tp = TopicPartition(OFFSETS_TOPIC, 0)
     partition = Partition(tp, Log.open(data_dir / f"{OFFSETS_TOPIC}-0", LogConfig()), broker_id=0)
     partition.apply_state(PartitionState(tp, 1, 0, 0, (0,), 0, (0,)))
-    manager = GroupMetadataManager(OFFSETS_PARTITIONS, lambda t: partition if t == tp else None, 5.0, 1 << 20)
+    manager = GroupMetadataManager(lambda: OFFSETS_PARTITIONS, lambda t: partition if t == tp else None, 5.0, 1 << 20)
     coordinator = GroupCoordinator(manager, GroupConfig(**{"initial_rebalance_delay_ms": 50, **config}))
     return coordinator, partition
 
@@ -182,7 +182,9 @@ def test_deleting_and_expiring(tmp_path: Path) -> None:
         m = (await join_new(c)).member_id
         assert (await c.delete_groups(["g", "unknown"])) == {"g": ErrorCode.NON_EMPTY_GROUP,
                                                              "unknown": ErrorCode.GROUP_ID_NOT_FOUND}
-        assert c.delete_offsets("g", [TP])[0] == ErrorCode.NONE  # PreparingRebalance: no subscription known yet
+        # its first rebalance is still in progress: what it subscribes to is not known yet, so
+        # (as Kafka's isSubscribedToTopic) it counts as subscribed
+        assert c.delete_offsets("g", [TP]) == (ErrorCode.NONE, {TP: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC})
         assert c.leave_group("g", [(m, None)]) == (ErrorCode.NONE, [ErrorCode.NONE])
         await asyncio.sleep(0.1)
         assert (await c.delete_groups(["g"])) == {"g": ErrorCode.NONE}
@@ -198,3 +200,39 @@ def test_deleting_and_expiring(tmp_path: Path) -> None:
 def test_unreadable_records_are_refused(value: bytes) -> None:
     with pytest.raises(group_records.UnknownRecordError):
         group_records.read_offset_value(value)
+
+
+def test_review_findings_against_kafka(tmp_path: Path) -> None:
+    """Rules where a first version differed from Kafka's GroupCoordinator."""
+    async def test(c: GroupCoordinator) -> None:
+        # a new leader epoch of an offsets partition this broker keeps leading reloads nothing
+        m = (await join_new(c)).member_id
+        await c.sync_group("g", 1, m, None, None, None, {m: b"x"})
+        group = c.manager.get("g")
+        c.on_election(0, 5)
+        assert c.group_error("g") is None and c.manager.get("g") is group
+        # an assign() consumer's commit (generation -1, a member id) to an Empty group is stored
+        await c.commit_offsets("simple", "", None, -1, {TP: OffsetAndMetadata(1)})
+        assert (await c.commit_offsets("simple", "someone", None, -1, {TP: OffsetAndMetadata(2)}))[TP] == ErrorCode.NONE
+        # a member that sends JoinGroup twice gets an answer to the first as well (a member
+        # told MEMBER_ID_REQUIRED that has not joined yet keeps the rebalance open meanwhile)
+        pending = await join(c)
+        first = asyncio.ensure_future(join(c, member_id=m))
+        await asyncio.sleep(0.01)
+        second = asyncio.ensure_future(join(c, member_id=m))
+        assert (await asyncio.wait_for(first, 1)).error == ErrorCode.REBALANCE_IN_PROGRESS
+        assert (await join(c, member_id=pending.member_id)).generation_id == 2
+        assert (await asyncio.wait_for(second, 1)).generation_id == 2
+    run(test, tmp_path)
+
+
+def test_a_static_member_rejoining_during_a_rebalance_completes_it(tmp_path: Path) -> None:
+    async def test(c: GroupCoordinator) -> None:
+        a = await join_new(c, instance="a", rebalance_ms=10_000)
+        b = asyncio.ensure_future(join_new(c, instance="b", rebalance_ms=10_000))  # a must rejoin now
+        await asyncio.sleep(0.01)
+        # a restarted: it joins with a new member id; every member is back, so no 10 s wait
+        rejoined = await asyncio.wait_for(join(c, instance="a", rebalance_ms=10_000), 2)
+        assert rejoined.error == ErrorCode.NONE and rejoined.member_id != a.member_id
+        assert (await asyncio.wait_for(b, 2)).generation_id == rejoined.generation_id == 2
+    run(test, tmp_path)

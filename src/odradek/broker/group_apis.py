@@ -17,7 +17,7 @@ from odradek.broker import apis
 from odradek.broker.context import BrokerContext
 from odradek.broker.topic_admin import assign_replicas
 from odradek.group.group_metadata import OffsetAndMetadata
-from odradek.group.group_metadata_manager import OFFSETS_TOPIC, now_ms, partition_for
+from odradek.group.group_metadata_manager import OFFSETS_TOPIC, now_ms
 from odradek.metadata import TopicAssignment, TopicPartition
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
@@ -104,7 +104,7 @@ def _coordinator_for(ctx: BrokerContext, key: str, key_type: int) -> tuple[int, 
     if partitions is None:
         _creator.ensure(ctx)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {OFFSETS_TOPIC}", -1, "", -1
-    state = partitions.get(partition_for(key, len(partitions)))
+    state = partitions.get(ctx.group_coordinator.manager.partition_for(key))
     broker = None if state is None else ctx.metadata.broker(state.leader)
     if broker is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's offsets partition has no leader", -1, "", -1
@@ -130,6 +130,10 @@ async def join_group(ctx: BrokerContext, header: Any, req: Any, version: int, pe
 
 
 async def sync_group(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    if version >= 5 and (req.protocol_type is None or req.protocol_name is None):
+        # Kafka's KafkaApis: from v5 both are mandatory
+        return _encode(apis.SYNC_GROUP, version, header, {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                                                          "assignment": b""})
     result = await ctx.group_coordinator.sync_group(
         req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None),
         getattr(req, "protocol_type", None), getattr(req, "protocol_name", None),
@@ -178,25 +182,30 @@ async def offset_commit(ctx: BrokerContext, header: Any, req: Any, version: int)
 
 
 def offset_fetch(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    stable = getattr(req, "require_stable", False)
     if version >= 8:
-        groups = [_fetch_group(ctx, g.group_id, g.topics) for g in req.groups]
+        groups = [_fetch_group(ctx, g.group_id, g.topics, stable, version) for g in req.groups]
         return _encode(apis.OFFSET_FETCH, version, header, {"groups": [
             {"group_id": g.group_id, "error_code": error, "topics": topics}
             for g, (error, topics) in zip(req.groups, groups)]})
-    error, topics = _fetch_group(ctx, req.group_id, req.topics)
+    error, topics = _fetch_group(ctx, req.group_id, req.topics, stable, version)
     return _encode(apis.OFFSET_FETCH, version, header, {"error_code": error, "topics": topics})
 
 
-def _fetch_group(ctx: BrokerContext, group_id: str, topics: Any) -> tuple[ErrorCode, list[dict[str, Any]]]:
+def _fetch_group(ctx: BrokerContext, group_id: str, topics: Any, require_stable: bool,
+                 version: int) -> tuple[ErrorCode, list[dict[str, Any]]]:
     partitions = None if topics is None else [TopicPartition(t.name, p) for t in topics for p in t.partition_indexes]
-    error, offsets = ctx.group_coordinator.fetch_offsets(group_id, partitions)
+    error, offsets = ctx.group_coordinator.fetch_offsets(group_id, partitions, require_stable)
     if error != ErrorCode.NONE:
-        # before v2 there is no top-level error: each partition carries it
-        offsets = dict.fromkeys(partitions or [], None)
-    return error, _by_topic(offsets, lambda tp, o: {
-        "partition_index": tp.partition, "committed_offset": -1 if o is None else o.offset,
-        "committed_leader_epoch": -1 if o is None else o.leader_epoch,
-        "metadata": "" if o is None else o.metadata, "error_code": error})
+        # from v2 the group's error stands alone; before, each partition carries it
+        offsets = {} if version >= 2 else dict.fromkeys(partitions or [], error)
+
+    def entry(tp: TopicPartition, o: Any) -> dict[str, Any]:
+        found = isinstance(o, OffsetAndMetadata)
+        return {"partition_index": tp.partition, "committed_offset": o.offset if found else -1,
+                "committed_leader_epoch": o.leader_epoch if found else -1,
+                "metadata": o.metadata if found else "", "error_code": o if isinstance(o, ErrorCode) else 0}
+    return error, _by_topic(offsets, entry)
 
 
 def offset_delete(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:

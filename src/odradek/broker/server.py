@@ -77,7 +77,7 @@ class Broker:
             config.leader_imbalance_check_interval_seconds if config.auto_leader_rebalance_enable else None,
             config.leader_imbalance_per_broker_percentage)
         self.group_coordinator = GroupCoordinator(
-            GroupMetadataManager(config.offsets_topic_num_partitions, self.replica_manager.get,
+            GroupMetadataManager(self._offsets_partition_count, self.replica_manager.get,
                                  config.offsets_commit_timeout_ms / 1000, config.message_max_bytes),
             GroupConfig(config.group_min_session_timeout_ms, config.group_max_session_timeout_ms,
                         config.group_initial_rebalance_delay_ms, config.offsets_retention_minutes * 60_000,
@@ -88,6 +88,11 @@ class Broker:
         self._server: asyncio.base_events.Server | None = None
         self._stopping = asyncio.Event()
         self._session_lost = False
+
+    def _offsets_partition_count(self) -> int:
+        """__consumer_offsets' partition count: the topic's own once known (as Kafka reads it
+        from ZooKeeper), else offsets.topic.num.partitions, the count it is created with."""
+        return len(self.metadata.partitions(OFFSETS_TOPIC) or ()) or self.config.offsets_topic_num_partitions
 
     def _on_leadership_change(self, led: list[Partition], not_led: list[Partition]) -> None:
         """Kafka's KafkaApis.onLeadershipChange: coordination moves with the leadership of the

@@ -18,13 +18,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections import Counter
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from odradek.group import group_records
 from odradek.group.group_metadata import (GroupMetadata, GroupState, JoinResult, MemberMetadata,
                                           OffsetAndMetadata, SyncResult)
-from odradek.group.group_metadata_manager import GroupMetadataManager, now_ms
+from odradek.group.group_metadata_manager import (GROUP_WRITE_ERRORS, OFFSET_WRITE_ERRORS, GroupMetadataManager,
+                                                  now_ms)
 from odradek.metadata import TopicPartition
 from odradek.protocol.errors import ErrorCode
 
@@ -55,17 +57,11 @@ class GroupSummary:
     members: list[tuple[str, str | None, str, str, bytes, bytes]]
 
 
-Timer = asyncio.TimerHandle
-
-
 class GroupCoordinator:
     def __init__(self, manager: GroupMetadataManager, config: GroupConfig) -> None:
         self.manager = manager
         self.config = config
         self.active = True
-        self._join_timers: dict[str, Timer] = {}  # group id -> its DelayedJoin / InitialDelayedJoin
-        self._sync_timers: dict[str, Timer] = {}  # group id -> its DelayedSync
-        self._initial_delays: set[str] = set()  # groups whose join timer is an InitialDelayedJoin
 
     # -- group status --------------------------------------------------------------------------
 
@@ -110,6 +106,7 @@ class GroupCoordinator:
                                                   protocols, answer)
         if immediate is not None:
             return immediate
+        self._try_complete_join_if_preparing(group)  # Kafka checks after every JoinGroup
         return await answer
 
     def _new_member_join(self, group: GroupMetadata, group_instance_id: str | None, require_known: bool,
@@ -120,12 +117,13 @@ class GroupCoordinator:
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if not group.supports_protocols(protocol_type, [p for p, _ in protocols]):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-        new_id = f"{client_id}-{uuid.uuid4()}"
+        # Kafka's member ids: the client id (a static member's instance id) and a UUID
+        new_id = f"{group_instance_id if group_instance_id is not None else client_id}-{uuid.uuid4()}"
         if group_instance_id is not None:
             old_id = group.static_member_id(group_instance_id)
             if old_id is not None:
-                return self._update_static_member(group, old_id, new_id, group_instance_id, protocols, answer,
-                                                  supports_skip)
+                return self._update_static_member(group, old_id, new_id, group_instance_id, protocols,
+                                                  rebalance_timeout_ms, session_timeout_ms, answer, supports_skip)
         elif require_known:
             # KIP-394: the member must come back with this id, so a join whose answer was lost
             # leaves no orphan member behind
@@ -199,19 +197,19 @@ class GroupCoordinator:
         self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
 
     def _update_static_member(self, group: GroupMetadata, old_id: str, new_id: str, instance_id: str,
-                              protocols: list[tuple[str, bytes]], answer: asyncio.Future[JoinResult],
-                              supports_skip: bool) -> JoinResult | None:
+                              protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int, session_timeout_ms: int,
+                              answer: asyncio.Future[JoinResult], supports_skip: bool) -> JoinResult | None:
         """KIP-345: a static member that restarted takes its old place under a new member id;
         in a Stable group whose protocol does not change, without a rebalance."""
         old_leader = group.leader_id
         member = group.replace_static_member(instance_id, old_id, new_id)
+        old = (member.supported_protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
+        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, answer)
         self._schedule_heartbeat_expiry(group, member)
-        old_protocols = member.supported_protocols
-        group.update_member(member, protocols, member.rebalance_timeout_ms, member.session_timeout_ms, answer)
         if group.is_state(GroupState.STABLE):
             if group.select_protocol() == group.protocol_name:
                 asyncio.get_running_loop().create_task(self._persist_static_member(
-                    group, member, old_id, old_protocols, old_leader, answer, supports_skip))
+                    group, member, old_id, old, old_leader, answer, supports_skip))
                 return None
             self._maybe_prepare_rebalance(group, f"static member {instance_id} changed its protocols")
         elif group.is_state(GroupState.COMPLETING_REBALANCE):
@@ -219,7 +217,7 @@ class GroupCoordinator:
         return None  # PreparingRebalance: it simply waits with the others
 
     async def _persist_static_member(self, group: GroupMetadata, member: MemberMetadata, old_id: str,
-                                     old_protocols: list[tuple[str, bytes]], old_leader: str | None,
+                                     old: tuple[list[tuple[str, bytes]], int, int], old_leader: str | None,
                                      answer: asyncio.Future[JoinResult], supports_skip: bool) -> None:
         assignment = {m.member_id: m.assignment for m in group.members.values()}
         error = await self._store_group(group, assignment)
@@ -227,7 +225,7 @@ class GroupCoordinator:
             return
         new_id = member.member_id
         if error != ErrorCode.NONE:
-            group.update_member(member, old_protocols, member.rebalance_timeout_ms, member.session_timeout_ms, None)
+            group.update_member(member, *old, None)
             if group.has(new_id) and member.group_instance_id is not None:
                 group.replace_static_member(member.group_instance_id, new_id, old_id)
             answer.set_result(JoinResult(error, "", group.generation_id, group.protocol_type, group.protocol_name,
@@ -257,7 +255,7 @@ class GroupCoordinator:
     def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
         if group.is_state(GroupState.COMPLETING_REBALANCE):
             self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
-        self._cancel(self._sync_timers, group.group_id)
+        self._cancel_sync(group)
         initial = group.is_state(GroupState.EMPTY)
         group.transition_to(GroupState.PREPARING_REBALANCE, now_ms())
         log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id, group.generation_id,
@@ -271,18 +269,18 @@ class GroupCoordinator:
             self._try_complete_join(group)
 
     def _start_delayed_join(self, group: GroupMetadata) -> None:
-        self._cancel_join(group.group_id)
-        self._join_timers[group.group_id] = asyncio.get_running_loop().call_later(
+        self._cancel_join(group)
+        group.join_timer = asyncio.get_running_loop().call_later(
             group.rebalance_timeout_ms() / 1000, self._complete_join, group)
 
     def _start_initial_delayed_join(self, group: GroupMetadata, delay_ms: int, remaining_ms: int) -> None:
         """Kafka's InitialDelayedJoin: while new members keep arriving, wait up to another
         delay each time, never past the rebalance timeout."""
-        self._cancel_join(group.group_id)
-        self._initial_delays.add(group.group_id)
+        self._cancel_join(group)
+        group.in_initial_delay = True
 
         def expire() -> None:
-            self._initial_delays.discard(group.group_id)
+            group.join_timer, group.in_initial_delay = None, False
             if group.new_member_added and remaining_ms > 0:
                 group.new_member_added = False
                 delay = min(self.config.initial_rebalance_delay_ms, remaining_ms)
@@ -290,18 +288,18 @@ class GroupCoordinator:
             else:
                 self._complete_join(group)
 
-        self._join_timers[group.group_id] = asyncio.get_running_loop().call_later(delay_ms / 1000, expire)
+        group.join_timer = asyncio.get_running_loop().call_later(delay_ms / 1000, expire)
 
     def _try_complete_join(self, group: GroupMetadata) -> None:
         """DelayedJoin.tryComplete: every member is back, so do not wait for the timeout. An
         InitialDelayedJoin always runs its course."""
-        if group.group_id not in self._initial_delays and group.all_members_joined():
+        if not group.in_initial_delay and group.all_members_joined():
             self._complete_join(group)
 
     def _complete_join(self, group: GroupMetadata) -> None:
         """Kafka's onCompleteJoin: drop the dynamic members that did not rejoin, start the next
         generation and answer every waiting JoinGroup; the leader gets the members' metadata."""
-        self._cancel_join(group.group_id)
+        self._cancel_join(group)
         if not group.is_state(GroupState.PREPARING_REBALANCE):
             return
         for member in group.not_yet_rejoined():
@@ -334,7 +332,7 @@ class GroupCoordinator:
         generation = group.generation_id
 
         def expire() -> None:
-            self._sync_timers.pop(group.group_id, None)
+            group.sync_timer = None
             if group.generation_id != generation or not group.pending_sync_members or \
                     not group.is_state(GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
                 return
@@ -347,8 +345,8 @@ class GroupCoordinator:
                     group.remove(member_id)
             self._maybe_prepare_rebalance(group, f"members {missing} failed to sync")
 
-        self._cancel(self._sync_timers, group.group_id)
-        self._sync_timers[group.group_id] = asyncio.get_running_loop().call_later(
+        self._cancel_sync(group)
+        group.sync_timer = asyncio.get_running_loop().call_later(
             group.rebalance_timeout_ms() / 1000, expire)
 
     def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
@@ -393,14 +391,18 @@ class GroupCoordinator:
             return SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment)
         # CompletingRebalance: wait for the leader's assignment to be written
         answer: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        if member.is_awaiting_sync:  # sent again before the first was answered (see update_member)
+            member.awaiting_sync.set_result(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))  # type: ignore[union-attr]
         member.awaiting_sync = answer
         if group.is_leader(member_id):
             full = {m: assignments.get(m, b"") for m in group.members}
-            asyncio.get_running_loop().create_task(self._store_assignment(group, generation_id, full))
+            write = self._store_group(group, full)  # the record is built now, from the group as it is
+            asyncio.get_running_loop().create_task(self._store_assignment(group, generation_id, full, write))
         return await answer
 
-    async def _store_assignment(self, group: GroupMetadata, generation_id: int, assignment: dict[str, bytes]) -> None:
-        error = await self._store_group(group, assignment)
+    async def _store_assignment(self, group: GroupMetadata, generation_id: int, assignment: dict[str, bytes],
+                                write: Awaitable[ErrorCode]) -> None:
+        error = await write
         if not group.is_state(GroupState.COMPLETING_REBALANCE) or group.generation_id != generation_id:
             return  # the group moved on meanwhile: its members were told already
         if error != ErrorCode.NONE:
@@ -420,9 +422,16 @@ class GroupCoordinator:
         group.transition_to(GroupState.STABLE, now_ms())
         log.info("group %s: stable at generation %d", group.group_id, group.generation_id)
 
-    async def _store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> ErrorCode:
+    def _store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> Awaitable[ErrorCode]:
+        """Write the group's metadata record (built now); the error as SyncGroup reports it."""
         value = group_records.group_metadata_value(group, assignment)
-        return await self.manager.store(group.group_id, [(group_records.group_metadata_key(group.group_id), value)])
+        return self._mapped(self.manager.store(group.group_id, [(group_records.group_metadata_key(group.group_id),
+                                                                 value)]), GROUP_WRITE_ERRORS)
+
+    @staticmethod
+    async def _mapped(write: Awaitable[ErrorCode], errors: dict[ErrorCode, ErrorCode]) -> ErrorCode:
+        error = await write
+        return errors.get(error, error)
 
     # -- Heartbeat and LeaveGroup --------------------------------------------------------------
 
@@ -481,7 +490,7 @@ class GroupCoordinator:
             return ErrorCode.UNKNOWN_MEMBER_ID
         self._cancel_heartbeat(member)
         if member.is_awaiting_join:
-            member.awaiting_join.set_result(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))  # type: ignore[union-attr]
+            member.awaiting_join.set_result(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, ""))  # type: ignore[union-attr]
         if member.is_awaiting_sync:
             member.awaiting_sync.set_result(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))  # type: ignore[union-attr]
         group.remove(member_id)
@@ -541,15 +550,17 @@ class GroupCoordinator:
 
         asyncio.get_running_loop().call_later(session_timeout_ms / 1000, expire)
 
-    def _cancel_join(self, group_id: str) -> None:
-        self._initial_delays.discard(group_id)
-        self._cancel(self._join_timers, group_id)
+    @staticmethod
+    def _cancel_join(group: GroupMetadata) -> None:
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+        group.join_timer, group.in_initial_delay = None, False
 
     @staticmethod
-    def _cancel(timers: dict[str, Timer], group_id: str) -> None:
-        timer = timers.pop(group_id, None)
-        if timer is not None:
-            timer.cancel()
+    def _cancel_sync(group: GroupMetadata) -> None:
+        if group.sync_timer is not None:
+            group.sync_timer.cancel()
+        group.sync_timer = None
 
     # -- offsets -------------------------------------------------------------------------------
 
@@ -580,6 +591,8 @@ class GroupCoordinator:
         commit without member or generation (a consumer using assign()) only to an Empty group."""
         if group.is_state(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.is_state(GroupState.EMPTY):
+            return None  # a consumer using assign(): the group only stores its offsets
         if generation_id >= 0 or member_id != "" or group_instance_id is not None:
             error = self._member_error(group, member_id, group_instance_id)
             if error is None and generation_id != group.generation_id:
@@ -600,27 +613,34 @@ class GroupCoordinator:
         records: list[tuple[bytes, bytes | None]] = [
             (group_records.offset_commit_key(group.group_id, tp), group_records.offset_commit_value(o))
             for tp, o in valid.items()]
-        group.pending_commits += 1
+        group.pending_offset_commits.update(valid.keys())
         try:
-            error = await self.manager.store(group.group_id, records)
+            error = await self._mapped(self.manager.store(group.group_id, records), OFFSET_WRITE_ERRORS)
         finally:
-            group.pending_commits -= 1
+            group.pending_offset_commits.subtract(valid.keys())
+            group.pending_offset_commits += Counter()  # drops the zero counts
         if error == ErrorCode.NONE and not group.is_state(GroupState.DEAD):
             group.offsets.update(valid)
         results.update(dict.fromkeys(valid, error))
         return results
 
-    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None
-                      ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
-        """Committed offsets of `partitions` (all the group has if None); None where none."""
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False
+                      ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | ErrorCode | None]]:
+        """Committed offsets of `partitions` (all the group has if None); None where none, and
+        with `require_stable` (KIP-447) UNSTABLE_OFFSET_COMMIT where a commit is being written."""
         error = self.group_error(group_id, allow_empty=True)
         if error is not None:
             return error, {}
         group = self.manager.get(group_id)
-        stored = {} if group is None or group.is_state(GroupState.DEAD) else group.offsets
-        if partitions is None:
-            return ErrorCode.NONE, dict(stored)
-        return ErrorCode.NONE, {tp: stored.get(tp) for tp in partitions}
+        if group is None or group.is_state(GroupState.DEAD):
+            return ErrorCode.NONE, {} if partitions is None else dict.fromkeys(partitions)
+        result: dict[TopicPartition, OffsetAndMetadata | ErrorCode | None] = (
+            dict(group.offsets) if partitions is None else {tp: group.offsets.get(tp) for tp in partitions})
+        if require_stable:
+            for tp in result:
+                if group.pending_offset_commits[tp]:
+                    result[tp] = ErrorCode.UNSTABLE_OFFSET_COMMIT
+        return ErrorCode.NONE, result
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]
                        ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
@@ -631,20 +651,17 @@ class GroupCoordinator:
         group = self.manager.get(group_id)
         if group is None or group.is_state(GroupState.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
-        if group.is_state(GroupState.EMPTY):
-            subscribed: set[str] = set()
-        elif group.protocol_type == "consumer":
-            subscribed = group.subscribed_topics() or set()
-        else:
+        if not group.is_state(GroupState.EMPTY) and group.protocol_type != "consumer":
             return ErrorCode.NON_EMPTY_GROUP, {}
-        results = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if tp.topic in subscribed else ErrorCode.NONE
-                   for tp in partitions}
+        empty = group.is_state(GroupState.EMPTY)
+        results = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if not empty and group.is_subscribed_to(tp.topic)
+                   else ErrorCode.NONE for tp in partitions}
         gone = [tp for tp, e in results.items() if e == ErrorCode.NONE and tp in group.offsets]
         for tp in gone:
             del group.offsets[tp]
         if gone:
             asyncio.get_running_loop().create_task(self.manager.store(
-                group_id, [(group_records.offset_commit_key(group_id, tp), None) for tp in gone]))
+                group_id, [(group_records.offset_commit_key(group_id, tp), None) for tp in gone], durable=False))
         return ErrorCode.NONE, results
 
     # -- ListGroups, DescribeGroups, DeleteGroups ----------------------------------------------
@@ -652,15 +669,16 @@ class GroupCoordinator:
     def list_groups(self, states: set[str] | None) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
         """(error, [(group id, protocol type, state)]) of the groups this broker coordinates."""
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.manager.any_loading() else ErrorCode.NONE
+        wanted = {s.lower() for s in states or ()}
         groups = [(g.group_id, g.protocol_type or "", g.state.value) for g in self.manager.local_groups()
-                  if not states or g.state.value in states]
+                  if not wanted or g.state.value.lower() in wanted]
         return error, groups
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
         error = self.group_error(group_id, allow_empty=True)
-        dead = GroupSummary(GroupState.DEAD.value, "", "", [])
         if error is not None:
-            return error, dead
+            return error, GroupSummary("", "", "", [])
+        dead = GroupSummary(GroupState.DEAD.value, "", "", [])
         group = self.manager.get(group_id)
         if group is None:
             return ErrorCode.NONE, dead
@@ -673,11 +691,11 @@ class GroupCoordinator:
 
     async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         """Kafka's handleDeleteGroups: only Empty groups; their offsets and metadata get
-        tombstones, and each group's answer waits for its tombstones to be durable."""
+        tombstones, answered once written here (acks=1, as Kafka does)."""
         results: dict[str, ErrorCode] = {}
         writes: dict[str, Awaitable[ErrorCode]] = {}
         for group_id in group_ids:
-            error = self.group_error(group_id)
+            error = self.group_error(group_id, allow_empty=True)
             group = self.manager.get(group_id) if error is None else None
             if error is not None:
                 results[group_id] = error
@@ -692,7 +710,8 @@ class GroupCoordinator:
                     (group_records.offset_commit_key(group_id, tp), None) for tp in group.offsets]
                 tombstones.append((group_records.group_metadata_key(group_id), None))
                 group.offsets = {}
-                writes[group_id] = self.manager.store(group_id, tombstones)
+                writes[group_id] = self._mapped(self.manager.store(group_id, tombstones, durable=False),
+                                                GROUP_WRITE_ERRORS)
         if writes:
             results.update(zip(writes, await asyncio.gather(*writes.values())))
         return results
@@ -710,8 +729,8 @@ class GroupCoordinator:
 
     def on_resignation(self, offsets_partition: int) -> None:
         for group in self.manager.unload(offsets_partition):
-            self._cancel_join(group.group_id)
-            self._cancel(self._sync_timers, group.group_id)
+            self._cancel_join(group)
+            self._cancel_sync(group)
             for member in group.members.values():
                 self._cancel_heartbeat(member)
                 if member.is_awaiting_join:
@@ -721,17 +740,14 @@ class GroupCoordinator:
             group.state = GroupState.DEAD
 
     def expire_offsets(self) -> None:
-        expired = self.manager.expire_offsets(self.config.offsets_retention_ms, now_ms(),
-                                              self.manager.store)
+        expired = self.manager.expire_offsets(self.config.offsets_retention_ms, now_ms(), self.manager.store)
         if expired:
             log.info("expired %d committed offsets", expired)
 
     def shutdown(self) -> None:
         self.active = False
-        for timers in (self._join_timers, self._sync_timers):
-            for timer in timers.values():
-                timer.cancel()
-            timers.clear()
         for group in self.manager.local_groups():
+            self._cancel_join(group)
+            self._cancel_sync(group)
             for member in group.members.values():
                 self._cancel_heartbeat(member)

@@ -138,7 +138,16 @@ class GroupMetadata:
         self.pending_sync_members: set[str] = set()
         self.new_member_added = False  # for InitialDelayedJoin
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-        self.pending_commits = 0  # offset writes in flight (a group with some is not removed)
+        # offset writes in flight per partition: OffsetFetch with require_stable answers
+        # UNSTABLE_OFFSET_COMMIT for them, and expiry leaves a group with any alone
+        self.pending_offset_commits: Counter[TopicPartition] = Counter()
+        # the topics the members subscribe to, as of the current generation (Kafka's
+        # subscribedTopics); None where unknown (another protocol type, unreadable metadata)
+        self.subscribed: set[str] | None = None
+        # the coordinator's timers: DelayedJoin or InitialDelayedJoin, and DelayedSync
+        self.join_timer: Any = None
+        self.in_initial_delay = False
+        self.sync_timer: Any = None
 
     def __repr__(self) -> str:
         return (f"GroupMetadata({self.group_id!r}, {self.state.value}, generation {self.generation_id}, "
@@ -214,6 +223,11 @@ class GroupMetadata:
 
     def update_member(self, member: MemberMetadata, protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
                       session_timeout_ms: int, on_join: asyncio.Future[JoinResult] | None) -> None:
+        if on_join is not None and member.is_awaiting_join and member.awaiting_join is not on_join:
+            # the member sent JoinGroup again before its first was answered (it gave up on
+            # it): the first gets an answer anyway, or every response behind it on that
+            # connection would wait forever (responses go out in request order)
+            member.awaiting_join.set_result(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))  # type: ignore[union-attr]
         member.supported_protocols = protocols
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
@@ -276,6 +290,7 @@ class GroupMetadata:
         else:
             self.protocol_name = None
             self.transition_to(GroupState.EMPTY, now_ms)
+        self.subscribed = self.compute_subscribed_topics()
         self.pending_sync_members = set()
 
     def current_member_metadata(self) -> list[tuple[str, str | None, bytes]]:
@@ -283,15 +298,23 @@ class GroupMetadata:
         assert self.protocol_name is not None
         return [(m.member_id, m.group_instance_id, m.metadata(self.protocol_name)) for m in self.members.values()]
 
-    def subscribed_topics(self) -> set[str] | None:
-        """Topics the members of a consumer group subscribe to; None if unknown (another protocol
-        type, or metadata that does not parse), as Kafka's computeSubscribedTopics."""
+    def compute_subscribed_topics(self) -> set[str] | None:
+        """Topics the members of a consumer group subscribe to under the chosen protocol; None
+        if unknown (another protocol type, or metadata that does not parse), as Kafka's
+        computeSubscribedTopics."""
+        if not self.members:
+            return set()
         if self.protocol_type != "consumer" or self.protocol_name is None:
-            return None if self.members else set()
+            return None
         topics: set[str] = set()
         for member in self.members.values():
-            found = subscription_topics(member.metadata(self.protocol_name))
+            metadata = dict(member.supported_protocols).get(self.protocol_name)
+            found = None if metadata is None else subscription_topics(metadata)
             if found is None:
                 return None
             topics |= found
         return topics
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        """Kafka's isSubscribedToTopic: unknown counts as subscribed."""
+        return self.subscribed is None or topic in self.subscribed

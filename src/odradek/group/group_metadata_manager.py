@@ -48,13 +48,20 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-# storage errors as the group APIs report them (Kafka's GroupMetadataManager maps them the same)
-_STORE_ERRORS = {
+# A failed write as the group APIs report it, as Kafka's GroupMetadataManager maps them: for the
+# group's metadata (storeGroup, after SyncGroup) and for offset commits (storeOffsets).
+GROUP_WRITE_ERRORS = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.REBALANCE_IN_PROGRESS,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+OFFSET_WRITE_ERRORS = {
+    **GROUP_WRITE_ERRORS,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.REQUEST_TIMED_OUT,
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
 }
 
@@ -66,9 +73,11 @@ class LoadedPartition:
 
 
 class GroupMetadataManager:
-    def __init__(self, partitions: int, get_partition: Callable[[TopicPartition], Partition | None],
+    def __init__(self, partition_count: Callable[[], int], get_partition: Callable[[TopicPartition], Partition | None],
                  commit_timeout_s: float, max_batch_bytes: int) -> None:
-        self.partitions = partitions
+        """`partition_count`: how many partitions __consumer_offsets has (the topic's own count
+        once known, so the group -> partition mapping is the one FindCoordinator answers with)."""
+        self._partition_count = partition_count
         self._get_partition = get_partition
         self.commit_timeout_s = commit_timeout_s
         self.max_batch_bytes = max_batch_bytes
@@ -78,7 +87,7 @@ class GroupMetadataManager:
     # -- which groups are ours -----------------------------------------------------------------
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.partitions)
+        return partition_for(group_id, self._partition_count())
 
     def is_local(self, group_id: str) -> bool:
         return self.partition_for(group_id) in self._owned
@@ -108,10 +117,11 @@ class GroupMetadataManager:
         """Became leader of offsets partition `index`: read its groups back (Kafka's
         loadGroupsForPartition); until then its groups get COORDINATOR_LOAD_IN_PROGRESS."""
         owned = self._owned.get(index)
-        if owned is not None and owned.leader_epoch >= leader_epoch:
-            return  # already ours at this epoch (a repeated LeaderAndIsr)
-        if owned is not None and owned.task is not None:
-            owned.task.cancel()
+        if owned is not None:
+            # still ours (Kafka's addLoadingPartition): a new leader epoch with the same leader
+            # (the controller shrank or grew the ISR) changes nothing the groups know
+            owned.leader_epoch = max(owned.leader_epoch, leader_epoch)
+            return
         entry = LoadedPartition(leader_epoch, None)
         self._owned[index] = entry
         entry.task = asyncio.get_running_loop().create_task(self._load(index, entry, on_loaded))
@@ -171,39 +181,42 @@ class GroupMetadataManager:
 
     # -- writes --------------------------------------------------------------------------------
 
-    async def store(self, group_id: str, records: Iterable[tuple[bytes, bytes | None]]) -> ErrorCode:
-        """Append `records` to the group's offsets partition as one batch and wait until the
-        ISR has them; the error as the group APIs report it (NONE when durable)."""
+    async def store(self, group_id: str, records: Iterable[tuple[bytes, bytes | None]],
+                    durable: bool = True) -> ErrorCode:
+        """Append `records` to the group's offsets partition as one batch and, if `durable`,
+        wait until the ISR has them (acks=all; else acks=1, as Kafka writes a deleted group's
+        tombstones). The storage error, for the caller to map (GROUP_WRITE_ERRORS,
+        OFFSET_WRITE_ERRORS); NONE once written."""
         tp = TopicPartition(OFFSETS_TOPIC, self.partition_for(group_id))
         partition = self._get_partition(tp)
         if partition is None or not partition.is_leader or tp.partition not in self._owned:
-            return ErrorCode.NOT_COORDINATOR
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
         batch = build_batch(list(records))
         if len(batch) > self.max_batch_bytes:
-            return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
-        if len(partition.isr) < partition.min_insync_replicas:
-            return _STORE_ERRORS[ErrorCode.NOT_ENOUGH_REPLICAS]
+            return ErrorCode.MESSAGE_TOO_LARGE
+        if durable and len(partition.isr) < partition.min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS
         try:
             _first, last = partition.append_as_leader(batch)
         except Exception as exc:  # noqa: BLE001 - a disk error: the coordinator must not crash
             log.error("%s: appending group records failed: %r", tp, exc)
-            return ErrorCode.UNKNOWN_SERVER_ERROR
-        return await self._await_durable(partition, last)
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return await self._await_durable(partition, last) if durable else ErrorCode.NONE
 
     async def _await_durable(self, partition: Partition, last: int) -> ErrorCode:
         waiter = partition.wait_for_high_watermark(last)
         try:
             await asyncio.wait_for(waiter, self.commit_timeout_s)
         except asyncio.TimeoutError:
-            return _STORE_ERRORS[ErrorCode.REQUEST_TIMED_OUT]
+            return ErrorCode.REQUEST_TIMED_OUT
         except NotLeaderError:
-            return ErrorCode.NOT_COORDINATOR
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if len(partition.isr) < partition.min_insync_replicas:
-            return _STORE_ERRORS[ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND]
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return ErrorCode.NONE
 
     def expire_offsets(self, retention_ms: int, now: int,
-                       store: Callable[[str, list[tuple[bytes, bytes | None]]], Awaitable[ErrorCode]]) -> int:
+                       store: Callable[[str, list[tuple[bytes, bytes | None]], bool], Awaitable[ErrorCode]]) -> int:
         """Kafka's cleanupGroupMetadata (KIP-211): the offsets of an Empty group expire
         `retention_ms` after it became Empty; a group that never used group management (no
         protocol type) loses each offset `retention_ms` after its commit; a live consumer
@@ -211,7 +224,7 @@ class GroupMetadataManager:
         no offsets die. Returns how many offsets expired."""
         expired_total = 0
         for group in list(self.groups.values()):
-            if group.pending_commits:
+            if group.pending_offset_commits:
                 continue
             expired = _expired_offsets(group, retention_ms, now)
             tombstones: list[tuple[bytes, bytes | None]] = [
@@ -224,7 +237,7 @@ class GroupMetadataManager:
                 tombstones.append((group_records.group_metadata_key(group.group_id), None))
             if tombstones:
                 expired_total += len(expired)
-                asyncio.get_running_loop().create_task(store(group.group_id, tombstones))
+                asyncio.get_running_loop().create_task(store(group.group_id, tombstones, False))
         return expired_total
 
 
@@ -233,11 +246,10 @@ def _expired_offsets(group: GroupMetadata, retention_ms: int, now: int) -> list[
         if group.protocol_type is None:  # standalone commits: each offset its own clock
             return [tp for tp, o in group.offsets.items() if o.commit_timestamp + retention_ms <= now]
         return list(group.offsets) if group.state_timestamp_ms + retention_ms <= now else []
-    subscribed = group.subscribed_topics()
-    if subscribed is None:
+    if group.protocol_type != "consumer" or group.subscribed is None or not group.is_state(GroupState.STABLE):
         return []
     return [tp for tp, o in group.offsets.items()
-            if tp.topic not in subscribed and o.commit_timestamp + retention_ms <= now]
+            if not group.is_subscribed_to(tp.topic) and o.commit_timestamp + retention_ms <= now]
 
 
 def _apply_record(key: bytes | None, value: bytes | None, stored: dict[str, group_records.StoredGroup | None],

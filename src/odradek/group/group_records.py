@@ -143,4 +143,5 @@ def group_from_stored(group_id: str, stored: StoredGroup) -> GroupMetadata:
         group.add(MemberMetadata(member_id, instance_id, client_id, host, rebalance_ms, session_ms,
                                  stored.protocol_type, protocols, assignment=assignment), None)
     group.leader_id = stored.leader_id if stored.leader_id in group.members else group.leader_id
+    group.subscribed = group.compute_subscribed_topics()
     return group
