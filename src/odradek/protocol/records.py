@@ -253,6 +253,26 @@ def iter_records(section: Buffer, count: int) -> Iterator[RawRecord]:
         pos = body + length
 
 
+def iter_key_values(section: Buffer, count: int) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """(key, value) of each of the `count` records of a decompressed records section, skipping
+    everything else: a group coordinator reading back __consumer_offsets needs only these."""
+    view = memoryview(section)
+    pos = 0
+    for _ in range(count):
+        length, body = _read_varint(view, pos)
+        p = _skip_varint(view, _skip_varint(view, body + 1))  # attributes, timestampDelta, offsetDelta
+        key, p = _read_nullable(view, p)
+        value, _ = _read_nullable(view, p)
+        yield key, value
+        pos = body + length
+
+
+def _skip_varint(view: memoryview, pos: int) -> int:
+    while view[pos] & 0x80:
+        pos += 1
+    return pos + 1
+
+
 def has_keyless_record(buf: Buffer) -> bool:
     """Whether some record in `buf` has a null key: Kafka's LogValidator refuses those for a
     compacted topic (INVALID_RECORD), where a keyless record could never be compacted away.
