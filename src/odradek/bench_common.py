@@ -3,16 +3,20 @@ waiting for a settled cluster, stopping it on SIGTERM, and describing the machin
 came from (cores, memory, CPU model, how fast its CPU was that minute)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from odradek.admin import describe_topics, filter_partitions
-from odradek.cluster import ClusterError, LocalCluster
+from odradek.cluster import ClusterError, LocalCluster, connect_zk
+from odradek.netutil import free_port, free_port_block
 
 
 def wait_full_isrs(bootstrap: str, topics: list[str], timeout: float) -> float:
@@ -88,3 +92,23 @@ def tear_down(cluster: LocalCluster, tmp: Path, keep_dir: Path | None, previous_
         shutil.rmtree(tmp, ignore_errors=True)
     if previous_sigterm is not None:
         signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+@contextlib.contextmanager
+def private_cluster(brokers: int, keep_dir: Path | None, prefix: str) -> Iterator[tuple[LocalCluster, str, Any]]:
+    """A bench's own cluster (its own ZooKeeper, brokers on free ports, in keep_dir or a temp
+    dir named ``prefix``...) as (cluster, bootstrap servers, a kazoo client of its ZooKeeper),
+    stopped however the bench ends, SIGTERM included (exit_on_sigterm, tear_down)."""
+    previous_sigterm = exit_on_sigterm()
+    tmp = Path(keep_dir) if keep_dir else Path(tempfile.mkdtemp(prefix=prefix))
+    cluster = LocalCluster(tmp, brokers, base_port=free_port_block(brokers), zk_port=free_port())
+    try:
+        bootstrap = cluster.up(timeout=120)
+        zk = connect_zk(cluster.zookeeper_connect)
+        try:
+            yield cluster, bootstrap, zk
+        finally:
+            zk.stop()
+            zk.close()
+    finally:
+        tear_down(cluster, tmp, keep_dir, previous_sigterm)

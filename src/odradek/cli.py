@@ -153,6 +153,19 @@ def build_parser() -> argparse.ArgumentParser:
                     "partition that has no leader: messages it never received are lost")
     te.add_argument("--timeout-s", type=float, default=60.0)
     te.set_defaults(func=cmd_topics_elect_leaders)
+    tr = tsub.add_parser("delete-records", help="delete the records of a partition below an offset "
+                         "(DeleteRecords, Kafka's kafka-delete-records.sh)")
+    tr.add_argument("name")
+    tr.add_argument("--partition", type=_nonnegative, action="append", required=True, metavar="P",
+                    help="the partition (repeatable)")
+    before = tr.add_mutually_exclusive_group(required=True)
+    before.add_argument("--before", type=int, metavar="OFFSET",
+                        help="the new log start offset; -1: the high watermark")
+    before.add_argument("--all", action="store_const", dest="before", const=-1,
+                        help="everything below the high watermark (same as --before -1)")
+    tr.add_argument("--timeout-s", type=float, default=30.0)
+    tr.add_argument("--json", action="store_true")
+    tr.set_defaults(func=cmd_topics_delete_records)
 
     pr = sub.add_parser("produce", help="send stdin lines as records")
     pr.add_argument("topic")
@@ -237,6 +250,14 @@ def build_parser() -> argparse.ArgumentParser:
     bf.add_argument("--json", action="store_true")
     bf.set_defaults(func=cmd_bench_failover)
 
+    # the options of bench failover (the parser above), with its defaults
+    bsd = bsub.add_parser("shutdown", help="controlled shutdown (SIGTERM) on a private cluster: time until "
+                                          "the broker's leadership has moved, and until it exits",
+                          parents=[bf], add_help=False, conflict_handler="resolve")
+    bsd.add_argument("--rounds", type=_positive, default=3, metavar="N",
+                     help="shutdowns, each of the broker leading a third; the medians are reported (default 3)")
+    bsd.set_defaults(func=cmd_bench_shutdown)
+
     bg = bsub.add_parser("groups", help="consumer group rebalance, coordinator failover and commit rate "
                                         "on a private cluster")
     bg.add_argument("--members", type=_positive, default=10, metavar="N")
@@ -256,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--json", action="store_true")
     bs.set_defaults(func=cmd_bench_spark_read)
 
-    for parser in (tc, tl, td, te, pr, co, bp, bs):
+    for parser in (tc, tl, td, te, tr, pr, co, bp, bs):
         private = parser in (bp, bs)
         parser.add_argument("--bootstrap-server", default=None if private else DEFAULT_BOOTSTRAP,
                             metavar="HOST:PORT[,...]",
@@ -379,6 +400,21 @@ def cmd_topics_elect_leaders(args: argparse.Namespace) -> None:
         print(f"  ... and {len(failed) - 20} more")
     if failed:
         raise UserError(f"leader election failed for {len(failed)} partitions")
+
+
+def cmd_topics_delete_records(args: argparse.Namespace) -> None:
+    from odradek.delete_records_command import delete_records, format_result
+
+    if args.before < -1:
+        raise UserError(f"topics delete-records: --before {args.before}: an offset, or -1 for the high watermark")
+    rows = delete_records(args.bootstrap_server, args.name, sorted(set(args.partition)), args.before,
+                          args.timeout_s)
+    print(json.dumps(rows) if args.json else format_result(rows))
+    failed = [r for r in rows if r["error"]]
+    if failed:
+        first = failed[0]
+        raise UserError(f"delete-records failed for {len(failed)} partition(s): "
+                        f"{first['topic']}-{first['partition']}: {first['error']}")
 
 
 def _check_topic(client: Any, bootstrap: str, topic: str, timeout: float) -> Any:
@@ -594,12 +630,23 @@ def cmd_bench_spark_read(args: argparse.Namespace) -> None:
 
 
 def cmd_bench_failover(args: argparse.Namespace) -> None:
-    from odradek.bench_failover import format_result, run_failover_bench
+    from odradek import bench_failover
 
+    _leadership_bench(args, bench_failover.run_failover_bench, bench_failover.format_result)
+
+
+def cmd_bench_shutdown(args: argparse.Namespace) -> None:
+    from odradek import bench_shutdown
+
+    _leadership_bench(args, bench_shutdown.run_shutdown_bench, bench_shutdown.format_result)
+
+
+def _leadership_bench(args: argparse.Namespace, run: Any, format_result: Any) -> None:
+    """bench failover and bench shutdown: the same options, a private cluster of --brokers."""
     if args.brokers < 2:
-        raise UserError("bench failover: --brokers must be at least 2")
-    result = run_failover_bench(args.partitions, args.brokers, timeout=args.timeout_s,
-                                keep_dir=args.keep_dir, rounds=args.rounds)
+        raise UserError(f"bench {args.bench_command}: --brokers must be at least 2")
+    result = run(args.partitions, args.brokers, timeout=args.timeout_s, keep_dir=args.keep_dir,
+                 rounds=args.rounds)
     print(json.dumps(result) if args.json else format_result(result))
 
 

@@ -45,7 +45,7 @@ class FetchHandler:
 
     def __call__(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> Response | Awaitable[Response]:
         requested = [FetchTarget(TopicPartition(t.topic, p.partition), p.fetch_offset, p.partition_max_bytes,
-                                 getattr(p, "current_leader_epoch", -1))
+                                 getattr(p, "current_leader_epoch", -1), getattr(p, "log_start_offset", -1))
                      for t in req.topics for p in t.partitions]
         forgotten = [TopicPartition(t.topic, p) for t in getattr(req, "forgotten_topics_data", ()) for p in t.partitions]
         try:
@@ -130,7 +130,7 @@ class FetchHandler:
         readable: list[Partition] = []
         has_error = False
         for t in targets:
-            partition, error = t.partition, None
+            partition, error, error_log_start = t.partition, None, -1
             if partition is None or not partition.is_leader or (
                     t.leader_epoch >= 0 and t.leader_epoch != partition.leader_epoch):
                 partition, error = leader_for(self.ctx, t.tp, t.leader_epoch)
@@ -140,7 +140,7 @@ class FetchHandler:
             data: bytes | memoryview = b""
             if partition is not None:
                 if replica_id >= 0:
-                    partition.update_follower_position(replica_id, t.fetch_offset)
+                    partition.update_follower_position(replica_id, t.fetch_offset, t.log_start_offset)
                     limit = partition.log_end_offset
                 else:
                     limit = partition.high_watermark
@@ -151,13 +151,18 @@ class FetchHandler:
                             data = partition.log.read(t.fetch_offset, max_bytes, limit)
                         except OffsetOutOfRangeError:
                             error = ErrorCode.OFFSET_OUT_OF_RANGE
+                            if replica_id >= 0:
+                                # a follower behind our log start (DeleteRecords, retention)
+                                # learns where it is, to start over there (Kafka's follower
+                                # asks with ListOffsets; the answer is the same)
+                                error_log_start = partition.log.log_start_offset
                     elif session is not None:
                         session.dirty.add(t.tp)  # records left for the next response
             if error is not None:
                 if session is not None:
                     session.dirty.add(t.tp)  # told again each time, as before sessions
                 has_error = True
-                out.setdefault(t.tp.topic, []).append((t.tp.partition, error, -1, -1, b""))
+                out.setdefault(t.tp.topic, []).append((t.tp.partition, error, -1, error_log_start, b""))
                 told.append((t, -2, -2))  # tell it everything again once it recovers
                 continue
             assert partition is not None

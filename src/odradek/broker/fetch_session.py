@@ -31,6 +31,7 @@ class FetchTarget:
     fetch_offset: int
     max_bytes: int
     leader_epoch: int
+    log_start_offset: int = -1  # a follower's own log start offset (Fetch v5+); -1 for consumers
     sent_high_watermark: int = -2  # nothing sent yet: the first response always includes it
     sent_log_start: int = -2
     partition: Any = None  # the broker's Partition once resolved, so idle rounds skip the lookup
@@ -100,6 +101,7 @@ class FetchSessionCache:
             else:
                 known.fetch_offset, known.max_bytes = target.fetch_offset, target.max_bytes
                 known.leader_epoch = target.leader_epoch
+                known.log_start_offset = target.log_start_offset
         self._touch(session, now)
         return session, False
 

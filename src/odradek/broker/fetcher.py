@@ -52,7 +52,7 @@ class ReplicaFetcher:
         # whose (fetch offset, leader epoch) changed are sent, and only changed ones come back
         self._session_id = 0
         self._session_epoch = INITIAL_EPOCH
-        self._sent: dict[TopicPartition, tuple[int, int]] = {}
+        self._sent: dict[TopicPartition, tuple[int, int, int]] = {}  # (fetch offset, epoch, log start)
         # bookkeeping that keeps an idle round O(changes), not O(partitions)
         self._truncating: set[TopicPartition] = set()  # waiting for OffsetsForLeaderEpoch
         self._dirty: set[TopicPartition] = set()  # position may differ from what the session holds
@@ -212,14 +212,16 @@ class ReplicaFetcher:
             gone = [tp for tp in leaving
                     if tp in self._sent
                     and (tp not in self._states or tp in self._truncating or tp in resting)]
-        position = {tp: (self._states[tp].partition.log_end_offset, self._states[tp].leader_epoch) for tp in changed}
+        # the log start is part of the position: the leader's DeleteRecords waits to hear ours
+        position = {tp: (self._states[tp].partition.log_end_offset, self._states[tp].leader_epoch,
+                         self._states[tp].partition.log.log_start_offset) for tp in changed}
         if not full:
             changed = [tp for tp in changed if self._sent.get(tp) != position[tp]]
         topics: dict[str, list[tuple[int, int, int, int, int]]] = {}
         for tp in changed:
             st = self._states[tp]
             topics.setdefault(tp.topic, []).append((tp.partition, st.leader_epoch, position[tp][0],
-                                                    st.partition.log.log_start_offset, self.max_bytes))
+                                                    position[tp][2], self.max_bytes))
         forgotten: dict[str, list[int]] = {}
         for tp in gone:
             forgotten.setdefault(tp.topic, []).append(tp.partition)
@@ -257,10 +259,18 @@ class ReplicaFetcher:
         if error == ErrorCode.NONE:
             records = data.records  # type: ignore[attr-defined]
             partition.append_as_follower(records or b"", data.high_watermark)  # type: ignore[attr-defined]
-            if records:
-                self._dirty.add(partition.tp)  # our fetch offset moved
+            moved = partition.follow_leader_log_start(data.log_start_offset)  # type: ignore[attr-defined]
+            if records or moved:
+                self._dirty.add(partition.tp)  # our fetch offset or log start moved
         elif error == ErrorCode.OFFSET_OUT_OF_RANGE:
-            self._start_truncation(partition.tp)
+            leader_log_start = data.log_start_offset  # type: ignore[attr-defined]
+            if leader_log_start > partition.log_end_offset:
+                # behind the leader's log start: what we lack is gone (Kafka's
+                # ReplicaFetcherThread handleOutOfRangeError)
+                partition.truncate_fully_and_start_at(leader_log_start)
+                self._dirty.add(partition.tp)
+            else:
+                self._start_truncation(partition.tp)
         else:
             log.debug("%s: fetch error %s from broker %d", partition.tp, error, self.leader.id)
             self._rest(partition.tp)

@@ -15,6 +15,7 @@ from typing import Any, Awaitable
 from odradek.broker import admin_apis, apis, group_apis
 from odradek.broker.connection import CloseConnection, KafkaConnection
 from odradek.broker.context import BrokerContext
+from odradek.broker.delete_records import delete_records
 from odradek.broker.fetch_handler import FetchHandler, leader_for
 from odradek.broker.partition import NotLeaderError, Partition
 from odradek.broker.producer_state import ProducerStateError
@@ -39,6 +40,7 @@ class KafkaApis:
             apis.METADATA: admin_apis.metadata,
             apis.API_VERSIONS: admin_apis.api_versions,
             apis.CREATE_TOPICS: admin_apis.create_topics,
+            apis.DELETE_RECORDS: delete_records,
             apis.INIT_PRODUCER_ID: admin_apis.init_producer_id,
             apis.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
             apis.DESCRIBE_CONFIGS: admin_apis.describe_configs,

@@ -19,6 +19,7 @@ import weakref
 from typing import Any, Callable
 
 from odradek.broker.producer_state import ProducerStateError, ProducerStateManager
+from odradek.log.errors import OffsetOutOfRangeError
 from odradek.log.log import Log
 from odradek.metadata import PartitionState, TopicPartition
 from odradek.protocol.records import iter_batches, validate_batches
@@ -44,6 +45,11 @@ class Partition:
         self.isr: frozenset[int] = frozenset()
         self.high_watermark = min(high_watermark, log_.log_end_offset)
         self._follower_leo: dict[int, int] = {}
+        # each follower's log start offset, from its fetches (-1: not heard yet); DeleteRecords
+        # answers once every ISR member's has passed the requested offset (the low watermark)
+        self._follower_log_start: dict[int, int] = {}
+        # (required low watermark, tiebreak, future) for DeleteRecords, smallest first
+        self._low_watermark_waiters: list[tuple[int, int, asyncio.Future[int]]] = []
         # monotonic time each follower last fetched at (or past) our log end offset
         self._last_caught_up: dict[int, float] = {}
         self._leader_epoch_start_offset = 0
@@ -98,16 +104,20 @@ class Partition:
                 leo, caught_up = self._follower_leo, self._last_caught_up
                 self._follower_leo = {r: leo.get(r, -1) for r in followers}
                 self._last_caught_up = {r: caught_up.get(r, now) for r in followers}
+                starts = self._follower_log_start
+                self._follower_log_start = {r: starts.get(r, -1) for r in followers}
             else:
                 self._follower_leo = dict.fromkeys(followers, -1)
                 self._last_caught_up = dict.fromkeys(followers, now)
+                self._follower_log_start = dict.fromkeys(followers, -1)
             log_end = self.log.log_end_offset
             if new_epoch or not was_leader:
                 self._leader_epoch_start_offset = log_end
             # A new leader's high watermark may lag the old leader's; it only moves forward.
             self.high_watermark = min(max(self.high_watermark, 0), log_end)
             self._maybe_advance_high_watermark(log_end)
-        elif self._ack_waiters:
+            self._complete_low_watermark_waiters()  # the ISR may have lost a slow member
+        elif self._ack_waiters or self._low_watermark_waiters:
             self._fail_waiters()
         self.wake_fetchers()
 
@@ -149,10 +159,15 @@ class Partition:
             heapq.heappush(self._ack_waiters, (offset + 1, next(_tiebreak), fut))
         return fut
 
-    def update_follower_position(self, replica_id: int, fetch_offset: int) -> None:
+    def update_follower_position(self, replica_id: int, fetch_offset: int, log_start: int = -1) -> None:
         """A follower fetching at `fetch_offset` holds everything before it. An offset past our
         log end is not a position (the fetch is answered OFFSET_OUT_OF_RANGE, as in Kafka):
-        credited, it let the high watermark pass records the follower does not have."""
+        credited, it let the high watermark pass records the follower does not have.
+        `log_start` is the follower's log start offset (Fetch v5+), which DeleteRecords waits on."""
+        if log_start >= 0 and self._follower_log_start.get(replica_id, log_start) < log_start:
+            self._follower_log_start[replica_id] = log_start
+            if self._low_watermark_waiters:
+                self._complete_low_watermark_waiters()
         if replica_id in self._follower_leo and fetch_offset <= self.log.log_end_offset:
             if fetch_offset >= self.log_end_offset:
                 self._last_caught_up[replica_id] = time.monotonic()
@@ -197,6 +212,79 @@ class Partition:
         fetch caught up again once it is (ReplicaManager.brokers_registered)."""
         self._isr_candidates -= replicas
 
+    # -- DeleteRecords (KIP-107) --------------------------------------------------------------
+
+    def delete_records_on_leader(self, offset: int) -> int:
+        """Move the log start to `offset` (-1: the high watermark) and return the offset it now
+        needs every ISR member to reach (Kafka's Partition.deleteRecordsOnLeader). Raises
+        NotLeaderError, DeleteRecordsPolicyError for a topic whose cleanup.policy lacks
+        "delete", and OffsetOutOfRangeError for an offset below -1 or past the high watermark,
+        each having changed nothing."""
+        if not self.is_leader:
+            raise NotLeaderError(self.tp)
+        if not self.log.config.delete:
+            raise DeleteRecordsPolicyError(
+                f"records of {self.tp} cannot be deleted: cleanup.policy={self.log.config.cleanup_policy}")
+        target = self.high_watermark if offset == -1 else offset
+        if target < 0 or target > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} of {self.tp} not in [0, high watermark {self.high_watermark}]")
+        if self.log.maybe_increment_log_start_offset(target):
+            log.info("%s: log start offset moved to %d (DeleteRecords)", self.tp, target)
+            self.wake_fetchers()  # followers hear of it in their next fetch response
+        return target
+
+    @property
+    def low_watermark(self) -> int:
+        """The lowest log start offset of this leader and its ISR followers (Kafka's
+        lowWatermarkIfLeader counts every replica on a live broker; odradek counts the ISR,
+        whose members fetch continuously)."""
+        low = self.log.log_start_offset
+        starts = self._follower_log_start
+        for replica in self.isr:
+            if replica != self.broker_id:
+                low = min(low, starts.get(replica, -1))
+        return low
+
+    def wait_for_low_watermark(self, offset: int) -> asyncio.Future[int]:
+        """A future done, with the low watermark, once it reaches `offset` (Kafka's
+        DelayedDeleteRecords); failed with NotLeaderError if leadership moves first."""
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        low = self.low_watermark
+        if low >= offset:
+            fut.set_result(low)
+        else:
+            heapq.heappush(self._low_watermark_waiters, (offset, next(_tiebreak), fut))
+        return fut
+
+    def _complete_low_watermark_waiters(self) -> None:
+        waiters = self._low_watermark_waiters
+        if not waiters or not self.is_leader:
+            return
+        low = self.low_watermark
+        while waiters and waiters[0][0] <= low:
+            fut = heapq.heappop(waiters)[2]
+            if not fut.done():
+                fut.set_result(low)
+
+    def follow_leader_log_start(self, leader_log_start: int) -> bool:
+        """A follower adopts the leader's log start offset from a Fetch response, up to its own
+        high watermark (Kafka's ReplicaFetcherThread.processPartitionData); True if it moved,
+        so the fetcher reports it to the leader."""
+        target = min(leader_log_start, self.high_watermark)
+        if target > self.log.log_start_offset and self.log.maybe_increment_log_start_offset(target):
+            self.wake_fetchers()
+            return True
+        return False
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Follower whose log ends below the leader's log start: start over, empty, there."""
+        log.info("%s: log end %d below the leader's log start %d; starting empty there",
+                 self.tp, self.log_end_offset, offset)
+        self.log.truncate_fully_and_start_at(offset)
+        self.producers.rebuild(self.log.iter_batch_headers())
+        self.high_watermark = offset
+
     def apply_isr(self, isr: frozenset[int], zk_version: int) -> None:
         """Adopt an ISR we wrote to ZooKeeper; a smaller ISR may let the high watermark move.
 
@@ -212,6 +300,7 @@ class Partition:
         self._maybe_advance_high_watermark()
         if removed:
             self.wake_fetchers()
+            self._complete_low_watermark_waiters()
 
     def _maybe_advance_high_watermark(self, log_end: int | None = None) -> None:
         """``log_end``: the log end offset if the caller has just read it."""
@@ -237,10 +326,11 @@ class Partition:
 
     def _fail_waiters(self) -> None:
         """Producers waiting for acks=all lose: we are no longer the leader that could commit."""
-        for _, _, fut in self._ack_waiters:
-            if not fut.done():
-                fut.set_exception(NotLeaderError(self.tp))
-        self._ack_waiters.clear()
+        for waiters in (self._ack_waiters, self._low_watermark_waiters):
+            for _, _, fut in waiters:
+                if not fut.done():
+                    fut.set_exception(NotLeaderError(self.tp))
+            waiters.clear()
 
     def step_down(self) -> None:
         """ZooKeeper shows another leader or epoch: stop committing until the controller speaks."""
@@ -320,3 +410,7 @@ class Partition:
 
 class NotLeaderError(Exception):
     """The partition's leadership moved while a request was waiting on it."""
+
+
+class DeleteRecordsPolicyError(Exception):
+    """DeleteRecords on a topic without "delete" in its cleanup.policy (POLICY_VIOLATION)."""

@@ -96,6 +96,7 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = _NEVER
     delete_retention_ms: int = 24 * 3600 * 1000  # tombstones live this long after first cleaned
+    max_message_bytes: int = 1024 * 1024 + 12  # the largest batch a produce may append (Kafka's maxMessageSize)
 
     _TOPIC_KEYS = {
         "segment.bytes": ("segment_bytes", int),
@@ -110,6 +111,7 @@ class LogConfig:
         "min.compaction.lag.ms": ("min_compaction_lag_ms", int),
         "max.compaction.lag.ms": ("max_compaction_lag_ms", int),
         "delete.retention.ms": ("delete_retention_ms", int),
+        "max.message.bytes": ("max_message_bytes", int),
     }
 
     @classmethod
@@ -361,6 +363,13 @@ class Log:
             self.log_end_offset = active.next_offset
             self._after_truncation()
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop everything and start empty at offset (Kafka's truncateFullyAndStartAt): a
+        follower whose log ends below the leader's log start (DeleteRecords or retention ran
+        while it was away) cannot fetch what it lacks, which is gone."""
+        with self._lock:
+            self._truncate_fully(offset)
+
     def _truncate_fully(self, offset: int) -> None:
         for seg in self._segments:
             seg.delete()
@@ -406,6 +415,28 @@ class Log:
             if count:
                 self._delete_oldest(count)
             return count
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Move the log start up to offset (Kafka's maybeIncrementLogStartOffset: DeleteRecords
+        on the leader, the leader's log start on a follower) and delete the segments wholly
+        below it; the segment holding offset stays, its records below offset unreadable. The
+        checkpoint is written at once, so a restart keeps the deletion. False if the log
+        already starts there or later."""
+        with self._lock:
+            if offset <= self.log_start_offset:
+                return False
+            if offset > self.log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"log start {offset} past the log end offset {self.log_end_offset}")
+            self.log_start_offset = offset
+            count = bisect_right(self._bases, offset) - 1  # segments before the one holding offset
+            if count > 0:
+                self._delete_oldest(count)
+            else:
+                self.recovery_point = max(self.recovery_point, offset)
+                write_offset(self.dir / LOG_START_FILE, offset)
+                self.leader_epoch_cache.truncate_from_start(offset)
+            return True
 
     @staticmethod
     def _largest_timestamp(seg: Segment) -> int:
