@@ -144,6 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "their replica list")
     td.add_argument("--offline", action="store_true", help="only partitions without a live leader")
     td.set_defaults(func=cmd_topics_describe)
+    ta = tsub.add_parser("alter", help="change a topic: its configs (Kafka's kafka-configs.sh --alter)")
+    ta.add_argument("name")
+    ta.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT[,...]")
+    _add_topic_config_options(ta)
+    ta.set_defaults(func=cmd_topics_alter)
     te = tsub.add_parser("elect-leaders", help="move leadership back to preferred replicas (or, with "
                          "--unclean, elect leaders for partitions without a live in-sync replica)")
     te.add_argument("--topic", help="only this topic (default: every topic)")
@@ -222,6 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
     for parser in (gl, gd, gr, gx):
         parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT[,...]")
         parser.add_argument("--timeout-s", type=float, default=10.0, help="how long to wait for each request")
+
+    _add_configs_commands(sub)
 
     be = sub.add_parser("bench", help="benchmarks")
     bsub = be.add_subparsers(dest="bench_command", metavar="SUBCOMMAND", required=True)
@@ -368,10 +375,95 @@ def cmd_topics_describe(args: argparse.Namespace) -> None:
     if args.under_replicated or args.offline:
         topics = filter_partitions(topics, under_replicated=args.under_replicated, offline=args.offline,
                                    keep_empty=bool(args.name))
+    overrides = _topic_configs(args.bootstrap_server, [t["name"] for t in topics])
+    for topic in topics:
+        topic["configs"] = overrides.get(topic["name"], {})
     if args.json:
         print(json.dumps(topics[0] if args.name else topics))
     else:
         print(format_describe(topics))
+        for topic in topics:
+            if topic["configs"]:
+                shown = ",".join(f"{k}={v}" for k, v in sorted(topic["configs"].items()))
+                print(f"Configs of topic {topic['name']}: {shown}")
+
+
+def _topic_configs(bootstrap: str, names: list[str]) -> dict[str, dict[str, str]]:
+    """The configs each topic sets itself (not its defaults), as kafka-topics.sh --describe shows."""
+    from odradek.config_command import topic_overrides
+
+    return topic_overrides(bootstrap, names)
+
+
+def _add_topic_config_options(parser: argparse.ArgumentParser) -> None:
+    """`topics alter`'s config options (kept apart from its other options)."""
+    parser.add_argument("--config", type=_keyvalue, action="append", default=[], metavar="KEY=VALUE",
+                        help="set a topic config, e.g. retention.ms=60000 (repeatable)")
+    parser.add_argument("--delete-config", action="append", default=[], metavar="KEY",
+                        help="remove a topic config: the broker default applies again (repeatable)")
+    parser.add_argument("--timeout-s", type=float, default=10.0, help="how long to wait for each request")
+
+
+def _alter_topic_configs(args: argparse.Namespace) -> bool:
+    """Apply `topics alter`'s --config and --delete-config; False if none was given."""
+    from odradek.config_command import TOPIC, alter
+
+    if not args.config and not args.delete_config:
+        return False
+    alter(args.bootstrap_server, TOPIC, args.name, dict(args.config), args.delete_config, args.timeout_s)
+    changes = [f"{k}={v}" for k, v in args.config] + [f"-{k}" for k in args.delete_config]
+    print(f"altered configs of topic {args.name}: {', '.join(changes)}")
+    return True
+
+
+def cmd_topics_alter(args: argparse.Namespace) -> None:
+    if not _alter_topic_configs(args):
+        raise UserError("topics alter: nothing to change (give --config KEY=VALUE or --delete-config KEY)")
+
+
+def _add_configs_commands(sub: Any) -> None:
+    """`odradek configs describe|alter` (Kafka's kafka-configs.sh) for topics and brokers."""
+    c = sub.add_parser("configs", help="describe and change topic and broker configs (Kafka's kafka-configs.sh)")
+    csub = c.add_subparsers(dest="configs_command", metavar="SUBCOMMAND", required=True)
+    cd = csub.add_parser("describe", help="the configs set dynamically on a topic or broker (--all: every "
+                         "config, with its source)")
+    cd.add_argument("--all", action="store_true", help="every config, not only those set dynamically")
+    cd.add_argument("--json", action="store_true")
+    cd.set_defaults(func=cmd_configs_describe)
+    ca = csub.add_parser("alter", help="set or delete dynamic configs of a topic, a broker or every broker")
+    ca.add_argument("--set", type=_keyvalue, action="append", default=[], metavar="KEY=VALUE", help="(repeatable)")
+    ca.add_argument("--delete", action="append", default=[], metavar="KEY",
+                    help="remove a dynamic config: the next layer's value applies (repeatable)")
+    ca.set_defaults(func=cmd_configs_alter)
+    for parser in (cd, ca):
+        which = parser.add_mutually_exclusive_group(required=True)
+        which.add_argument("--topic", metavar="T")
+        which.add_argument("--broker", type=_nonnegative, metavar="N", help="broker N's own configs")
+        which.add_argument("--broker-defaults", action="store_true", help="the cluster-wide broker defaults")
+        parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT[,...]")
+        parser.add_argument("--timeout-s", type=float, default=10.0, help="how long to wait for each request")
+
+
+def cmd_configs_describe(args: argparse.Namespace) -> None:
+    from odradek.config_command import DYNAMIC_SOURCES, describe, entity, format_configs
+
+    resource_type, name, what = entity(args.topic, args.broker, args.broker_defaults)
+    entries = describe(args.bootstrap_server, resource_type, name, args.timeout_s)
+    if args.json:
+        print(json.dumps(entries if args.all else [e for e in entries if e["source"] in DYNAMIC_SOURCES]))
+    else:
+        print(format_configs(what, entries, args.all))
+
+
+def cmd_configs_alter(args: argparse.Namespace) -> None:
+    from odradek.config_command import alter, entity
+
+    if not args.set and not args.delete:
+        raise UserError("configs alter: nothing to change (give --set KEY=VALUE or --delete KEY)")
+    resource_type, name, what = entity(args.topic, args.broker, args.broker_defaults)
+    alter(args.bootstrap_server, resource_type, name, dict(args.set), args.delete, args.timeout_s)
+    changes = [f"{k}={v}" for k, v in args.set] + [f"-{k}" for k in args.delete]
+    print(f"altered configs of {what}: {', '.join(changes)}")
 
 
 def cmd_topics_elect_leaders(args: argparse.Namespace) -> None:

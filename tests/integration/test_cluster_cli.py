@@ -82,7 +82,7 @@ def test_topic_lifecycle_and_describe_json(cluster: tuple[Path, str]) -> None:
         assert sorted(p["replicas"]) == [1, 2, 3] and p["leader_epoch"] >= 0
     table = odradek("topics", "describe", "events", "--bootstrap-server", bootstrap).stdout.splitlines()
     assert table[0].split() == ["Topic", "Partition", "Leader", "LeaderEpoch", "Replicas", "Isr"]
-    assert len(table) == 7
+    assert len(table) == 8 and table[-1] == "Configs of topic events: retention.ms=600000"
     state = status(data_dir)
     assert state["partitions"] >= 6 and state["offline_partitions"] == []
 

@@ -14,7 +14,7 @@ from odradek.broker.metadata_cache import MetadataCache, from_zookeeper
 from odradek.broker.topic_admin import (TOPIC_CONFIG_DEFAULTS, TopicError, assign_replicas,
                                         check_fits_in_zookeeper, check_partition_count_fits,
                                         validate_assignment, validate_configs,
-                                        validate_topic_name)
+                                        validate_new_topic_name, validate_topic_name)
 from odradek.controller.events import (ElectionNotNeededError, ElectionType, EventPreemptedError,
                                        NotControllerError, UnknownPartitionError)
 from odradek.group.group_metadata_manager import OFFSETS_TOPIC
@@ -124,11 +124,14 @@ async def create_topics(ctx: BrokerContext, header: Any, req: Any, version: int)
             else sorted(await asyncio.to_thread(ctx.zk.get_live_brokers)))
     results = []
     created: list[str] = []
+    # every topic name, for Kafka's '.'/'_' collision rule: read once, only if a name needs it
+    existing = (await asyncio.to_thread(ctx.zk.get_all_topics)
+                if any("." in t.name or "_" in t.name for t in req.topics) else set())
     for topic in req.topics:
         result: dict[str, Any] = {"name": topic.name, "topic_id": None, "error_code": 0, "error_message": None,
                                   "num_partitions": -1, "replication_factor": -1, "configs": []}
         try:
-            assignment, configs = _plan_topic(ctx, topic, live)
+            assignment, configs = _plan_topic(ctx, topic, live, existing | set(created))
             check_fits_in_zookeeper(assignment, configs, ctx.config.zookeeper_jute_maxbuffer)
             result.update(num_partitions=len(assignment.partitions),
                           replication_factor=len(assignment.partitions[0]),
@@ -153,8 +156,9 @@ async def create_topics(ctx: BrokerContext, header: Any, req: Any, version: int)
                                     {"throttle_time": 0, "topics": results})
 
 
-def _plan_topic(ctx: BrokerContext, topic: Any, live: list[int]) -> tuple[TopicAssignment, dict[str, str]]:
-    validate_topic_name(topic.name)
+def _plan_topic(ctx: BrokerContext, topic: Any, live: list[int],
+                existing: set[str]) -> tuple[TopicAssignment, dict[str, str]]:
+    validate_new_topic_name(topic.name, existing)
     if ctx.metadata.partitions(topic.name) is not None:
         raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
     configs = validate_configs({c.name: c.value for c in topic.configs})
@@ -198,46 +202,7 @@ async def init_producer_id(ctx: BrokerContext, header: Any, req: Any, version: i
     return kio_util.encode_response(apis.INIT_PRODUCER_ID, version, header.correlation_id, body)
 
 
-TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
-SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
-
-
-async def describe_configs(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
-    results = []
-    topics = [r.resource_name for r in req.resources if r.resource_type == TOPIC_RESOURCE]
-    stored = await asyncio.to_thread(ctx.zk.get_topic_configs, topics) if topics else {}
-    # until the controller has spoken, which topics exist is ZooKeeper's word
-    existing = None if not topics or ctx.metadata.initialized else await asyncio.to_thread(ctx.zk.get_all_topics)
-    for res in req.resources:
-        entry: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
-                                 "resource_name": res.resource_name, "configs": []}
-        if res.resource_type == TOPIC_RESOURCE:
-            if (ctx.metadata.partitions(res.resource_name) is None if existing is None
-                    else res.resource_name not in existing):
-                entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             error_message=f"Topic {res.resource_name} does not exist")
-            else:
-                own = stored.get(res.resource_name, {})
-                values = {k: (own.get(k, v), SOURCE_TOPIC if k in own else SOURCE_DEFAULT)
-                          for k, v in TOPIC_CONFIG_DEFAULTS.items()}
-                entry["configs"] = _config_entries(values, res.configuration_keys)
-        elif res.resource_type == BROKER_RESOURCE and res.resource_name in ("", str(ctx.config.broker_id)):
-            values = {"broker.id": (str(ctx.config.broker_id), SOURCE_STATIC_BROKER),
-                      "min.insync.replicas": (str(ctx.config.min_insync_replicas), SOURCE_STATIC_BROKER),
-                      "zookeeper.session.timeout.ms": (str(ctx.config.zookeeper_session_timeout_ms),
-                                                       SOURCE_STATIC_BROKER)}
-            entry["configs"] = _config_entries(values, res.configuration_keys)
-        else:
-            entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message="Unsupported resource")
-        results.append(entry)
-    return kio_util.encode_response(apis.DESCRIBE_CONFIGS, version, header.correlation_id,
-                                    {"throttle_time": 0, "results": results})
-
-
-def _config_entries(values: dict[str, tuple[str, int]], keys: tuple[str, ...] | None) -> list[dict[str, Any]]:
-    return [{"name": k, "value": v, "read_only": False, "config_source": src, "is_default": src == SOURCE_DEFAULT,
-             "is_sensitive": False, "synonyms": [], "config_type": 0, "documentation": None}
-            for k, (v, src) in sorted(values.items()) if keys is None or k in keys]
+SOURCE_TOPIC, SOURCE_DEFAULT = 1, 5  # Kafka's ConfigSource numbers (dynamic_broker_config.py)
 
 
 def describe_cluster(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:

@@ -12,7 +12,7 @@ import logging
 import struct
 from typing import Any, Awaitable
 
-from odradek.broker import admin_apis, apis, group_apis
+from odradek.broker import admin_apis, apis, config_helper, group_apis, zk_admin_manager
 from odradek.broker.connection import CloseConnection, KafkaConnection
 from odradek.broker.context import BrokerContext
 from odradek.broker.delete_records import delete_records
@@ -43,7 +43,9 @@ class KafkaApis:
             apis.DELETE_RECORDS: delete_records,
             apis.INIT_PRODUCER_ID: admin_apis.init_producer_id,
             apis.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
-            apis.DESCRIBE_CONFIGS: admin_apis.describe_configs,
+            apis.DESCRIBE_CONFIGS: config_helper.describe_configs,
+            apis.ALTER_CONFIGS: zk_admin_manager.alter_configs,
+            apis.INCREMENTAL_ALTER_CONFIGS: zk_admin_manager.incremental_alter_configs,
             apis.DESCRIBE_CLUSTER: admin_apis.describe_cluster,
             apis.ELECT_LEADERS: admin_apis.elect_leaders,
             **group_apis.ROUTES,
@@ -114,7 +116,7 @@ class KafkaApis:
             return None, ErrorCode.INVALID_TOPIC_EXCEPTION, -1
         if not records:
             return None, ErrorCode.CORRUPT_MESSAGE, -1
-        if len(records) > self.ctx.config.message_max_bytes:
+        if len(records) > partition.log.config.max_message_bytes:  # the topic's max.message.bytes
             return None, ErrorCode.MESSAGE_TOO_LARGE, -1
         if partition.log.config.compact and has_keyless_record(records):
             log.info("%s: rejected produce: a record without a key for a compacted topic", tp)

@@ -24,6 +24,8 @@ from odradek.broker.connection import KafkaConnection
 from odradek.broker.context import BrokerContext
 from odradek.broker.controlled_shutdown import controlled_shutdown
 from odradek.broker.controller_service import ControllerService
+from odradek.broker.dynamic_broker_config import DynamicBrokerConfig
+from odradek.broker.dynamic_config_manager import DynamicConfigManager
 from odradek.broker.fetcher import ReplicaFetcher, ReplicaFetcherManager
 from odradek.broker.gc_policy import FREEZE_EVERY_S, GcPolicy
 from odradek.broker.handlers import KafkaApis
@@ -83,6 +85,8 @@ class Broker:
                         config.group_initial_rebalance_delay_ms, config.offsets_retention_minutes * 60_000,
                         config.offset_metadata_max_bytes))
         self.replica_manager.on_leadership_change = self._on_leadership_change
+        self.dynamic_config = DynamicConfigManager(config.broker_id, self.zk, DynamicBrokerConfig(config),
+                                                   self.replica_manager, self.log_cleaner)
         self._producer_ids: list[int] = []
         self._producer_id_lock = asyncio.Lock()
         self._server: asyncio.base_events.Server | None = None
@@ -205,6 +209,7 @@ class Broker:
         bind_outgoing_to(cfg.host)
         await asyncio.to_thread(self.zk.start)
         cluster_id = await asyncio.to_thread(self._cluster_id)
+        await self.dynamic_config.startup()  # before any partition: they start with the dynamic defaults
         ctx = BrokerContext(cfg, cluster_id, self.replica_manager, self.metadata, self.zk,
                             self._controller_request, self._next_producer_id, self._elect_leaders,
                             self.group_coordinator)
@@ -307,6 +312,7 @@ class Broker:
             # ConnectionLoss, so it stops now instead of after events.close's 10 s wait.
             await asyncio.to_thread(self.zk.close)
         self.controller.stop()
+        self.dynamic_config.shutdown()
         if self._server is not None:
             self._server.close()
         await self.fetchers.close()

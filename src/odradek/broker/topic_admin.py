@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import re
+from typing import Callable, Iterable
 
 from odradek.metadata import TopicAssignment
 from odradek.protocol.errors import ErrorCode
@@ -69,6 +70,43 @@ def validate_topic_name(name: str) -> None:
     if not _LEGAL.match(name):
         raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                          f"Topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' and '-'")
+
+
+#: Kafka's internal topics, created by the brokers themselves, never through CreateTopics
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+#: the prefix kept for odradek's own topics; the ones odradek's clients create for themselves
+#: (the Spark sink's commit marker topic, spark/options.py MARKER_TOPIC) are let through
+RESERVED_PREFIX = "__odradek"
+CLIENT_CREATED_INTERNAL = frozenset({"__odradek_spark_commits"})
+
+
+def unify_collision_chars(name: str) -> str:
+    """Kafka's Topic.unifyCollisionChars: '.' and '_' become one character in metric names,
+    so two topics differing only there would share their metrics."""
+    return name.replace(".", "_")
+
+
+def validate_new_topic_name(name: str, existing: Iterable[str] | Callable[[], Iterable[str]]) -> None:
+    """The rules CreateTopics adds to validate_topic_name (Kafka's
+    AdminZkClient.validateTopicCreate): no internal or reserved name, and no name that equals an
+    existing one once '.' and '_' are unified. ``existing`` may be a function, called only for a
+    name that has '.' or '_' (Kafka reads every topic name from ZooKeeper then, and only then)."""
+    validate_topic_name(name)
+    if name in INTERNAL_TOPICS:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"Topic '{name}' is an internal topic: the brokers create it, clients may not")
+    if name.startswith(RESERVED_PREFIX) and name not in CLIENT_CREATED_INTERNAL:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"Topic '{name}': names starting with '{RESERVED_PREFIX}' are reserved for "
+                         f"odradek's internal topics")
+    if "." not in name and "_" not in name:
+        return
+    unified = unify_collision_chars(name)
+    colliding = sorted(t for t in (existing() if callable(existing) else existing)
+                       if t != name and unify_collision_chars(t) == unified)
+    if colliding:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"Topic '{name}' collides with existing topics: {', '.join(colliding)}")
 
 
 def validate_configs(configs: dict[str, str | None]) -> dict[str, str]:

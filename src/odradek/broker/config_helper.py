@@ -1,0 +1,105 @@
+"""Kafka's ConfigHelper: DescribeConfigs for topics and brokers.
+
+Every config the broker honours is listed with its value and where the value comes from (the
+ConfigSource numbers in dynamic_broker_config.py); with include_synonyms, every layer that has
+it, highest precedence first, as Kafka lists them (a topic's retention.ms: the topic's own,
+then log.retention.ms of this broker, of the cluster default, of the config file, the default).
+
+The dynamic layers are read from ZooKeeper for each request rather than taken from this
+broker's applied copy, so a describe right after an alter shows the alter on every broker.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from odradek.broker import apis
+from odradek.broker.context import BrokerContext
+from odradek.broker.dynamic_broker_config import (DEFAULT_CONFIG, DEFAULT_ENTITY, DYNAMIC, DYNAMIC_TOPIC_CONFIG,
+                                                  DynamicBrokerConfig, Synonym, config_type,
+                                                  documentation)
+from odradek.broker.topic_admin import TOPIC_CONFIG_DEFAULTS
+from odradek.protocol import kio_util
+from odradek.protocol.errors import ErrorCode
+from odradek.zk import admin_zk_client as azk
+
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+
+
+def current_broker_config(ctx: BrokerContext) -> DynamicBrokerConfig:
+    """On a thread: this broker's layered config with the dynamic layers as ZooKeeper has them."""
+    config = DynamicBrokerConfig(ctx.config)
+    entities = [str(ctx.config.broker_id), DEFAULT_ENTITY]
+    for entity, stored in azk.get_entity_configs(ctx.zk.kazoo, azk.BROKERS, entities).items():
+        config.update(entity, stored)
+    return config
+
+
+def broker_entity(ctx: BrokerContext, resource_name: str) -> str | None:
+    """The /config/brokers child a BROKER resource names: "" is the cluster default; another
+    broker's id is refused, as Kafka does (clients send a broker's resource to that broker)."""
+    if resource_name == "":
+        return DEFAULT_ENTITY
+    if resource_name == str(ctx.config.broker_id):
+        return resource_name
+    return None
+
+
+def _read(ctx: BrokerContext, topics: list[str]) -> tuple[DynamicBrokerConfig, dict[str, dict[str, str]],
+                                                          set[str] | None]:
+    config = current_broker_config(ctx)
+    stored = ctx.zk.get_topic_configs(topics) if topics else {}
+    # until the controller has spoken, which topics exist is ZooKeeper's word
+    existing = None if not topics or ctx.metadata.initialized else ctx.zk.get_all_topics()
+    return config, stored, existing
+
+
+async def describe_configs(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    topics = [r.resource_name for r in req.resources if r.resource_type == TOPIC_RESOURCE]
+    config, stored, existing = await asyncio.to_thread(_read, ctx, topics)
+    synonyms_wanted = bool(getattr(req, "include_synonyms", False))
+    docs_wanted = bool(getattr(req, "include_documentation", False))
+    results = []
+    for res in req.resources:
+        entry: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
+                                 "resource_name": res.resource_name, "configs": []}
+        values: dict[str, list[Synonym]]
+        if res.resource_type == TOPIC_RESOURCE:
+            name = res.resource_name
+            if ctx.metadata.partitions(name) is None if existing is None else name not in existing:
+                entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             error_message=f"Topic {name} does not exist")
+                results.append(entry)
+                continue
+            own = stored.get(name, {})
+            values = {k: ([Synonym(k, own[k], DYNAMIC_TOPIC_CONFIG)] if k in own else [])
+                      + config.topic_synonyms(k) for k in TOPIC_CONFIG_DEFAULTS}
+            read_only: set[str] = set()
+            is_topic = True
+        elif res.resource_type == BROKER_RESOURCE:
+            entity = broker_entity(ctx, res.resource_name)
+            if entity is None:
+                entry.update(error_code=ErrorCode.INVALID_REQUEST,
+                             error_message=f"Unexpected broker id, expected {ctx.config.broker_id} or empty "
+                                           f"string, but received {res.resource_name}")
+                results.append(entry)
+                continue
+            values = config.describe(per_broker=entity != DEFAULT_ENTITY)
+            read_only = set(values) - DYNAMIC
+            is_topic = False
+        else:
+            entry.update(error_code=ErrorCode.INVALID_REQUEST,
+                         error_message=f"Unsupported resource type {res.resource_type}")
+            results.append(entry)
+            continue
+        keys = res.configuration_keys
+        entry["configs"] = [
+            {"name": k, "value": layers[0].value, "read_only": k in read_only,
+             "config_source": layers[0].source, "is_default": layers[0].source == DEFAULT_CONFIG, "is_sensitive": False,
+             "synonyms": [{"name": s.name, "value": s.value, "source": s.source} for s in layers]
+             if synonyms_wanted else [],
+             "config_type": config_type(k, is_topic), "documentation": documentation(k, is_topic) if docs_wanted else None}
+            for k, layers in sorted(values.items()) if keys is None or k in keys]
+        results.append(entry)
+    return kio_util.encode_response(apis.DESCRIBE_CONFIGS, version, header.correlation_id,
+                                    {"throttle_time": 0, "results": results})

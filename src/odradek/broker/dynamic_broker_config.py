@@ -1,0 +1,227 @@
+"""Kafka's DynamicBrokerConfig: a broker's settings as layers, and which of them may change
+while the broker runs.
+
+A broker setting's value comes from the first layer that has it, as in Kafka:
+/config/brokers/<id> (DYNAMIC_BROKER_CONFIG), /config/brokers/<default> (the cluster default,
+DYNAMIC_DEFAULT_BROKER_CONFIG), the broker's config file or flags (STATIC_BROKER_CONFIG), its
+built-in default (DEFAULT_CONFIG). A topic config a topic does not set comes from its broker
+synonym (Kafka's LogConfig.TopicConfigSynonyms: retention.ms from log.retention.ms) through
+the same layers, so a cluster-default log.retention.ms reaches every topic without its own.
+
+The dynamic configs are those Kafka's DynamicLogConfig, LogCleaner and the replication quotas
+accept at runtime and odradek honours; every other broker setting is read-only (a restart).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, fields
+from odradek.broker.config import BrokerConfig
+from odradek.broker.topic_admin import TOPIC_CONFIG_DEFAULTS, TopicError, validate_configs
+from odradek.log.log import LogConfig
+from odradek.protocol.errors import ErrorCode
+
+# Kafka's DescribeConfigsResponse ConfigSource numbers
+DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+# Kafka's ConfigEntry.ConfigType numbers
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, PASSWORD = 1, 2, 3, 5, 6, 7, 9
+
+#: the znode name of the cluster-wide broker default (Kafka's ConfigEntityName.Default)
+DEFAULT_ENTITY = "<default>"
+
+_LONG_MAX = str(2**63 - 1)
+
+#: topic config -> (its broker synonym, Kafka's type, documentation)
+TOPIC_CONFIGS: dict[str, tuple[str | None, int, str]] = {
+    "cleanup.policy": ("log.cleanup.policy", LIST,
+                       "delete (drop old segments by retention), compact (keep each key's latest record) or both"),
+    "retention.ms": ("log.retention.ms", LONG, "How long a closed segment is kept before deletion; -1 forever"),
+    "retention.bytes": ("log.retention.bytes", LONG,
+                        "The size a partition's log is cut back to by deleting old segments; -1 unlimited"),
+    "segment.bytes": ("log.segment.bytes", INT, "The size at which a log rolls a new segment"),
+    "segment.ms": ("log.roll.ms", LONG, "The age at which a non-empty active segment is rolled"),
+    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio", DOUBLE,
+                                  "The dirty share of a compacted log at which the cleaner cleans it"),
+    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms", LONG,
+                              "How long a record stays uncompacted at least"),
+    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms", LONG,
+                              "How long a record may stay uncompacted at most"),
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms", LONG,
+                            "How long a tombstone is kept after its first clean"),
+    "flush.messages": ("log.flush.interval.messages", LONG, "Records appended between fsyncs"),
+    "flush.ms": ("log.flush.interval.ms", LONG, "Time between fsyncs"),
+    "min.insync.replicas": ("min.insync.replicas", INT,
+                            "The in-sync replicas an acks=all produce needs, else NOT_ENOUGH_REPLICAS"),
+    "unclean.leader.election.enable": ("unclean.leader.election.enable", BOOLEAN,
+                                       "Whether a replica outside the ISR may become leader (data loss)"),
+    "max.message.bytes": ("message.max.bytes", INT, "The largest record batch a produce may append"),
+    "message.timestamp.type": ("log.message.timestamp.type", STRING, "CreateTime or LogAppendTime"),
+    "enable.ordered.delivery": (None, BOOLEAN, "odradek only: stored, not acted on"),
+}
+assert set(TOPIC_CONFIGS) == set(TOPIC_CONFIG_DEFAULTS)
+_TOPIC_OF_SYNONYM = {syn: topic for topic, (syn, _t, _d) in TOPIC_CONFIGS.items() if syn}
+
+#: Kafka's dotted names of BrokerConfig fields whose dotted field name is not Kafka's
+_RENAMED = {"zookeeper": "zookeeper.connect", "data_dir": "log.dirs", "host": "host.name"}
+
+#: broker configs that exist only as topic-config synonyms (no BrokerConfig field): their default
+_SYNONYM_ONLY = {syn: TOPIC_CONFIG_DEFAULTS[topic] for topic, (syn, _t, _d) in TOPIC_CONFIGS.items()
+                 if syn and syn.replace(".", "_") not in {f.name for f in fields(BrokerConfig)}}
+
+#: the replication throttles (Kafka's DynamicConfig.Broker): stored and described, not enforced
+THROTTLES = {"leader.replication.throttled.rate": _LONG_MAX, "follower.replication.throttled.rate": _LONG_MAX}
+
+#: broker configs that may change at runtime, per broker or cluster-wide
+DYNAMIC = frozenset(set(_TOPIC_OF_SYNONYM) | {"log.cleaner.backoff.ms"} | set(THROTTLES))
+
+_FIELD_OF = {_RENAMED.get(f.name, f.name.replace("_", ".")): f for f in fields(BrokerConfig)}
+
+
+def broker_config_names() -> list[str]:
+    return sorted(set(_FIELD_OF) | set(_SYNONYM_ONLY) | set(THROTTLES))
+
+
+def _config_type(name: str) -> int:
+    topic = _TOPIC_OF_SYNONYM.get(name)
+    if topic is not None:
+        return TOPIC_CONFIGS[topic][1]
+    f = _FIELD_OF.get(name)
+    kind = str(f.type) if f is not None else "int"
+    return {"int": LONG, "bool": BOOLEAN, "str": STRING, "Path": STRING}.get(kind, STRING)
+
+
+def config_type(name: str, topic: bool) -> int:
+    return TOPIC_CONFIGS[name][1] if topic else _config_type(name)
+
+
+def documentation(name: str, topic: bool) -> str | None:
+    if topic:
+        return TOPIC_CONFIGS[name][2]
+    synonym_of = _TOPIC_OF_SYNONYM.get(name)
+    if synonym_of is not None:
+        return f"The default of the topic config {synonym_of}: {TOPIC_CONFIGS[synonym_of][2]}"
+    if name in THROTTLES:
+        return "Replication throttle in bytes/s (stored only: odradek does not throttle replication)"
+    return None
+
+
+def check_broker_config_name(name: str) -> None:
+    """A TopicError(INVALID_CONFIG) unless `name` is a broker config that may change at runtime."""
+    if name not in DYNAMIC:
+        if name in _FIELD_OF:
+            raise TopicError(ErrorCode.INVALID_CONFIG,
+                             f"Cannot update these configs dynamically: {name} (a restart with a new "
+                             f"config file changes it)")
+        raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown broker config name: {name}")
+
+
+def validate_broker_config(name: str, value: str | None) -> str:
+    """The value of a dynamic broker config, or a TopicError(INVALID_CONFIG) naming the key."""
+    check_broker_config_name(name)
+    if value is None:
+        raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value for broker config {name}")
+    topic = _TOPIC_OF_SYNONYM.get(name)
+    if topic is not None:
+        try:
+            validate_configs({topic: value})
+        except TopicError as exc:
+            raise TopicError(exc.code, f"Invalid value {value} for config {name}: "
+                                       f"{str(exc).replace(topic, name)}") from None
+        return value
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for config {name}: "
+                                                   f"a non-negative integer is expected")
+    return value
+
+
+def _static(config: BrokerConfig) -> dict[str, tuple[str, int]]:
+    """Every broker config's static value: STATIC if it differs from the built-in default
+    (odradek does not keep which keys a config file named, so a file repeating a default shows
+    as DEFAULT_CONFIG where Kafka says STATIC_BROKER_CONFIG)."""
+    out: dict[str, tuple[str, int]] = {}
+    for name, f in _FIELD_OF.items():
+        value = getattr(config, f.name)
+        default = f.default if f.default is not dataclasses.MISSING else None
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        out[name] = (text, DEFAULT_CONFIG if value == default else STATIC_BROKER_CONFIG)
+    for name, value in {**_SYNONYM_ONLY, **THROTTLES}.items():
+        out[name] = (value, DEFAULT_CONFIG)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Synonym:
+    name: str
+    value: str
+    source: int
+
+
+class DynamicBrokerConfig:
+    """The layered broker config of one broker; `update` swaps a dynamic layer."""
+
+    def __init__(self, static: BrokerConfig) -> None:
+        self.static = static
+        self._static = _static(static)
+        self.per_broker: dict[str, str] = {}
+        self.cluster_default: dict[str, str] = {}
+
+    def update(self, entity: str, config: dict[str, str]) -> None:
+        """A new /config/brokers/<entity> (this broker's id or <default>); unknown or read-only
+        keys (written by a newer broker or by hand) are ignored, as Kafka ignores them."""
+        kept = {k: v for k, v in config.items() if k in DYNAMIC}
+        if entity == DEFAULT_ENTITY:
+            self.cluster_default = kept
+        else:
+            self.per_broker = kept
+
+    def synonyms(self, name: str) -> list[Synonym]:
+        """Every layer that has `name`, highest precedence first (Kafka's synonym order)."""
+        out = []
+        if name in self.per_broker:
+            out.append(Synonym(name, self.per_broker[name], DYNAMIC_BROKER_CONFIG))
+        if name in self.cluster_default:
+            out.append(Synonym(name, self.cluster_default[name], DYNAMIC_DEFAULT_BROKER_CONFIG))
+        if name in self._static:
+            value, source = self._static[name]
+            out.append(Synonym(name, value, source))
+        return out
+
+    def value(self, name: str) -> str:
+        return self.synonyms(name)[0].value
+
+    def topic_synonyms(self, topic_key: str) -> list[Synonym]:
+        """Where a topic config without a topic override gets its value."""
+        broker_name = TOPIC_CONFIGS[topic_key][0]
+        found = self.synonyms(broker_name) if broker_name else []
+        return found or [Synonym(topic_key, TOPIC_CONFIG_DEFAULTS[topic_key], DEFAULT_CONFIG)]
+
+    def topic_defaults(self) -> dict[str, str]:
+        """The value each topic config has for a topic that does not set it."""
+        return {k: self.topic_synonyms(k)[0].value for k in TOPIC_CONFIGS}
+
+    def log_config(self) -> LogConfig:
+        """The LogConfig of a topic without overrides (Kafka's LogManager.currentDefaultConfig)."""
+        return LogConfig.from_topic_config(self.topic_defaults(), LogConfig())
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return int(self.value("min.insync.replicas"))
+
+    @property
+    def log_cleaner_backoff_ms(self) -> int:
+        return int(self.value("log.cleaner.backoff.ms"))
+
+    def describe(self, per_broker: bool) -> dict[str, list[Synonym]]:
+        """name -> synonyms for DescribeConfigs: every config of this broker, or (the
+        <default> resource) only the cluster-default dynamic configs set, as Kafka answers."""
+        if not per_broker:
+            return {k: [Synonym(k, v, DYNAMIC_DEFAULT_BROKER_CONFIG)] for k, v in self.cluster_default.items()}
+        return {name: self.synonyms(name) for name in broker_config_names()}

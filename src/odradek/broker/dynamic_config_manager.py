@@ -1,0 +1,145 @@
+"""Kafka's DynamicConfigManager: every broker follows /config/changes and applies a changed
+topic or broker config to what it runs, without a restart.
+
+A notification only names an entity (topics/<t>, brokers/<id>, brokers/<default>); the broker
+re-reads that entity's whole config, so notifications may be processed twice or late without
+harm. Those with a sequence number above the last one processed are taken up, in order, after
+every change of /config/changes (Kafka's ZkNodeChangeNotificationListener), all of them once at
+startup; each round also deletes notifications older than 15 minutes.
+
+What applies live, on the partitions this broker hosts: a topic's LogConfig (retention, segment
+rolling, flushing, cleanup.policy and the compaction settings, max.message.bytes; the log
+cleaner reads the log's config at each clean and the retention task at each check) and
+min.insync.replicas. unclean.leader.election.enable is not the broker's business: the
+controller reads the topic's config from ZooKeeper when an election needs it. A broker config
+change (cluster default or this broker's) replaces the defaults of every topic that does not
+set the config itself, and log.cleaner.backoff.ms the cleaner's idle wait.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from odradek.broker.dynamic_broker_config import DEFAULT_ENTITY, DynamicBrokerConfig
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.log.log import LogConfig
+from odradek.log.log_cleaner import LogCleaner
+from odradek.zk import admin_zk_client as azk
+from odradek.zk import paths
+
+log = logging.getLogger("odradek.broker.dynamic_config")
+
+
+class DynamicConfigManager:
+    def __init__(self, broker_id: int, zk: Any, config: DynamicBrokerConfig, replica_manager: ReplicaManager,
+                 log_cleaner: LogCleaner) -> None:
+        self.broker_id = broker_id
+        self.zk = zk  # odradek.zk.client.KafkaZkClient
+        self.config = config
+        self.replica_manager = replica_manager
+        self.log_cleaner = log_cleaner
+        self._last_executed = -1
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._running: asyncio.Task[None] | None = None
+        self._again = False
+        self._watch: Any = None
+
+    async def startup(self) -> None:
+        """Read this broker's dynamic configs before it serves (Kafka's
+        DynamicBrokerConfig.initialize), then follow /config/changes."""
+        self._loop = asyncio.get_running_loop()
+        entities = [str(self.broker_id), DEFAULT_ENTITY]
+        stored = await asyncio.to_thread(azk.get_entity_configs, self.zk.kazoo, azk.BROKERS, entities)
+        for entity in entities:
+            self.config.update(entity, stored[entity])
+        self._apply_broker_defaults()
+        self._watch = self.zk.watch_children(
+            paths.CONFIG_CHANGES, lambda _children: self._loop.call_soon_threadsafe(self._changed))  # type: ignore[union-attr]
+
+    def shutdown(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+        if self._running is not None:
+            self._running.cancel()
+
+    def _changed(self) -> None:
+        if self._running is not None and not self._running.done():
+            self._again = True  # one more round when this one ends: it may have missed the change
+            return
+        self._running = asyncio.get_running_loop().create_task(self._process())
+
+    async def _process(self) -> None:
+        while True:
+            self._again = False
+            try:
+                changes = await asyncio.to_thread(self._read_changes)
+            except Exception:  # noqa: BLE001 - ZooKeeper trouble: the next change or reconnect retries
+                log.exception("reading config changes failed")
+                return
+            if changes is not None:
+                self._apply(*changes)
+            if not self._again:
+                return
+
+    def _read_changes(self) -> tuple[int, dict[str, dict[str, str]], dict[str, dict[str, str]]] | None:
+        """On a thread: the new notifications' entities and their configs, as of now."""
+        kz = self.zk.kazoo
+        children = azk.config_changes(kz)
+        azk.purge_obsolete_notifications(kz, children)
+        new = [c for c in children if azk.sequence_of(c) > self._last_executed]
+        if not new:
+            return None
+        pending = {c: kz.get_async(f"{paths.CONFIG_CHANGES}/{c}") for c in new}
+        topics: set[str] = set()
+        brokers: set[str] = set()
+        for child, result in pending.items():
+            try:
+                entity = azk.decode_notification(result.get()[0])
+            except Exception:  # noqa: BLE001 - purged by another broker meanwhile: its entity is re-read below anyway
+                continue
+            if entity is None:
+                log.warning("ignoring malformed config change notification %s", child)
+            elif entity[0] == azk.TOPICS:
+                topics.add(entity[1])
+            elif entity[0] == azk.BROKERS and entity[1] in (str(self.broker_id), DEFAULT_ENTITY):
+                brokers.add(entity[1])
+        broker_configs = azk.get_entity_configs(kz, azk.BROKERS, brokers)
+        if broker_configs:  # every hosted topic's defaults may change: re-read them all
+            topics |= {p.tp.topic for p in self.replica_manager.partitions()}
+        topic_configs = self.zk.get_topic_configs(topics) if topics else {}
+        return azk.sequence_of(new[-1]), broker_configs, topic_configs
+
+    def _apply(self, last: int, broker_configs: dict[str, dict[str, str]],
+               topic_configs: dict[str, dict[str, str]]) -> None:
+        for entity, config in broker_configs.items():
+            self.config.update(entity, config)
+            log.info("broker config %s changed: %s", entity, config)
+        if broker_configs:
+            self._apply_broker_defaults()
+        for topic, config in topic_configs.items():
+            self.apply_topic_config(topic, config)
+        self._last_executed = max(self._last_executed, last)
+
+    def _apply_broker_defaults(self) -> None:
+        default = self.config.log_config()
+        self.replica_manager.default_log_config = default
+        self.replica_manager.log_manager.default_config = default
+        self.replica_manager.default_min_isr = self.config.min_insync_replicas
+        self.log_cleaner.backoff_s = self.config.log_cleaner_backoff_ms / 1000
+
+    def apply_topic_config(self, topic: str, config: dict[str, str]) -> None:
+        """Kafka's TopicConfigHandler.processConfigChanges: the hosted partitions of `topic`
+        take the new overrides over the current defaults."""
+        log_config = LogConfig.from_topic_config(config, self.replica_manager.default_log_config)
+        min_isr = int(config.get("min.insync.replicas", self.replica_manager.default_min_isr))
+        changed = 0
+        for partition in self.replica_manager.partitions():
+            if partition.tp.topic != topic:
+                continue
+            if partition.log.config != log_config or partition.min_insync_replicas != min_isr:
+                partition.log.config = log_config
+                partition.min_insync_replicas = min_isr
+                changed += 1
+        if changed:
+            log.info("topic %s: config %s applied to %d partitions", topic, config, changed)

@@ -1,0 +1,170 @@
+"""Kafka's ZkAdminManager for configs: AlterConfigs (the whole config of a resource replaced)
+and IncrementalAlterConfigs (KIP-339: SET, DELETE, APPEND and SUBTRACT per key).
+
+Each resource is checked on its own (an unknown key, a bad value, a key given twice, a
+read-only broker config) and answers its own error; nothing of a refused resource is stored.
+The accepted resources are written together, each with its change notification, in one
+ZooKeeper multi (zk/admin_zk_client.py), which also checks that each topic exists; the brokers
+apply them when the notification reaches them (dynamic_config_manager.py). validate_only
+checks everything and writes nothing.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+from odradek.broker import apis
+from odradek.broker.config_helper import BROKER_RESOURCE, TOPIC_RESOURCE, broker_entity
+from odradek.broker.context import BrokerContext
+from odradek.broker.dynamic_broker_config import (DEFAULT_ENTITY, LIST, check_broker_config_name, config_type,
+                                                  validate_broker_config)
+from odradek.broker.topic_admin import TOPIC_CONFIG_DEFAULTS, TopicError, validate_configs
+from odradek.protocol import kio_util
+from odradek.protocol.errors import ErrorCode
+from odradek.zk import admin_zk_client as azk
+from odradek.zk import paths
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_OPERATIONS = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
+Entity = tuple[str, str]  # (azk.TOPICS or azk.BROKERS, name)
+
+
+def _entity(ctx: BrokerContext, res: Any) -> Entity:
+    if res.resource_type == TOPIC_RESOURCE:
+        if not res.resource_name:
+            raise TopicError(ErrorCode.INVALID_REQUEST, "Topic name must not be empty")
+        return azk.TOPICS, res.resource_name
+    if res.resource_type == BROKER_RESOURCE:
+        name = res.resource_name
+        if name != "" and not (name.isdigit() and name.isascii()):
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer or empty, got {name!r}")
+        return azk.BROKERS, DEFAULT_ENTITY if name == "" else str(int(name))
+    raise TopicError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
+
+
+def _validate(entity: Entity, config: dict[str, str | None]) -> dict[str, str]:
+    if entity[0] == azk.TOPICS:
+        return validate_configs(config)
+    return {k: validate_broker_config(k, v) for k, v in config.items()}
+
+
+def _no_duplicates(names: list[str]) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys: {name}")
+        seen.add(name)
+
+
+def _check_name(entity: Entity, name: str) -> None:
+    if entity[0] == azk.BROKERS:
+        check_broker_config_name(name)
+    elif name not in TOPIC_CONFIG_DEFAULTS:
+        raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+
+
+def _incremental(entity: Entity, current: dict[str, str], ops: Any) -> dict[str, str]:
+    """Kafka's prepareIncrementalConfigs: the stored config after the operations, each checked.
+    APPEND and SUBTRACT work on list configs only (cleanup.policy), starting from the default
+    where the entity does not set the key, and keep each item once."""
+    _no_duplicates([op.name for op in ops])
+    out = dict(current)
+    topic = entity[0] == azk.TOPICS
+    for op in ops:
+        name, value, operation = op.name, op.value, op.config_operation
+        _check_name(entity, name)
+        if operation == SET:
+            out[name] = _validate(entity, {name: value})[name]
+        elif operation == DELETE:
+            out.pop(name, None)
+        elif operation in (APPEND, SUBTRACT):
+            if config_type(name, topic) != LIST:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Config value {_OPERATIONS[operation].lower()} "
+                                                           f"is not allowed for config key: {name}")
+            old = [v for v in out.get(name, TOPIC_CONFIG_DEFAULTS["cleanup.policy"]).split(",") if v]
+            given = [v.strip() for v in (value or "").split(",") if v.strip()]
+            new = (list(dict.fromkeys(old + given)) if operation == APPEND
+                   else [v for v in old if v not in given])
+            out[name] = _validate(entity, {name: ",".join(new)})[name]
+        else:
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {operation} for {name}")
+    return out
+
+
+async def alter_configs(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    def replace(entity: Entity, _current: dict[str, str], res: Any) -> dict[str, str]:
+        _no_duplicates([c.name for c in res.configs])
+        return _validate(entity, {c.name: c.value for c in res.configs})
+
+    results = await _alter(ctx, req, replace, read_current=False)
+    return kio_util.encode_response(apis.ALTER_CONFIGS, version, header.correlation_id,
+                                    {"throttle_time": 0, "responses": results})
+
+
+async def incremental_alter_configs(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    results = await _alter(ctx, req, lambda entity, current, res: _incremental(entity, current, res.configs),
+                           read_current=True)
+    return kio_util.encode_response(apis.INCREMENTAL_ALTER_CONFIGS, version, header.correlation_id,
+                                    {"throttle_time": 0, "responses": results})
+
+
+async def _alter(ctx: BrokerContext, req: Any,
+                 new_config: Callable[[Entity, dict[str, str], Any], dict[str, str]],
+                 read_current: bool) -> list[dict[str, Any]]:
+    errors: dict[int, tuple[int, str]] = {}
+    entities: dict[int, Entity] = {}
+    for i, res in enumerate(req.resources):
+        try:
+            entities[i] = _entity(ctx, res)
+        except TopicError as exc:
+            errors[i] = (exc.code, str(exc))
+    if read_current:
+        current = await asyncio.to_thread(_read_current, ctx, set(entities.values()))
+    else:
+        current = {}
+    changes: dict[Entity, dict[str, str]] = {}
+    owner: dict[Entity, int] = {}
+    for i, entity in entities.items():
+        res = req.resources[i]
+        try:
+            if entity in owner:
+                raise TopicError(ErrorCode.INVALID_REQUEST, f"Resource {entity[1]} given more than once")
+            changes[entity] = new_config(entity, current.get(entity, {}), res)
+            owner[entity] = i
+        except TopicError as exc:
+            errors[i] = (exc.code, str(exc))
+    unknown = await asyncio.to_thread(_write, ctx, changes, req.validate_only)
+    for entity in unknown:
+        errors[owner[entity]] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {entity[1]} does not exist")
+    return [{"error_code": errors.get(i, (0, None))[0], "error_message": errors.get(i, (0, None))[1],
+             "resource_type": res.resource_type, "resource_name": res.resource_name}
+            for i, res in enumerate(req.resources)]
+
+
+def _read_current(ctx: BrokerContext, entities: set[Entity]) -> dict[Entity, dict[str, str]]:
+    out: dict[Entity, dict[str, str]] = {}
+    for entity_type in (azk.TOPICS, azk.BROKERS):
+        names = [name for t, name in entities if t == entity_type]
+        out.update(((entity_type, n), c) for n, c in azk.get_entity_configs(ctx.zk.kazoo, entity_type, names).items())
+    return out
+
+
+def _write(ctx: BrokerContext, changes: dict[Entity, dict[str, str]], validate_only: bool) -> list[Entity]:
+    """On a thread: store the changes (unless validate_only); the topics that do not exist."""
+    kz = ctx.zk.kazoo
+    topics = [e for e in changes if e[0] == azk.TOPICS]
+    pending = {e: kz.exists_async(paths.topic_path(e[1])) for e in topics}
+    unknown = [e for e, r in pending.items() if r.get() is None]
+    todo = {e: c for e, c in changes.items() if e not in unknown}
+    if validate_only:
+        return unknown
+    while todo:
+        try:
+            azk.change_entity_configs(kz, todo)
+            break
+        except azk.UnknownEntityError as exc:  # deleted between the check and the write
+            gone = (azk.TOPICS, str(exc))
+            unknown.append(gone)
+            todo.pop(gone)
+    return unknown

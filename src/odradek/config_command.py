@@ -1,0 +1,119 @@
+"""Kafka's ConfigCommand (kafka-configs.sh) behind `odradek configs describe|alter` and
+`odradek topics alter --config`: DescribeConfigs and IncrementalAlterConfigs (KIP-339) over
+plain Kafka requests, so they work against Apache Kafka too.
+
+Raw requests rather than confluent-kafka's AdminClient: librdkafka refuses the empty broker
+name that means the cluster-wide broker default, and a broker's own resource must be sent to
+that broker (its address comes from one Metadata request).
+"""
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+from odradek.admin import AdminError, _recv_exactly, metadata_request
+
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
+TOPIC, BROKER = 2, 4
+SET, DELETE = 0, 1
+SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+           4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+DYNAMIC_SOURCES = {"DYNAMIC_TOPIC_CONFIG", "DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG"}
+
+
+def entity(topic: str | None, broker: int | None, broker_defaults: bool) -> tuple[int, str, str]:
+    """(resource type, resource name, how to name it to the operator)."""
+    if topic is not None:
+        return TOPIC, topic, f"topic {topic}"
+    if broker is not None:
+        return BROKER, str(broker), f"broker {broker}"
+    assert broker_defaults
+    return BROKER, "", "the cluster-wide broker defaults"
+
+
+def _send(server: str, api_key: int, version: int, body: dict[str, Any], timeout: float) -> Any:
+    from odradek.protocol import kio_util
+
+    host, _, port = server.rpartition(":")
+    request = kio_util.encode_request(api_key, version, 1, "odradek-configs", body)
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.sendall(request)
+        size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+        return kio_util.decode_response(api_key, version, _recv_exactly(sock, size))[1]
+
+
+def _request(bootstrap: str, resource_type: int, name: str, api_key: int, version: int,
+             body: dict[str, Any], timeout: float) -> Any:
+    """To broker N for its own resource, else to the first bootstrap server that answers."""
+    if resource_type == BROKER and name:
+        brokers = {int(b.node_id): f"{b.host}:{b.port}" for b in metadata_request(bootstrap, [], timeout).brokers}
+        if int(name) not in brokers:
+            raise AdminError(f"broker {name} is not a live broker of the cluster (live: {sorted(brokers)})")
+        servers = [brokers[int(name)]]
+    else:
+        servers = [s.strip() for s in bootstrap.split(",")]
+    errors = []
+    for server in servers:
+        try:
+            return _send(server, api_key, version, body, timeout)
+        except (OSError, ValueError) as exc:
+            errors.append(f"{server}: {exc}")
+    raise AdminError(f"cannot reach {bootstrap}: {'; '.join(errors)}")
+
+
+def _error(code: Any, message: str | None, what: str) -> AdminError:
+    name = getattr(code, "name", str(code)).upper()
+    return AdminError(f"{name}: {message or what}")
+
+
+def describe(bootstrap: str, resource_type: int, name: str, timeout: float = 10.0,
+             keys: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every config of the resource: name, value, source, read_only, sensitive, synonyms."""
+    response = _request(bootstrap, resource_type, name, DESCRIBE_CONFIGS, 4, {
+        "resources": [{"resource_type": resource_type, "resource_name": name, "configuration_keys": keys}],
+        "include_synonyms": True, "include_documentation": False}, timeout)
+    result = response.results[0]
+    if result.error_code != 0:
+        raise _error(result.error_code, result.error_message, f"cannot describe {name!r}")
+    return [{"name": c.name, "value": c.value, "source": SOURCES.get(int(c.config_source), "UNKNOWN"),
+             "read_only": c.read_only, "sensitive": c.is_sensitive,
+             "synonyms": [{"name": s.name, "value": s.value, "source": SOURCES.get(int(s.source), "UNKNOWN")}
+                          for s in c.synonyms]}
+            for c in result.configs]
+
+
+def topic_overrides(bootstrap: str, topics: list[str], timeout: float = 10.0) -> dict[str, dict[str, str]]:
+    """Each topic's own configs (DYNAMIC_TOPIC_CONFIG), in one DescribeConfigs request."""
+    if not topics:
+        return {}
+    response = _request(bootstrap, TOPIC, "", DESCRIBE_CONFIGS, 4, {
+        "resources": [{"resource_type": TOPIC, "resource_name": t, "configuration_keys": None} for t in topics],
+        "include_synonyms": False, "include_documentation": False}, timeout)
+    return {r.resource_name: {c.name: c.value for c in r.configs if int(c.config_source) == 1}
+            for r in response.results if r.error_code == 0}
+
+
+def alter(bootstrap: str, resource_type: int, name: str, set_configs: dict[str, str], delete: list[str],
+          timeout: float = 10.0) -> None:
+    """IncrementalAlterConfigs: SET each of set_configs, DELETE each of delete (back to its default)."""
+    ops = ([{"name": k, "config_operation": SET, "value": v} for k, v in set_configs.items()]
+           + [{"name": k, "config_operation": DELETE, "value": None} for k in delete])
+    response = _request(bootstrap, resource_type, name, INCREMENTAL_ALTER_CONFIGS, 1, {
+        "resources": [{"resource_type": resource_type, "resource_name": name, "configs": ops}],
+        "validate_only": False}, timeout)
+    result = response.responses[0]
+    if result.error_code != 0:
+        raise _error(result.error_code, result.error_message, f"cannot alter {name!r}")
+
+
+def format_configs(what: str, entries: list[dict[str, Any]], show_all: bool) -> str:
+    """kafka-configs.sh's layout: a heading, then `name=value sensitive=... synonyms={...}`."""
+    shown = entries if show_all else [e for e in entries if e["source"] in DYNAMIC_SOURCES]
+    heading = f"{'All' if show_all else 'Dynamic'} configs for {what} are:"
+    lines = [heading]
+    for e in shown:
+        synonyms = ", ".join(f"{s['source']}:{s['name']}={s['value']}" for s in e["synonyms"])
+        value = "null" if e["value"] is None else e["value"]
+        lines.append(f"  {e['name']}={value} sensitive={str(e['sensitive']).lower()} synonyms={{{synonyms}}}")
+    return "\n".join(lines)

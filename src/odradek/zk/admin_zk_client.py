@@ -1,0 +1,132 @@
+"""Kafka's AdminZkClient for entity configs: /config/topics/<t>, /config/brokers/<id> and
+/config/brokers/<default>, each {"version":1,"config":{...}}, and the change notifications
+that tell every broker to re-read one (Kafka's ConfigChangeNotification v2,
+/config/changes/config_change_<seq> = {"version":2,"entity_path":"topics/<t>"}).
+
+An entity's config and its notification are written in one multi, so a broker never sees a
+notification for a change that did not happen, nor a change without one. Kafka writes them
+one after the other; a broker that missed the notification of a crashed admin then kept the
+old value until its restart.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any, Iterable
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+
+from odradek.zk import paths
+
+log = logging.getLogger("odradek.zk.admin")
+
+TOPICS, BROKERS = "topics", "brokers"
+CONFIG_CHANGE_PREFIX = "config_change_"
+#: Kafka's ZkConfigManager changeExpirationMs: notifications older than this are deleted
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+
+
+class UnknownEntityError(Exception):
+    """The topic whose config was to change does not exist."""
+
+
+def entity_path(entity_type: str, name: str) -> str:
+    return f"{paths.CONFIG}/{entity_type}/{name}"
+
+
+def encode_notification(entity_type: str, name: str) -> bytes:
+    return json.dumps({"version": 2, "entity_path": f"{entity_type}/{name}"}, separators=(",", ":")).encode()
+
+
+def decode_notification(data: bytes) -> tuple[str, str] | None:
+    """(entity type, name) of a notification; None for one we cannot read (Kafka logs and
+    skips it too). Version 1 ({"entity_type":..,"entity_name":..}) is read as well."""
+    try:
+        body = json.loads(data)
+        if body.get("version") == 1:
+            return str(body["entity_type"]), str(body["entity_name"])
+        entity_type, _, name = str(body["entity_path"]).partition("/")
+        return (entity_type, name) if name else None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def get_entity_configs(kz: Any, entity_type: str, names: Iterable[str]) -> dict[str, dict[str, str]]:
+    """Each entity's stored config ({} without a znode), read in one pipelined round trip."""
+    pending = {n: kz.get_async(entity_path(entity_type, n)) for n in names}
+    out: dict[str, dict[str, str]] = {}
+    for name, result in pending.items():
+        try:
+            out[name] = paths.decode_topic_config(result.get()[0])
+        except NoNodeError:
+            out[name] = {}
+    return out
+
+
+def change_entity_configs(kz: Any, changes: dict[tuple[str, str], dict[str, str]],
+                          retries: int = 5) -> None:
+    """Replace the configs of several entities and announce each, in one multi.
+
+    A topic must exist (checked in the same multi); UnknownEntityError names the first that
+    does not. A concurrent writer of the same entity (BadVersion) makes us read and try again:
+    the new configs are whole, so the last writer wins, as in Kafka."""
+    if not changes:
+        return
+    for _ in range(retries):
+        stats = {key: kz.exists_async(entity_path(*key)) for key in changes}
+        versions = {key: (s.version if (s := r.get()) is not None else None) for key, r in stats.items()}
+        tx = kz.transaction()
+        for (entity_type, name), config in changes.items():
+            if entity_type == TOPICS:
+                tx.check(paths.topic_path(name), -1)
+            data = paths.encode_topic_config(config)
+            version = versions[(entity_type, name)]
+            if version is None:
+                tx.create(entity_path(entity_type, name), data)
+            else:
+                tx.set_data(entity_path(entity_type, name), data, version)
+        for entity_type, name in changes:
+            tx.create(f"{paths.CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}", encode_notification(entity_type, name),
+                      sequence=True)
+        results = tx.commit()
+        failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if not failures:
+            return
+        if isinstance(failures[0], NoNodeError):
+            keys = [k for k in changes if k[0] == TOPICS]
+            missing = [k[1] for k in keys if kz.exists(paths.topic_path(k[1])) is None]
+            if missing:
+                raise UnknownEntityError(missing[0])
+            raise failures[0]
+        if not isinstance(failures[0], (BadVersionError, NodeExistsError)):
+            raise failures[0]
+    raise RuntimeError(f"configs of {sorted(changes)} changed concurrently {retries} times; try again")
+
+
+def config_changes(kz: Any) -> list[str]:
+    """The notification znodes, oldest first."""
+    children = kz.get_children(paths.CONFIG_CHANGES)
+    return sorted(c for c in children if c.startswith(CONFIG_CHANGE_PREFIX))
+
+
+def sequence_of(child: str) -> int:
+    return int(child[len(CONFIG_CHANGE_PREFIX):])
+
+
+def purge_obsolete_notifications(kz: Any, children: list[str], now_ms: int | None = None) -> int:
+    """Delete notifications older than CHANGE_EXPIRATION_MS (Kafka's
+    ZkNodeChangeNotificationListener.purgeObsoleteNotifications; every broker does it, and a
+    node another broker deleted first is fine). How many this call deleted."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    stats = {c: kz.exists_async(f"{paths.CONFIG_CHANGES}/{c}") for c in children}
+    old = [c for c, r in stats.items() if (s := r.get()) is not None and now_ms - s.ctime > CHANGE_EXPIRATION_MS]
+    deletes = {c: kz.delete_async(f"{paths.CONFIG_CHANGES}/{c}") for c in old}
+    deleted = 0
+    for result in deletes.values():
+        try:
+            result.get()
+            deleted += 1
+        except NoNodeError:
+            pass
+    return deleted
