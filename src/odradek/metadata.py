@@ -77,8 +77,14 @@ class PartitionState(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class TopicAssignment:
-    """Contents of /brokers/topics/T: partition -> replica list, plus the topic id."""
+    """Contents of /brokers/topics/T: partition -> replica list, plus the topic id.
+
+    ``initial_partition_count`` is KIP-253's: the partition count the topic was created with,
+    kept when partitions are added (the base of the linear hashing that ordered expansion
+    needs). None when the znode does not say (written before it existed); the controller then
+    writes the current count (KafkaController's failover backfill)."""
 
     name: str
     topic_id: str  # 22-char URL-safe base64 of a 16-byte UUID, as Kafka writes it
     partitions: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    initial_partition_count: int | None = None

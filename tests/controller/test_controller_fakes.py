@@ -49,6 +49,8 @@ class FakeZk:
         self.fenced = False
         #: /admin/preferred_replica_election: None while it does not exist
         self.preferred_election: set[TopicPartition] | None = None
+        #: children of /admin/delete_topics
+        self.deletions: set[str] = set()
 
     # -- test setup -------------------------------------------------------------------------
     def register_broker(self, broker_id: int, epoch: int | None = None) -> BrokerInfo:
@@ -62,7 +64,7 @@ class FakeZk:
 
     def create_topic(self, name: str, partitions: dict[int, tuple[int, ...]],
                      config: dict[str, str] | None = None) -> None:
-        self.topics[name] = TopicAssignment(name, f"id-{name}", dict(partitions))
+        self.topics[name] = TopicAssignment(name, f"id-{name}", dict(partitions), len(partitions))
         if config:
             self.configs[name] = dict(config)
 
@@ -153,6 +155,42 @@ class FakeZk:
             raise ControllerMovedError("fenced")
         self.preferred_election = None
 
+    def get_topic_deletions(self) -> set[str]:
+        self.calls.append(("get_topic_deletions", None))
+        return set(self.deletions)
+
+    def delete_topic_deletions(self, topics: Iterable[str]) -> None:
+        topics = sorted(topics)
+        self.calls.append(("delete_topic_deletions", topics))
+        if self.fenced:
+            raise ControllerMovedError("fenced")
+        self.deletions.difference_update(topics)
+
+    def delete_topics(self, topics: Iterable[str]) -> None:
+        """The topic znode, its partition states, its config and its marker, at once."""
+        topics = sorted(topics)
+        self.calls.append(("delete_topics", topics))
+        if self.fenced:
+            raise ControllerMovedError("fenced")
+        for topic in topics:
+            self.topics.pop(topic, None)
+            self.configs.pop(topic, None)
+            self.deletions.discard(topic)
+            for tp in [tp for tp in self.states if tp.topic == topic]:
+                del self.states[tp]
+
+    def backfill_topic_znodes(self, topics: Iterable[str]) -> dict[str, TopicAssignment]:
+        topics = sorted(topics)
+        self.calls.append(("backfill_topic_znodes", topics))
+        if self.fenced:
+            raise ControllerMovedError("fenced")
+        for topic in topics:
+            a = self.topics[topic]
+            self.topics[topic] = TopicAssignment(
+                topic, a.topic_id if a.topic_id != "AAAAAAAAAAAAAAAAAAAAAA" else f"id-{topic}",
+                a.partitions, a.initial_partition_count or len(a.partitions))
+        return {t: self.topics[t] for t in topics}
+
     def leader_isr_write(self, tp: TopicPartition, isr: tuple[int, ...]) -> None:
         """What a partition leader does when it shrinks or expands its ISR."""
         stored = self.states[tp]
@@ -165,6 +203,8 @@ class FakeChannel:
     def __init__(self) -> None:
         self.brokers: set[int] = set()
         self.sent: list[tuple[int, object]] = []
+        #: (broker, request, callback) of every request sent with a callback, in order
+        self.callbacks: list[tuple[int, object, Callable[[object], None]]] = []
 
     def add_broker(self, info: BrokerInfo) -> None:
         self.brokers.add(info.id)
@@ -175,6 +215,8 @@ class FakeChannel:
     def send(self, broker_id: int, request: object, callback: object = None) -> None:
         assert broker_id in self.brokers, f"send to unconnected broker {broker_id}"
         self.sent.append((broker_id, request))
+        if callable(callback):
+            self.callbacks.append((broker_id, request, callback))
 
     def of_type(self, kind: type) -> list[tuple[int, object]]:
         return [(b, r) for b, r in self.sent if isinstance(r, kind)]

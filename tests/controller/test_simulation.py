@@ -2,7 +2,8 @@
 
 Each seed is one reproducible schedule of random steps on the in-memory seams: brokers die and
 come back (or bounce before the controller notices), controllers fail over (and the deposed one keeps acting), leaders shrink and expand
-their ISRs, brokers shut down cleanly, admins ask for elections and create topics. Simulated brokers
+their ISRs, brokers shut down cleanly, admins ask for elections, create topics, delete them (and
+create them again under the same name) and add partitions. Simulated brokers
 apply the controller's requests as real ones do (fenced by controller and broker epoch, newer
 leader epochs only). After every step the properties that make failover safe are checked:
 
@@ -14,7 +15,10 @@ leader epochs only). After every step the properties that make failover safe are
   has a live leader, and a partition with a live replica has a state;
 - every live replica has applied its partition's current leader and leader epoch;
 - the active controller's cached leaderships are what ZooKeeper holds;
-- a deposed controller changes nothing in ZooKeeper, and brokers ignore what it sends.
+- a deposed controller changes nothing in ZooKeeper, and brokers ignore what it sends;
+- a topic whose deletion completed is gone from ZooKeeper and no live broker still hosts it;
+  a topic is deleted only once every replica's broker deleted its copy;
+- at the end, with every broker back, every deletion asked for has completed.
 
 A failure names its seed and step: the same seed replays the same schedule.
 """
@@ -31,12 +35,13 @@ from test_controller_fakes import FakeChannel, FakeZk
 from odradek.controller.controller import Controller
 from odradek.controller.controller_context import UNCLEAN_LEADER_ELECTION
 from odradek.controller.events import (BrokerChange, ControlledShutdown, ControllerEvent,
-                                       ElectionType, IsrChangeNotification, ReplicaLeaderElection,
-                                       Startup, TopicChange)
+                                       ElectionType, IsrChangeNotification, PartitionModifications,
+                                       ReplicaLeaderElection, Startup, TopicChange, TopicDeletion)
 from odradek.controller.seams import ControllerMovedError
 from odradek.controller.state_change_log import StateChangeLog
-from odradek.metadata import LeaderAndIsr, PartitionState, TopicPartition
-from odradek.protocol.controller_api import LeaderAndIsrRequest
+from odradek.metadata import LeaderAndIsr, PartitionState, TopicAssignment, TopicPartition
+from odradek.protocol.controller_api import (ControllerResponse, LeaderAndIsrRequest,
+                                             StopReplicaRequest)
 
 BROKERS = (1, 2, 3, 4)
 TOPICS = {"a": (6, 3), "b": (4, 2), "c": (3, 1), "d": (3, 2)}  # name: (partitions, RF)
@@ -52,7 +57,8 @@ class FencedZk:
     once a newer controller was elected, as the /controller_epoch version check makes them."""
 
     _WRITES = ("create_partition_states", "update_leader_and_isr", "start_update_leader_and_isr",
-               "delete_preferred_replica_election", "pop_isr_change_notifications")
+               "delete_preferred_replica_election", "pop_isr_change_notifications",
+               "delete_topic_deletions", "delete_topics", "backfill_topic_znodes")
 
     def __init__(self, zk: FakeZk, epoch: int, current_epoch: Callable[[], int]) -> None:
         self._zk = zk
@@ -80,12 +86,18 @@ class SimBroker:
         self.epoch = epoch
         self.controller_epoch = 0
         self.roles: dict[TopicPartition, PartitionState] = {}
+        #: partitions whose replica this incarnation deleted (StopReplica with delete)
+        self.deleted: set[TopicPartition] = set()
 
     def deliver(self, request: Any) -> bool:
         """Apply a request as replica_manager does; False if it was fenced off."""
         if request.controller_epoch < self.controller_epoch or request.broker_epoch != self.epoch:
             return False
         self.controller_epoch = request.controller_epoch
+        if isinstance(request, StopReplicaRequest) and request.delete_partitions:
+            for tp in request.partitions:
+                self.roles.pop(tp, None)
+                self.deleted.add(tp)
         if isinstance(request, LeaderAndIsrRequest):
             for state in request.partition_states:
                 current = self.roles.get(state.tp)
@@ -118,7 +130,10 @@ class World:
                            for p, replicas in a.partitions.items()}
         self.epoch = 0
         self.controllers: list[tuple[Controller, FakeChannel, int]] = []  # newest last
+        #: events each controller put on its own queue (StopReplica answers), by index
+        self.queued: list[list[ControllerEvent]] = []
         self.fenced_requests = 0
+        self.created = 0
         self.done: Counter[str] = Counter()  # steps taken, by kind
 
     # -- the world's moves -----------------------------------------------------------------
@@ -132,9 +147,11 @@ class World:
         self.epoch += 1
         broker_id = self.rng.choice(sorted(self.live))
         channel = FakeChannel()
+        queue: list[ControllerEvent] = []
         controller = Controller(broker_id, FencedZk(self.zk, self.epoch, lambda: self.epoch),
-                                channel, StateChangeLog(io.StringIO()))
+                                channel, StateChangeLog(io.StringIO()), enqueue=queue.append)
         self.controllers.append((controller, channel, self.epoch))
+        self.queued.append(queue)
         self.process(Startup(epoch=self.epoch, epoch_zk_version=self.epoch))
 
     @property
@@ -142,13 +159,26 @@ class World:
         return self.controllers[-1][0]
 
     def process(self, event: ControllerEvent, controller_index: int = -1) -> None:
+        """The event, then the events its requests' answers put on that controller's queue
+        (a broker that died meanwhile answers nothing), until the queue is empty."""
         controller, channel, _ = self.controllers[controller_index]
-        controller.process(event)
-        sent, channel.sent[:] = list(channel.sent), []
-        for broker_id, request in sent:
-            broker = self.live.get(broker_id)
-            if broker is not None and not broker.deliver(request):
-                self.fenced_requests += 1
+        queue = self.queued[controller_index]
+        queue.append(event)
+        while queue:
+            controller.process(queue.pop(0))
+            sent, channel.sent[:] = list(channel.sent), []
+            answers, channel.callbacks[:] = list(channel.callbacks), []
+            for broker_id, request in sent:
+                broker = self.live.get(broker_id)
+                if broker is not None and not broker.deliver(request):
+                    self.fenced_requests += 1
+            for broker_id, request, callback in answers:
+                broker = self.live.get(broker_id)
+                if (isinstance(request, StopReplicaRequest) and broker is not None
+                        and broker.epoch == request.broker_epoch):
+                    fenced = request.controller_epoch < broker.controller_epoch
+                    callback(ControllerResponse(11 if fenced else 0, {} if fenced else {
+                        tp: 0 for tp in request.partitions}))
 
     def kill(self, broker_id: int) -> None:
         self.zk.kill_broker(broker_id)
@@ -161,6 +191,13 @@ class World:
     def restart(self, broker_id: int) -> None:
         self._register(broker_id)
         self.process(BrokerChange())
+
+    def heal(self) -> None:
+        """Liveness: once every broker is back, every deletion asked for has completed."""
+        for broker_id in [b for b in BROKERS if b not in self.live]:
+            self.restart(broker_id)
+        self.check_deletions("every broker back")
+        assert not self.zk.deletions, f"deletions {sorted(self.zk.deletions)} never completed"
 
     def leader_changes_isr(self, tp: TopicPartition, isr: tuple[int, ...]) -> None:
         """The partition's leader writes a new ISR and notifies the controller."""
@@ -181,7 +218,7 @@ class World:
         led = [tp for tp, lai in sorted(self.zk.states.items()) if lai.leader in self.live]
         choice = rng.choice(["kill", "kill", "restart", "restart", "shrink", "expand",
                              "controlled_shutdown", "resign", "preferred", "unclean", "deposed",
-                             "race", "create", "bounce"])
+                             "race", "create", "bounce", "delete", "add_partitions"])
         if choice == "kill" and len(self.live) > 1:
             victim = rng.choice(sorted(self.live))
             self.kill(victim)
@@ -230,10 +267,39 @@ class World:
             self._register(broker_id)
             self.process(BrokerChange())
             return choice, f"restart {broker_id} (bounced before the controller saw it go)"
+        if choice == "delete":
+            # a created topic, or "c" (RF 1: its only replica may be on a dead broker)
+            candidates = [t for t in sorted(self.zk.topics)
+                          if (t.startswith("new") or t == "c") and t not in self.zk.deletions]
+            if candidates:
+                topic = rng.choice(candidates)
+                self.zk.deletions.add(topic)
+                self.process(TopicDeletion())
+                return choice, f"delete {topic}"
+        if choice == "add_partitions":
+            grown = [t for t in sorted(self.zk.topics) if t.startswith("new")
+                     and t not in self.zk.deletions]
+            if grown:
+                topic = rng.choice(grown)
+                old = self.zk.topics[topic]
+                count = len(old.partitions)
+                added = {p: tuple(rng.sample(BROKERS, len(old.partitions[0])))
+                         for p in range(count, count + rng.randint(1, 2))}
+                self.zk.topics[topic] = TopicAssignment(topic, old.topic_id,
+                                                        {**old.partitions, **added},
+                                                        old.initial_partition_count)
+                self.assignment.update({TopicPartition(topic, p): r for p, r in added.items()})
+                self.process(PartitionModifications(topic))
+                return choice, f"create partitions {added} of {topic}"
         if choice == "create" and len(self.zk.topics) < len(TOPICS) + 3:
             # a new topic, maybe with replicas on dead brokers (its partitions with no live
-            # replica stay New until one comes back)
-            topic = f"new{len(self.zk.topics)}"
+            # replica stay New until one comes back); names are reused once their topic is
+            # deleted, so a topic is also created again under its old name
+            free = [f"new{n}" for n in range(self.created) if f"new{n}" not in self.zk.topics]
+            topic = rng.choice(free) if free and rng.random() < 0.5 else f"new{self.created}"
+            if topic == f"new{self.created}":
+                self.created += 1
+            self.forget(topic)
             rf = rng.randint(1, 3)
             partitions = {p: tuple(rng.sample(BROKERS, rf)) for p in range(rng.randint(1, 4))}
             self.zk.create_topic(topic, partitions)
@@ -264,10 +330,37 @@ class World:
             return choice, f"deposed controller of epoch {self.controllers[index][2]} acts"
         return "nothing", "nothing"
 
+    def forget(self, topic: str) -> None:
+        """A deleted topic's partitions leave the expected assignment (and a re-created one
+        starts from nothing): live brokers' records of its deletion are old news."""
+        for tp in [tp for tp in self.assignment if tp.topic == topic]:
+            del self.assignment[tp]
+        for broker in self.live.values():
+            broker.deleted = {tp for tp in broker.deleted if tp.topic != topic}
+
     # -- the properties ----------------------------------------------------------------------
+    def check_deletions(self, action: str) -> None:
+        """A topic is gone from ZooKeeper only once every replica was deleted by a live
+        broker (a dead one's copy waits for it), and then no live broker hosts it."""
+        gone = {tp.topic for tp in self.assignment} - set(self.zk.topics)
+        for topic in sorted(gone):
+            tps = [tp for tp in self.assignment if tp.topic == topic]
+            for broker in self.live.values():
+                hosted = [tp for tp in tps if tp in broker.roles]
+                assert not hosted, f"broker {broker.id} still hosts {hosted} of deleted {topic} " \
+                                   f"after '{action}'"
+            assert topic not in self.zk.deletions, f"marker of {topic} outlived it"
+            self.forget(topic)
+        for topic in sorted(self.zk.deletions):
+            assert topic in self.zk.topics, f"{topic} marked but not there after '{action}'"
+
     def check(self, before: dict[TopicPartition, LeaderAndIsr], action: str) -> None:
+        self.check_deletions(action)
         live = set(self.live)
+        deleting = self.zk.deletions
         for tp, lai in sorted(self.zk.states.items()):
+            if tp.topic in deleting:
+                continue  # not elected, not told: being deleted
             where = f"{tp} after '{action}': {lai}"
             assert lai.isr and set(lai.isr) <= set(self.assignment[tp]), where
             assert lai.leader == -1 or lai.leader in lai.isr, where
@@ -297,6 +390,8 @@ class World:
             assert cached == lai, f"controller caches {cached}: {where}"
         if action.startswith(("kill", "restart", "controller", "controlled", "create")):
             for tp, replicas in sorted(self.assignment.items()):
+                if tp.topic in deleting:
+                    continue
                 assert tp in self.zk.states or not live & set(replicas), \
                     f"{tp} (replicas {replicas}) has live replicas but no state after '{action}'"
 
@@ -314,9 +409,14 @@ def test_random_schedules_keep_failover_safe() -> None:
                 world.check(before, world.step())
             except AssertionError as exc:
                 raise AssertionError(f"seed {seed}, step {number}: {exc}") from None
+        try:
+            world.heal()
+        except AssertionError as exc:
+            raise AssertionError(f"seed {seed}, healing: {exc}") from None
         done += world.done
         fenced += world.fenced_requests
     # the schedules really did all of it, so a step that silently does nothing shows up here
     assert set(done) >= {"kill", "restart", "shrink", "expand", "controlled_shutdown", "resign",
-                         "preferred", "unclean", "deposed", "race", "create", "bounce"}, done
+                         "preferred", "unclean", "deposed", "race", "create", "bounce",
+                         "delete", "add_partitions"}, done
     assert fenced > 0, "no request of a deposed controller ever reached a broker"

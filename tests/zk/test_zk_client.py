@@ -205,7 +205,7 @@ def test_create_fails_only_existing_states_and_missing_topics(make_client) -> No
 
 def test_topic_creation_and_reads(make_client) -> None:
     zk = make_client()
-    assignment = TopicAssignment("t", paths.new_topic_id(), {0: (1, 2), 1: (2, 1)})
+    assignment = TopicAssignment("t", paths.new_topic_id(), {0: (1, 2), 1: (2, 1)}, 2)
     zk.create_topic(assignment, {"retention.ms": "1000"})
     with pytest.raises(TopicExistsError):
         zk.create_topic(assignment, {})
@@ -280,3 +280,36 @@ def test_producer_id_blocks_are_consecutive(make_client) -> None:
     a, b = make_client(), make_client()
     assert a.allocate_producer_id_block(1) == paths.ProducerIdBlock(1, 0, 999)
     assert b.allocate_producer_id_block(2, size=10) == paths.ProducerIdBlock(2, 1000, 1009)
+
+
+def test_topic_deletion_removes_every_znode_of_the_topic_marker_last(make_client) -> None:
+    zk = make_client()
+    zk.epoch_zk_version = zk.get_controller_epoch()[1]
+    zk.create_topic(TopicAssignment("t", paths.new_topic_id(), {0: (1,), 1: (1,)}), {"retention.ms": "1"})
+    zk.create_topic(TopicAssignment("kept", paths.new_topic_id(), {0: (1,)}), {})
+    zk.create_partition_states({TopicPartition("t", 0): LeaderAndIsr(1, 0, (1,), 1),
+                                TopicPartition("t", 1): LeaderAndIsr(1, 0, (1,), 1)})
+    zk.mark_topics_for_deletion(["t"])
+    zk.mark_topics_for_deletion(["t"])  # marking twice is fine
+    assert zk.get_topic_deletions() == {"t"}
+    zk.delete_topics(["t"])
+    assert zk.get_all_topics() == {"kept"} and zk.get_topic_deletions() == set()
+    assert not zk.kazoo.exists("/config/topics/t") and zk.kazoo.exists("/config/topics/kept")
+    zk.delete_topics(["t"])  # already gone: nothing to do
+    zk.mark_topics_for_deletion(["nope"])
+    zk.delete_topic_deletions(["nope", "never"])
+    assert zk.get_topic_deletions() == set()
+
+
+def test_backfill_gives_old_topic_znodes_an_initial_partition_count_and_an_id(make_client) -> None:
+    zk = make_client()
+    zk.epoch_zk_version = zk.get_controller_epoch()[1]
+    zk.kazoo.create("/brokers/topics/old", b'{"version":1,"partitions":{"0":[1],"1":[1]}}')
+    backfilled = zk.backfill_topic_znodes(["old"])["old"]
+    assert backfilled.initial_partition_count == 2 and backfilled.topic_id != paths.ZERO_TOPIC_ID
+    assert zk.get_topic_assignments(["old"])["old"] == backfilled
+    found = zk.get_topic_assignment_and_version("old")
+    assert found is not None
+    grown = TopicAssignment("old", backfilled.topic_id, {**backfilled.partitions, 2: (1,)}, 2)
+    zk.set_topic_assignment(grown, found[1])
+    assert zk.get_topic_assignments(["old"])["old"] == grown  # the initial count stays 2

@@ -26,10 +26,18 @@ def test_topic_id_is_22_char_urlsafe_base64_of_16_bytes() -> None:
 
 
 def test_topic_assignment_round_trip_writes_version_3() -> None:
-    assignment = TopicAssignment("t", paths.new_topic_id(), {0: (1, 2), 1: (2, 3)})
+    assignment = TopicAssignment("t", paths.new_topic_id(), {0: (1, 2), 1: (2, 3)}, 1)
     data = paths.encode_topic_assignment(assignment)
     assert json.loads(data)["version"] == 3
     assert paths.decode_topic_assignment("t", data) == assignment
+
+
+def test_topic_assignment_carries_its_initial_partition_count() -> None:
+    """KIP-253: a new topic's znode says how many partitions it was created with."""
+    new = TopicAssignment("t", paths.new_topic_id(), {0: (1,), 1: (1,), 2: (1,)})
+    assert json.loads(paths.encode_topic_assignment(new))["initial_partition_count"] == 3
+    kafka_written = b'{"version":3,"topic_id":"x","partitions":{"0":[1]}}'
+    assert paths.decode_topic_assignment("t", kafka_written).initial_partition_count is None
 
 
 def test_topic_assignment_without_id_decodes_to_zero_id() -> None:

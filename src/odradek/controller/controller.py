@@ -8,7 +8,7 @@ batch is dropped, because a deposed controller's requests would only confuse bro
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Callable, Iterable
 
 from odradek.controller.controller_context import ControllerContext
 from odradek.controller.events import (
@@ -22,12 +22,14 @@ from odradek.controller.events import (
     Expire,
     IsrChangeNotification,
     NotControllerError,
+    PartitionModifications,
     PartitionReassignment,
     ReplicaLeaderElection,
     Resign,
     Startup,
     TopicChange,
     TopicDeletion,
+    TopicDeletionStopReplicaResponseReceived,
     UnknownPartitionError,
 )
 from odradek.controller.leader_selectors import ElectionStrategy, StateChangeFailedError
@@ -37,7 +39,9 @@ from odradek.controller.request_batch import ControllerBrokerRequestBatch
 from odradek.controller.seams import BrokerChannel, ControllerMovedError, ControllerZk
 from odradek.controller.state_change_log import StateChangeLog
 from odradek.controller.timing import EventTimer, TimedZk
-from odradek.metadata import LeaderAndIsr, TopicPartition
+from odradek.controller.topic_deletion import TopicDeletionManager
+from odradek.metadata import LeaderAndIsr, TopicAssignment, TopicPartition
+from odradek.zk.paths import ZERO_TOPIC_ID
 
 logger = logging.getLogger(__name__)
 
@@ -53,14 +57,20 @@ class Controller:
                  state_change_log: StateChangeLog,
                  timing_sink: Callable[[dict], None] | None = None,
                  leader_imbalance_per_broker_percentage: int = 10,
-                 defer_state_change_flush: bool = False) -> None:
+                 defer_state_change_flush: bool = False,
+                 enqueue: Callable[[ControllerEvent], None] | None = None,
+                 delete_topic_enable: bool = True) -> None:
         """``defer_state_change_flush``: leave an event's state-change lines pending when it
         ends, for ``flush_state_change_log`` once the event thread is idle (ControllerService
         does so). Formatting a failover's ~43,000 lines right after its requests were sent
         took the GIL from the broker in the same process as it applied its LeaderAndIsr: at
         10,000 partitions that broker took 250-415 ms instead of 100-170 ms, and every
         partition it leads waited for it. Without it every event's lines are written as the
-        event ends."""
+        event ends.
+
+        ``enqueue`` puts an event on this controller's queue from any thread (the event
+        manager's ``put``): StopReplica answers come back through it. ``delete_topic_enable``
+        is the broker's delete.topic.enable."""
         self.broker_id = broker_id
         #: leader.imbalance.per.broker.percentage: the share of the partitions a broker is
         #: preferred for that it may fail to lead before AutoLeaderRebalance moves them back
@@ -76,6 +86,12 @@ class Controller:
                                                  state_change_log)
         self._replicas = ReplicaStateMachine(broker_id, self._ctx, zk, self._batch,
                                              state_change_log)
+        self._deletion = TopicDeletionManager(self._ctx, self._replicas, self._partitions,
+                                              _DeletionClient(self), delete_topic_enable)
+        if enqueue is not None:
+            self._batch.on_stop_replica_deleted = (
+                lambda broker, epoch, tps, result: enqueue(_stop_replica_answer(
+                    broker, epoch, tps, result)))
         self._state_change_log = state_change_log
         self._defer_flush = defer_state_change_flush
         self._active = False
@@ -118,7 +134,15 @@ class Controller:
             case ControlledShutdown(callback=callback):
                 self._run(lambda: self._process_controlled_shutdown(event), "ControlledShutdown",
                           answer=callback)
-            case TopicDeletion() | PartitionReassignment():
+            case TopicDeletion():
+                self._run(self._process_topic_deletion, "TopicDeletion")
+            case TopicDeletionStopReplicaResponseReceived():
+                self._run(lambda: self._process_stop_replica_deleted(event),
+                          "TopicDeletionStopReplicaResponseReceived")
+            case PartitionModifications(topic=topic):
+                self._run(lambda: self._process_partition_modifications(topic),
+                          "PartitionModifications")
+            case PartitionReassignment():
                 logger.warning("controller %d does not handle %r yet", self.broker_id, event)
 
     def on_become_controller(self, epoch: int, epoch_zk_version: int,
@@ -193,9 +217,17 @@ class Controller:
             self._channel.add_broker(info)
         self._load_topics(self._zk.get_all_topics())
         self._mark("loaded")
+        # KafkaController.fetchTopicDeletionsInProgress: topics with a replica on a dead
+        # broker stay halted until it returns
+        to_delete = self._zk.get_topic_deletions() & self._ctx.all_topics()
+        live_ids = self._ctx.live_or_shutting_down_broker_ids()
+        self._deletion.init(to_delete, {t for t in to_delete for pr in self._ctx.replicas_for_topic(t)
+                                        if pr.replica not in live_ids})
         self._batch.add_update_metadata(live, self._ctx.all_partitions())
         online, offline = self._replicas.initialize_replica_states()
         self._partitions.initialize_partition_states()
+        # replicas of topics being deleted are not told to serve again: they are deleted next
+        online = [pr for pr in online if not self._ctx.is_topic_queued_up_for_deletion(pr.tp.topic)]
         # Kafka 2.4 runs the replica state machine's startup first: dead replicas leave their
         # ISRs (a dead leader leaves the partition leaderless), then the partition state
         # machine elects, writing every partition the dead broker led twice. Electing first
@@ -208,15 +240,25 @@ class Controller:
         if self._timer is not None:
             self._timer.add("leaderless", sum(1 for r in elected.values()
                                               if not isinstance(r, Exception)))
-        # onControllerFailover's last step, resuming a pending preferred replica election
-        # (resuming reassignments, the step before it, is not built yet).
+        # onControllerFailover's last steps: resume topic deletions, then a pending preferred
+        # replica election (resuming reassignments, between them, is not built yet).
+        self._deletion.try_topic_deletion()
         self._elect_from_znode()
 
     def _load_topics(self, topics: set[str] | frozenset[str]) -> list[TopicPartition]:
         """Cache assignments, configs and stored leaderships of ``topics`` in three reads."""
         if not topics:
             return []
-        for assignment in self._zk.get_topic_assignments(topics).values():
+        assignments = self._zk.get_topic_assignments(topics)
+        lacking = [t for t, a in assignments.items()
+                   if a.initial_partition_count is None or a.topic_id == ZERO_TOPIC_ID]
+        if lacking:
+            # KIP-253: every topic znode carries initial_partition_count; Kafka 2.8+: a
+            # topic id. Topics written without them (by Kafka's tools, or before) get them.
+            assignments.update(self._zk.backfill_topic_znodes(lacking))
+            logger.info("wrote initial_partition_count / topic id into %d topic znodes",
+                        len(lacking))
+        for assignment in assignments.values():
             self._ctx.put_topic(assignment)
         for topic, config in self._zk.get_topic_configs(topics).items():
             self._ctx.put_topic_config(topic, config)
@@ -262,9 +304,17 @@ class Controller:
         existing = self._ctx.live_or_shutting_down_broker_ids() - set(new_ids)
         self._batch.add_update_metadata(existing, [])
         self._batch.add_update_metadata(new_ids, self._ctx.partitions_with_leadership())
-        self._replicas.handle_state_changes(self._ctx.replicas_on_brokers(new_ids),
+        replicas = self._ctx.replicas_on_brokers(new_ids)
+        queued = self._ctx.is_topic_queued_up_for_deletion
+        # replicas of topics being deleted are not brought online: they are deleted instead
+        self._replicas.handle_state_changes([pr for pr in replicas if not queued(pr.tp.topic)],
                                             ReplicaStatus.ONLINE)
         self._partitions.trigger_online_partition_state_change()
+        deleting = {pr.tp.topic for pr in replicas if queued(pr.tp.topic)}
+        if deleting:
+            logger.info("brokers %s hold replicas of topics being deleted %s: resuming their "
+                        "deletion", new_ids, sorted(deleting))
+            self._deletion.resume_deletion_for_topics(deleting)
 
     def _on_broker_failure(self, dead_ids: list[int]) -> None:
         """KafkaController.onBrokerFailure: leaderless partitions go Offline and are re-elected
@@ -273,7 +323,11 @@ class Controller:
         if self._timer is not None:
             self._timer.add("leaderless", len(leaderless))
         self._partitions.handle_state_changes(leaderless, PartitionStatus.OFFLINE)
-        self._elect_then_take_offline(self._ctx.replicas_on_brokers(dead_ids))
+        dead = self._ctx.replicas_on_brokers(dead_ids)
+        queued = self._ctx.is_topic_queued_up_for_deletion
+        self._elect_then_take_offline([pr for pr in dead if not queued(pr.tp.topic)])
+        # a replica being deleted cannot be on a dead broker: its topic waits for the broker
+        self._deletion.fail_replica_deletion([pr for pr in dead if queued(pr.tp.topic)])
         if not leaderless:
             # Nobody else will carry the news that the broker is gone.
             self._batch.add_update_metadata(self._ctx.live_or_shutting_down_broker_ids(), [])
@@ -310,6 +364,7 @@ class Controller:
         topics = self._zk.get_all_topics()
         known = self._ctx.all_topics()
         for topic in known - topics:
+            # gone from ZooKeeper without our deletion (an admin removed the znodes)
             self._ctx.remove_topic(topic)
         new_partitions = self._load_topics(topics - known)
         if new_partitions:
@@ -323,6 +378,57 @@ class Controller:
         self._partitions.handle_state_changes(tps, PartitionStatus.ONLINE,
                                               ElectionStrategy.OFFLINE)
         self._replicas.handle_state_changes(replicas, ReplicaStatus.ONLINE)
+
+    def _process_partition_modifications(self, topic: str) -> None:
+        """KafkaController.processPartitionModifications: partitions added to an existing
+        topic's assignment (CreatePartitions) are created; the others are left as they are.
+        A topic being deleted gets none (CreatePartitions refuses it before writing)."""
+        if topic not in self._ctx.all_topics():
+            return  # created (TopicChange does it) or deleted meanwhile
+        assignment = self._zk.get_topic_assignments([topic]).get(topic)
+        if assignment is None:
+            return
+        added = sorted(TopicPartition(topic, p) for p in assignment.partitions
+                       if not self._ctx.partition_replica_assignment(TopicPartition(topic, p)))
+        if not added:
+            return
+        if self._ctx.is_topic_queued_up_for_deletion(topic):
+            logger.warning("not adding partitions %s to topic %s: it is being deleted",
+                           [tp.partition for tp in added], topic)
+            return
+        logger.info("new partitions of topic %s: %s", topic, [tp.partition for tp in added])
+        self._ctx.put_topic(TopicAssignment(topic, assignment.topic_id, {
+            tp.partition: assignment.partitions[tp.partition] for tp in added}))
+        self._on_new_partition_creation(added)
+
+    # -- topic deletion (TopicDeletionManager) ----------------------------------------------
+    def _process_topic_deletion(self) -> None:
+        """KafkaController.processTopicDeletion: markers of unknown topics are removed; the
+        rest are queued, or with delete.topic.enable=false their markers are removed."""
+        requested = self._zk.get_topic_deletions()
+        unknown = requested - self._ctx.all_topics()
+        if unknown:
+            logger.warning("ignoring the deletion of topics that do not exist: %s", sorted(unknown))
+            self._zk.delete_topic_deletions(unknown)
+        wanted = requested - unknown
+        if not wanted:
+            return
+        if self._deletion.enabled:
+            new = wanted - self._ctx.topics_queued_for_deletion()
+            if new:
+                logger.info("deleting topics %s", sorted(new))
+            self._deletion.enqueue_topics_for_deletion(wanted)
+        else:
+            logger.info("removing the deletion markers of %s: delete.topic.enable is false",
+                        sorted(wanted))
+            self._zk.delete_topic_deletions(wanted)
+
+    def _process_stop_replica_deleted(self, event: TopicDeletionStopReplicaResponseReceived
+                                      ) -> None:
+        if self._ctx.broker_epoch(event.broker_id) != event.broker_epoch:
+            return  # sent to an earlier incarnation, handled as dead since
+        self._deletion.on_stop_replica_response(event.broker_id, event.partitions,
+                                                event.error_code, event.partition_errors)
 
     # -- ISR changes made by leaders --------------------------------------------------------
     def _process_isr_change_notification(self) -> None:
@@ -373,7 +479,7 @@ class Controller:
         for tp in sorted(partitions):
             assignment = ctx.partition_replica_assignment(tp)
             lai = ctx.partition_leadership(tp)
-            if not assignment:
+            if not assignment or ctx.is_topic_queued_up_for_deletion(tp.topic):
                 results[tp] = UnknownPartitionError(f"partition {tp} does not exist")
             elif lai is None:  # a new partition: its first leader comes from its creation
                 results[tp] = StateChangeFailedError(f"{tp} has no leader yet")
@@ -406,7 +512,7 @@ class Controller:
         preferred_for: dict[int, list[TopicPartition]] = {}
         for tp in ctx.all_partitions():
             assignment = ctx.partition_replica_assignment(tp)
-            if assignment:
+            if assignment and not ctx.is_topic_queued_up_for_deletion(tp.topic):
                 preferred_for.setdefault(assignment[0], []).append(tp)
         to_elect: list[TopicPartition] = []
         for broker, tps in sorted(preferred_for.items()):
@@ -433,7 +539,8 @@ class Controller:
                 f"broker {event.broker_id} epoch {event.broker_epoch} is not registered")
         self._ctx.add_shutting_down_broker(event.broker_id)
         replicated = [tp for tp in self._ctx.partitions_on_broker(event.broker_id)
-                      if len(self._ctx.partition_replica_assignment(tp)) > 1]
+                      if len(self._ctx.partition_replica_assignment(tp)) > 1
+                      and not self._ctx.is_topic_queued_up_for_deletion(tp.topic)]
         led_by_broker = set(self._ctx.partitions_led_by(event.broker_id))
         led = [tp for tp in replicated if tp in led_by_broker]
         followed = [tp for tp in replicated if tp not in led_by_broker]
@@ -443,3 +550,34 @@ class Controller:
             [pr for pr in self._ctx.replicas_for_partitions(followed)
              if pr.replica == event.broker_id], ReplicaStatus.OFFLINE)
         return set(self._ctx.partitions_led_by(event.broker_id)) & set(replicated)
+
+
+class _DeletionClient:
+    """The controller as TopicDeletionManager sees it (Kafka's ControllerDeletionClient).
+    Partition-modification watches need no muting here: an event for a topic the controller
+    no longer knows is ignored."""
+
+    def __init__(self, controller: Controller) -> None:
+        self._controller = controller
+
+    def delete_topic(self, topic: str) -> None:
+        self._controller._zk.delete_topics([topic])
+
+    def delete_topic_deletions(self, topics: Iterable[str]) -> None:
+        self._controller._zk.delete_topic_deletions(topics)
+
+    def send_metadata_update(self, partitions: Iterable[TopicPartition]) -> None:
+        ctx = self._controller._ctx
+        self._controller._batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids(),
+                                                    partitions)
+
+
+def _stop_replica_answer(broker: int, broker_epoch: int, tps: tuple[TopicPartition, ...],
+                         result: object) -> TopicDeletionStopReplicaResponseReceived:
+    """A StopReplica (delete) answer as an event: no answer at all (the broker left the
+    channel) counts as a request error."""
+    if isinstance(result, Exception):
+        return TopicDeletionStopReplicaResponseReceived(broker, broker_epoch, tps, -1)
+    return TopicDeletionStopReplicaResponseReceived(
+        broker, broker_epoch, tps, getattr(result, "error_code", 0),
+        dict(getattr(result, "partition_errors", {}) or {}))

@@ -44,6 +44,11 @@ class ControllerContext:
         self._fresh: set[TopicPartition] = set()
         self._partition_states: dict[TopicPartition, PartitionStatus] = {}
         self._replica_states: dict[PartitionReplica, ReplicaStatus] = {}
+        # topic deletion (TopicDeletionManager): queued, started (partitions went
+        # NonExistent), and halted until a broker returns or a replica's deletion is retried
+        self._topics_to_be_deleted: set[str] = set()
+        self._topics_with_deletion_started: set[str] = set()
+        self._topics_ineligible_for_deletion: set[str] = set()
 
     # -- controller epoch -------------------------------------------------------------------
     @property
@@ -118,6 +123,9 @@ class ControllerContext:
 
     def remove_topic(self, topic: str) -> None:
         """Drop the topic and everything known about its partitions and replicas."""
+        self._topics_to_be_deleted.discard(topic)
+        self._topics_with_deletion_started.discard(topic)
+        self._topics_ineligible_for_deletion.discard(topic)
         self._topic_ids.pop(topic, None)
         self._topic_configs.pop(topic, None)
         for tp in self.partitions_for_topic(topic):
@@ -132,6 +140,37 @@ class ControllerContext:
 
     def topic_id(self, topic: str) -> str | None:
         return self._topic_ids.get(topic)
+
+    # -- topic deletion (Kafka's ControllerContext.topicsToBeDeleted and friends) ------------
+    def queue_topic_deletion(self, topics: Iterable[str]) -> None:
+        self._topics_to_be_deleted.update(topics)
+
+    def is_topic_queued_up_for_deletion(self, topic: str) -> bool:
+        return topic in self._topics_to_be_deleted
+
+    def topics_queued_for_deletion(self) -> frozenset[str]:
+        return frozenset(self._topics_to_be_deleted)
+
+    def begin_topic_deletion(self, topics: Iterable[str]) -> None:
+        self._topics_with_deletion_started.update(topics)
+
+    def is_topic_deletion_started(self, topic: str) -> bool:
+        return topic in self._topics_with_deletion_started
+
+    def mark_topics_ineligible_for_deletion(self, topics: Iterable[str]) -> frozenset[str]:
+        """Halt the deletion of those of ``topics`` that are queued; returns them."""
+        halted = frozenset(topics) & self._topics_to_be_deleted
+        self._topics_ineligible_for_deletion |= halted
+        return halted
+
+    def mark_topics_eligible_for_deletion(self, topics: Iterable[str]) -> None:
+        self._topics_ineligible_for_deletion.difference_update(topics)
+
+    def is_topic_ineligible_for_deletion(self, topic: str) -> bool:
+        return topic in self._topics_ineligible_for_deletion
+
+    def replicas_for_topic(self, topic: str) -> list[PartitionReplica]:
+        return self.replicas_for_partitions(self.partitions_for_topic(topic))
 
     def put_topic_config(self, topic: str, config: dict[str, str]) -> None:
         self._topic_configs[topic] = dict(config)
@@ -186,7 +225,9 @@ class ControllerContext:
         return self._leadership.get(tp)
 
     def partitions_with_leadership(self) -> list[TopicPartition]:
-        return sorted(self._leadership)
+        """Partitions with a leader, but for topics being deleted (Kafka's partitionsWithLeaders)."""
+        deleting = self._topics_to_be_deleted
+        return sorted(tp for tp in self._leadership if tp.topic not in deleting)
 
     def partitions_led_by(self, broker_id: int) -> list[TopicPartition]:
         return sorted(tp for tp, lai in self._leadership.items() if lai.leader == broker_id)
@@ -195,7 +236,9 @@ class ControllerContext:
         """Partitions whose recorded leader is not an online replica
         (KafkaController.onBrokerFailure)."""
         live = self.live_broker_ids()  # is_replica_online, without a call per partition
-        return sorted(tp for tp, lai in self._leadership.items() if lai.leader not in live)
+        deleting = self._topics_to_be_deleted
+        return sorted(tp for tp, lai in self._leadership.items()
+                      if lai.leader not in live and tp.topic not in deleting)
 
     # -- state machine states ---------------------------------------------------------------
     def partition_state(self, tp: TopicPartition) -> PartitionStatus:
@@ -223,6 +266,14 @@ class ControllerContext:
 
     def partitions_in_states(self, *states: PartitionStatus) -> list[TopicPartition]:
         return sorted(tp for tp, s in self._partition_states.items() if s in states)
+
+    def partitions_to_bring_online(self) -> list[TopicPartition]:
+        """New or Offline partitions, but for topics queued for deletion
+        (PartitionStateMachine.triggerOnlinePartitionStateChange's filter)."""
+        deleting = self._topics_to_be_deleted
+        return sorted(tp for tp, s in self._partition_states.items()
+                      if (s is PartitionStatus.NEW or s is PartitionStatus.OFFLINE)
+                      and tp.topic not in deleting)
 
     def replica_state(self, replica: PartitionReplica) -> ReplicaStatus:
         return self._replica_states.get(replica, ReplicaStatus.NON_EXISTENT)

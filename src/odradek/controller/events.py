@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping
 
 from odradek.metadata import TopicPartition
 
@@ -66,6 +66,29 @@ class IsrChangeNotification:
 @dataclass(frozen=True, slots=True)
 class TopicDeletion:
     """Children of /admin/delete_topics changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeletionStopReplicaResponseReceived:
+    """A broker answered a StopReplica with delete (Kafka's event of the same name).
+
+    ``error_code`` is the request's error (-1: no answer, e.g. the broker was removed from the
+    channel); ``partition_errors`` the per-partition codes. ``broker_epoch`` is the incarnation
+    the request was sent to: an answer from an earlier one is ignored, since that broker has
+    been handled as dead and its replicas' deletion restarted."""
+
+    broker_id: int
+    broker_epoch: int
+    partitions: tuple[TopicPartition, ...]
+    error_code: int
+    partition_errors: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionModifications:
+    """/brokers/topics/T's data changed: partitions may have been added (CreatePartitions)."""
+
+    topic: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +173,8 @@ ControllerEvent = (
     | TopicChange
     | IsrChangeNotification
     | TopicDeletion
+    | TopicDeletionStopReplicaResponseReceived
+    | PartitionModifications
     | PartitionReassignment
     | ReplicaLeaderElection
     | AutoLeaderRebalance

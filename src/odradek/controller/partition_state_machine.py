@@ -104,7 +104,7 @@ class PartitionStateMachine:
     ) -> tuple[list[TopicPartition], Callable[[], PartitionResults]]:
         """``trigger_online_partition_state_change`` in two halves (``start_state_changes``),
         with the partitions it moves."""
-        tps = self._ctx.partitions_in_states(_P.NEW, _P.OFFLINE)
+        tps = self._ctx.partitions_to_bring_online()
         return tps, self.start_state_changes(tps, _P.ONLINE, ElectionStrategy.OFFLINE)
 
     def handle_state_changes(

@@ -195,10 +195,17 @@ class ReplicaStateMachine:
         removed: dict[TopicPartition, set[int]] = {}
         gone: dict[TopicPartition, list[PartitionReplica]] = {}  # in the order given
         leaderless: list[PartitionReplica] = []
+        deleting: list[PartitionReplica] = []
         leadership = self._ctx.partition_leadership
+        queued = self._ctx.is_topic_queued_up_for_deletion
         for pr in replicas:
             tp = pr.tp
-            if leadership(tp) is None:
+            if queued(tp.topic):
+                # a topic being deleted: its replicas are only stopped, then deleted; shrinking
+                # its ISRs would be ZooKeeper writes for znodes about to go (Kafka writes them,
+                # and then tells no broker)
+                deleting.append(pr)
+            elif leadership(tp) is None:
                 leaderless.append(pr)
             elif tp in gone:
                 removed[tp].add(pr.replica)
@@ -210,6 +217,8 @@ class ReplicaStateMachine:
             self._batch.add_update_metadata(self._ctx.live_or_shutting_down_broker_ids(),
                                             [pr.tp for pr in leaderless])
             self._transition_all(leaderless, _R.OFFLINE)
+        if deleting:
+            self._transition_all(deleting, _R.OFFLINE)
         if not removed:
             return lambda: None
         removal = self._start_remove_from_isr(removed)

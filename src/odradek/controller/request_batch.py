@@ -10,11 +10,15 @@ broker must learn its role (LeaderAndIsr) before metadata advertises it, and sto
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from odradek.controller.seams import BrokerChannel
 from odradek.controller.timing import EventTimer
 from odradek.metadata import LeaderAndIsr, PartitionState, TopicPartition, new_tuple
+
+#: Kafka's LeaderAndIsr.LeaderDuringDelete: the leader UpdateMetadata gives the partitions of a
+#: topic being deleted, so that brokers drop them from their metadata
+LEADER_DURING_DELETE = -2
 from odradek.protocol.controller_api import (
     LeaderAndIsrRequest,
     StopReplicaRequest,
@@ -45,6 +49,11 @@ class ControllerBrokerRequestBatch:
         #: reused as the UpdateMetadata entry while that leadership is still current
         self._entries: dict[TopicPartition, tuple[LeaderAndIsr, PartitionState]] = {}
         self._timer: EventTimer | None = None
+        #: called with (broker, broker epoch, partitions, response or exception) for every
+        #: StopReplica with delete: the controller turns it into an event, as Kafka's
+        #: TopicDeletionStopReplicaResponseReceived
+        self.on_stop_replica_deleted: (
+            Callable[[int, int, tuple[TopicPartition, ...], object], None] | None) = None
 
     def is_empty(self) -> bool:
         return not (self._leader_and_isr or self._update_metadata or self._stop_replica
@@ -154,12 +163,21 @@ class ControllerBrokerRequestBatch:
             self._timer = None
             self.clear()
 
-    def _send(self, broker: int, request: object, is_lai: bool = False, partitions: int = 0) -> None:
+    def _send(self, broker: int, request: object, is_lai: bool = False, partitions: int = 0,
+              then: Callable[[object], None] | None = None) -> None:
         timer = self._timer
-        if timer is None:
+        tracked = None if timer is None else timer.track(is_lai, partitions)
+        if then is None:
+            callback = tracked
+        else:
+            def callback(result: object) -> None:
+                if tracked is not None:
+                    tracked(result)
+                then(result)
+        if callback is None:
             self._channel.send(broker, request)
         else:
-            self._channel.send(broker, request, timer.track(is_lai, partitions))
+            self._channel.send(broker, request, callback)
 
     def _broker_epoch(self, broker: int) -> int | None:
         """None for a broker that is gone: it will be told everything on re-registration."""
@@ -200,6 +218,7 @@ class ControllerBrokerRequestBatch:
         assignment_of = self._context.partition_replica_assignment
         entries = self._entries
         registered = self._context.registered_broker_ids
+        deleting = self._context.topics_queued_for_deletion()
         out = []
         for tp in tps:
             if tp in built:
@@ -208,6 +227,12 @@ class ControllerBrokerRequestBatch:
                 lai = leadership_of(tp)
                 if lai is None:
                     state = None
+                elif tp.topic in deleting:
+                    replicas = assignment_of(tp)
+                    state = new_tuple(PartitionState, (
+                        tp, lai.controller_epoch, LEADER_DURING_DELETE, lai.leader_epoch, lai.isr,
+                        lai.zk_version, replicas, False,
+                        tuple([r for r in replicas if r not in registered])))
                 else:
                     replicas = assignment_of(tp)
                     entry = entries.get(tp)
@@ -263,4 +288,11 @@ class ControllerBrokerRequestBatch:
                         broker_epoch=broker_epoch,
                         delete_partitions=delete,
                         partitions=tps,
-                    ))
+                    ), then=self._deleted_callback(broker, broker_epoch, tps) if delete else None)
+
+    def _deleted_callback(self, broker: int, broker_epoch: int, tps: tuple[TopicPartition, ...]
+                          ) -> Callable[[object], None] | None:
+        hook = self.on_stop_replica_deleted
+        if hook is None:
+            return None
+        return lambda result: hook(broker, broker_epoch, tps, result)

@@ -78,6 +78,24 @@ class ControllerZk(Protocol):
         """Read and delete the /isr_change_notification children."""
         ...
 
+    def get_topic_deletions(self) -> set[str]:
+        """The topics marked for deletion (children of /admin/delete_topics)."""
+        ...
+
+    def delete_topic_deletions(self, topics: Iterable[str]) -> None:
+        """Fenced removal of deletion markers; already gone is fine."""
+        ...
+
+    def delete_topics(self, topics: Iterable[str]) -> None:
+        """Fenced removal of each topic's znodes, its config and its marker last
+        (TopicDeletionManager's DeletionClient.deleteTopic)."""
+        ...
+
+    def backfill_topic_znodes(self, topics: Iterable[str]) -> dict[str, TopicAssignment]:
+        """Fenced: give topic znodes without initial_partition_count (KIP-253) or a topic id
+        both; returns the assignments as now stored."""
+        ...
+
 
 class BrokerChannel(Protocol):
     """One queue per live broker; ``send`` never blocks the controller's event thread."""

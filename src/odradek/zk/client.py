@@ -716,3 +716,105 @@ class KafkaZkClient:
                 return block
             except BadVersionError:
                 continue
+
+    # topic deletion and partition expansion (KafkaZkClient's deleteTopicZNode, getTopicDeletions,
+    # createDeleteTopicPath, setTopicAssignment) ---------------------------------------------
+
+    def get_topic_deletions(self) -> set[str]:
+        """The topics marked for deletion: the children of /admin/delete_topics."""
+        return set(self._zk.get_children(paths.DELETE_TOPICS))
+
+    def delete_topic_deletions(self, topics: Iterable[str]) -> None:
+        """Remove deletion markers (fenced); one already gone is fine."""
+        self._run_fenced([(t, _Op("delete", paths.delete_topic_path(t))) for t in sorted(topics)])
+
+    def delete_topics(self, topics: Iterable[str]) -> None:
+        """Remove each topic's znodes, fenced: the partition state subtrees first, then
+        /brokers/topics/T, /config/topics/T and the /admin/delete_topics/T marker last, in one
+        multi (for a topic of up to ~330 partitions the whole topic is one multi). Kafka's
+        ControllerDeletionClient.deleteTopic; znodes already gone are fine."""
+        for topic in sorted(topics):
+            partitions_path = paths.topic_partitions_path(topic)
+            try:
+                children = self._zk.get_children(partitions_path)
+            except NoNodeError:
+                children = []
+            pending = {c: self._zk.get_children_async(f"{partitions_path}/{c}") for c in children}
+            leaves: list[str] = []
+            for c, result in pending.items():
+                try:
+                    leaves.extend(f"{partitions_path}/{c}/{g}" for g in result.get())
+                except NoNodeError:
+                    pass
+            ops = leaves + [f"{partitions_path}/{c}" for c in children]
+            ops += [partitions_path, paths.topic_path(topic), paths.topic_config_path(topic),
+                    paths.delete_topic_path(topic)]
+            step = MAX_MULTI_OPS - 1
+            # the last batch holds the topic's own znodes and the marker: a failure before it
+            # leaves the marker, and the next controller finishes the deletion
+            body, last = ops[:-4], ops[-4:]
+            batches = [body[i:i + step] for i in range(0, len(body), step)] or [[]]
+            if len(batches[-1]) + len(last) <= step:
+                batches[-1] = batches[-1] + last
+            else:
+                batches.append(last)
+            for batch in batches:
+                self._run_fenced([(p, _Op("delete", p)) for p in batch])
+
+    def backfill_topic_znodes(self, topics: Iterable[str]) -> dict[str, TopicAssignment]:
+        """Write initial_partition_count (KIP-253: the current count) and a topic id (Kafka
+        2.8's setTopicIds) into topic znodes that lack them, fenced and conditional on the
+        version read (a CreatePartitions racing us wins, and we re-read). Returns the
+        assignments as stored afterwards."""
+        out: dict[str, TopicAssignment] = {}
+        remaining = sorted(topics)
+        for _ in range(3):
+            if not remaining:
+                break
+            found = self._get_many({t: paths.topic_path(t) for t in remaining})
+            writes: list[tuple[str, _Op]] = []
+            decoded: dict[str, TopicAssignment] = {}
+            for topic, (data, stat) in found.items():
+                old = paths.decode_topic_assignment(topic, data)
+                new = TopicAssignment(
+                    topic, paths.new_topic_id() if old.topic_id == paths.ZERO_TOPIC_ID else old.topic_id,
+                    old.partitions, old.initial_partition_count or len(old.partitions))
+                decoded[topic] = new
+                if new != old:
+                    writes.append((topic, _Op("set", paths.topic_path(topic),
+                                              paths.encode_topic_assignment(new), stat.version)))
+                else:
+                    out[topic] = new
+            results = self._run_fenced(writes) if writes else {}
+            remaining = []
+            for topic, result in results.items():
+                if isinstance(result, BadVersionError):
+                    remaining.append(topic)
+                elif not isinstance(result, Exception):
+                    out[topic] = decoded[topic]
+        return out
+
+    def mark_topics_for_deletion(self, topics: Iterable[str]) -> None:
+        """Create /admin/delete_topics/T for each topic (what DeleteTopics and Kafka's
+        TopicCommand do; the controller watches its children). Already marked is fine."""
+        pending = [self._zk.create_async(paths.delete_topic_path(t)) for t in topics]
+        for result in pending:
+            try:
+                result.get()
+            except NodeExistsError:
+                pass
+
+    def get_topic_assignment_and_version(self, topic: str) -> tuple[TopicAssignment, int] | None:
+        """The assignment of ``topic`` and its znode version (None if it does not exist), for a
+        conditional rewrite (CreatePartitions)."""
+        try:
+            data, stat = self._zk.get(paths.topic_path(topic))
+        except NoNodeError:
+            return None
+        return paths.decode_topic_assignment(topic, data), stat.version
+
+    def set_topic_assignment(self, assignment: TopicAssignment, version: int) -> None:
+        """Rewrite /brokers/topics/T at ``version`` (kazoo's BadVersionError if it moved,
+        NoNodeError if it is gone): the controller's PartitionModifications watch fires."""
+        self._zk.set(paths.topic_path(assignment.name), paths.encode_topic_assignment(assignment),
+                     version)

@@ -144,22 +144,32 @@ def decode_broker_info(broker_id: int, data: bytes, czxid: int) -> BrokerInfo:
 
 
 def encode_topic_assignment(assignment: TopicAssignment) -> bytes:
-    """Version 3 with the topic id; no reassignment in progress (empty adding/removing)."""
+    """Version 3 with the topic id; no reassignment in progress (empty adding/removing).
+
+    ``initial_partition_count`` (KIP-253) is written with every assignment: the count the
+    topic was created with, or, when the assignment does not know it, its current count (a
+    new topic's is its count). Kafka's own decoder ignores fields it does not know."""
+    initial = assignment.initial_partition_count
     return _dumps({
         "version": 3,
         "topic_id": assignment.topic_id,
         "partitions": {str(p): list(r) for p, r in sorted(assignment.partitions.items())},
         "adding_replicas": {},
         "removing_replicas": {},
+        "initial_partition_count": len(assignment.partitions) if initial is None else initial,
     })
 
 
 def decode_topic_assignment(topic: str, data: bytes) -> TopicAssignment:
     """Versions 1 and 2 carry no topic id: those come back with ZERO_TOPIC_ID, for the
-    controller to assign one and rewrite the znode (as Kafka 2.8+ does on failover)."""
+    controller to assign one and rewrite the znode (as Kafka 2.8+ does on failover); a znode
+    without initial_partition_count (written by Kafka, or before KIP-253's field) comes back
+    with None, for the controller to backfill."""
     obj = _loads(data)
     partitions = {int(p): tuple(r) for p, r in obj.get("partitions", {}).items()}
-    return TopicAssignment(topic, obj.get("topic_id") or ZERO_TOPIC_ID, partitions)
+    initial = obj.get("initial_partition_count")
+    return TopicAssignment(topic, obj.get("topic_id") or ZERO_TOPIC_ID, partitions,
+                           int(initial) if initial is not None else None)
 
 
 # /brokers/topics/T/partitions/P/state -----------------------------------------------------
