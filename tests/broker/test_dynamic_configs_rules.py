@@ -72,3 +72,38 @@ def test_notifications_are_kafkas_v2_and_v1_is_read() -> None:
     assert azk.decode_notification(b'{"version":1,"entity_type":"brokers","entity_name":"<default>"}') == (
         "brokers", "<default>")
     assert azk.decode_notification(b"not json") is None
+
+
+class _Result:
+    def __init__(self, value: object = None, error: Exception | None = None) -> None:
+        self.value, self.error = value, error
+
+    def get(self) -> object:
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+class _FakeKazoo:
+    """Just the calls purge_obsolete_notifications makes: znode ctimes, and deletions."""
+
+    def __init__(self, ctimes: dict[str, int]) -> None:
+        self.ctimes = ctimes
+        self.deleted: list[str] = []
+
+    def exists_async(self, path: str) -> _Result:
+        ctime = self.ctimes.get(path.rsplit("/", 1)[1])
+        return _Result(None if ctime is None else SimpleNamespace(ctime=ctime))
+
+    def delete_async(self, path: str) -> _Result:
+        self.deleted.append(path)
+        return _Result()
+
+
+def test_notifications_older_than_fifteen_minutes_are_purged() -> None:
+    now = 100 * 60 * 1000
+    kz = _FakeKazoo({"config_change_0000000001": now - azk.CHANGE_EXPIRATION_MS - 1,
+                     "config_change_0000000002": now - azk.CHANGE_EXPIRATION_MS + 1000})
+    children = [*kz.ctimes, "config_change_0000000003"]  # the last one already deleted by another broker
+    assert azk.purge_obsolete_notifications(kz, children, now_ms=now) == 1
+    assert kz.deleted == ["/config/changes/config_change_0000000001"]

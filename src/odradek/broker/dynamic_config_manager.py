@@ -44,6 +44,9 @@ class DynamicConfigManager:
         self._running: asyncio.Task[None] | None = None
         self._again = False
         self._watch: Any = None
+        # topic -> (the round that applied it, its config): for reads that raced a change
+        self._round = 0
+        self._applied: dict[str, tuple[int, dict[str, str]]] = {}
 
     async def startup(self) -> None:
         """Read this broker's dynamic configs before it serves (Kafka's
@@ -117,9 +120,23 @@ class DynamicConfigManager:
             log.info("broker config %s changed: %s", entity, config)
         if broker_configs:
             self._apply_broker_defaults()
+        self._round += 1
         for topic, config in topic_configs.items():
+            self._applied[topic] = (self._round, config)
             self.apply_topic_config(topic, config)
         self._last_executed = max(self._last_executed, last)
+
+    async def load_topic_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
+        """The configs of topics new to this broker (a LeaderAndIsr creating their partitions).
+        A change applied while ZooKeeper was read was read later than our read, and would miss
+        the partitions created from it: its config wins."""
+        started = self._round
+        configs = await asyncio.to_thread(self.zk.get_topic_configs, topics)
+        for topic in topics:
+            applied = self._applied.get(topic)
+            if applied is not None and applied[0] > started:
+                configs[topic] = applied[1]
+        return configs
 
     def _apply_broker_defaults(self) -> None:
         default = self.config.log_config()

@@ -113,7 +113,7 @@ class Broker:
                               self.config.replica_fetch_max_bytes)
 
     async def _load_topic_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
-        return await asyncio.to_thread(self.zk.get_topic_configs, topics)
+        return await self.dynamic_config.load_topic_configs(topics)
 
     async def _next_producer_id(self) -> int:
         async with self._producer_id_lock:
