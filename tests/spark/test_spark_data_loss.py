@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -62,3 +63,77 @@ def test_a_range_that_makes_no_progress_times_out_naming_the_watermarks(cluster)
     with pytest.raises(TimeoutError, match=r"no progress at offset 3 .*log start 0, high "
                                            r"watermark 3, range \[0, 5\), consumer position"):
         list(batches)
+
+
+def _delete_records(bootstrap: str, topic: str, before: int) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.delete_records([TopicPartition(topic, 0, before)], operation_timeout=30)
+    assert next(iter(futures.values())).result(60).low_watermark == before
+
+
+def _stream(spark, bs: str, topic: str, out: Path, fail_on_data_loss: bool):
+    """A running query: 50 records a second from the log start into parquet files under `out`
+    (the file sink, unlike the memory sink, restarts from its checkpoint)."""
+    return (spark.readStream.format("odradek").option("kafka.bootstrap.servers", bs)
+            .option("subscribe", topic).option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "50").option("failOnDataLoss", str(fail_on_data_loss).lower())
+            .load().selectExpr("offset").writeStream.format("parquet").option("path", str(out / "data"))
+            .trigger(processingTime="1 second").option("checkpointLocation", str(out / "ckpt")).start())
+
+
+def _offsets(spark, out: Path) -> list[int]:
+    if not (out / "data" / "_spark_metadata").exists():
+        return []
+    return sorted(r.offset for r in spark.read.schema("offset LONG").parquet(str(out / "data")).collect())
+
+
+def _wait(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
+
+
+def test_fail_on_data_loss_with_records_deleted_under_running_and_restarted_queries(spark, cluster, tmp_path) -> None:
+    """As Spark's Kafka source: DeleteRecords below the offset a streaming query is at fails it
+    with failOnDataLoss=true and makes it skip to the new log start with false, whether the
+    records go while the query runs or while it is stopped (restarted from its checkpoint)."""
+    bs = cluster.bootstrap_servers
+    topic = create_topic(bs, topic_name("spark-delrec"), 1)
+    produce(bs, topic, [(None, b"v%d" % i, None) for i in range(300)])
+    fail_out, skip_out = tmp_path / "fail", tmp_path / "skip"
+    failing = _stream(spark, bs, topic, fail_out, True)
+    skipping = _stream(spark, bs, topic, skip_out, False)
+    try:
+        # both have read their first 50 records, and at 50 a second are far from offset 250
+        _wait(lambda: len(_offsets(spark, fail_out)) >= 50 and len(_offsets(spark, skip_out)) >= 50,
+              90, "both queries' first batch")
+        _delete_records(bs, topic, 250)
+        _wait(lambda: not failing.isActive, 60, "the failOnDataLoss=true query to fail")
+        assert "failOnDataLoss" in str(failing.exception())
+        _wait(lambda: _offsets(spark, skip_out)[-1:] == [299], 60, "the other query to reach 299")
+        read = _offsets(spark, skip_out)
+        assert read[-50:] == list(range(250, 300))        # skipped to the new log start
+        assert read[:-50] == list(range(len(read) - 50))  # what it read before the deletion, in order
+        assert len(read) - 50 < 250
+    finally:
+        failing.stop()
+        skipping.stop()
+
+    # stopped at 300: records written and deleted meanwhile, then the query restarts
+    produce(bs, topic, [(None, b"w%d" % i, None) for i in range(100)])
+    _delete_records(bs, topic, 350)
+    restarted = _stream(spark, bs, topic, skip_out, True)
+    try:
+        _wait(lambda: not restarted.isActive, 60, "the restarted failOnDataLoss=true query to fail")
+        assert "300..349" in str(restarted.exception())
+    finally:
+        restarted.stop()
+    restarted = _stream(spark, bs, topic, skip_out, False)
+    try:
+        _wait(lambda: _offsets(spark, skip_out)[-1:] == [399], 60, "the restarted query to reach 399")
+        assert [o for o in _offsets(spark, skip_out) if o >= 300] == list(range(350, 400))
+    finally:
+        restarted.stop()

@@ -108,14 +108,14 @@ class Metadata:
 def check_start(tp: tuple[str, int], start: int, low: int, high: int, fail_on_data_loss: bool) -> int:
     """The offset to start reading `tp` from, given its (log start, high watermark).
 
-    Offsets below the log start were removed by retention: an error with failOnDataLoss=true
+    Offsets below the log start were removed (retention, DeleteRecords): an error with failOnDataLoss=true
     (naming the lost range), else reading resumes at the log start. A start past the high
     watermark means the log was truncated below what was already read (an unclean leader
     election): again data loss."""
     topic, partition = tp
     if start < low:
-        msg = (f"offsets {start}..{low - 1} of {topic}-{partition} are gone (removed by retention; "
-               f"the log now starts at {low})")
+        msg = (f"offsets {start}..{low - 1} of {topic}-{partition} are gone (removed by retention or "
+               f"DeleteRecords; the log now starts at {low})")
         if fail_on_data_loss:
             raise DataLossError(msg + ". Set failOnDataLoss=false to skip them.")
         log.warning("%s; skipping them (failOnDataLoss=false)", msg)

@@ -217,7 +217,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for tp, e in sorted(stop.items()):
             low, high = wm.get(tp, (0, e))
             s = begin.get(tp, low)
-            if s < low:   # removed by retention since the offset was planned or checkpointed
+            if s < low:   # removed (retention, DeleteRecords) since the offset was planned or checkpointed
                 s = check_start(tp, s, low, high, self.opts.fail_on_data_loss)
             # `e` above the current high watermark is left to the reader: a new leader's high
             # watermark can lag for a moment; a truly truncated log shows up as out-of-range there
