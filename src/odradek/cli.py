@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -144,11 +146,19 @@ def build_parser() -> argparse.ArgumentParser:
                     "their replica list")
     td.add_argument("--offline", action="store_true", help="only partitions without a live leader")
     td.set_defaults(func=cmd_topics_describe)
-    ta = tsub.add_parser("alter", help="change a topic: its configs (Kafka's kafka-configs.sh --alter)")
+    ta = tsub.add_parser("alter", help="change a topic: its partition count (kafka-topics.sh --alter "
+                         "--partitions) or its configs (Kafka's kafka-configs.sh --alter)")
     ta.add_argument("name")
     ta.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT[,...]")
     _add_topic_config_options(ta)
+    _add_topic_partitions_option(ta)
     ta.set_defaults(func=cmd_topics_alter)
+    tx = tsub.add_parser("delete", help="delete topics and wait until they are gone (DeleteTopics, "
+                         "Kafka's kafka-topics.sh --delete)")
+    tx.add_argument("names", nargs="+", metavar="NAME")
+    tx.add_argument("--timeout-s", type=float, default=60.0,
+                    help="how long to wait for the topics to be gone")
+    tx.set_defaults(func=cmd_topics_delete)
     te = tsub.add_parser("elect-leaders", help="move leadership back to preferred replicas (or, with "
                          "--unclean, elect leaders for partitions without a live in-sync replica)")
     te.add_argument("--topic", help="only this topic (default: every topic)")
@@ -284,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--json", action="store_true")
     bs.set_defaults(func=cmd_bench_spark_read)
 
-    for parser in (tc, tl, td, te, tr, pr, co, bp, bs):
+    for parser in (tc, tl, td, te, tr, tx, pr, co, bp, bs):
         private = parser in (bp, bs)
         parser.add_argument("--bootstrap-server", default=None if private else DEFAULT_BOOTSTRAP,
                             metavar="HOST:PORT[,...]",
@@ -416,9 +426,35 @@ def _alter_topic_configs(args: argparse.Namespace) -> bool:
     return True
 
 
+def _add_topic_partitions_option(parser: argparse.ArgumentParser) -> None:
+    """`topics alter --partitions` (kept apart from its config options)."""
+    parser.add_argument("--partitions", type=_positive, metavar="P",
+                        help="grow the topic to P partitions (CreatePartitions; it cannot shrink)")
+
+
+def _alter_topic_partitions(args: argparse.Namespace) -> bool:
+    """Apply `topics alter --partitions`; False if it was not given."""
+    from odradek.topic_command import create_partitions
+
+    if args.partitions is None:
+        return False
+    create_partitions(args.bootstrap_server, args.name, args.partitions, max(args.timeout_s, 30.0))
+    print(f"topic {args.name} now has {args.partitions} partitions")
+    return True
+
+
+def cmd_topics_delete(args: argparse.Namespace) -> None:
+    from odradek.topic_command import delete_topics
+
+    delete_topics(args.bootstrap_server, args.names, args.timeout_s)
+    print(f"deleted topic{'s' if len(args.names) > 1 else ''} {', '.join(dict.fromkeys(args.names))}")
+
+
 def cmd_topics_alter(args: argparse.Namespace) -> None:
-    if not _alter_topic_configs(args):
-        raise UserError("topics alter: nothing to change (give --config KEY=VALUE or --delete-config KEY)")
+    partitions = _alter_topic_partitions(args)
+    if not _alter_topic_configs(args) and not partitions:
+        raise UserError("topics alter: nothing to change (give --partitions P, --config KEY=VALUE or "
+                        "--delete-config KEY)")
 
 
 def _add_configs_commands(sub: Any) -> None:
@@ -568,6 +604,11 @@ def cmd_consume(args: argparse.Namespace) -> None:
     conf["group.id"] = args.group or "odradek-console"
     consumer = Consumer(conf)
     commits = None
+    # ^C only sets a flag the read loop checks: a KeyboardInterrupt raised wherever the signal
+    # lands (inside a rebalance callback, a synchronous commit, librdkafka's close) once left
+    # `consume --group` hanging in close() on a loaded machine
+    interrupted = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set())
     try:
         meta = _check_topic(consumer, args.bootstrap_server, args.topic, args.timeout_s)
         if args.group:  # the group's committed offsets, or auto.offset.reset where it has none
@@ -576,9 +617,12 @@ def cmd_consume(args: argparse.Namespace) -> None:
         else:  # no group: read every partition directly, as kafka-console-consumer --partition does
             start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
             consumer.assign([TopicPartition(args.topic, p, start) for p in sorted(meta.partitions)])
-        _print_records(consumer, args, commits)
+        _print_records(consumer, args, commits, interrupted)
     finally:
         consumer.close()  # a group member leaves the group (LeaveGroup)
+        signal.signal(signal.SIGINT, previous)
+    if interrupted.is_set():
+        raise KeyboardInterrupt
 
 
 _FATAL_CONSUME_ERRORS = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
@@ -633,11 +677,12 @@ class _PrintedOffsets:
                 raise UserError(f"commit failed: {kafka_error_text(exc)}") from None
 
 
-def _print_records(consumer: Any, args: argparse.Namespace, commits: _PrintedOffsets | None = None) -> None:
+def _print_records(consumer: Any, args: argparse.Namespace, commits: _PrintedOffsets | None,
+                   interrupted: threading.Event) -> None:
     count, idle_since = 0, time.monotonic()
     out = sys.stdout.buffer
     try:
-        while args.max_messages is None or count < args.max_messages:
+        while (args.max_messages is None or count < args.max_messages) and not interrupted.is_set():
             msg = consumer.poll(0.2)
             if msg is None:
                 if commits is not None:
@@ -668,7 +713,7 @@ def _print_records(consumer: Any, args: argparse.Namespace, commits: _PrintedOff
     out.flush()
     if commits is not None:
         commits.commit()
-    if args.max_messages is not None and count < args.max_messages:
+    if args.max_messages is not None and count < args.max_messages and not interrupted.is_set():
         raise UserError(f"only {count} of {args.max_messages} records within {args.timeout_s:g} s idle timeout")
 
 

@@ -22,6 +22,7 @@ DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
 API_VERSIONS = 18
 CREATE_TOPICS = 19
+DELETE_TOPICS = 20
 DELETE_RECORDS = 21
 INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
@@ -29,6 +30,7 @@ DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
+CREATE_PARTITIONS = 37
 ELECT_LEADERS = 43
 OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
@@ -53,6 +55,10 @@ VERSIONS: dict[int, tuple[int, int]] = {
     OFFSET_DELETE: (0, 0),
     API_VERSIONS: (0, 3),
     CREATE_TOPICS: (2, 7),
+    # topic deletion and partition expansion (broker/delete_topics.py, create_partitions.py): Kafka 3.x offers
+    # DeleteTopics 0-6 (v0 predates every client we serve and kio has no schema for it)
+    DELETE_TOPICS: (1, 6),
+    CREATE_PARTITIONS: (0, 3),
     DELETE_RECORDS: (0, 2),
     INIT_PRODUCER_ID: (0, 4),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),

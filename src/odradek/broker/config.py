@@ -25,6 +25,9 @@ class BrokerConfig:
     num_partitions: int = 1
     min_insync_replicas: int = 1
     auto_create_topics_enable: bool = False
+    # Kafka's delete.topic.enable: false refuses DeleteTopics (TOPIC_DELETION_DISABLED) and
+    # the controller only removes /admin/delete_topics markers (controller/topic_deletion.py)
+    delete_topic_enable: bool = True
     log_segment_bytes: int = 128 * 1024 * 1024
     log_retention_ms: int = 7 * 24 * 3600 * 1000
     log_retention_bytes: int = -1

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from odradek.broker.gc_policy import collection_paused
@@ -18,7 +19,8 @@ from odradek.controller.election import ControllerElector
 from odradek.controller.event_manager import ControllerEventManager
 from odradek.controller.events import (AutoLeaderRebalance, BrokerChange, Callback, ControlledShutdown,
                                        ControllerEvent, ElectionTrigger, ElectionType, IsrChangeNotification,
-                                       ReplicaLeaderElection, Resign, Startup, TopicChange)
+                                       PartitionModifications, ReplicaLeaderElection, Resign, Startup,
+                                       TopicChange, TopicDeletion)
 from odradek.controller.state_change_log import StateChangeLog
 from odradek.metadata import TopicPartition
 from odradek.zk import paths
@@ -30,7 +32,8 @@ log = logging.getLogger("odradek.controller")
 class ControllerService:
     def __init__(self, broker_id: int, zk: KafkaZkClient, state_change_log_path: Path | None = None,
                  leader_rebalance_interval_s: float | None = 300.0,
-                 leader_imbalance_per_broker_percentage: int = 10) -> None:
+                 leader_imbalance_per_broker_percentage: int = 10,
+                 delete_topic_enable: bool = True) -> None:
         """``leader_rebalance_interval_s`` None: no automatic leader rebalance."""
         self.broker_id = broker_id
         self.zk = zk
@@ -40,11 +43,17 @@ class ControllerService:
         # state-change log when idle (Controller's defer_state_change_flush).
         self._log_file = open(state_change_log_path, "a", buffering=1 << 20) if state_change_log_path else None
         self.channel = ControllerChannel(broker_id)
+        self.events = ControllerEventManager(self._process, name=f"controller-event-thread-{broker_id}",
+                                             on_idle=self._flush_state_change_log)
         self.core = Controller(broker_id, zk, self.channel, StateChangeLog(self._log_file),
                                leader_imbalance_per_broker_percentage=leader_imbalance_per_broker_percentage,
-                               defer_state_change_flush=True)
-        self.events = ControllerEventManager(self._process, name=f"controller-event-thread-{broker_id}",
-                                             on_idle=self.core.flush_state_change_log)
+                               defer_state_change_flush=True, enqueue=self.events.put,
+                               delete_topic_enable=delete_topic_enable)
+        # one data watch per topic znode (Kafka's PartitionModificationsHandler), armed off
+        # kazoo's thread: registering reads the znode, which must not block a watch callback
+        self._topic_watches: dict[str, Watch] = {}
+        self._topic_watch_lock = threading.Lock()
+        self._watch_arming = ThreadPoolExecutor(1, thread_name_prefix=f"topic-watches-{broker_id}")
         self.elector = ControllerElector(zk, broker_id, self._on_become, self._on_resign)
         self._watches: list[Watch] = []
 
@@ -53,8 +62,8 @@ class ControllerService:
         self._watches = [
             self.zk.watch_children(paths.BROKER_IDS,
                                    lambda _c: self.events.put(BrokerChange(fired=time.time()))),
-            self.zk.watch_children(paths.BROKER_TOPICS,
-                                   lambda _c: self.events.put(TopicChange(fired=time.time()))),
+            self.zk.watch_children(paths.BROKER_TOPICS, self._on_topics),
+            self.zk.watch_children(paths.DELETE_TOPICS, lambda _c: self.events.put(TopicDeletion())),
             self.zk.watch_children(paths.ISR_CHANGE_NOTIFICATION,
                                    lambda c: c and self.events.put(IsrChangeNotification(fired=time.time()))),
             self.zk.watch_data_exists(
@@ -66,6 +75,32 @@ class ControllerService:
         if self._rebalance_interval_s is not None:
             threading.Thread(target=self._rebalance_timer, name=f"leader-rebalance-{self.broker_id}",
                              daemon=True).start()
+
+    def _flush_state_change_log(self) -> None:
+        self.core.flush_state_change_log()
+
+    def _on_topics(self, topics: list[str]) -> None:
+        """Children of /brokers/topics changed: a TopicChange, and watches for new topics."""
+        self.events.put(TopicChange(fired=time.time()))
+        if not self._stopped.is_set():
+            self._watch_arming.submit(self._arm_topic_watches, set(topics))
+
+    def _arm_topic_watches(self, topics: set[str]) -> None:
+        """Watch the data of each topic znode: partitions added (CreatePartitions) fire
+        PartitionModifications. The watch's first call (its current data) is no change."""
+        with self._topic_watch_lock:
+            for topic in sorted(set(self._topic_watches) - topics):
+                self._topic_watches.pop(topic).cancel()
+            for topic in sorted(topics - set(self._topic_watches)):
+                armed = [False]
+
+                def changed(_data: object, _stat: object, topic: str = topic,
+                            armed: list[bool] = armed) -> None:
+                    if armed[0]:
+                        self.events.put(PartitionModifications(topic))
+                    armed[0] = True
+
+                self._topic_watches[topic] = self.zk.watch_data_exists(paths.topic_path(topic), changed)
 
     def _rebalance_timer(self) -> None:
         """Queue the imbalance check every interval; an inactive controller ignores it."""
@@ -107,6 +142,10 @@ class ControllerService:
         self._stopped.set()
         for watch in self._watches:
             watch.cancel()
+        self._watch_arming.shutdown(wait=False, cancel_futures=True)
+        with self._topic_watch_lock:
+            for watch in self._topic_watches.values():
+                watch.cancel()
         self.elector.stop()
         self.events.close(timeout=10)
         self.channel.shutdown()

@@ -15,7 +15,9 @@ from typing import Any, Awaitable
 from odradek.broker import admin_apis, apis, config_helper, group_apis, zk_admin_manager
 from odradek.broker.connection import CloseConnection, KafkaConnection
 from odradek.broker.context import BrokerContext
+from odradek.broker.create_partitions import create_partitions
 from odradek.broker.delete_records import delete_records
+from odradek.broker.delete_topics import delete_topics
 from odradek.broker.fetch_handler import FetchHandler, leader_for
 from odradek.broker.partition import NotLeaderError, Partition
 from odradek.broker.producer_state import ProducerStateError
@@ -40,6 +42,8 @@ class KafkaApis:
             apis.METADATA: admin_apis.metadata,
             apis.API_VERSIONS: admin_apis.api_versions,
             apis.CREATE_TOPICS: admin_apis.create_topics,
+            apis.DELETE_TOPICS: delete_topics,
+            apis.CREATE_PARTITIONS: create_partitions,
             apis.DELETE_RECORDS: delete_records,
             apis.INIT_PRODUCER_ID: admin_apis.init_producer_id,
             apis.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,

@@ -27,6 +27,10 @@ from typing import TYPE_CHECKING
 from odradek.metadata import BrokerInfo, PartitionState, TopicPartition
 from odradek.protocol.errors import ErrorCode
 
+#: Kafka's LeaderAndIsr.LeaderDuringDelete: UpdateMetadata's leader for a partition of a topic
+#: being deleted (controller/request_batch.py)
+LEADER_DURING_DELETE = -2
+
 if TYPE_CHECKING:
     from odradek.zk.client import KafkaZkClient
 
@@ -58,8 +62,12 @@ class MetadataCache:
         self.controller_epoch = controller_epoch
         self._initialized = True
         self._brokers = {b.id: b for b in live_brokers}
+        deleted = set(deleted)
         for state in states:
-            self._topics.setdefault(state.tp.topic, {})[state.tp.partition] = state
+            if state.leader == LEADER_DURING_DELETE:
+                deleted.add(state.tp)  # its topic is being deleted: clients stop seeing it
+            else:
+                self._topics.setdefault(state.tp.topic, {})[state.tp.partition] = state
         for tp in deleted:
             parts = self._topics.get(tp.topic)
             if parts is not None:

@@ -28,6 +28,8 @@ log = logging.getLogger("odradek.broker.replica_manager")
 HW_CHECKPOINT = "replication-offset-checkpoint"
 
 TopicConfigLoader = Callable[[list[str]], Awaitable[dict[str, dict[str, str]]]]
+#: topic -> its id in ZooKeeper (absent: the topic does not exist there)
+TopicIdLoader = Callable[[list[str]], Awaitable[dict[str, str]]]
 
 
 class ReplicaManager:
@@ -53,6 +55,9 @@ class ReplicaManager:
         # Kafka's onLeadershipChange: told (partitions now led, partitions no longer led) after
         # each LeaderAndIsr and StopReplica; the group coordinator follows __consumer_offsets
         self.on_leadership_change: Callable[[list[Partition], list[Partition]], None] | None = None
+        #: reads topic ids for partitions new to this broker (Kafka 2.8+ gets them in the
+        #: LeaderAndIsr itself): a log on disk under another id is of a deleted incarnation
+        self.load_topic_ids: TopicIdLoader | None = None
 
     def get(self, tp: TopicPartition) -> Partition | None:
         return self._partitions.get(tp)
@@ -89,15 +94,20 @@ class ReplicaManager:
         return self._with_configs(req, new_topics)
 
     async def _with_configs(self, req: LeaderAndIsrRequest, topics: list[str]) -> ControllerResponse:
-        configs = await self._load_topic_configs(topics)
+        if self.load_topic_ids is None:
+            configs, ids = await self._load_topic_configs(topics), None
+        else:
+            configs, ids = await asyncio.gather(self._load_topic_configs(topics),
+                                                self.load_topic_ids(topics))
         # a newer controller may have spoken while we read: its epoch fences this request now
         stale = self.fence(req.controller_epoch, req.broker_epoch)
         if stale is not None:
             return ControllerResponse(int(stale), {})
-        return self._become_leader_or_follower(req, configs)
+        return self._become_leader_or_follower(req, configs, ids)
 
     def _become_leader_or_follower(self, req: LeaderAndIsrRequest,
-                                   configs: dict[str, dict[str, str]]) -> ControllerResponse:
+                                   configs: dict[str, dict[str, str]],
+                                   topic_ids: dict[str, str] | None = None) -> ControllerResponse:
         started = time.perf_counter()
         errors: dict[TopicPartition, int] = {}
         leaders = {b.id: b for b in req.live_leaders}
@@ -105,7 +115,7 @@ class ReplicaManager:
         with collection_paused():
             for state in req.partition_states:
                 errors[state.tp] = int(self._apply(state, configs.get(state.tp.topic, {}), leaders,
-                                                   debug))
+                                                   debug, topic_ids))
         applied = [s for s in req.partition_states if errors[s.tp] == ErrorCode.NONE]
         led = sum(1 for s in applied if s.leader == self.broker_id)
         if self.on_leadership_change is not None:
@@ -117,7 +127,8 @@ class ReplicaManager:
         return ControllerResponse(int(ErrorCode.NONE), errors)
 
     def _apply(self, state: PartitionState, topic_config: dict[str, str],
-               leaders: dict[int, BrokerInfo], debug: bool = False) -> ErrorCode:
+               leaders: dict[int, BrokerInfo], debug: bool = False,
+               topic_ids: dict[str, str] | None = None) -> ErrorCode:
         if self.broker_id not in state.replicas:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         partition = self._partitions.get(state.tp)
@@ -126,7 +137,11 @@ class ReplicaManager:
                 validate_topic_name(state.tp.topic)
             except TopicError as exc:
                 return exc.code
-            partition = self._create_partition(state.tp, topic_config)
+            topic_id = None if topic_ids is None else topic_ids.get(state.tp.topic)
+            if topic_ids is not None and topic_id is None:
+                # gone from ZooKeeper: nothing will ask for this partition again
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            partition = self._create_partition(state.tp, topic_config, topic_id)
         elif state.leader_epoch <= partition.leader_epoch and (
                 state.leader_epoch < partition.leader_epoch
                 or state.zk_version <= partition.zk_version):
@@ -149,9 +164,18 @@ class ReplicaManager:
                           state.leader_epoch)
         return ErrorCode.NONE
 
-    def _create_partition(self, tp: TopicPartition, topic_config: dict[str, str]) -> Partition:
+    def _create_partition(self, tp: TopicPartition, topic_config: dict[str, str],
+                          topic_id: str | None = None) -> Partition:
         config = LogConfig.from_topic_config(topic_config, self.default_log_config)
+        if topic_id is not None:
+            stored = self.log_manager.topic_id(tp)
+            if stored is not None and stored != topic_id:
+                log.warning("%s: the log on disk belongs to topic id %s, not %s (deleted and "
+                            "created again while we were away): deleting it", tp, stored, topic_id)
+                self.drop_log(tp)
         log_ = self.log_manager.get_or_create(tp, config)
+        if topic_id is not None and self.log_manager.topic_id(tp) != topic_id:
+            self.log_manager.write_topic_id(tp, topic_id)
         min_isr = int(topic_config.get("min.insync.replicas", self.default_min_isr))
         partition = Partition(tp, log_, self.broker_id, min_isr, self._checkpointed_hw.get(tp, 0),
                               on_isr_candidate=self._may_expand.add)
@@ -163,22 +187,46 @@ class ReplicaManager:
         if stale is not None:
             return ControllerResponse(int(stale), {})
         stopped = []
+        errors: dict[TopicPartition, int] = {}
         for tp in req.partitions:
             self.fetchers.stop_following(tp)
             partition = self._partitions.get(tp)
             if partition is None:
+                if req.delete_partitions:
+                    # not hosted since this broker started, but its log may be on disk (a topic
+                    # deleted while this broker was down): it goes too
+                    errors[tp] = self._delete_log(tp)
                 continue
             stopped.append(partition)
             if req.delete_partitions:
                 del self._partitions[tp]
                 partition.close()
-                self.log_manager.delete(tp)
+                errors[tp] = self._delete_log(tp)
             else:
                 partition.leader_id = -1
                 partition.close()
         if self.on_leadership_change is not None and stopped:
             self.on_leadership_change([], stopped)
-        return ControllerResponse(int(ErrorCode.NONE), {tp: 0 for tp in req.partitions})
+        if req.delete_partitions:
+            log.info("StopReplica from controller %d deleted %d partitions (%d failed)",
+                     req.controller_id, len(req.partitions), sum(1 for e in errors.values() if e))
+        return ControllerResponse(int(ErrorCode.NONE), {tp: errors.get(tp, 0) for tp in req.partitions})
+
+    def _delete_log(self, tp: TopicPartition) -> int:
+        """Delete tp's log from disk; KAFKA_STORAGE_ERROR if the filesystem refused (the
+        controller then retries the deletion when this broker starts again)."""
+        try:
+            self.drop_log(tp)
+        except OSError as exc:
+            log.error("%s: deleting the log failed: %s", tp, exc)
+            return int(ErrorCode.KAFKA_STORAGE_ERROR)
+        return 0
+
+    def drop_log(self, tp: TopicPartition) -> None:
+        """Delete tp's log (renamed away first) and forget its checkpointed high watermark,
+        which belonged to that log and must not be applied to a new one."""
+        self.log_manager.delete(tp)
+        self._checkpointed_hw.pop(tp, None)
 
     async def maintain_isr(self) -> None:
         """Shrink and expand the ISRs this broker leads (Kafka's ReplicaManager.maybeShrinkIsr and

@@ -77,7 +77,7 @@ class Broker:
         self.controller = ControllerService(
             config.broker_id, self.zk, config.data_dir / "state-change.log",
             config.leader_imbalance_check_interval_seconds if config.auto_leader_rebalance_enable else None,
-            config.leader_imbalance_per_broker_percentage)
+            config.leader_imbalance_per_broker_percentage, config.delete_topic_enable)
         self.group_coordinator = GroupCoordinator(
             GroupMetadataManager(self._offsets_partition_count, self.replica_manager.get,
                                  config.offsets_commit_timeout_ms / 1000, config.message_max_bytes),
@@ -85,6 +85,7 @@ class Broker:
                         config.group_initial_rebalance_delay_ms, config.offsets_retention_minutes * 60_000,
                         config.offset_metadata_max_bytes))
         self.replica_manager.on_leadership_change = self._on_leadership_change
+        self.replica_manager.load_topic_ids = self._load_topic_ids
         self.dynamic_config = DynamicConfigManager(config.broker_id, self.zk, DynamicBrokerConfig(config),
                                                    self.replica_manager, self.log_cleaner)
         self._producer_ids: list[int] = []
@@ -114,6 +115,28 @@ class Broker:
 
     async def _load_topic_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
         return await self.dynamic_config.load_topic_configs(topics)
+
+    async def _load_topic_ids(self, topics: list[str]) -> dict[str, str]:
+        assignments = await asyncio.to_thread(self.zk.get_topic_assignments, topics)
+        return {t: a.topic_id for t, a in assignments.items()}
+
+    def _remove_stale_logs(self) -> None:
+        """Before registering: delete the logs of topics that no longer exist, or exist under
+        another topic id (deleted and created again while this broker was down), so nothing
+        of an earlier incarnation is ever loaded or served. Logs without a stored id (written
+        before ids were kept) stay: nothing tells them apart."""
+        on_disk = self.log_manager.partitions()
+        if not on_disk:
+            return
+        existing = self.zk.get_topic_assignments({tp.topic for tp in on_disk})
+        for tp in on_disk:
+            assignment = existing.get(tp.topic)
+            stored = self.log_manager.topic_id(tp)
+            if assignment is None or (stored is not None and stored != assignment.topic_id):
+                log.info("deleting the log of %s: its topic %s", tp,
+                         "no longer exists" if assignment is None
+                         else f"is now topic id {assignment.topic_id}, the log's is {stored}")
+                self.replica_manager.drop_log(tp)
 
     async def _next_producer_id(self) -> int:
         async with self._producer_id_lock:
@@ -218,6 +241,10 @@ class Broker:
         self._server = await loop.create_server(lambda: KafkaConnection(apis, cfg.socket_request_max_bytes),
                                                 cfg.host, cfg.port, reuse_address=True, backlog=1024)
         self._info = BrokerInfo(cfg.broker_id, cfg.host, cfg.port)
+        try:
+            await asyncio.to_thread(self._remove_stale_logs)
+        except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: LeaderAndIsr checks ids too
+            log.warning("broker %d: could not check its logs against ZooKeeper: %r", cfg.broker_id, exc)
         self.replica_manager.broker_epoch = await self._register()
         self.zk.add_state_listener(lambda state: loop.call_soon_threadsafe(self._on_zk_state, state))
         log.info("broker %d listening on %s:%d (broker epoch %d, cluster %s)", cfg.broker_id, cfg.host, cfg.port,

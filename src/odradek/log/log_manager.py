@@ -1,14 +1,31 @@
-"""All partition logs of one broker under a data directory, sharing one fd budget."""
+"""All partition logs of one broker under a data directory, sharing one fd budget.
+
+A deleted partition's directory is first renamed to `<topic>-<partition>.<uuid>-delete` (Kafka's
+LogManager.asyncDelete naming; the rename is atomic and fsynced), then removed: a crash in the
+middle of removing it leaves a `-delete` directory, which no partition is loaded from and the
+next start removes, instead of a half-deleted log that would be opened again as the partition.
+
+Each partition directory keeps its topic id in `partition.metadata` (Kafka 2.8's format,
+"version: 0" / "topic_id: <id>"), so a broker that comes back holding the log of a topic that
+was deleted and created again under the same name can tell the logs apart.
+"""
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import threading
+import uuid
 from pathlib import Path
 from typing import Callable
 
 from odradek.log.fd_cache import FdCache
-from odradek.log.log import Log, LogConfig, wall_clock_ms
+from odradek.log.log import Log, LogConfig, _fsync_dir, wall_clock_ms
 from odradek.metadata import TopicPartition
+
+PARTITION_METADATA = "partition.metadata"
+DELETE_SUFFIX = "-delete"
+log = logging.getLogger(__name__)
 
 
 class LogManager:
@@ -28,6 +45,14 @@ class LogManager:
         self._now_ms = now_ms
         self._logs: dict[TopicPartition, Log] = {}
         self._lock = threading.Lock()
+        self._remove_deleted_dirs()
+
+    def _remove_deleted_dirs(self) -> None:
+        """Finish the deletions a crash interrupted (directories already renamed away)."""
+        for name in os.listdir(self.data_dir):
+            if name.endswith(DELETE_SUFFIX) and (self.data_dir / name).is_dir():
+                log.info("removing %s, a partition deleted before the last stop", name)
+                shutil.rmtree(self.data_dir / name, ignore_errors=True)
 
     def _dir(self, tp: TopicPartition) -> Path:
         return self.data_dir / f"{tp.topic}-{tp.partition}"
@@ -64,20 +89,54 @@ class LogManager:
         """Every partition with a directory under data_dir, without opening any log."""
         found = []
         for name in os.listdir(self.data_dir):
+            if name.endswith(DELETE_SUFFIX):
+                continue
             topic, sep, partition = name.rpartition("-")
             if sep and topic and partition.isdigit() and (self.data_dir / name).is_dir():
                 found.append(TopicPartition(topic, int(partition)))
         return sorted(found)
 
-    def delete(self, tp: TopicPartition) -> None:
-        """Remove tp's log and its directory, whether or not it was open."""
+    def delete(self, tp: TopicPartition) -> bool:
+        """Remove tp's log and its directory, whether or not it was open: renamed to a
+        `-delete` name first (module doc), then removed. False if there was none."""
         with self._lock:
-            log = self._logs.pop(tp, None)
-            if log is None and self._dir(tp).is_dir():
-                log = Log.open(self._dir(tp), self.default_config, fds=self._fds,
-                               now_ms=self._now_ms)
-            if log is not None:
-                log.delete()
+            log_ = self._logs.pop(tp, None)
+            directory = self._dir(tp)
+            if not directory.is_dir():
+                if log_ is not None:
+                    log_.delete()
+                return log_ is not None
+            if log_ is not None:
+                log_.deleted = True  # the log cleaner aborts rather than writing into it
+            doomed = self.data_dir / f"{directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+            os.rename(directory, doomed)
+            _fsync_dir(self.data_dir)
+            if log_ is not None:
+                log_.delete()  # closes its segments; its old path is gone already
+            shutil.rmtree(doomed, ignore_errors=True)
+            return True
+
+    def topic_id(self, tp: TopicPartition) -> str | None:
+        """The topic id stored with tp's log (partition.metadata), None if none is."""
+        try:
+            text = (self._dir(tp) / PARTITION_METADATA).read_text()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "topic_id" and value.strip():
+                return value.strip()
+        return None
+
+    def write_topic_id(self, tp: TopicPartition, topic_id: str) -> None:
+        """Store tp's topic id with its log (Kafka's PartitionMetadataFile), atomically."""
+        directory = self._dir(tp)
+        tmp = directory / (PARTITION_METADATA + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(f"version: 0\ntopic_id: {topic_id}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, directory / PARTITION_METADATA)
 
     def flush_all(self) -> None:
         with self._lock:

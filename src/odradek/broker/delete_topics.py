@@ -1,0 +1,90 @@
+"""DeleteTopics, as Kafka's KafkaApis.handleDeleteTopicsRequest and ZkAdminManager.deleteTopics
+answer it in the ZooKeeper era: /admin/delete_topics/<topic> is created for each known topic and
+the answer comes once this broker's metadata no longer has the topic (Kafka's
+DelayedDeleteTopics), or REQUEST_TIMED_OUT at the request's timeout while the deletion goes on
+(the controller does it: controller/topic_deletion.py). With delete.topic.enable=false every
+topic is TOPIC_DELETION_DISABLED (INVALID_REQUEST below v3, as Kafka answers).
+
+Unlike Kafka, any broker answers (as CreateTopics here does), not only the controller: the
+write is ZooKeeper's, and the wait is on this broker's own metadata.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from odradek.broker import apis
+from odradek.broker.context import BrokerContext
+from odradek.protocol import kio_util
+from odradek.protocol.errors import ErrorCode
+
+log = logging.getLogger("odradek.broker.admin")
+
+#: how long an admin request may wait for the metadata to show its effect, whatever it asks
+MAX_WAIT_S = 60.0
+
+
+async def delete_topics(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    if version >= 6:
+        asked = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        asked = [(name, None) for name in req.topic_names]
+    results: list[dict[str, Any]] = []
+    names = [name for name, _ in asked if name is not None]
+    duplicated = {n for n in names if names.count(n) > 1}
+    to_delete: list[str] = []
+    for name, topic_id in asked:
+        result: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0,
+                                  "error_message": None}
+        results.append(result)
+        if not ctx.config.delete_topic_enable:
+            code = ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST
+            result.update(error_code=code, error_message="Topic deletion is disabled.")
+        elif name is None:
+            # by topic id (v6): this broker's metadata names topics only
+            result.update(error_code=ErrorCode.UNKNOWN_TOPIC_ID, error_message=f"Unknown topic id {topic_id}")
+        elif name in duplicated:
+            result.update(error_code=ErrorCode.INVALID_REQUEST,
+                          error_message=f"Topic {name} appears more than once in the request.")
+        elif not await _topic_exists(ctx, name):
+            result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                          error_message=f"Topic {name} does not exist.")
+        else:
+            to_delete.append(name)
+    if to_delete:
+        try:
+            await asyncio.to_thread(ctx.zk.mark_topics_for_deletion, to_delete)
+        except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: nothing was asked for sure
+            for result in results:
+                if result["name"] in to_delete:
+                    result.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(exc))
+            to_delete = []
+        else:
+            log.info("marked topics %s for deletion", to_delete)
+    pending = await wait_until(lambda: [t for t in to_delete if ctx.metadata.partitions(t) is not None],
+                                req.timeout.total_seconds())
+    for result in results:
+        if result["name"] in pending:
+            result.update(error_code=ErrorCode.REQUEST_TIMED_OUT,
+                          error_message="The deletion was asked for and goes on; it has not completed yet.")
+    return kio_util.encode_response(apis.DELETE_TOPICS, version, header.correlation_id,
+                                    {"throttle_time": 0, "responses": results})
+
+
+async def _topic_exists(ctx: BrokerContext, name: str) -> bool:
+    """As this broker's metadata says (ZooKeeper's word until the controller has spoken)."""
+    if ctx.metadata.initialized:
+        return ctx.metadata.partitions(name) is not None
+    return bool(await asyncio.to_thread(ctx.zk.topic_exists, name))
+
+
+async def wait_until(pending: Any, timeout_s: float) -> list[str]:
+    """Poll ``pending()`` (the names still waited for) until it is empty or the time is up."""
+    deadline = time.monotonic() + max(0.0, min(timeout_s, MAX_WAIT_S))
+    while True:
+        left = pending()
+        if not left or time.monotonic() >= deadline:
+            return left
+        await asyncio.sleep(0.02)

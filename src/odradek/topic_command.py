@@ -1,0 +1,89 @@
+"""`odradek topics delete` and `odradek topics alter --partitions`: Kafka's TopicCommand
+(kafka-topics.sh --delete / --alter --partitions) over the Kafka protocol only (DeleteTopics,
+CreatePartitions, Metadata), so they work against Apache Kafka too.
+
+A deletion is asynchronous in Kafka (the controller deletes every replica, and waits for
+brokers that are down): DeleteTopics answers when the broker's metadata no longer has the
+topic or at its timeout, so ``delete_topics`` then polls Metadata until each topic is gone,
+up to its own timeout, and says which are still there.
+"""
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import NewPartitions
+
+from odradek.admin import (MAX_REQUEST_TIMEOUT_S, AdminError, _admin, _timed_out, kafka_error_text,
+                           metadata_request)
+from odradek.protocol.errors import ErrorCode
+
+
+def delete_topics(bootstrap: str, names: list[str], timeout: float = 60.0) -> None:
+    """Delete ``names`` and wait until no broker ``bootstrap`` reaches lists them; AdminError
+    naming every topic that does not exist, was refused, or is not gone in time."""
+    deadline = time.monotonic() + timeout
+    request_timeout = max(1.0, min(timeout, MAX_REQUEST_TIMEOUT_S))
+    admin = _admin(bootstrap, request_timeout=request_timeout)
+    futures = admin.delete_topics(list(dict.fromkeys(names)), request_timeout=request_timeout,
+                                  operation_timeout=request_timeout)
+    errors: list[str] = []
+    failed: set[str] = set()
+    for name, future in futures.items():
+        try:
+            future.result(timeout=request_timeout + 5)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                errors.append(f"topic {name!r} does not exist")
+                failed.add(name)
+            elif not _timed_out(exc):
+                errors.append(f"{name}: {kafka_error_text(exc)}")
+                failed.add(name)
+        except TimeoutError:
+            pass  # asked, maybe: the wait below tells
+    waiting = [n for n in futures if n not in failed]
+    still = _wait_until_gone(bootstrap, waiting, deadline)
+    if still:
+        errors.append(f"deletion of {', '.join(still)} asked for but not complete after {timeout:g} s "
+                      f"(a broker holding a replica may be down: it completes when the broker is back)")
+    if errors:
+        raise AdminError("; ".join(errors))
+
+
+def _wait_until_gone(bootstrap: str, names: list[str], deadline: float) -> list[str]:
+    """The topics still listed at the deadline; AdminError if no broker ever answered."""
+    pending = list(names)
+    unreachable: AdminError | None = None
+    reached = False
+    while pending:
+        try:
+            known = metadata_request(bootstrap, pending, max(1.0, deadline - time.monotonic()))
+            reached = True
+            pending = [t.name for t in known.topics
+                       if t.error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+        except AdminError as exc:
+            unreachable = exc  # a broker restarting meanwhile: asked again until the deadline
+        if not pending:
+            return pending
+        if time.monotonic() > deadline:
+            if not reached and unreachable is not None:
+                raise unreachable
+            return pending
+        time.sleep(0.1)
+    return pending
+
+
+def create_partitions(bootstrap: str, name: str, count: int, timeout: float = 30.0) -> None:
+    """Grow ``name`` to ``count`` partitions (CreatePartitions); AdminError with Kafka's error
+    (INVALID_PARTITIONS for a count that does not grow it, UNKNOWN_TOPIC_OR_PARTITION...)."""
+    request_timeout = max(1.0, min(timeout, MAX_REQUEST_TIMEOUT_S))
+    admin = _admin(bootstrap, request_timeout=request_timeout)
+    future = admin.create_partitions([NewPartitions(name, count)], request_timeout=request_timeout,
+                                     operation_timeout=request_timeout)[name]
+    try:
+        future.result(timeout=request_timeout + 5)
+    except KafkaException as exc:
+        raise AdminError(kafka_error_text(exc)) from None
+    except TimeoutError:
+        raise AdminError(f"CreatePartitions of {name!r} got no answer within {timeout:g} s") from None

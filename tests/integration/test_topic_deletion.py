@@ -1,0 +1,196 @@
+"""Topic deletion and partition expansion with real processes and real clients: a topic deleted
+and created again shows nothing old; a deletion waits for a broker that is down (and survives
+the controller being killed meanwhile) and completes when it is back, deleting that broker's
+copy; CreatePartitions grows a topic that is being written to; delete.topic.enable=false."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from client_helpers import produce
+from clients import consume_all, create_topic
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from odradek.cluster import LocalCluster, connect_zk
+
+pytestmark = pytest.mark.integration
+
+
+def _odradek(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "odradek", *args], capture_output=True, text=True, timeout=120)
+
+
+def _partition_dirs(cluster: LocalCluster, broker_id: int, topic: str) -> list[Path]:
+    data = cluster.broker_dir(broker_id) / "data"
+    return sorted(p for p in data.glob(f"{topic}-*") if p.name.rpartition("-")[2].isdigit())
+
+
+def _wait(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s:g} s: {what}")
+        time.sleep(0.1)
+
+
+def _error_code(future) -> int:
+    with pytest.raises(KafkaException) as refused:
+        future.result(30)
+    return refused.value.args[0].code()
+
+
+def _values(cluster: LocalCluster, topic: str, partitions: int, expected: int) -> list[bytes]:
+    return sorted(v for _, _, _, v in consume_all(cluster.bootstrap_servers, topic, partitions, expected,
+                                                  timeout_s=8 if expected == 0 else 30))
+
+
+def test_a_topic_deleted_and_created_again_shows_nothing_old(cluster: LocalCluster) -> None:
+    create_topic(cluster.bootstrap_servers, "again", 3, 3)
+    produce(cluster.bootstrap_servers, "again", [(b"k%d" % i, b"old-%d" % i, None) for i in range(30)])
+    zk = connect_zk(cluster.zookeeper_connect)
+    try:
+        old_id = json.loads(zk.get("/brokers/topics/again")[0])["topic_id"]
+        done = _odradek("topics", "delete", "again", "--bootstrap-server", cluster.bootstrap_servers)
+        assert done.returncode == 0, done.stderr
+        _wait(lambda: zk.exists("/brokers/topics/again") is None, 10, "the topic znode goes")
+        assert zk.exists("/config/topics/again") is None and zk.get_children("/admin/delete_topics") == []
+        for broker in cluster.broker_ids:
+            _wait(lambda b=broker: not _partition_dirs(cluster, b, "again"), 10, f"broker {broker} deletes its logs")
+        missing = _odradek("topics", "delete", "again", "--bootstrap-server", cluster.bootstrap_servers)
+        assert missing.returncode == 1 and missing.stderr.count("\n") == 1
+        assert "does not exist" in missing.stderr
+        create_topic(cluster.bootstrap_servers, "again", 3, 3)
+        new_id = json.loads(zk.get("/brokers/topics/again")[0])["topic_id"]
+    finally:
+        zk.stop()
+        zk.close()
+    assert new_id != old_id
+    assert _values(cluster, "again", 3, 0) == []
+    produce(cluster.bootstrap_servers, "again", [(b"n", b"new", None)])
+    assert _values(cluster, "again", 3, 1) == [b"new"]
+    for broker in cluster.broker_ids:
+        for pdir in _partition_dirs(cluster, broker, "again"):
+            assert f"topic_id: {new_id}" in (pdir / "partition.metadata").read_text()
+
+
+def test_deletion_waits_for_a_dead_broker_through_a_controller_kill(cluster_factory) -> None:
+    c: LocalCluster = cluster_factory(3)
+    create_topic(c.bootstrap_servers, "doomed", 2, 3)
+    produce(c.bootstrap_servers, "doomed", [(b"k%d" % i, b"old-%d" % i, None) for i in range(20)])
+    zk = connect_zk(c.zookeeper_connect)
+    try:
+        controller = json.loads(zk.get("/controller")[0])["brokerid"]
+        down = next(b for b in c.broker_ids if b != controller)
+        others = [b for b in c.broker_ids if b != down]
+        c.kill_broker(down)
+        _wait(lambda: str(down) not in zk.get_children("/brokers/ids"), 15, f"broker {down} expires")
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        admin.delete_topics(["doomed"], operation_timeout=10)["doomed"].result(30)
+        for broker in others:  # the live replicas are deleted at once ...
+            _wait(lambda b=broker: not _partition_dirs(c, b, "doomed"), 15, f"broker {broker} deletes its logs")
+        # ... but the topic waits for the dead broker's replica
+        assert zk.exists("/brokers/topics/doomed") and zk.exists("/admin/delete_topics/doomed")
+        assert len(_partition_dirs(c, down, "doomed")) == 2
+        # the controller dies too; its successor reads the marker and keeps waiting
+        c.kill_broker(controller)
+        _wait(lambda: zk.exists("/controller") is not None
+              and json.loads(zk.get("/controller")[0])["brokerid"] not in (controller, down), 20,
+              "another controller is elected")
+        time.sleep(1)
+        assert zk.exists("/brokers/topics/doomed") and zk.exists("/admin/delete_topics/doomed")
+        c.start_broker(down)
+        c.start_broker(controller)
+        c.wait_ready(c.broker_ids, 60)
+        _wait(lambda: zk.exists("/brokers/topics/doomed") is None, 30, "the deletion completes")
+        assert zk.exists("/admin/delete_topics/doomed") is None
+        assert zk.exists("/config/topics/doomed") is None
+        _wait(lambda: not _partition_dirs(c, down, "doomed"), 10, "the returned broker deletes its logs")
+        assert not list((c.broker_dir(down) / "data").glob("doomed-*"))
+    finally:
+        zk.stop()
+        zk.close()
+    create_topic(c.bootstrap_servers, "doomed", 2, 3)
+    assert _values(c, "doomed", 2, 0) == []
+
+
+def test_create_partitions_grows_a_topic_being_written(cluster: LocalCluster) -> None:
+    create_topic(cluster.bootstrap_servers, "grow", 2, 2)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    acked: list[tuple[int, bytes]] = []
+    errors: list[object] = []
+    stop = threading.Event()
+
+    def write() -> None:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 5,
+                             "topic.metadata.refresh.interval.ms": 500})
+
+        def delivered(err, msg) -> None:
+            if err is not None:
+                errors.append(err)
+            else:
+                acked.append((msg.partition(), msg.value()))
+
+        i = 0
+        while not stop.is_set():
+            producer.produce("grow", value=b"v%d" % i, on_delivery=delivered)  # no key: all partitions
+            producer.poll(0.005)
+            i += 1
+        assert producer.flush(30) == 0
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        _wait(lambda: len(acked) > 50, 20, "records are acknowledged")
+        validate = admin.create_partitions([NewPartitions("grow", 3)], validate_only=True)["grow"]
+        validate.result(30)
+        admin.create_partitions([NewPartitions("grow", 4)], operation_timeout=10)["grow"].result(30)
+        _wait(lambda: {p for p, _ in acked} >= {0, 1, 2, 3}, 30, "records reach the new partitions")
+    finally:
+        stop.set()
+        writer.join(60)
+    assert errors == []
+    values = _values(cluster, "grow", 4, len(acked))
+    assert values == sorted(v for _, v in acked)
+    zk = connect_zk(cluster.zookeeper_connect)
+    try:
+        stored = json.loads(zk.get("/brokers/topics/grow")[0])
+    finally:
+        zk.stop()
+        zk.close()
+    assert len(stored["partitions"]) == 4 and stored["initial_partition_count"] == 2
+    # refused, with Kafka's codes, and nothing changed
+    assert _error_code(admin.create_partitions([NewPartitions("grow", 3)])["grow"]) == KafkaError.INVALID_PARTITIONS
+    assert _error_code(admin.create_partitions([NewPartitions("grow", 4)])["grow"]) == KafkaError.INVALID_PARTITIONS
+    bad = NewPartitions("grow", 5, replica_assignment=[[1, 99]])
+    assert _error_code(admin.create_partitions([bad])["grow"]) == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    assert _error_code(admin.create_partitions([NewPartitions("no-such", 2)])["no-such"]) == \
+        KafkaError.UNKNOWN_TOPIC_OR_PART
+    cli = _odradek("topics", "alter", "grow", "--partitions", "6", "--bootstrap-server", cluster.bootstrap_servers)
+    assert cli.returncode == 0, cli.stderr
+    smaller = _odradek("topics", "alter", "grow", "--partitions", "2", "--bootstrap-server", cluster.bootstrap_servers)
+    assert smaller.returncode == 1 and "INVALID_PARTITIONS" in smaller.stderr and smaller.stderr.count("\n") == 1
+    described = json.loads(_odradek("topics", "describe", "grow", "--json", "--bootstrap-server",
+                                    cluster.bootstrap_servers).stdout)
+    assert len(described["partitions"]) == 6
+
+
+def test_delete_topic_disabled_refuses_and_keeps_the_topic(cluster_factory) -> None:
+    c: LocalCluster = cluster_factory(1, delete_topic_enable=False)
+    create_topic(c.bootstrap_servers, "kept", 1, 1)
+    admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+    assert _error_code(admin.delete_topics(["kept"])["kept"]) == KafkaError.TOPIC_DELETION_DISABLED
+    zk = connect_zk(c.zookeeper_connect)
+    try:
+        zk.create("/admin/delete_topics/kept")  # as an old admin tool would: the controller removes it
+        _wait(lambda: zk.get_children("/admin/delete_topics") == [], 10, "the marker is removed")
+        assert zk.exists("/brokers/topics/kept")
+    finally:
+        zk.stop()
+        zk.close()
+    assert admin.list_topics(timeout=10).topics.get("kept") is not None
