@@ -194,3 +194,34 @@ def test_delete_topic_disabled_refuses_and_keeps_the_topic(cluster_factory) -> N
         zk.stop()
         zk.close()
     assert admin.list_topics(timeout=10).topics.get("kept") is not None
+
+
+def test_kafka_python_and_aiokafka_delete_topics_and_create_partitions(cluster: LocalCluster) -> None:
+    """The versions these clients pick (kafka-python: DeleteTopics v3, CreatePartitions v1;
+    aiokafka likewise) are advertised and answered."""
+    import asyncio
+
+    from aiokafka.admin import AIOKafkaAdminClient
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewPartitions as KpNewPartitions
+
+    create_topic(cluster.bootstrap_servers, "kp-topic", 1, 2)
+    create_topic(cluster.bootstrap_servers, "aio-topic", 1, 2)
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=30000)
+    try:
+        kp.create_partitions({"kp-topic": KpNewPartitions(total_count=3)})
+        kp.delete_topics(["kp-topic"], timeout_ms=20000)
+    finally:
+        kp.close()
+
+    async def with_aiokafka() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+        await admin.start()
+        try:
+            await admin.delete_topics(["aio-topic"], timeout_ms=20000)
+        finally:
+            await admin.close()
+
+    asyncio.run(with_aiokafka())
+    topics = AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(timeout=10).topics
+    assert "kp-topic" not in topics and "aio-topic" not in topics
