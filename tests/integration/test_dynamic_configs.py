@@ -20,7 +20,7 @@ from clients import create_topic
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic)
 
-from odradek.admin import elect_leaders
+from odradek.admin import AdminError, elect_leaders
 from odradek.cluster import LocalCluster, connect_zk
 from odradek.config_command import BROKER, TOPIC, alter, describe
 
@@ -136,6 +136,7 @@ def test_bad_config_changes_are_refused_and_change_nothing(cluster: LocalCluster
             (t, "dyn-bad", [("retention.ms", "5", append)], INVALID_CONFIG, "retention.ms"),
             (t, "dyn-bad", [("cleanup.policy", "shred", set_)], INVALID_CONFIG, "cleanup.policy"),
             (t, "dyn-missing", [("retention.ms", "5", set_)], UNKNOWN_TOPIC, "dyn-missing"),
+            (t, "../dyn-bad", [("retention.ms", "5", set_)], INVALID_TOPIC, "characters"),
             (b, "1", [("broker.id", "7", set_)], INVALID_CONFIG, "broker.id"),
             (b, "1", [("min.insync.replicas", "0", set_)], INVALID_CONFIG, "min.insync.replicas"),
         ]:
@@ -147,6 +148,8 @@ def test_bad_config_changes_are_refused_and_change_nothing(cluster: LocalCluster
         incremental(admin, t, "dyn-bad", ("retention.ms", "5", set_), validate_only=True)
         assert stored() == before
         assert describe(bootstrap, TOPIC, "dyn-bad", keys=["retention.ms"])[0]["value"] == "1000000"
+        with pytest.raises(AdminError, match="UNKNOWN_TOPIC_OR_PARTITION"):
+            describe(bootstrap, TOPIC, "../dyn-bad")
     finally:
         zk.stop()
         zk.close()

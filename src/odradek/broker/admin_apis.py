@@ -13,8 +13,9 @@ from odradek.broker.context import BrokerContext
 from odradek.broker.metadata_cache import MetadataCache, from_zookeeper
 from odradek.broker.topic_admin import (TOPIC_CONFIG_DEFAULTS, TopicError, assign_replicas,
                                         check_fits_in_zookeeper, check_partition_count_fits,
+                                        is_legal_topic_name as _valid_topic_name,
                                         validate_assignment, validate_configs,
-                                        validate_new_topic_name, validate_topic_name)
+                                        validate_new_topic_name)
 from odradek.controller.events import (ElectionNotNeededError, ElectionType, EventPreemptedError,
                                        NotControllerError, UnknownPartitionError)
 from odradek.group.group_metadata_manager import OFFSETS_TOPIC
@@ -62,14 +63,6 @@ async def _metadata_from_zookeeper(ctx: BrokerContext, header: Any, req: Any, ve
     if ctx.metadata.initialized:  # the controller spoke meanwhile: its word, not the read
         cache = ctx.metadata
     return _metadata_response(ctx, cache, header, req, version)
-
-
-def _valid_topic_name(name: str | None) -> bool:
-    try:
-        validate_topic_name(name or "")
-    except TopicError:
-        return False
-    return True
 
 
 def _requested_topics(req: Any, version: int) -> list[str] | None:

@@ -18,7 +18,7 @@ from odradek.broker.context import BrokerContext
 from odradek.broker.dynamic_broker_config import (DEFAULT_CONFIG, DEFAULT_ENTITY, DYNAMIC, DYNAMIC_TOPIC_CONFIG,
                                                   DynamicBrokerConfig, Synonym, config_type,
                                                   documentation)
-from odradek.broker.topic_admin import TOPIC_CONFIG_DEFAULTS
+from odradek.broker.topic_admin import TOPIC_CONFIG_DEFAULTS, is_legal_topic_name
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
 from odradek.zk import admin_zk_client as azk
@@ -30,7 +30,7 @@ def current_broker_config(ctx: BrokerContext) -> DynamicBrokerConfig:
     """On a thread: this broker's layered config with the dynamic layers as ZooKeeper has them."""
     config = DynamicBrokerConfig(ctx.config)
     entities = [str(ctx.config.broker_id), DEFAULT_ENTITY]
-    for entity, stored in azk.get_entity_configs(ctx.zk.kazoo, azk.BROKERS, entities).items():
+    for entity, stored in ctx.zk.get_entity_configs(azk.BROKERS, entities).items():
         config.update(entity, stored)
     return config
 
@@ -55,7 +55,8 @@ def _read(ctx: BrokerContext, topics: list[str]) -> tuple[DynamicBrokerConfig, d
 
 
 async def describe_configs(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
-    topics = [r.resource_name for r in req.resources if r.resource_type == TOPIC_RESOURCE]
+    topics = [r.resource_name for r in req.resources
+              if r.resource_type == TOPIC_RESOURCE and is_legal_topic_name(r.resource_name)]
     config, stored, existing = await asyncio.to_thread(_read, ctx, topics)
     synonyms_wanted = bool(getattr(req, "include_synonyms", False))
     docs_wanted = bool(getattr(req, "include_documentation", False))
@@ -66,7 +67,8 @@ async def describe_configs(ctx: BrokerContext, header: Any, req: Any, version: i
         values: dict[str, list[Synonym]]
         if res.resource_type == TOPIC_RESOURCE:
             name = res.resource_name
-            if ctx.metadata.partitions(name) is None if existing is None else name not in existing:
+            if not is_legal_topic_name(name) or (
+                    ctx.metadata.partitions(name) is None if existing is None else name not in existing):
                 entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              error_message=f"Topic {name} does not exist")
                 results.append(entry)

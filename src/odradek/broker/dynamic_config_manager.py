@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Callable
 
 from odradek.broker.dynamic_broker_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from odradek.broker.replica_manager import ReplicaManager
@@ -53,7 +53,7 @@ class DynamicConfigManager:
         DynamicBrokerConfig.initialize), then follow /config/changes."""
         self._loop = asyncio.get_running_loop()
         entities = [str(self.broker_id), DEFAULT_ENTITY]
-        stored = await asyncio.to_thread(azk.get_entity_configs, self.zk.kazoo, azk.BROKERS, entities)
+        stored = await asyncio.to_thread(self.zk.get_entity_configs, azk.BROKERS, entities)
         for entity in entities:
             self.config.update(entity, stored[entity])
         self._apply_broker_defaults()
@@ -107,7 +107,7 @@ class DynamicConfigManager:
                 topics.add(entity[1])
             elif entity[0] == azk.BROKERS and entity[1] in (str(self.broker_id), DEFAULT_ENTITY):
                 brokers.add(entity[1])
-        broker_configs = azk.get_entity_configs(kz, azk.BROKERS, brokers)
+        broker_configs = self.zk.get_entity_configs(azk.BROKERS, brokers)
         if broker_configs:  # every hosted topic's defaults may change: re-read them all
             topics |= {p.tp.topic for p in self.replica_manager.partitions()}
         topic_configs = self.zk.get_topic_configs(topics) if topics else {}
@@ -126,12 +126,13 @@ class DynamicConfigManager:
             self.apply_topic_config(topic, config)
         self._last_executed = max(self._last_executed, last)
 
-    async def load_topic_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
+    async def load_topic_configs(self, topics: list[str], read: Callable[[list[str]], dict[str, dict[str, str]]]
+                                 ) -> dict[str, dict[str, str]]:
         """The configs of topics new to this broker (a LeaderAndIsr creating their partitions).
         A change applied while ZooKeeper was read was read later than our read, and would miss
         the partitions created from it: its config wins."""
         started = self._round
-        configs = await asyncio.to_thread(self.zk.get_topic_configs, topics)
+        configs = await asyncio.to_thread(read, topics)
         for topic in topics:
             applied = self._applied.get(topic)
             if applied is not None and applied[0] > started:

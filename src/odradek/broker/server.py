@@ -114,7 +114,7 @@ class Broker:
                               self.config.replica_fetch_max_bytes)
 
     async def _load_topic_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
-        return await self.dynamic_config.load_topic_configs(topics)
+        return await self.dynamic_config.load_topic_configs(topics, self.zk.get_topic_configs)
 
     async def _load_topic_ids(self, topics: list[str]) -> dict[str, str]:
         assignments = await asyncio.to_thread(self.zk.get_topic_assignments, topics)

@@ -72,6 +72,15 @@ def validate_topic_name(name: str) -> None:
                          f"Topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' and '-'")
 
 
+def is_legal_topic_name(name: str | None) -> bool:
+    """Whether a name may become a ZooKeeper path or a directory name ("../x" may not)."""
+    try:
+        validate_topic_name(name or "")
+    except TopicError:
+        return False
+    return True
+
+
 #: Kafka's internal topics, created by the brokers themselves, never through CreateTopics
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 #: the prefix kept for odradek's own topics; the ones odradek's clients create for themselves

@@ -14,15 +14,14 @@ import asyncio
 from typing import Any, Callable
 
 from odradek.broker import apis
-from odradek.broker.config_helper import BROKER_RESOURCE, TOPIC_RESOURCE, broker_entity
+from odradek.broker.config_helper import BROKER_RESOURCE, TOPIC_RESOURCE
 from odradek.broker.context import BrokerContext
 from odradek.broker.dynamic_broker_config import (DEFAULT_ENTITY, LIST, check_broker_config_name, config_type,
                                                   validate_broker_config)
-from odradek.broker.topic_admin import TOPIC_CONFIG_DEFAULTS, TopicError, validate_configs
+from odradek.broker.topic_admin import TOPIC_CONFIG_DEFAULTS, TopicError, validate_configs, validate_topic_name
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
 from odradek.zk import admin_zk_client as azk
-from odradek.zk import paths
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OPERATIONS = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
@@ -32,8 +31,7 @@ Entity = tuple[str, str]  # (azk.TOPICS or azk.BROKERS, name)
 
 def _entity(ctx: BrokerContext, res: Any) -> Entity:
     if res.resource_type == TOPIC_RESOURCE:
-        if not res.resource_name:
-            raise TopicError(ErrorCode.INVALID_REQUEST, "Topic name must not be empty")
+        validate_topic_name(res.resource_name)  # never a ZooKeeper path of its own ("../x")
         return azk.TOPICS, res.resource_name
     if res.resource_type == BROKER_RESOURCE:
         name = res.resource_name
@@ -134,9 +132,9 @@ async def _alter(ctx: BrokerContext, req: Any,
             owner[entity] = i
         except TopicError as exc:
             errors[i] = (exc.code, str(exc))
-    unknown = await asyncio.to_thread(_write, ctx, changes, req.validate_only)
-    for entity in unknown:
-        errors[owner[entity]] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {entity[1]} does not exist")
+    unknown = await asyncio.to_thread(ctx.zk.change_entity_configs, changes, req.validate_only)
+    for topic in unknown:
+        errors[owner[(azk.TOPICS, topic)]] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {topic} does not exist")
     return [{"error_code": errors.get(i, (0, None))[0], "error_message": errors.get(i, (0, None))[1],
              "resource_type": res.resource_type, "resource_name": res.resource_name}
             for i, res in enumerate(req.resources)]
@@ -146,25 +144,5 @@ def _read_current(ctx: BrokerContext, entities: set[Entity]) -> dict[Entity, dic
     out: dict[Entity, dict[str, str]] = {}
     for entity_type in (azk.TOPICS, azk.BROKERS):
         names = [name for t, name in entities if t == entity_type]
-        out.update(((entity_type, n), c) for n, c in azk.get_entity_configs(ctx.zk.kazoo, entity_type, names).items())
+        out.update(((entity_type, n), c) for n, c in ctx.zk.get_entity_configs(entity_type, names).items())
     return out
-
-
-def _write(ctx: BrokerContext, changes: dict[Entity, dict[str, str]], validate_only: bool) -> list[Entity]:
-    """On a thread: store the changes (unless validate_only); the topics that do not exist."""
-    kz = ctx.zk.kazoo
-    topics = [e for e in changes if e[0] == azk.TOPICS]
-    pending = {e: kz.exists_async(paths.topic_path(e[1])) for e in topics}
-    unknown = [e for e, r in pending.items() if r.get() is None]
-    todo = {e: c for e, c in changes.items() if e not in unknown}
-    if validate_only:
-        return unknown
-    while todo:
-        try:
-            azk.change_entity_configs(kz, todo)
-            break
-        except azk.UnknownEntityError as exc:  # deleted between the check and the write
-            gone = (azk.TOPICS, str(exc))
-            unknown.append(gone)
-            todo.pop(gone)
-    return unknown

@@ -44,6 +44,7 @@ class MemoryZooKeeper:
 
     def __init__(self) -> None:
         self.topics: dict[str, bytes] = {}
+        self.entity_configs: dict[tuple[str, str], dict[str, str]] = {}
         self._next_producer_id = 0
 
     def create_topic(self, assignment: TopicAssignment, config: Mapping[str, str]) -> None:
@@ -53,7 +54,20 @@ class MemoryZooKeeper:
         self.topics[assignment.name] = data
 
     def get_topic_configs(self, topics: Any) -> dict[str, dict[str, str]]:
-        return {t: {} for t in topics}
+        return {t: self.entity_configs.get(("topics", t), {}) for t in topics}
+
+    def get_all_topics(self) -> set[str]:
+        return set(self.topics)
+
+    def get_entity_configs(self, entity_type: str, names: Any) -> dict[str, dict[str, str]]:
+        return {n: self.entity_configs.get((entity_type, n), {}) for n in names}
+
+    def change_entity_configs(self, changes: dict[tuple[str, str], dict[str, str]],
+                              validate_only: bool = False) -> list[str]:
+        unknown = [name for kind, name in changes if kind == "topics" and name not in self.topics]
+        if not validate_only:
+            self.entity_configs.update((k, dict(c)) for k, c in changes.items() if k[1] not in unknown)
+        return unknown
 
     def allocate_producer_id_block(self, broker_id: int, size: int = 1000) -> paths.ProducerIdBlock:
         block = paths.ProducerIdBlock(broker_id, self._next_producer_id, self._next_producer_id + size - 1)

@@ -65,14 +65,27 @@ def get_entity_configs(kz: Any, entity_type: str, names: Iterable[str]) -> dict[
 
 
 def change_entity_configs(kz: Any, changes: dict[tuple[str, str], dict[str, str]],
-                          retries: int = 5) -> None:
-    """Replace the configs of several entities and announce each, in one multi.
+                          validate_only: bool = False) -> list[str]:
+    """Replace the configs of several entities and announce each, in one multi (none with
+    validate_only); the topics among them that do not exist, whose configs are not written."""
+    topics = [name for entity_type, name in changes if entity_type == TOPICS]
+    pending = {t: kz.exists_async(paths.topic_path(t)) for t in topics}
+    unknown = [t for t, r in pending.items() if r.get() is None]
+    todo = {k: c for k, c in changes.items() if not (k[0] == TOPICS and k[1] in unknown)}
+    while todo and not validate_only:
+        try:
+            _change_entity_configs(kz, todo)
+            break
+        except UnknownEntityError as exc:  # deleted between the check and the write
+            unknown.append(str(exc))
+            todo.pop((TOPICS, str(exc)))
+    return unknown
 
-    A topic must exist (checked in the same multi); UnknownEntityError names the first that
-    does not. A concurrent writer of the same entity (BadVersion) makes us read and try again:
-    the new configs are whole, so the last writer wins, as in Kafka."""
-    if not changes:
-        return
+
+def _change_entity_configs(kz: Any, changes: dict[tuple[str, str], dict[str, str]], retries: int = 5) -> None:
+    """One multi. A topic must exist (checked in the same multi); UnknownEntityError names the
+    first that does not. A concurrent writer of the same entity (BadVersion) makes us read and
+    try again: the new configs are whole, so the last writer wins, as in Kafka."""
     for _ in range(retries):
         stats = {key: kz.exists_async(entity_path(*key)) for key in changes}
         versions = {key: (s.version if (s := r.get()) is not None else None) for key, r in stats.items()}

@@ -48,7 +48,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from odradek.controller.seams import ControllerMovedError
 from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition, new_tuple
-from odradek.zk import paths
+from odradek.zk import admin_zk_client, paths
 from odradek.zk.errors import (
     BrokerIdInUseError, RequestTooLargeError, StaleEphemeralError, TopicExistsError,
 )
@@ -444,6 +444,15 @@ class KafkaZkClient:
         topics = list(topics)
         found = self._get_many({t: paths.topic_config_path(t) for t in topics})
         return {t: paths.decode_topic_config(found[t][0]) if t in found else {} for t in topics}
+
+    def get_entity_configs(self, entity_type: str, names: Iterable[str]) -> dict[str, dict[str, str]]:
+        """/config/<entity_type>/<name> of each (admin_zk_client.py); {} where there is none."""
+        return admin_zk_client.get_entity_configs(self._zk, entity_type, names)
+
+    def change_entity_configs(self, changes: dict[tuple[str, str], dict[str, str]],
+                              validate_only: bool = False) -> list[str]:
+        """Entity configs and their change notifications in one multi (admin_zk_client.py)."""
+        return admin_zk_client.change_entity_configs(self._zk, changes, validate_only)
 
     def get_partition_states(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, LeaderAndIsr]:
         found = self._get_many({tp: paths.partition_state_path(tp) for tp in tps})
