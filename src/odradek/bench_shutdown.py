@@ -11,20 +11,23 @@ One run on a private cluster (its own ZooKeeper, brokers on free ports, a temp d
    a. read every partition state from ZooKeeper; the victim is the broker that is not the
       controller leading the most partitions (a third); SIGTERM it (what `odradek down` and
       any init system send) and poll its pid until the process is gone: exit_s;
-   b. read the states of the partitions it led again: each was rewritten once, by the
-      controller's election (the ControlledShutdownLeaderSelector already leaves the stopping
-      broker out of the ISR, so nothing writes them again), and that write's ZooKeeper mtime
-      is when that partition was led elsewhere; leaders_moved_s = the latest of them - the
-      signal. A partition still led by the victim or rewritten more than once is reported
-      (leaders_not_moved, states_rewritten): the controlled shutdown did not do it alone;
+   b. read the states of the partitions it led again: the controller's election wrote each
+      once, and that write's ZooKeeper mtime (the server's clock: this machine's) is when the
+      partition was led elsewhere; leaders_moved_s = the latest of them - the signal. A state
+      written more than once since (states_rewritten; before fetcher.refuse_new the new leader
+      put the stopping broker, still fetching, back into the ISR and the controller took it out
+      at the exit) makes that an upper bound; a partition still led by the victim is reported
+      (leaders_not_moved): the controlled shutdown did not move it. (ZooKeeper watches were
+      tried instead: their notifications reached the bench up to 1 s after the mtimes, 3,333
+      of them through kazoo's one callback thread.)
    c. from the controller's timing log, the ControlledShutdown events after the signal:
       signal -> dequeued (the broker's request reached the controller's event thread) ->
       zk_done -> sent -> lai_acked (the new leaders answered LeaderAndIsr: leaders_acked_s,
       when they act as leaders, as against leaders_moved_s, when ZooKeeper held the decision);
    d. restart the victim, wait until it is back in every ISR and move leadership back to the
       preferred replicas (bench_failover's restart), so every round starts balanced.
-3. report the medians of leaders_moved_s, leaders_acked_s and exit_s with every round's values and the phases
-   of the round nearest the leaders_moved_s median.
+3. report the medians of leaders_moved_s, leaders_acked_s and exit_s with every round's
+   values and details, and the round nearest the leaders_moved_s median.
 
 All times are wall-clock stamps of one machine (the ZooKeeper server's mtimes, the controller's
 timing log, the bench's own clock), so they compare directly.
@@ -85,9 +88,11 @@ def run_shutdown_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
             result[f"{key.removesuffix('_s')}_runs_s"] = values
             result[key] = round(statistics.median(values), 3)
     median = result["leaders_moved_s"]
+    result["rounds_detail"] = measured
     result["round_nearest_median"] = min(measured, key=lambda r: (abs(r["leaders_moved_s"] - median),
                                                                   r["leaders_moved_s"]))
     result["goal_met"] = median < GOAL_S
+    result["goal_met_by_leaders_acked"] = result.get("leaders_acked_s", GOAL_S) < GOAL_S
     return result
 
 
@@ -112,13 +117,18 @@ def _shutdown_round(cluster: LocalCluster, zk: Any, bootstrap: str, partitions: 
     after = partition_states(zk, TOPIC, victim_led)
     not_moved = [p for p in victim_led if after[p][0]["leader"] in (victim, -1)]
     rewritten = [p for p in victim_led if after[p][1].version > before[p][1].version + 1]
-    moved_at = max(after[p][1].mtime / 1000 for p in victim_led)
-    events = [r for r in timing_records(cluster.broker_dir(controller) / "broker.log")
-              if r.get("event") == "ControlledShutdown" and r.get("dequeued", 0) >= signalled]
+    events: list[dict[str, Any]] = []
+    logged = time.monotonic() + 10  # the controller logs an event once its requests are answered
+    while not events and time.monotonic() < logged:
+        events = [r for r in timing_records(cluster.broker_dir(controller) / "broker.log")
+                  if r.get("event") == "ControlledShutdown" and r.get("dequeued", 0) >= signalled]
+        if not events:
+            time.sleep(0.2)
     out: dict[str, Any] = {
         "victim": victim, "controller": controller, "led_by_victim": len(victim_led),
         "leaders_per_broker_before": {str(b): led[b] for b in sorted(led)},
-        "leaders_moved_s": round(moved_at - signalled, 3), "exit_s": round(exited - signalled, 3),
+        "leaders_moved_s": round(max(after[p][1].mtime / 1000 for p in victim_led) - signalled, 3),
+        "exit_s": round(exited - signalled, 3),
         "leaders_not_moved": len(not_moved), "states_rewritten": len(rewritten),
         "controlled_shutdown_events": len(events),
     }
@@ -146,7 +156,8 @@ def format_result(r: dict[str, Any]) -> str:
         f"leaders moved {r['leaders_moved_s']:.3f} s (median of {r['leaders_moved_runs_s']}; new "
         f"leaders acknowledged {r.get('leaders_acked_s', float('nan')):.3f} s), "
         f"process exit {r['exit_s']:.3f} s (median of {r['exit_runs_s']}); goal {r['goal_s']:g} s "
-        f"{'met' if r['goal_met'] else 'not met'}",
+        f"{'met' if r['goal_met'] else 'not met'} (by the acknowledgements: "
+        f"{'met' if r.get('goal_met_by_leaders_acked') else 'not met'})",
     ]
     if "controller_phases_s" in d:
         lines.append("  round nearest the median: " + ", ".join(

@@ -285,9 +285,20 @@ class ReplicaFetcherManager:
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._owner: dict[TopicPartition, int] = {}
         self._closed = False
+        self._refuse_new = False
+
+    def refuse_new(self) -> None:
+        """From the start of a controlled shutdown, follow no partition not followed already.
+        The partitions this broker led become followers as their leadership moves away, and
+        fetching them would put it back into their ISRs (their new leaders see a caught-up
+        follower) just before it stops, for the controller to take it out again at its exit:
+        two more ZooKeeper writes and LeaderAndIsr states per partition, and acks=all waiting
+        on a broker about to go. Kafka's leaders refuse a broker in controlled shutdown
+        (KIP-841, KRaft); here the broker stays away."""
+        self._refuse_new = True
 
     def follow(self, partition: Partition, leader: BrokerInfo) -> None:
-        if self._closed:
+        if self._closed or (self._refuse_new and partition.tp not in self._owner):
             return
         fetcher = self._fetchers.get(leader.id)
         if (self._owner.get(partition.tp) == leader.id and fetcher is not None

@@ -266,6 +266,7 @@ class Broker:
                                               self.group_coordinator.expire_offsets))]
         await self._stopping.wait()
         log.info("broker %d shutting down", cfg.broker_id)
+        self.fetchers.refuse_new()
         if cfg.controlled_shutdown_enable:
             await controlled_shutdown(self.zk, cfg.broker_id, self.replica_manager.broker_epoch,
                                       self._another_leader_possible, cfg.controlled_shutdown_max_retries,
