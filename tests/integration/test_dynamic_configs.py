@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import pytest
 from clients import create_topic
+from wire import RawConnection
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic)
 
@@ -175,6 +176,22 @@ def test_colliding_internal_and_reserved_topic_names_are_refused(cluster: LocalC
         assert errors[name][0] == INVALID_TOPIC and "internal topic" in errors[name][1]
     assert errors["__odradek_mine"][0] == INVALID_TOPIC and "reserved" in errors["__odradek_mine"][1]
     assert "dyn_names" not in admin.list_topics(timeout=10).topics
+
+
+def test_create_topics_answers_the_configs_the_topic_will_have(cluster: LocalCluster) -> None:
+    """CreateTopics v5+ lists each config with its source: the topic's own, else its broker
+    synonym's value (odradek's log.segment.bytes default is 128 MiB, not Kafka's 1 GiB)."""
+    host, port = cluster.bootstrap_servers.split(",")[0].split(":")
+    conn = RawConnection(host, int(port))
+    try:
+        response = conn.request(19, 7, {"topics": [{"name": "dyn-planned", "num_partitions": 1,
+                                                    "replication_factor": 1, "assignments": [],
+                                                    "configs": [{"name": "retention.ms", "value": "5000"}]}],
+                                        "timeout": 10000, "validate_only": True})
+    finally:
+        conn.close()
+    configs = {c.name: (c.value, int(c.config_source)) for c in response.topics[0].configs}
+    assert configs["retention.ms"] == ("5000", 1) and configs["segment.bytes"] == (str(128 * 1024 * 1024), 5)
 
 
 def odradek(*args: str) -> subprocess.CompletedProcess[str]:

@@ -9,9 +9,10 @@ from typing import Any, Awaitable
 
 from odradek.broker import apis
 from odradek.broker.connection import CloseConnection
+from odradek.broker.config_helper import created_topic_configs, current_broker_config
 from odradek.broker.context import BrokerContext
 from odradek.broker.metadata_cache import MetadataCache, from_zookeeper
-from odradek.broker.topic_admin import (TOPIC_CONFIG_DEFAULTS, TopicError, assign_replicas,
+from odradek.broker.topic_admin import (TopicError, assign_replicas,
                                         check_fits_in_zookeeper, check_partition_count_fits,
                                         is_legal_topic_name as _valid_topic_name,
                                         validate_assignment, validate_configs,
@@ -120,6 +121,8 @@ async def create_topics(ctx: BrokerContext, header: Any, req: Any, version: int)
     # every topic name, for Kafka's '.'/'_' collision rule: read once, only if a name needs it
     existing = (await asyncio.to_thread(ctx.zk.get_all_topics)
                 if any("." in t.name or "_" in t.name for t in req.topics) else set())
+    # the defaults a new topic's configs fall back to (CreateTopics v5+ lists them)
+    broker_config = await asyncio.to_thread(current_broker_config, ctx) if version >= 5 and req.topics else None
     for topic in req.topics:
         result: dict[str, Any] = {"name": topic.name, "topic_id": None, "error_code": 0, "error_message": None,
                                   "num_partitions": -1, "replication_factor": -1, "configs": []}
@@ -128,9 +131,7 @@ async def create_topics(ctx: BrokerContext, header: Any, req: Any, version: int)
             check_fits_in_zookeeper(assignment, configs, ctx.config.zookeeper_jute_maxbuffer)
             result.update(num_partitions=len(assignment.partitions),
                           replication_factor=len(assignment.partitions[0]),
-                          configs=[{"name": k, "value": configs.get(k, v), "read_only": False,
-                                    "config_source": SOURCE_TOPIC if k in configs else SOURCE_DEFAULT,
-                                    "is_sensitive": False} for k, v in sorted(TOPIC_CONFIG_DEFAULTS.items())])
+                          configs=created_topic_configs(broker_config, configs) if version >= 5 else [])
             if not req.validate_only:
                 await asyncio.to_thread(ctx.zk.create_topic, assignment, configs)
                 created.append(topic.name)
@@ -193,9 +194,6 @@ async def init_producer_id(ctx: BrokerContext, header: Any, req: Any, version: i
     else:
         body.update(producer_id=await ctx.next_producer_id(), producer_epoch=0)
     return kio_util.encode_response(apis.INIT_PRODUCER_ID, version, header.correlation_id, body)
-
-
-SOURCE_TOPIC, SOURCE_DEFAULT = 1, 5  # Kafka's ConfigSource numbers (dynamic_broker_config.py)
 
 
 def describe_cluster(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:

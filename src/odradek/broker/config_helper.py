@@ -35,6 +35,16 @@ def current_broker_config(ctx: BrokerContext) -> DynamicBrokerConfig:
     return config
 
 
+def created_topic_configs(config: DynamicBrokerConfig, own: dict[str, str]) -> list[dict[str, Any]]:
+    """CreateTopics' configs of a new topic (v5+): its own, else where its broker takes them."""
+    out = []
+    for k in sorted(TOPIC_CONFIG_DEFAULTS):
+        layer = Synonym(k, own[k], DYNAMIC_TOPIC_CONFIG) if k in own else config.topic_synonyms(k)[0]
+        out.append({"name": k, "value": layer.value, "read_only": False, "config_source": layer.source,
+                    "is_sensitive": False})
+    return out
+
+
 def broker_entity(ctx: BrokerContext, resource_name: str) -> str | None:
     """The /config/brokers child a BROKER resource names: "" is the cluster default; another
     broker's id is refused, as Kafka does (clients send a broker's resource to that broker)."""
