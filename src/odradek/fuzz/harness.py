@@ -35,6 +35,7 @@ BROKER_ID = 1
 OTHER = BrokerInfo(2, "127.0.0.1", 1)  # never connected to: fetchers are stand-ins
 CONTROLLER_EPOCH = 7
 BROKER_EPOCH = 100
+FUZZ_TOPIC_ID = "ZnV6ei10b3BpYy1pZC0wMA"
 TOPOLOGY = templates.Topology(BROKER_ID, "127.0.0.1", 1, CONTROLLER_EPOCH, BROKER_EPOCH, other=OTHER)
 
 
@@ -46,6 +47,8 @@ class MemoryZooKeeper:
         self.topics: dict[str, bytes] = {}
         self.entity_configs: dict[tuple[str, str], dict[str, str]] = {}
         self._next_producer_id = 0
+        self.deletions: set[str] = set()
+        self.grown: dict[str, TopicAssignment] = {}
 
     def create_topic(self, assignment: TopicAssignment, config: Mapping[str, str]) -> None:
         data = paths.encode_topic_config(config) + paths.encode_topic_assignment(assignment)
@@ -73,6 +76,31 @@ class MemoryZooKeeper:
         block = paths.ProducerIdBlock(broker_id, self._next_producer_id, self._next_producer_id + size - 1)
         self._next_producer_id += size
         return block
+
+    # topic ids (LeaderAndIsr), DeleteTopics and CreatePartitions: every topic a request names
+    # exists with one id, as the harness's guarded topics do; markers and growths are recorded
+    def get_topic_assignments(self, topics: Any) -> dict[str, TopicAssignment]:
+        return {t: self._assignment(t) for t in topics}
+
+    def _assignment(self, topic: str) -> TopicAssignment:
+        grown = self.grown.get(topic)
+        return grown if grown is not None else TopicAssignment(topic, FUZZ_TOPIC_ID, {0: (BROKER_ID,)})
+
+    def topic_exists(self, topic: str) -> bool:
+        return True
+
+    def mark_topics_for_deletion(self, topics: Any) -> None:
+        self.deletions.update(topics)
+
+    def get_topic_deletions(self) -> set[str]:
+        return set(self.deletions)
+
+    def get_topic_assignment_and_version(self, topic: str) -> tuple[TopicAssignment, int]:
+        return self._assignment(topic), 0
+
+    def set_topic_assignment(self, assignment: TopicAssignment, version: int) -> None:
+        paths.encode_topic_assignment(assignment)
+        self.grown[assignment.name] = assignment
 
 
 class InactiveController:

@@ -72,6 +72,12 @@ class _Recorder:
     def __call__(self, frame: memoryview, conn: KafkaConnection) -> Any:
         d = _Dispatch(bytes(frame), oracle.expect(frame, self.fence()))
         self.dispatched.append(d)
+        # the server calls handlers from its running loop, and a handler may start a task
+        # (FindCoordinator creating __consumer_offsets once an UpdateMetadata with leader -2,
+        # a topic being deleted, dropped it from the metadata)
+        running = asyncio._get_running_loop()
+        if running is None:
+            asyncio._set_running_loop(self.loop)
         try:
             result = self.apis(frame, conn)
         except CloseConnection:
@@ -80,6 +86,9 @@ class _Recorder:
         except Exception:
             d.outcome, d.error = "crash", traceback.format_exc()
             raise
+        finally:
+            if running is None:
+                asyncio._set_running_loop(None)
         if result is None:
             d.outcome = "silent"
             return None

@@ -86,6 +86,10 @@ def expect(frame: bytes | memoryview, fence: tuple[int, int]) -> Expectation:
                                     for p in t.partition_data)
     elif api_key == apis.CREATE_TOPICS and not request.validate_only:
         exp.creates = frozenset(t.name for t in request.topics)
+    elif api_key == apis.FIND_COORDINATOR:
+        # creates __consumer_offsets when the metadata lacks it (an UpdateMetadata with
+        # leader -2, Kafka's LeaderDuringDelete, drops a topic being deleted)
+        exp.creates = frozenset({"__consumer_offsets"})
     return exp
 
 
