@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Awaitable
 
 from odradek.broker import apis
 from odradek.broker.context import BrokerContext
@@ -78,12 +78,27 @@ class OffsetsTopicCreator:
 _creator = OffsetsTopicCreator()
 
 
-def find_coordinator(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+def find_coordinator(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes | Awaitable[bytes]:
     if version >= 4:
         keys = list(req.coordinator_keys)
     else:
         keys = [req.key]
     key_type = req.key_type if version >= 1 else GROUP_KEY
+    if key_type == GROUP_KEY and keys and ctx.metadata.partitions(OFFSETS_TOPIC) is None:
+        return _creating_offsets_topic(ctx, header, req, version)
+    return _find_coordinator_response(ctx, header, version, keys, key_type)
+
+
+async def _creating_offsets_topic(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    """Starts creating __consumer_offsets (on the event loop, where its task runs) and answers
+    at once: COORDINATOR_NOT_AVAILABLE, which clients retry."""
+    _creator.ensure(ctx)
+    keys = list(req.coordinator_keys) if version >= 4 else [req.key]
+    return _find_coordinator_response(ctx, header, version, keys, req.key_type if version >= 1 else GROUP_KEY)
+
+
+def _find_coordinator_response(ctx: BrokerContext, header: Any, version: int, keys: list[str],
+                               key_type: int) -> bytes:
     answers = [_coordinator_for(ctx, key, key_type) for key in keys]
     if version >= 4:
         return _encode(apis.FIND_COORDINATOR, version, header, {"coordinators": [
@@ -101,8 +116,7 @@ def _coordinator_for(ctx: BrokerContext, key: str, key_type: int) -> tuple[int, 
     if key_type != GROUP_KEY:
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
     partitions = ctx.metadata.partitions(OFFSETS_TOPIC)
-    if partitions is None:
-        _creator.ensure(ctx)
+    if partitions is None:  # being created (find_coordinator started it)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {OFFSETS_TOPIC}", -1, "", -1
     state = partitions.get(ctx.group_coordinator.manager.partition_for(key))
     broker = None if state is None else ctx.metadata.broker(state.leader)
