@@ -3,9 +3,10 @@
 CreatePartitions, Metadata), so they work against Apache Kafka too.
 
 A deletion is asynchronous in Kafka (the controller deletes every replica, and waits for
-brokers that are down): DeleteTopics answers when the broker's metadata no longer has the
-topic or at its timeout, so ``delete_topics`` then polls Metadata until each topic is gone,
-up to its own timeout, and says which are still there.
+brokers that are down). DeleteTopics is given the whole timeout: odradek answers it once the
+deletion completed (Kafka once the broker's metadata dropped the topic), REQUEST_TIMED_OUT
+otherwise; ``delete_topics`` then polls Metadata until no broker it reaches lists the topic,
+and names the topics whose deletion did not complete in time.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ def delete_topics(bootstrap: str, names: list[str], timeout: float = 60.0) -> No
                                   operation_timeout=request_timeout)
     errors: list[str] = []
     failed: set[str] = set()
+    unfinished: list[str] = []
     for name, future in futures.items():
         try:
             future.result(timeout=request_timeout + 5)
@@ -40,10 +42,13 @@ def delete_topics(bootstrap: str, names: list[str], timeout: float = 60.0) -> No
             elif not _timed_out(exc):
                 errors.append(f"{name}: {kafka_error_text(exc)}")
                 failed.add(name)
+            else:
+                unfinished.append(name)  # asked, maybe (the wait below tells whether at all)
         except TimeoutError:
-            pass  # asked, maybe: the wait below tells
+            unfinished.append(name)
     waiting = [n for n in futures if n not in failed]
     still = _wait_until_gone(bootstrap, waiting, deadline)
+    still += [n for n in unfinished if n not in still]
     if still:
         errors.append(f"deletion of {', '.join(still)} asked for but not complete after {timeout:g} s "
                       f"(a broker holding a replica may be down: it completes when the broker is back)")

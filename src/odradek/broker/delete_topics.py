@@ -1,12 +1,14 @@
 """DeleteTopics, as Kafka's KafkaApis.handleDeleteTopicsRequest and ZkAdminManager.deleteTopics
 answer it in the ZooKeeper era: /admin/delete_topics/<topic> is created for each known topic and
-the answer comes once this broker's metadata no longer has the topic (Kafka's
-DelayedDeleteTopics), or REQUEST_TIMED_OUT at the request's timeout while the deletion goes on
-(the controller does it: controller/topic_deletion.py). With delete.topic.enable=false every
+the answer comes once the deletion has completed, or REQUEST_TIMED_OUT at the request's timeout
+while it goes on (the controller does it: controller/topic_deletion.py; a topic with a replica on
+a broker that is down waits for that broker). Kafka's DelayedDeleteTopics answers as soon as the
+broker's metadata has dropped the topic, which happens when the deletion starts; waiting for
+the marker to go too means a success lets the name be created again at once. With delete.topic.enable=false every
 topic is TOPIC_DELETION_DISABLED (INVALID_REQUEST below v3, as Kafka answers).
 
 Unlike Kafka, any broker answers (as CreateTopics here does), not only the controller: the
-write is ZooKeeper's, and the wait is on this broker's own metadata.
+write is ZooKeeper's, and the wait is on this broker's own metadata and the marker.
 """
 from __future__ import annotations
 
@@ -63,14 +65,34 @@ async def delete_topics(ctx: BrokerContext, header: Any, req: Any, version: int)
             to_delete = []
         else:
             log.info("marked topics %s for deletion", to_delete)
-    pending = await wait_until(lambda: [t for t in to_delete if ctx.metadata.partitions(t) is not None],
-                                req.timeout.total_seconds())
+    pending = await _wait_until_deleted(ctx, to_delete, req.timeout.total_seconds())
     for result in results:
         if result["name"] in pending:
             result.update(error_code=ErrorCode.REQUEST_TIMED_OUT,
-                          error_message="The deletion was asked for and goes on; it has not completed yet.")
+                          error_message="The deletion was asked for and goes on (a broker holding a replica may be down); it has not completed yet.")
     return kio_util.encode_response(apis.DELETE_TOPICS, version, header.correlation_id,
                                     {"throttle_time": 0, "responses": results})
+
+
+async def _wait_until_deleted(ctx: BrokerContext, topics: list[str], timeout_s: float) -> list[str]:
+    """The topics whose deletion has not completed by the timeout: still in this broker's
+    metadata (Kafka's DelayedDeleteTopics condition), or still marked in ZooKeeper (the
+    controller removes the marker with the topic's znodes, in one multi, once every replica is
+    deleted: a broker that is down holds it up). So a success means the name can be reused."""
+    deadline = time.monotonic() + max(0.0, min(timeout_s, MAX_WAIT_S))
+    pending = list(topics)
+    while pending:
+        pending = [t for t in pending if ctx.metadata.partitions(t) is not None]
+        if not pending:
+            try:
+                marked = await asyncio.to_thread(ctx.zk.get_topic_deletions)
+            except Exception:  # noqa: BLE001 - ZooKeeper unreachable: not known to be done
+                marked = set(topics)
+            pending = [t for t in topics if t in marked]
+        if not pending or time.monotonic() >= deadline:
+            return pending
+        await asyncio.sleep(0.1)
+    return pending
 
 
 async def _topic_exists(ctx: BrokerContext, name: str) -> bool:
