@@ -323,7 +323,8 @@ class InProcessRun:
             if d.verdict is not None and d.verdict.ok:
                 refused |= d.exp.produces_to - d.verdict.written
         allowed -= refused - named_twice
-        if changes and self._only_appends(broker.baseline, after, allowed):
+        deleting = set().union(*(d.exp.deletes_from for d in dispatched))
+        if changes and self._only_appends(broker.baseline, after, allowed | deleting, deleting):
             report.writes["sink appends"] += 1
             broker.baseline = after
             if not problems:
@@ -334,7 +335,10 @@ class InProcessRun:
         self._rebuild()
 
     @staticmethod
-    def _only_appends(before: harness.Snapshot, after: harness.Snapshot, allowed: set[TopicPartition]) -> bool:
+    def _only_appends(before: harness.Snapshot, after: harness.Snapshot, allowed: set[TopicPartition],
+                      deleting: set[TopicPartition] = frozenset()) -> bool:  # type: ignore[assignment]
+        """Only appends to ``allowed`` sink partitions changed anything, and log starts moved up
+        only where a DeleteRecords named the partition."""
         if before.metadata != after.metadata or before.fence != after.fence:
             return False
         if set(before.partitions) != set(after.partitions):
@@ -345,8 +349,10 @@ class InProcessRun:
                 continue
             if tp not in allowed or tp.topic != harness.TOPOLOGY.sink:
                 return False
-            same = (a.leader, a.leader_epoch, a.zk_version, a.isr, a.replicas, a.log_start) == \
-                   (b.leader, b.leader_epoch, b.zk_version, b.isr, b.replicas, b.log_start)
+            same = (a.leader, a.leader_epoch, a.zk_version, a.isr, a.replicas) == \
+                   (b.leader, b.leader_epoch, b.zk_version, b.isr, b.replicas)
+            if b.log_start != a.log_start and not (tp in deleting and b.log_start > a.log_start):
+                return False
             if not same or b.log_end < a.log_end or b.high_watermark < a.high_watermark:
                 return False
         return True

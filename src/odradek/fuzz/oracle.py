@@ -46,6 +46,8 @@ class Expectation:
     controller_write: bool = False
     #: topics a CreateTopics (not validate-only) may create
     creates: frozenset[str] = frozenset()
+    #: partitions a decoded DeleteRecords names (their log start may move up)
+    deletes_from: frozenset[TopicPartition] = frozenset()
 
 
 def expect(frame: bytes | memoryview, fence: tuple[int, int]) -> Expectation:
@@ -86,6 +88,9 @@ def expect(frame: bytes | memoryview, fence: tuple[int, int]) -> Expectation:
                                     for p in t.partition_data)
     elif api_key == apis.CREATE_TOPICS and not request.validate_only:
         exp.creates = frozenset(t.name for t in request.topics)
+    elif api_key == apis.DELETE_RECORDS:
+        exp.deletes_from = frozenset(TopicPartition(t.name, p.partition_index) for t in request.topics
+                                     for p in t.partitions)
     elif api_key == apis.FIND_COORDINATOR:
         # creates __consumer_offsets when the metadata lacks it (an UpdateMetadata with
         # leader -2, Kafka's LeaderDuringDelete, drops a topic being deleted)
