@@ -11,8 +11,11 @@ import sys
 import time
 import uuid
 
+from collections.abc import Iterator
+
 import pytest
 from client_helpers import produce
+from cluster_helpers import start_cluster
 from clients import create_topic
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -28,6 +31,16 @@ from odradek.protocol.errors import ErrorCode
 pytestmark = pytest.mark.integration
 
 SMALL_SEGMENTS = {"segment.bytes": "1024"}
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """The module's 3-broker cluster, its log cleaners checking every 200 ms (compacted topic)."""
+    c = start_cluster(zookeeper, tmp_path_factory.mktemp("delete-records"), log_cleaner_backoff_ms=200)
+    try:
+        yield c
+    finally:
+        c.down()
 
 
 def new_topic(cluster: LocalCluster, records: int, config: dict[str, str] | None = None) -> str:
@@ -149,35 +162,43 @@ def test_bad_requests_get_kafkas_errors_and_change_nothing(cluster: LocalCluster
 
 
 def test_compacted_topic_with_delete_policy(cluster: LocalCluster) -> None:
-    """cleanup.policy=compact,delete: the log cleaner runs on the same log; DeleteRecords works
-    and the cleaner keeps cleaning above the new log start."""
+    """cleanup.policy=compact,delete: DeleteRecords moves the log start of a log the cleaner has
+    compacted, and the cleaner goes on compacting above it; every key's latest value stays."""
     topic = new_topic(cluster, 0, {"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": "0.01"})
-    for round_ in range(4):
+
+    def write(round_: int) -> None:
         produce(cluster.bootstrap_servers, topic, [(b"k%d" % k, b"r%d-%d" % (round_, k) + b"." * 60, None)
                                                    for k in range(10)],
                 **{"linger.ms": 0, "batch.num.messages": 1, "enable.idempotence": False})
+
+    for round_ in range(4):
+        write(round_)
+    wait_until(lambda: len(read_values(cluster, topic, count=True)) < 40, 30, "the leader's cleaner")
     assert delete(cluster, topic, 25) == 25
-    assert log_starts(cluster, topic)[cluster_leader(cluster, topic)][0] == 25
+    write(4)
+    wait_until(lambda: len(read_values(cluster, topic, count=True)) <= 10 + 5, 30, "a clean above the log start")
     values = read_values(cluster, topic)
-    assert set(values) == {b"k%d" % k for k in range(10)}          # every key's latest value survives
-    assert all(v.startswith(b"r3-") for v in values.values())
-    assert watermarks(cluster, topic)[0] == 25
+    assert values == {b"k%d" % k: b"r4-%d" % k + b"." * 60 for k in range(10)}
+    assert watermarks(cluster, topic) == (25, 50)
+    assert {s for s, _ in log_starts(cluster, topic).values()} == {25}
 
 
-def read_values(cluster: LocalCluster, topic: str) -> dict[bytes, bytes]:
+def read_values(cluster: LocalCluster, topic: str, count: bool = False) -> dict[bytes, bytes] | list[int]:
+    """key -> latest value from the log start to the high watermark (``count``: the offsets read)."""
     _, high = watermarks(cluster, topic)
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "unused",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     out: dict[bytes, bytes] = {}
+    offsets: list[int] = []
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        deadline, last = time.monotonic() + 20, -1
-        while last < high - 1 and time.monotonic() < deadline:
+        deadline = time.monotonic() + 20
+        while (not offsets or offsets[-1] < high - 1) and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is not None and msg.error() is None:
                 out[msg.key()] = msg.value()
-                last = msg.offset()
-        return out
+                offsets.append(msg.offset())
+        return offsets if count else out
     finally:
         consumer.close()
 
