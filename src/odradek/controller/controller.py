@@ -219,7 +219,10 @@ class Controller:
         self._mark("loaded")
         # KafkaController.fetchTopicDeletionsInProgress: topics with a replica on a dead
         # broker stay halted until it returns
-        to_delete = self._zk.get_topic_deletions() & self._ctx.all_topics()
+        markers = self._zk.get_topic_deletions()
+        to_delete = markers & self._ctx.all_topics()
+        if markers - to_delete:  # markers of topics that no longer exist
+            self._zk.delete_topic_deletions(markers - to_delete)
         live_ids = self._ctx.live_or_shutting_down_broker_ids()
         self._deletion.init(to_delete, {t for t in to_delete for pr in self._ctx.replicas_for_topic(t)
                                         if pr.replica not in live_ids})
@@ -427,6 +430,10 @@ class Controller:
                                       ) -> None:
         if self._ctx.broker_epoch(event.broker_id) != event.broker_epoch:
             return  # sent to an earlier incarnation, handled as dead since
+        if event.error_code == -1:
+            # no answer: the broker left the channel, and its failure restarts the deletion
+            # (Kafka drops a removed broker's requests without calling back)
+            return
         self._deletion.on_stop_replica_response(event.broker_id, event.partitions,
                                                 event.error_code, event.partition_errors)
 

@@ -137,7 +137,8 @@ class TopicDeletionManager:
             logger.warning("broker %d failed to delete %s (error %d)", broker_id,
                            [str(pr.tp) for pr in failed], error_code)
             self.fail_replica_deletion(failed)
-        succeeded = [pr for pr in waiting if pr not in set(failed)]
+        failed_set = set(failed)
+        succeeded = [pr for pr in waiting if pr not in failed_set]
         if succeeded:
             self.complete_replica_deletion(succeeded)
 
