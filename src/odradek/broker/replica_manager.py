@@ -167,14 +167,14 @@ class ReplicaManager:
     def _create_partition(self, tp: TopicPartition, topic_config: dict[str, str],
                           topic_id: str | None = None) -> Partition:
         config = LogConfig.from_topic_config(topic_config, self.default_log_config)
+        stored = None if topic_id is None else self.log_manager.topic_id(tp)
         if topic_id is not None:
-            stored = self.log_manager.topic_id(tp)
             if stored is not None and stored != topic_id:
                 log.warning("%s: the log on disk belongs to topic id %s, not %s (deleted and "
                             "created again while we were away): deleting it", tp, stored, topic_id)
                 self.drop_log(tp)
         log_ = self.log_manager.get_or_create(tp, config)
-        if topic_id is not None and self.log_manager.topic_id(tp) != topic_id:
+        if topic_id is not None and stored != topic_id:
             self.log_manager.write_topic_id(tp, topic_id)
         min_isr = int(topic_config.get("min.insync.replicas", self.default_min_isr))
         partition = Partition(tp, log_, self.broker_id, min_isr, self._checkpointed_hw.get(tp, 0),

@@ -129,13 +129,12 @@ class LogManager:
         return None
 
     def write_topic_id(self, tp: TopicPartition, topic_id: str) -> None:
-        """Store tp's topic id with its log (Kafka's PartitionMetadataFile), atomically."""
+        """Store tp's topic id with its log (Kafka's PartitionMetadataFile), by rename. Not
+        fsynced: it is written for every partition a broker creates, on the event loop, and a
+        file a crash lost or left empty reads as no id, which the next LeaderAndIsr writes again."""
         directory = self._dir(tp)
         tmp = directory / (PARTITION_METADATA + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(f"version: 0\ntopic_id: {topic_id}\n")
-            f.flush()
-            os.fsync(f.fileno())
+        tmp.write_text(f"version: 0\ntopic_id: {topic_id}\n")
         os.replace(tmp, directory / PARTITION_METADATA)
 
     def flush_all(self) -> None:
