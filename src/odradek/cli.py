@@ -50,6 +50,12 @@ def _positive(value: str) -> int:
     return int(value)
 
 
+def _port_or_zero(value: str) -> int:
+    if not value.isdigit() or int(value) > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number (0-65535), got {value!r}")
+    return int(value)
+
+
 def _keyvalue(value: str) -> tuple[str, str]:
     key, sep, val = value.partition("=")
     if not sep or not key:
@@ -112,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the private ZooKeeper as an ensemble of N servers (3 survives one death)")
     u.add_argument("--zookeeper", metavar="CONN", help="use this ZooKeeper instead of a private one")
     u.add_argument("--host", default="127.0.0.1")
+    u.add_argument("--metrics-base-port", type=_port_or_zero, metavar="PORT",
+                   help="broker i serves Prometheus metrics on PORT + i - 1 (default: base port + 1000; 0: none)")
     u.add_argument("--timeout-s", type=float, default=60.0, help="how long to wait for the cluster")
     u.set_defaults(func=cmd_up)
 
@@ -331,12 +339,18 @@ def cmd_broker(args: argparse.Namespace) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> None:
+    metrics_base_port = args.metrics_base_port
+    if metrics_base_port is None:  # the default, where it fits below 65536
+        metrics_base_port = args.base_port + 1000 if args.base_port + 1000 + args.brokers <= 65536 else 0
     cluster = LocalCluster(args.data_dir, args.brokers, base_port=args.base_port, zk_port=args.zk_port,
-                           zookeeper=args.zookeeper, host=args.host, zookeeper_nodes=args.zookeeper_nodes)
+                           zookeeper=args.zookeeper, host=args.host, zookeeper_nodes=args.zookeeper_nodes,
+                           metrics_base_port=metrics_base_port or None)
     bootstrap = cluster.up(timeout=args.timeout_s)
     for broker_id in cluster.broker_ids:
+        metrics = cluster.metrics_url(broker_id)
         print(f"broker {broker_id}: {args.host}:{cluster.broker_port(broker_id)} "
-              f"pid {cluster.broker_pid(broker_id)} log {cluster.broker_dir(broker_id) / 'broker.log'}")
+              f"pid {cluster.broker_pid(broker_id)} log {cluster.broker_dir(broker_id) / 'broker.log'}"
+              + (f" metrics {metrics}" if metrics else ""))
     for server in cluster.zookeeper_servers():
         print(f"zookeeper server {server.server_id or 1}: {server.connect_string} pid {server.pid} "
               f"log {server.log_file}")
@@ -353,8 +367,12 @@ def cmd_down(args: argparse.Namespace) -> None:
 def cmd_status(args: argparse.Namespace) -> None:
     from odradek.admin import cluster_status, format_status
 
-    zookeeper = LocalCluster.load(args.data_dir).zookeeper_connect if args.data_dir else args.zookeeper
+    cluster = LocalCluster.load(args.data_dir) if args.data_dir else None
+    zookeeper = cluster.zookeeper_connect if cluster is not None else args.zookeeper
     status = cluster_status(zookeeper or "127.0.0.1:2181", timeout=args.timeout_s)
+    if cluster is not None:
+        for broker in status["live_brokers"]:
+            broker["metrics_url"] = cluster.metrics_url(broker["id"])
     print(json.dumps(status, indent=2) if args.json else format_status(status))
 
 

@@ -126,9 +126,11 @@ class LocalCluster:
         broker_args: dict | None = None,
         zookeeper_nodes: int = 1,
         quorum_peers: "list[QuorumPeer] | None" = None,
+        metrics_base_port: int | None = None,
     ) -> None:
         """``quorum_peers``: the ensemble's recorded addresses (LocalCluster.load); without
-        them a new ensemble gets free quorum and election ports."""
+        them a new ensemble gets free quorum and election ports. With ``metrics_base_port``
+        broker i serves Prometheus metrics on metrics_base_port + i - 1."""
         if brokers < 1:
             raise ClusterError("a cluster needs at least one broker")
         if zookeeper_nodes < 1:
@@ -144,6 +146,7 @@ class LocalCluster:
         self.zookeeper_nodes = zookeeper_nodes
         self._quorum_peers = quorum_peers
         self.broker_args = dict(broker_args or {})
+        self.metrics_base_port = metrics_base_port
         self._procs: dict[int, subprocess.Popen] = {}
         if zookeeper_nodes > 1 and quorum_peers is None:
             self._quorum_peers = self._recorded_quorum_peers()
@@ -168,6 +171,7 @@ class LocalCluster:
             host=state["host"],
             broker_args=state.get("broker_args"),
             zookeeper_nodes=state.get("zookeeper_nodes", 1),
+            metrics_base_port=state.get("metrics_base_port"),
         )
 
     def _recorded_quorum_peers(self) -> "list[QuorumPeer]":
@@ -205,6 +209,12 @@ class LocalCluster:
 
     def broker_port(self, broker_id: int) -> int:
         return self.base_port + broker_id - 1
+
+    def metrics_url(self, broker_id: int) -> str | None:
+        """Where broker `broker_id` serves Prometheus metrics, if it does."""
+        if self.metrics_base_port is None:
+            return None
+        return f"http://{self.host}:{self.metrics_base_port + broker_id - 1}/metrics"
 
     def broker_dir(self, broker_id: int) -> Path:
         return self.data_dir / f"broker-{broker_id}"
@@ -291,9 +301,12 @@ class LocalCluster:
             "--zookeeper", self._zookeeper,
             "--data-dir", str(bdir / "data"),
         ]
-        if self.broker_args:
+        settings = dict(self.broker_args)
+        if self.metrics_base_port is not None:
+            settings["metrics_port"] = self.metrics_base_port + broker_id - 1
+        if settings:
             props = bdir / "server.properties"
-            props.write_text("".join(f"{k.replace('_', '.')}={_prop(v)}\n" for k, v in self.broker_args.items()))
+            props.write_text("".join(f"{k.replace('_', '.')}={_prop(v)}\n" for k, v in settings.items()))
             cmd += ["--config", str(props)]
         pid = self._spawn(cmd, bdir / "broker.log", bdir / "broker.pid")
         self._write_state()
@@ -417,8 +430,10 @@ class LocalCluster:
             "base_port": self.base_port,
             "bootstrap_servers": self.bootstrap_servers,
             "broker_args": self.broker_args,
+            "metrics_base_port": self.metrics_base_port,
             "brokers": [
-                {"id": b, "port": self.broker_port(b), "pid": _read_pid(self.broker_dir(b) / "broker.pid")}
+                {"id": b, "port": self.broker_port(b), "pid": _read_pid(self.broker_dir(b) / "broker.pid"),
+                 "metrics_url": self.metrics_url(b)}
                 for b in self.broker_ids
             ],
         }

@@ -7,6 +7,7 @@ broker, watch status, `up` again, `down`.
 from __future__ import annotations
 
 import json
+import urllib.request
 import subprocess
 import sys
 import time
@@ -39,7 +40,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, st
     data_dir = tmp_path_factory.mktemp("cluster")
     base = free_port_block(3)
     odradek("up", "--brokers", "3", "--data-dir", str(data_dir), "--base-port", str(base),
-            "--zk-port", str(free_port()))
+            "--zk-port", str(free_port()), "--metrics-base-port", str(free_port_block(3)))
     try:
         yield data_dir, f"127.0.0.1:{base}"
     finally:
@@ -63,6 +64,10 @@ def test_up_registers_three_brokers_and_a_controller(cluster: tuple[Path, str]) 
     assert [b["id"] for b in state["live_brokers"]] == [1, 2, 3]
     assert state["controller"] in (1, 2, 3)
     assert json.loads((data_dir / "cluster.json").read_text())["brokers"][0]["pid"]
+    # each broker serves Prometheus metrics where cluster.json and `status` say
+    for broker in state["live_brokers"]:
+        with urllib.request.urlopen(broker["metrics_url"], timeout=10) as response:
+            assert b"kafka_server_replicamanager_partitioncount" in response.read()
 
 
 def test_topic_lifecycle_and_describe_json(cluster: tuple[Path, str]) -> None:
@@ -120,7 +125,7 @@ def test_killed_broker_shows_in_status_and_up_restarts_it(cluster: tuple[Path, s
 
     cfg = json.loads((data_dir / "cluster.json").read_text())
     odradek("up", "--brokers", "3", "--data-dir", str(data_dir), "--base-port", str(cfg["base_port"]),
-            "--zk-port", str(cfg["zk_port"]))
+            "--zk-port", str(cfg["zk_port"]), "--metrics-base-port", str(cfg["metrics_base_port"]))
     new_pid = local.broker_pid(3)
     assert new_pid and new_pid != old_pid
     assert local.broker_pid(1) and local.broker_pid(2)

@@ -150,7 +150,8 @@ def test_cli_ensemble_status_restart_and_a_bounded_stop_without_quorum(tmp_path:
         pytest.fail(str(check_installed()))
     data_dir = tmp_path / "cluster"
     up = ["up", "--brokers", "3", "--zookeeper-nodes", "3", "--data-dir", str(data_dir),
-          "--base-port", str(free_port_block(3)), "--zk-port", str(free_port_block(3))]
+          "--base-port", str(free_port_block(3)), "--zk-port", str(free_port_block(3)),
+          "--metrics-base-port", "0"]
     started: list[int] = []
     try:
         proc = odradek(*up)

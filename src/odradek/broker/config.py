@@ -57,6 +57,9 @@ class BrokerConfig:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10
+    # Prometheus metrics (broker/metrics.py) served on this port of the listener's host; 0: none.
+    # Kafka exposes JMX and leaves Prometheus to an exporter; the names here are the exporter's.
+    metrics_port: int = 0
     # The group coordinator (Kafka's names and defaults): session timeouts a member may ask for,
     # how long a new group waits for more members before its first rebalance completes, and the
     # internal __consumer_offsets topic that stores groups and their committed offsets.

@@ -6,6 +6,7 @@ from typing import Any, Awaitable, Callable
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.metrics import BrokerMetrics
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.controller.events import ElectionType
 from odradek.group.group_coordinator import GroupCoordinator
@@ -26,3 +27,4 @@ class BrokerContext:
     # ReplicaLeaderElection), awaited off the controller's event thread
     elect_leaders: Callable[[frozenset[TopicPartition], ElectionType], Awaitable[object]]
     group_coordinator: GroupCoordinator
+    metrics: BrokerMetrics | None = None  # None when metrics.port is 0

@@ -172,6 +172,8 @@ class FetchHandler:
                 out.setdefault(t.tp.topic, []).append((t.tp.partition, 0, hw, log_start, data))
                 told.append((t, hw, log_start))
                 total += len(data)
+                if data and self.ctx.metrics is not None:
+                    self.ctx.metrics.bytes_out[t.tp.topic] += len(data)
         return list(out.items()), told, total, readable, has_error
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from typing import Any, Awaitable
 
 from odradek.broker import admin_apis, apis, config_helper, group_apis, zk_admin_manager
@@ -56,6 +57,24 @@ class KafkaApis:
         }
 
     def __call__(self, frame: memoryview, conn: KafkaConnection) -> bytes | None | Awaitable[bytes | None]:
+        started = time.perf_counter()
+        result = self._handle(frame, conn)
+        if self.ctx.metrics is None:
+            return result
+        api_key, version = struct.unpack_from(">hh", frame, 0)  # _handle checked the length
+        if result is None or isinstance(result, (bytes, list)):
+            self.ctx.metrics.request_done(api_key, version, started)
+            return result
+        return self._timed(result, api_key, version, started)
+
+    async def _timed(self, pending: Awaitable[bytes | None], api_key: int, version: int,
+                     started: float) -> bytes | None:
+        try:
+            return await pending
+        finally:
+            self.ctx.metrics.request_done(api_key, version, started)  # type: ignore[union-attr]
+
+    def _handle(self, frame: memoryview, conn: KafkaConnection) -> bytes | None | Awaitable[bytes | None]:
         if len(frame) < 8:
             raise CloseConnection("request shorter than a request header")
         api_key, version, correlation_id = struct.unpack_from(">hhi", frame, 0)
@@ -136,6 +155,9 @@ class KafkaApis:
             log.info("%s: rejected produce: %s", tp, exc)
             return None, exc.error, -1
         entry[2] = first
+        if self.ctx.metrics is not None:
+            self.ctx.metrics.bytes_in[tp.topic] += len(records)
+            self.ctx.metrics.messages_in[tp.topic] += last - first + 1
         entry[3] = partition.log.log_start_offset
         return partition, None, last
 

@@ -55,6 +55,7 @@ class ReplicaManager:
         # Kafka's onLeadershipChange: told (partitions now led, partitions no longer led) after
         # each LeaderAndIsr and StopReplica; the group coordinator follows __consumer_offsets
         self.on_leadership_change: Callable[[list[Partition], list[Partition]], None] | None = None
+        self.isr_shrinks = self.isr_expands = 0  # ISR changes this broker made (its metrics)
         #: reads topic ids for partitions new to this broker (Kafka 2.8+ gets them in the
         #: LeaderAndIsr itself): a log on disk under another id is of a deleted incarnation
         self.load_topic_ids: TopicIdLoader | None = None
@@ -275,6 +276,10 @@ class ReplicaManager:
                 continue  # a LeaderAndIsr arrived while we wrote; it wins
             if isinstance(result, int):
                 log.debug("%s: ISR %s -> %s", tp, sorted(partition.isr), sorted(isr))
+                if len(isr) < len(partition.isr):
+                    self.isr_shrinks += 1
+                else:
+                    self.isr_expands += 1
                 partition.apply_isr(isr, result)
                 changed.append(tp)
             elif result is None or result.leader != self.broker_id or result.leader_epoch != partition.leader_epoch:

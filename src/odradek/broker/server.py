@@ -14,7 +14,7 @@ import logging
 import signal
 import time
 import uuid
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterator
 
 from kazoo.client import KazooState
 from kazoo.exceptions import NodeExistsError
@@ -30,6 +30,7 @@ from odradek.broker.fetcher import ReplicaFetcher, ReplicaFetcherManager
 from odradek.broker.gc_policy import FREEZE_EVERY_S, GcPolicy
 from odradek.broker.handlers import KafkaApis
 from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.metrics import BrokerCollector, BrokerMetrics
 from odradek.broker.partition import Partition
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.controller.events import ElectionType, EventPreemptedError, NotControllerError
@@ -39,7 +40,7 @@ from odradek.group.group_metadata_manager import OFFSETS_TOPIC, GroupMetadataMan
 from odradek.log.log import LogConfig
 from odradek.log.log_cleaner import LogCleaner
 from odradek.log.log_manager import LogManager
-from odradek.metadata import BrokerInfo, TopicPartition
+from odradek.metadata import BrokerInfo, PartitionState, TopicPartition
 from odradek.protocol import controller_api
 from odradek.protocol.controller_api import (ControlledShutdownRequest, ControlledShutdownResponse,
                                              ControllerResponse)
@@ -93,6 +94,36 @@ class Broker:
         self._server: asyncio.base_events.Server | None = None
         self._stopping = asyncio.Event()
         self._session_lost = False
+
+    def _start_metrics(self) -> BrokerMetrics | None:
+        """Prometheus metrics on metrics.port (broker/metrics.py), or None without one."""
+        if not self.config.metrics_port:
+            return None
+        metrics = BrokerMetrics()
+        rm, cache = self.replica_manager, self.metadata
+        metrics.add_collector(BrokerCollector(
+            metrics, rm.partitions, lambda: (rm.isr_shrinks, rm.isr_expands), lambda: self.controller.is_controller,
+            lambda: sum(1 for state in _all_partition_states(cache) if cache.broker(state.leader) is None),
+            lambda: sum(1 for _ in _all_partition_states(cache)), self._group_lag))
+        try:
+            metrics.serve(self.config.host, self.config.metrics_port)
+        except OSError as exc:  # a taken port costs the metrics, not the broker
+            log.error("broker %d: cannot serve metrics on port %d (%s); running without them",
+                      self.config.broker_id, self.config.metrics_port, exc)
+            return None
+        metrics.listen_to_controller()
+        return metrics
+
+    def _group_lag(self) -> list[tuple[str, str, int, int]]:
+        """Lag of the groups this broker coordinates, for the partitions it holds a replica of."""
+        lags = []
+        for group in self.group_coordinator.manager.local_groups():
+            for tp, committed in group.offsets.items():
+                partition = self.replica_manager.get(tp)
+                if partition is not None:
+                    lags.append((group.group_id, tp.topic, tp.partition,
+                                 max(partition.high_watermark - committed.offset, 0)))
+        return lags
 
     def _offsets_partition_count(self) -> int:
         """__consumer_offsets' partition count: the topic's own once known (as Kafka reads it
@@ -235,7 +266,7 @@ class Broker:
         await self.dynamic_config.startup()  # before any partition: they start with the dynamic defaults
         ctx = BrokerContext(cfg, cluster_id, self.replica_manager, self.metadata, self.zk,
                             self._controller_request, self._next_producer_id, self._elect_leaders,
-                            self.group_coordinator)
+                            self.group_coordinator, self._start_metrics())
         apis = KafkaApis(ctx)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: KafkaConnection(apis, cfg.socket_request_max_bytes),
@@ -350,6 +381,11 @@ class Broker:
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.close()
         await asyncio.to_thread(self.zk.close)
+
+
+def _all_partition_states(cache: MetadataCache) -> Iterator[PartitionState]:
+    for topic in cache.topics():
+        yield from (cache.partitions(topic) or {}).values()
 
 
 def run_broker(config: BrokerConfig) -> None:
