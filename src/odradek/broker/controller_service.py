@@ -83,7 +83,10 @@ class ControllerService:
         """Children of /brokers/topics changed: a TopicChange, and watches for new topics."""
         self.events.put(TopicChange(fired=time.time()))
         if not self._stopped.is_set():
-            self._watch_arming.submit(self._arm_topic_watches, set(topics))
+            try:
+                self._watch_arming.submit(self._arm_topic_watches, set(topics))
+            except RuntimeError:
+                pass  # stopping: the executor is shut down
 
     def _arm_topic_watches(self, topics: set[str]) -> None:
         """Watch the data of each topic znode: partitions added (CreatePartitions) fire
