@@ -236,3 +236,23 @@ def test_a_static_member_rejoining_during_a_rebalance_completes_it(tmp_path: Pat
         assert rejoined.error == ErrorCode.NONE and rejoined.member_id != a.member_id
         assert (await asyncio.wait_for(b, 2)).generation_id == rejoined.generation_id == 2
     run(test, tmp_path)
+
+
+def test_offsets_of_deleted_partitions_go(tmp_path: Path) -> None:
+    """Kafka's handleDeletedPartitions: a re-created topic must not be read from old offsets,
+    not even after the coordinator moves (the offsets get tombstones)."""
+    async def main() -> None:
+        c, _ = make_coordinator(tmp_path)
+        await loaded(c)
+        other = TopicPartition("other", 0)
+        await c.commit_offsets("simple", "", None, -1, {TP: OffsetAndMetadata(5), other: OffsetAndMetadata(6)})
+        assert c.handle_deleted_partitions([TP]) == 1
+        await asyncio.sleep(0.05)  # the tombstone's write
+        fetched = c.fetch_offsets("simple", [TP, other])[1]
+        assert fetched[TP] is None and fetched[other].offset == 6  # type: ignore[union-attr]
+        c.on_resignation(0)
+        c.on_election(0, 1)
+        await loaded(c)
+        assert c.fetch_offsets("simple", [TP])[1] == {TP: None}
+        c.shutdown()
+    asyncio.run(main())

@@ -29,7 +29,7 @@ from odradek.broker.dynamic_config_manager import DynamicConfigManager
 from odradek.broker.fetcher import ReplicaFetcher, ReplicaFetcherManager
 from odradek.broker.gc_policy import FREEZE_EVERY_S, GcPolicy
 from odradek.broker.handlers import KafkaApis
-from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.metadata_cache import LEADER_DURING_DELETE, MetadataCache
 from odradek.broker.metrics import BrokerCollector, BrokerMetrics
 from odradek.broker.partition import Partition
 from odradek.broker.replica_manager import ReplicaManager
@@ -236,6 +236,9 @@ class Broker:
                 known = {b.id for b in self.metadata.live_brokers}
                 self.metadata.update(request.controller_id, request.controller_epoch,
                                      request.live_brokers, request.partition_states)
+                deleted = [st.tp for st in request.partition_states if st.leader == LEADER_DURING_DELETE]
+                if deleted:  # Kafka's handleUpdateMetadataRequest: their groups' offsets go too
+                    self.group_coordinator.handle_deleted_partitions(deleted)
                 registered = {b.id for b in request.live_brokers} - known
                 if registered:
                     rm.brokers_registered(registered)

@@ -716,6 +716,25 @@ class GroupCoordinator:
             results.update(zip(writes, await asyncio.gather(*writes.values())))
         return results
 
+    def handle_deleted_partitions(self, partitions: list[TopicPartition]) -> int:
+        """Kafka's handleDeletedPartitions: a deleted topic's committed offsets leave every group
+        this broker coordinates (tombstones, acks=1), so a topic re-created under the same name
+        is not read from offsets of the old one. Returns how many offsets went."""
+        gone_total = 0
+        deleted = set(partitions)
+        for group in self.manager.local_groups():
+            gone = [tp for tp in group.offsets if tp in deleted]
+            for tp in gone:
+                del group.offsets[tp]
+            if gone:
+                gone_total += len(gone)
+                asyncio.get_running_loop().create_task(self.manager.store(
+                    group.group_id, [(group_records.offset_commit_key(group.group_id, tp), None) for tp in gone],
+                    durable=False))
+        if gone_total:
+            log.info("removed %d committed offsets of deleted partitions", gone_total)
+        return gone_total
+
     # -- offsets partitions coming and going ---------------------------------------------------
 
     def on_election(self, offsets_partition: int, leader_epoch: int) -> None:
