@@ -29,6 +29,10 @@ odradek consume "$TOPIC" --from-beginning --max-messages "$N" --bootstrap-server
 echo "consumed $(wc -l < "$DIR/consumed.txt") events; first 3:"
 head -n 3 "$DIR/consumed.txt"
 
+echo "== the same events read by consumer group demo-readers, which commits its offsets"
+odradek consume "$TOPIC" --group demo-readers --from-beginning --max-messages "$N" --bootstrap-server "$BOOTSTRAP" > /dev/null
+odradek groups describe demo-readers --bootstrap-server "$BOOTSTRAP"
+
 echo "== odradek topics describe $TOPIC"
 odradek topics describe "$TOPIC" --bootstrap-server "$BOOTSTRAP"
 
