@@ -294,17 +294,29 @@ def _on_error(kafka_conf: Mapping[str, str], consumer: Consumer, r: OffsetRange,
         with Metadata(kafka_conf) as md:
             low, high = md.watermarks([(r.topic, r.partition)])[(r.topic, r.partition)]
         if low <= nxt <= high:   # a transient view of an out-of-date leader: just retry
-            consumer.seek(TopicPartition(r.topic, r.partition, nxt))
+            _reposition(consumer, r, nxt)
             return nxt
         new = check_start((r.topic, r.partition), nxt, low, high, fail_on_data_loss)
         new = min(new, r.end)
         if new < r.end:
-            consumer.seek(TopicPartition(r.topic, r.partition, new))
+            _reposition(consumer, r, new)
         return new
     if err.fatal():
         raise KafkaException(err)
     log.info("%s-%d: consumer event at offset %d: %s (retrying)", r.topic, r.partition, nxt, err)
     return nxt
+
+
+def _reposition(consumer: Consumer, r: OffsetRange, offset: int) -> None:
+    """Move the consumer to `offset` of the range's partition. librdkafka refuses a seek while the
+    partition is still resetting from an earlier out-of-range answer (_STATE, "Erroneous
+    state": seen when retention moved the log start twice during one read); assigning the
+    partition afresh at the offset works in any state."""
+    tp = TopicPartition(r.topic, r.partition, offset)
+    try:
+        consumer.seek(tp)
+    except KafkaException:
+        consumer.assign([tp])
 
 
 def _testing_pause(pause_dir: str, r: OffsetRange) -> None:
