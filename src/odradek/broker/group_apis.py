@@ -85,16 +85,16 @@ def find_coordinator(ctx: BrokerContext, header: Any, req: Any, version: int) ->
         keys = [req.key]
     key_type = req.key_type if version >= 1 else GROUP_KEY
     if key_type == GROUP_KEY and keys and ctx.metadata.partitions(OFFSETS_TOPIC) is None:
-        return _creating_offsets_topic(ctx, header, req, version)
+        return _creating_offsets_topic(ctx, header, version, keys, key_type)
     return _find_coordinator_response(ctx, header, version, keys, key_type)
 
 
-async def _creating_offsets_topic(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+async def _creating_offsets_topic(ctx: BrokerContext, header: Any, version: int, keys: list[str],
+                                  key_type: int) -> bytes:
     """Starts creating __consumer_offsets (on the event loop, where its task runs) and answers
     at once: COORDINATOR_NOT_AVAILABLE, which clients retry."""
     _creator.ensure(ctx)
-    keys = list(req.coordinator_keys) if version >= 4 else [req.key]
-    return _find_coordinator_response(ctx, header, version, keys, req.key_type if version >= 1 else GROUP_KEY)
+    return _find_coordinator_response(ctx, header, version, keys, key_type)
 
 
 def _find_coordinator_response(ctx: BrokerContext, header: Any, version: int, keys: list[str],

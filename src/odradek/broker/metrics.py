@@ -119,20 +119,19 @@ class BrokerCollector(Collector):
     """Gauges read from the broker's state when Prometheus scrapes.
 
     `partitions()`: this broker's replicas (broker.partition.Partition); `isr_changes()`: the
-    (shrinks, expansions) this broker made; `is_controller()`; `offline_partitions()` and
-    `global_partitions()`: partitions with no live leader, and all, in this broker's metadata;
+    (shrinks, expansions) this broker made; `is_controller()`; `offline_and_global()`: the
+    partitions with no live leader, and all, in this broker's metadata (one walk);
     `group_lag()`: (group, topic, partition, lag) for the groups this broker coordinates."""
 
     def __init__(self, metrics: BrokerMetrics, partitions: Callable[[], Iterable[Any]],
                  isr_changes: Callable[[], tuple[int, int]], is_controller: Callable[[], bool],
-                 offline_partitions: Callable[[], int], global_partitions: Callable[[], int],
+                 offline_and_global: Callable[[], tuple[int, int]],
                  group_lag: Callable[[], Iterable[tuple[str, str, int, int]]]) -> None:
         self._metrics = metrics
         self._partitions = partitions
         self._isr_changes = isr_changes
         self._is_controller = is_controller
-        self._offline = offline_partitions
-        self._global = global_partitions
+        self._offline_and_global = offline_and_global
         self._group_lag = group_lag
 
     def describe(self) -> list[Any]:
@@ -163,12 +162,11 @@ class BrokerCollector(Collector):
         active = self._is_controller()
         yield _gauge("kafka_controller_kafkacontroller_activecontrollercount",
                      "1 on the active controller, 0 elsewhere", int(active))
+        offline, total = self._offline_and_global() if active else (0, 0)
         yield _gauge("kafka_controller_kafkacontroller_offlinepartitionscount",
-                     "Partitions without a live leader (reported by the active controller)",
-                     self._offline() if active else 0)
+                     "Partitions without a live leader (reported by the active controller)", offline)
         yield _gauge("kafka_controller_kafkacontroller_globalpartitioncount",
-                     "Partitions in the cluster (reported by the active controller)",
-                     self._global() if active else 0)
+                     "Partitions in the cluster (reported by the active controller)", total)
         m = self._metrics
         for name, doc, tally in (("bytesin", "Bytes appended by producers", m.bytes_in),
                                  ("bytesout", "Bytes sent to consumers and followers", m.bytes_out),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -17,6 +16,7 @@ from odradek.broker.fetcher import ReplicaFetcherManager
 from odradek.broker.gc_policy import collection_paused
 from odradek.broker.partition import Partition
 from odradek.broker.topic_admin import TopicError, validate_topic_name
+from odradek.log.checkpoint import read_offsets, write_offsets
 from odradek.log.log import LogConfig
 from odradek.log.log_manager import LogManager
 from odradek.metadata import BrokerInfo, LeaderAndIsr, PartitionState, TopicPartition
@@ -51,7 +51,7 @@ class ReplicaManager:
         self._load_topic_configs = load_topic_configs
         self._partitions: dict[TopicPartition, Partition] = {}
         self._may_expand: set[TopicPartition] = set()  # a follower fetched caught up (Partition)
-        self._checkpointed_hw = read_hw_checkpoint(data_dir / HW_CHECKPOINT)
+        self._checkpointed_hw = _read_hw_checkpoint(data_dir / HW_CHECKPOINT)
         # Kafka's onLeadershipChange: told (partitions now led, partitions no longer led) after
         # each LeaderAndIsr and StopReplica; the group coordinator follows __consumer_offsets
         self.on_leadership_change: Callable[[list[Partition], list[Partition]], None] | None = None
@@ -314,27 +314,8 @@ class ReplicaManager:
     def checkpoint_high_watermarks(self) -> None:
         """Persist high watermarks so a restarted broker does not expose uncommitted data."""
         hws = {p.tp: p.high_watermark for p in self._partitions.values()}
-        write_hw_checkpoint(self.data_dir / HW_CHECKPOINT, hws)
+        write_offsets(self.data_dir / HW_CHECKPOINT, hws)  # type: ignore[arg-type]
 
 
-def read_hw_checkpoint(path: Path) -> dict[TopicPartition, int]:
-    """Kafka's checkpoint format: a version line, a count line, then `topic partition offset`."""
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        return {}
-    out: dict[TopicPartition, int] = {}
-    for line in lines[2:]:
-        topic, partition, offset = line.rsplit(" ", 2)
-        out[TopicPartition(topic, int(partition))] = int(offset)
-    return out
-
-
-def write_hw_checkpoint(path: Path, hws: dict[TopicPartition, int]) -> None:
-    tmp = path.with_suffix(".tmp")
-    body = "".join(f"{tp.topic} {tp.partition} {hw}\n" for tp, hw in sorted(hws.items()))
-    with open(tmp, "w") as f:
-        f.write(f"0\n{len(hws)}\n{body}")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+def _read_hw_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    return {TopicPartition(t, p): o for (t, p), o in read_offsets(path).items()}

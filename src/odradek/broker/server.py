@@ -14,7 +14,7 @@ import logging
 import signal
 import time
 import uuid
-from typing import Any, Awaitable, Callable, Iterator
+from typing import Any, Awaitable, Callable
 
 from kazoo.client import KazooState
 from kazoo.exceptions import NodeExistsError
@@ -40,7 +40,7 @@ from odradek.group.group_metadata_manager import OFFSETS_TOPIC, GroupMetadataMan
 from odradek.log.log import LogConfig
 from odradek.log.log_cleaner import LogCleaner
 from odradek.log.log_manager import LogManager
-from odradek.metadata import BrokerInfo, PartitionState, TopicPartition
+from odradek.metadata import BrokerInfo, TopicPartition
 from odradek.protocol import controller_api
 from odradek.protocol.controller_api import (ControlledShutdownRequest, ControlledShutdownResponse,
                                              ControllerResponse)
@@ -103,8 +103,7 @@ class Broker:
         rm, cache = self.replica_manager, self.metadata
         metrics.add_collector(BrokerCollector(
             metrics, rm.partitions, lambda: (rm.isr_shrinks, rm.isr_expands), lambda: self.controller.is_controller,
-            lambda: sum(1 for state in _all_partition_states(cache) if cache.broker(state.leader) is None),
-            lambda: sum(1 for _ in _all_partition_states(cache)), self._group_lag))
+            lambda: _offline_and_all(cache), self._group_lag))
         try:
             metrics.serve(self.config.host, self.config.metrics_port)
         except OSError as exc:  # a taken port costs the metrics, not the broker
@@ -386,9 +385,14 @@ class Broker:
         await asyncio.to_thread(self.zk.close)
 
 
-def _all_partition_states(cache: MetadataCache) -> Iterator[PartitionState]:
+def _offline_and_all(cache: MetadataCache) -> tuple[int, int]:
+    """(partitions without a live leader, all partitions) in this broker's metadata, one walk."""
+    offline = total = 0
     for topic in cache.topics():
-        yield from (cache.partitions(topic) or {}).values()
+        for state in (cache.partitions(topic) or {}).values():
+            total += 1
+            offline += cache.broker(state.leader) is None
+    return offline, total
 
 
 def run_broker(config: BrokerConfig) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections import Counter
 from collections.abc import Awaitable
 from dataclasses import dataclass
 
@@ -71,9 +70,10 @@ class GroupCoordinator:
             return ErrorCode.INVALID_GROUP_ID
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if not self.manager.is_local(group_id):
+        owned = self.manager.ownership(group_id)
+        if owned is None:
             return ErrorCode.NOT_COORDINATOR
-        if self.manager.is_loading(group_id):
+        if owned.task is not None:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return None
 
@@ -617,8 +617,11 @@ class GroupCoordinator:
         try:
             error = await self._mapped(self.manager.store(group.group_id, records), OFFSET_WRITE_ERRORS)
         finally:
-            group.pending_offset_commits.subtract(valid.keys())
-            group.pending_offset_commits += Counter()  # drops the zero counts
+            pending = group.pending_offset_commits
+            for tp in valid:
+                pending[tp] -= 1
+                if not pending[tp]:
+                    del pending[tp]
         if error == ErrorCode.NONE and not group.is_state(GroupState.DEAD):
             group.offsets.update(valid)
         results.update(dict.fromkeys(valid, error))

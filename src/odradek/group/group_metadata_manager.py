@@ -10,6 +10,7 @@ offset commits as record batches acknowledged only once the whole ISR has them (
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -38,6 +39,7 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
+@functools.lru_cache(maxsize=65536)
 def partition_for(group_id: str, partitions: int) -> int:
     """Kafka's GroupMetadataManager.partitionFor: Utils.abs(groupId.hashCode) % partitions."""
     h = java_string_hash(group_id)
@@ -89,12 +91,10 @@ class GroupMetadataManager:
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self._partition_count())
 
-    def is_local(self, group_id: str) -> bool:
-        return self.partition_for(group_id) in self._owned
-
-    def is_loading(self, group_id: str) -> bool:
-        owned = self._owned.get(self.partition_for(group_id))
-        return owned is not None and owned.task is not None
+    def ownership(self, group_id: str) -> LoadedPartition | None:
+        """This broker's hold on the group's offsets partition: None if it does not lead it;
+        its `task` is set while the partition is still being read back."""
+        return self._owned.get(self.partition_for(group_id))
 
     def any_loading(self) -> bool:
         return any(p.task is not None for p in self._owned.values())
