@@ -81,6 +81,9 @@ def test_deletion_sends_one_stop_replica_with_delete_per_broker_and_leader_minus
             for s in r.partition_states if s.tp.topic.startswith("gone")]
     assert told and all(s.leader == -2 for s in told)  # LeaderDuringDelete
     assert "gone" not in world.zk.topics and "gone2" not in world.zk.topics
+    # both topics completed in the same event: their znodes go in one batched removal
+    assert [c for c in world.zk.calls if c[0] == "delete_topics"] == \
+        [("delete_topics", ["gone", "gone2"])]
 
 
 def test_delete_topic_disabled_removes_the_marker_and_keeps_the_topic() -> None:

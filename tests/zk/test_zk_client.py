@@ -301,6 +301,40 @@ def test_topic_deletion_removes_every_znode_of_the_topic_marker_last(make_client
     assert zk.get_topic_deletions() == set()
 
 
+def test_deleting_many_topics_packs_them_into_few_multis_each_marker_after_its_partitions(
+        make_client, monkeypatch) -> None:
+    zk = make_client()
+    zk.epoch_zk_version = zk.get_controller_epoch()[1]
+    topics = [f"t{i}" for i in range(4)]
+    for topic in topics:
+        zk.create_topic(TopicAssignment(topic, paths.new_topic_id(), {p: (1,) for p in range(3)}),
+                        {"retention.ms": "1"})
+        zk.create_partition_states(_states(topic, 3))
+    zk.mark_topics_for_deletion(topics + ["unknown"])
+    sent: list[list[str]] = []
+    original = zk._start_pipelined
+
+    def recording(batches):
+        sent.extend([op.path for _, op in batch] for batch in batches)
+        return original(batches)
+
+    monkeypatch.setattr(zk, "_start_pipelined", recording)
+    monkeypatch.setattr(zk, "_ops_per_multi", lambda items: 12)  # force several multis
+    zk.delete_topics(topics + ["unknown"])
+    assert zk.get_all_topics() == set() and zk.get_topic_deletions() == set()
+    assert not zk.kazoo.get_children("/config/topics")
+    # 4 topics x (3 states + 3 partitions + /partitions + topic + config + marker) + the
+    # unknown topic's marker: 41 ops in 4 multis of 12 (not one or more per topic); each
+    # marker comes after its topic's partitions
+    order = [path for batch in sent for path in batch]
+    assert len(sent) == 4 and len(order) == 41 == len(set(order))
+    for topic in topics:
+        marker = order.index(f"/admin/delete_topics/{topic}")
+        assert all(i < marker for i, path in enumerate(order)
+                   if path.startswith(f"/brokers/topics/{topic}/"))
+    assert order.index("/admin/delete_topics/unknown") == len(order) - 1
+
+
 def test_backfill_gives_old_topic_znodes_an_initial_partition_count_and_an_id(make_client) -> None:
     zk = make_client()
     zk.epoch_zk_version = zk.get_controller_epoch()[1]

@@ -567,8 +567,8 @@ class _DeletionClient:
     def __init__(self, controller: Controller) -> None:
         self._controller = controller
 
-    def delete_topic(self, topic: str) -> None:
-        self._controller._zk.delete_topics([topic])
+    def delete_topics(self, topics: Iterable[str]) -> None:
+        self._controller._zk.delete_topics(topics)
 
     def delete_topic_deletions(self, topics: Iterable[str]) -> None:
         self._controller._zk.delete_topic_deletions(topics)

@@ -11,7 +11,8 @@
    it names to ReplicaDeletionSuccessful, or ReplicaDeletionIneligible on an error.
 4. Once every replica of a topic is ReplicaDeletionSuccessful, the replicas go
    NonExistentReplica and the topic's znodes (/brokers/topics/T, /config/topics/T and the marker
-   last) are removed in one multi; only then does the topic disappear.
+   last) are removed, with those of every topic completed in the same event (one batched
+   ``delete_topics``); only then does the topic disappear.
 5. A halted topic resumes when a broker holding one of its replicas starts
    (``resume_deletion_for_topics``), and a new controller reads /admin/delete_topics at failover
    (``init``) and resumes whatever was pending, halting topics with replicas on dead brokers.
@@ -43,8 +44,8 @@ _R = ReplicaStatus
 class DeletionClient(Protocol):
     """What the manager asks of the controller (Kafka's DeletionClient)."""
 
-    def delete_topic(self, topic: str) -> None:
-        """Remove the topic's znodes and its deletion marker (fenced)."""
+    def delete_topics(self, topics: Iterable[str]) -> None:
+        """Remove the topics' znodes and their deletion markers (fenced), all in one go."""
 
     def delete_topic_deletions(self, topics: Iterable[str]) -> None:
         """Remove deletion markers only (fenced)."""
@@ -149,17 +150,20 @@ class TopicDeletionManager:
         ctx = self._ctx
         retry: set[str] = set()
         start: set[str] = set()
+        completed: list[str] = []
         for topic in sorted(ctx.topics_queued_for_deletion()):
             states = ctx.replica_states(ctx.replicas_for_topic(topic))
             if all(s is _R.DELETION_SUCCESSFUL for s in states):
-                self._complete_delete_topic(topic)
-                logger.info("deletion of topic %s completed", topic)
+                completed.append(topic)
                 continue
             in_progress = any(s is _R.DELETION_STARTED for s in states)
             if not in_progress and any(s is _R.DELETION_INELIGIBLE for s in states):
                 retry.add(topic)
             if not in_progress and not ctx.is_topic_ineligible_for_deletion(topic):
                 start.add(topic)
+        if completed:
+            self._complete_delete_topics(completed)
+            logger.info("deletion of topics %s completed", completed)
         if retry:
             # back to OfflineReplica, from where the deletion can start again
             ineligible = [pr for topic in sorted(retry) for pr in ctx.replicas_for_topic(topic)
@@ -179,12 +183,16 @@ class TopicDeletionManager:
             [pr for pr, s in zip(replicas, states) if s is not _R.DELETION_INELIGIBLE],
             _R.DELETION_INELIGIBLE)
 
-    def _complete_delete_topic(self, topic: str) -> None:
-        replicas = [pr for pr in self._ctx.replicas_for_topic(topic)
-                    if self._ctx.replica_state(pr) is _R.DELETION_SUCCESSFUL]
+    def _complete_delete_topics(self, topics: list[str]) -> None:
+        """TopicDeletionManager.completeDeleteTopic for every topic done in this event at
+        once: one state change of their replicas and one (batched) removal of their znodes."""
+        ctx = self._ctx
+        replicas = [pr for topic in topics for pr in ctx.replicas_for_topic(topic)
+                    if ctx.replica_state(pr) is _R.DELETION_SUCCESSFUL]
         self._replicas.handle_state_changes(replicas, _R.NON_EXISTENT)
-        self._client.delete_topic(topic)
-        self._ctx.remove_topic(topic)
+        self._client.delete_topics(topics)
+        for topic in topics:
+            ctx.remove_topic(topic)
 
     def _on_topic_deletion(self, topics: set[str]) -> None:
         """TopicDeletionManager.onTopicDeletion: partitions of topics seen for the first time

@@ -738,37 +738,51 @@ class KafkaZkClient:
         self._run_fenced([(t, _Op("delete", paths.delete_topic_path(t))) for t in sorted(topics)])
 
     def delete_topics(self, topics: Iterable[str]) -> None:
-        """Remove each topic's znodes, fenced: the partition state subtrees first, then
-        /brokers/topics/T, /config/topics/T and the /admin/delete_topics/T marker last, in one
-        multi (for a topic of up to ~330 partitions the whole topic is one multi). Kafka's
-        ControllerDeletionClient.deleteTopic; znodes already gone are fine."""
-        for topic in sorted(topics):
-            partitions_path = paths.topic_partitions_path(topic)
+        """Remove the topics' znodes, fenced (Kafka's ControllerDeletionClient.deleteTopic for
+        every topic whose deletion completed in one controller event).
+
+        Two rounds of pipelined reads find what exists: each topic's partition children and
+        its own znodes, then every partition's children. The deletes of all topics then go in
+        as few multis as fit, in one order: per topic its partition state subtree, then
+        /brokers/topics/T, /config/topics/T and the /admin/delete_topics/T marker. ZooKeeper
+        applies one session's multis in order and a fenced one fails for good, so whatever
+        part-way failure (a controller that dies or is fenced) leaves a prefix done: a topic
+        whose partition znodes remain keeps its marker, and the next controller finishes it.
+        Only znodes that exist are named (no NoNode retries); ones gone meanwhile are fine."""
+        topics = sorted(set(topics))
+        if not topics:
+            return
+        children_of = {t: self._zk.get_children_async(paths.topic_partitions_path(t))
+                       for t in topics}
+        own = {(t, p): self._zk.exists_async(p) for t in topics
+               for p in (paths.topic_path(t), paths.topic_config_path(t),
+                         paths.delete_topic_path(t))}
+        partitions: dict[str, list[str]] = {}
+        for t, result in children_of.items():
             try:
-                children = self._zk.get_children(partitions_path)
+                partitions[t] = sorted(result.get(), key=lambda c: (len(c), c))
             except NoNodeError:
-                children = []
-            pending = {c: self._zk.get_children_async(f"{partitions_path}/{c}") for c in children}
-            leaves: list[str] = []
-            for c, result in pending.items():
-                try:
-                    leaves.extend(f"{partitions_path}/{c}/{g}" for g in result.get())
-                except NoNodeError:
-                    pass
-            ops = leaves + [f"{partitions_path}/{c}" for c in children]
-            ops += [partitions_path, paths.topic_path(topic), paths.topic_config_path(topic),
-                    paths.delete_topic_path(topic)]
-            step = MAX_MULTI_OPS - 1
-            # the last batch holds the topic's own znodes and the marker: a failure before it
-            # leaves the marker, and the next controller finishes the deletion
-            body, last = ops[:-4], ops[-4:]
-            batches = [body[i:i + step] for i in range(0, len(body), step)] or [[]]
-            if len(batches[-1]) + len(last) <= step:
-                batches[-1] = batches[-1] + last
-            else:
-                batches.append(last)
-            for batch in batches:
-                self._run_fenced([(p, _Op("delete", p)) for p in batch])
+                pass
+        existing = {key for key, result in own.items() if result.get() is not None}
+        leaves_of = {(t, c): self._zk.get_children_async(f"{paths.topic_partitions_path(t)}/{c}")
+                     for t, cs in partitions.items() for c in cs}
+        leaves: dict[tuple[str, str], list[str]] = {}
+        for key, result in leaves_of.items():
+            try:
+                leaves[key] = result.get()
+            except NoNodeError:
+                leaves[key] = []
+        ops: list[str] = []
+        for t in topics:
+            if t in partitions:
+                base = paths.topic_partitions_path(t)
+                ops += [f"{base}/{c}/{g}" for c in partitions[t] for g in leaves[(t, c)]]
+                ops += [f"{base}/{c}" for c in partitions[t]]
+                ops.append(base)
+            ops += [p for p in (paths.topic_path(t), paths.topic_config_path(t),
+                                paths.delete_topic_path(t)) if (t, p) in existing]
+        if ops:
+            self._run_fenced([(p, _Op("delete", p)) for p in ops])
 
     def backfill_topic_znodes(self, topics: Iterable[str]) -> dict[str, TopicAssignment]:
         """Write initial_partition_count (KIP-253: the current count) and a topic id (Kafka
