@@ -75,6 +75,48 @@ class PartitionState(NamedTuple):
     offline_replicas: tuple[int, ...] = ()
 
 
+class ReplicaAssignment(NamedTuple):
+    """One partition's full replica set, and while it is being reassigned the replicas it is
+    adding and removing (Kafka 2.4's ReplicaAssignment, stored in the topic znode since
+    KIP-455).
+
+    During a reassignment from OAR (original replicas) to RAR (target replicas) ``replicas``
+    is RAR followed by the rest of OAR, ``adding`` is RAR - OAR and ``removing`` is OAR - RAR.
+    Kept in ZooKeeper, the three lists are what lets a new controller finish a reassignment
+    the old one started: OAR and RAR both follow from them."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def is_being_reassigned(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """RAR: the replicas the partition has once the reassignment completes."""
+        return tuple(r for r in self.replicas if r not in self.removing)
+
+    @property
+    def original_replicas(self) -> tuple[int, ...]:
+        """OAR: the replicas the partition had before the reassignment began."""
+        return tuple(r for r in self.replicas if r not in self.adding)
+
+    def reassign_to(self, target: tuple[int, ...]) -> "ReplicaAssignment":
+        """The assignment while moving to ``target`` (Kafka's ReplicaAssignment.reassignTo).
+
+        A reassignment that replaces one in progress starts from the original replicas, so
+        replicas the earlier one was adding and this one does not want are removed too; a
+        target equal to the original replicas is a cancellation. As in Kafka, a cancellation
+        restores the original replicas but not necessarily their order (the first, preferred,
+        replica may differ): the full list keeps RAR's order, which a completed move needs."""
+        original = self.original_replicas
+        full = tuple(dict.fromkeys(target + original))
+        return ReplicaAssignment(full, tuple(r for r in target if r not in original),
+                                 tuple(r for r in original if r not in target))
+
+
 @dataclass(frozen=True, slots=True)
 class TopicAssignment:
     """Contents of /brokers/topics/T: partition -> replica list, plus the topic id.
@@ -88,3 +130,11 @@ class TopicAssignment:
     topic_id: str  # 22-char URL-safe base64 of a 16-byte UUID, as Kafka writes it
     partitions: dict[int, tuple[int, ...]] = field(default_factory=dict)
     initial_partition_count: int | None = None
+    #: partitions being reassigned (KIP-455): partition -> replicas being added / removed
+    adding_replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    removing_replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def replica_assignment(self, partition: int) -> ReplicaAssignment:
+        return ReplicaAssignment(self.partitions[partition],
+                                 self.adding_replicas.get(partition, ()),
+                                 self.removing_replicas.get(partition, ()))

@@ -6,15 +6,17 @@ sys.path). No mocks: the fakes keep real state, so tests assert on outcomes, not
 """
 from __future__ import annotations
 
+import dataclasses
 import io
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 import pytest
 
 from odradek.controller.controller import Controller
 from odradek.controller.seams import ControllerMovedError
 from odradek.controller.state_change_log import StateChangeLog
-from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+from odradek.metadata import (BrokerInfo, LeaderAndIsr, ReplicaAssignment, TopicAssignment,
+                              TopicPartition)
 from odradek.protocol.controller_api import (
     LeaderAndIsrRequest,
     StopReplicaRequest,
@@ -51,6 +53,8 @@ class FakeZk:
         self.preferred_election: set[TopicPartition] | None = None
         #: children of /admin/delete_topics
         self.deletions: set[str] = set()
+        #: /admin/reassign_partitions: None while it does not exist
+        self.reassignments: dict[TopicPartition, tuple[int, ...]] | None = None
 
     # -- test setup -------------------------------------------------------------------------
     def register_broker(self, broker_id: int, epoch: int | None = None) -> BrokerInfo:
@@ -178,6 +182,34 @@ class FakeZk:
             self.deletions.discard(topic)
             for tp in [tp for tp in self.states if tp.topic == topic]:
                 del self.states[tp]
+
+    def get_partition_reassignments(self) -> dict[TopicPartition, tuple[int, ...]] | None:
+        self.calls.append(("get_partition_reassignments", None))
+        return None if self.reassignments is None else dict(self.reassignments)
+
+    def set_partition_reassignments(self, remaining: Mapping[TopicPartition, Iterable[int]]) -> None:
+        self.calls.append(("set_partition_reassignments", dict(remaining)))
+        if self.fenced:
+            raise ControllerMovedError("fenced")
+        self.reassignments = {tp: tuple(r) for tp, r in remaining.items()} or None
+
+    def set_replica_assignments(self, changes: Mapping[TopicPartition, ReplicaAssignment]) -> None:
+        """Rewrites the topic znodes: the given partitions changed, the others kept."""
+        self.calls.append(("set_replica_assignments", dict(changes)))
+        if self.fenced:
+            raise ControllerMovedError("fenced")
+        for topic in {tp.topic for tp in changes}:
+            stored = self.topics[topic]
+            partitions = dict(stored.partitions)
+            adding, removing = dict(stored.adding_replicas), dict(stored.removing_replicas)
+            for tp, a in changes.items():
+                if tp.topic == topic:
+                    partitions[tp.partition] = a.replicas
+                    adding[tp.partition], removing[tp.partition] = a.adding, a.removing
+            self.topics[topic] = dataclasses.replace(
+                stored, partitions=partitions,
+                adding_replicas={p: r for p, r in adding.items() if r},
+                removing_replicas={p: r for p, r in removing.items() if r})
 
     def backfill_topic_znodes(self, topics: Iterable[str]) -> dict[str, TopicAssignment]:
         topics = sorted(topics)

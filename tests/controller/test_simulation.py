@@ -58,7 +58,8 @@ class FencedZk:
 
     _WRITES = ("create_partition_states", "update_leader_and_isr", "start_update_leader_and_isr",
                "delete_preferred_replica_election", "pop_isr_change_notifications",
-               "delete_topic_deletions", "delete_topics", "backfill_topic_znodes")
+               "delete_topic_deletions", "delete_topics", "backfill_topic_znodes",
+               "set_partition_reassignments", "set_replica_assignments")
 
     def __init__(self, zk: FakeZk, epoch: int, current_epoch: Callable[[], int]) -> None:
         self._zk = zk
@@ -114,15 +115,17 @@ class World:
     newest is the active one, older ones are zombies (paused, partitioned away) that may
     still act in a "deposed" step."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, brokers: tuple[int, ...] = BROKERS,
+                 topics: dict[str, tuple[int, int]] = TOPICS) -> None:
         self.rng = random.Random(seed)
         self.zk = FakeZk()
+        self.brokers = brokers
         self.next_broker_epoch = 100
         self.live: dict[int, SimBroker] = {}
-        for broker_id in BROKERS:
+        for broker_id in brokers:
             self._register(broker_id)
-        for topic, (count, rf) in TOPICS.items():
-            self.zk.create_topic(topic, {p: tuple(BROKERS[(p + i) % len(BROKERS)]
+        for topic, (count, rf) in topics.items():
+            self.zk.create_topic(topic, {p: tuple(brokers[(p + i) % len(brokers)]
                                                   for i in range(rf)) for p in range(count)},
                                  {UNCLEAN_LEADER_ELECTION: "true"} if topic in UNCLEAN_TOPICS
                                  else None)
@@ -194,7 +197,7 @@ class World:
 
     def heal(self) -> None:
         """Liveness: once every broker is back, every deletion asked for has completed."""
-        for broker_id in [b for b in BROKERS if b not in self.live]:
+        for broker_id in [b for b in self.brokers if b not in self.live]:
             self.restart(broker_id)
         self.check_deletions("every broker back")
         assert not self.zk.deletions, f"deletions {sorted(self.zk.deletions)} never completed"
@@ -214,7 +217,7 @@ class World:
 
     def _step(self) -> tuple[str, str]:
         rng = self.rng
-        dead = [b for b in BROKERS if b not in self.live]
+        dead = [b for b in self.brokers if b not in self.live]
         led = [tp for tp, lai in sorted(self.zk.states.items()) if lai.leader in self.live]
         choice = rng.choice(["kill", "kill", "restart", "restart", "shrink", "expand",
                              "controlled_shutdown", "resign", "preferred", "unclean", "deposed",

@@ -12,6 +12,7 @@ from typing import Callable, Iterable
 
 from odradek.controller.controller_context import ControllerContext
 from odradek.controller.events import (
+    AlterPartitionReassignments,
     AutoLeaderRebalance,
     BrokerChange,
     ControlledShutdown,
@@ -21,6 +22,7 @@ from odradek.controller.events import (
     ElectionType,
     Expire,
     IsrChangeNotification,
+    ListPartitionReassignments,
     NotControllerError,
     PartitionModifications,
     PartitionReassignment,
@@ -34,6 +36,7 @@ from odradek.controller.events import (
 )
 from odradek.controller.leader_selectors import ElectionStrategy, StateChangeFailedError
 from odradek.controller.partition_state_machine import PartitionStateMachine, PartitionStatus
+from odradek.controller.reassignment import ReassignmentManager
 from odradek.controller.replica_state_machine import PartitionReplica, ReplicaStateMachine, ReplicaStatus
 from odradek.controller.request_batch import ControllerBrokerRequestBatch
 from odradek.controller.seams import BrokerChannel, ControllerMovedError, ControllerZk
@@ -88,6 +91,8 @@ class Controller:
                                              state_change_log)
         self._deletion = TopicDeletionManager(self._ctx, self._replicas, self._partitions,
                                               _DeletionClient(self), delete_topic_enable)
+        self._reassignment = ReassignmentManager(self._ctx, zk, self._partitions, self._replicas,
+                                                 self._batch, self._deletion)
         if enqueue is not None:
             self._batch.on_stop_replica_deleted = (
                 lambda broker, epoch, tps, result: enqueue(_stop_replica_answer(
@@ -115,7 +120,9 @@ class Controller:
                     self.on_resign()
             case ControlledShutdown(callback=callback) if not self._active:
                 callback(NotControllerError(f"broker {self.broker_id} is not the controller"))
-            case ReplicaLeaderElection(callback=callback) if not self._active:
+            case (ReplicaLeaderElection(callback=callback)
+                  | AlterPartitionReassignments(callback=callback)
+                  | ListPartitionReassignments(callback=callback)) if not self._active:
                 if callback is not None:
                     callback(NotControllerError(f"broker {self.broker_id} is not the controller"))
             case _ if not self._active:
@@ -143,7 +150,13 @@ class Controller:
                 self._run(lambda: self._process_partition_modifications(topic),
                           "PartitionModifications")
             case PartitionReassignment():
-                logger.warning("controller %d does not handle %r yet", self.broker_id, event)
+                self._run(self._reassignment.on_zk_reassignment, "PartitionReassignment")
+            case AlterPartitionReassignments(targets=targets, callback=callback):
+                self._run(lambda: self._reassignment.trigger(targets),
+                          "AlterPartitionReassignments", answer=callback)
+            case ListPartitionReassignments(partitions=partitions, callback=callback):
+                # a read: answered from the context, no batch to send
+                callback(self._reassignment.list_reassignments(partitions))
 
     def on_become_controller(self, epoch: int, epoch_zk_version: int,
                              elected_at: float | None = None) -> None:
@@ -243,9 +256,10 @@ class Controller:
         if self._timer is not None:
             self._timer.add("leaderless", sum(1 for r in elected.values()
                                               if not isinstance(r, Exception)))
-        # onControllerFailover's last steps: resume topic deletions, then a pending preferred
-        # replica election (resuming reassignments, between them, is not built yet).
+        # onControllerFailover's last steps: resume topic deletions and reassignments, then a
+        # pending preferred replica election
         self._deletion.try_topic_deletion()
+        self._reassignment.resume()
         self._elect_from_znode()
 
     def _load_topics(self, topics: set[str] | frozenset[str]) -> list[TopicPartition]:
@@ -303,7 +317,7 @@ class Controller:
             self._on_broker_failure(dead)
 
     def _on_broker_startup(self, new_ids: list[int]) -> None:
-        """KafkaController.onBrokerStartup, but for its reassignment resumption (not built yet)."""
+        """KafkaController.onBrokerStartup."""
         existing = self._ctx.live_or_shutting_down_broker_ids() - set(new_ids)
         self._batch.add_update_metadata(existing, [])
         self._batch.add_update_metadata(new_ids, self._ctx.partitions_with_leadership())
@@ -313,6 +327,7 @@ class Controller:
         self._replicas.handle_state_changes([pr for pr in replicas if not queued(pr.tp.topic)],
                                             ReplicaStatus.ONLINE)
         self._partitions.trigger_online_partition_state_change()
+        self._reassignment.on_brokers_started(new_ids)
         deleting = {pr.tp.topic for pr in replicas if queued(pr.tp.topic)}
         if deleting:
             logger.info("brokers %s hold replicas of topics being deleted %s: resuming their "
@@ -449,6 +464,7 @@ class Controller:
             self._ctx.put_partition_leadership(tp, lai)
         self._batch.add_update_metadata(self._ctx.live_or_shutting_down_broker_ids(),
                                         sorted(states))
+        self._reassignment.on_isr_change(states)
 
     # -- API-driven events ------------------------------------------------------------------
     def _process_replica_leader_election(
@@ -519,7 +535,9 @@ class Controller:
         preferred_for: dict[int, list[TopicPartition]] = {}
         for tp in ctx.all_partitions():
             assignment = ctx.partition_replica_assignment(tp)
-            if assignment and not ctx.is_topic_queued_up_for_deletion(tp.topic):
+            # (a partition being reassigned gets its leader from the reassignment's end)
+            if (assignment and not ctx.is_topic_queued_up_for_deletion(tp.topic)
+                    and not ctx.is_being_reassigned(tp)):
                 preferred_for.setdefault(assignment[0], []).append(tp)
         to_elect: list[TopicPartition] = []
         for broker, tps in sorted(preferred_for.items()):

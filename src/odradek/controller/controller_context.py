@@ -11,7 +11,8 @@ from typing import Iterable, KeysView
 
 from odradek.controller.partition_state_machine import PartitionStatus
 from odradek.controller.replica_state_machine import PartitionReplica, ReplicaStatus
-from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition, new_tuple
+from odradek.metadata import (BrokerInfo, LeaderAndIsr, ReplicaAssignment, TopicAssignment,
+                              TopicPartition, new_tuple)
 
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 
@@ -49,6 +50,9 @@ class ControllerContext:
         self._topics_to_be_deleted: set[str] = set()
         self._topics_with_deletion_started: set[str] = set()
         self._topics_ineligible_for_deletion: set[str] = set()
+        #: partitions being reassigned (KIP-455: adding and removing replicas); their full
+        #: replica list (OAR + RAR) is in _assignment like every other partition's
+        self._reassigning: dict[TopicPartition, ReplicaAssignment] = {}
 
     # -- controller epoch -------------------------------------------------------------------
     @property
@@ -119,7 +123,10 @@ class ControllerContext:
     def put_topic(self, assignment: TopicAssignment) -> None:
         self._topic_ids[assignment.name] = assignment.topic_id
         for partition, replicas in assignment.partitions.items():
-            self._assignment[TopicPartition(assignment.name, partition)] = tuple(replicas)
+            tp = TopicPartition(assignment.name, partition)
+            self._assignment[tp] = tuple(replicas)
+            if partition in assignment.adding_replicas or partition in assignment.removing_replicas:
+                self._reassigning[tp] = assignment.replica_assignment(partition)
 
     def remove_topic(self, topic: str) -> None:
         """Drop the topic and everything known about its partitions and replicas."""
@@ -132,6 +139,7 @@ class ControllerContext:
             del self._assignment[tp]
             self._leadership.pop(tp, None)
             self._partition_states.pop(tp, None)
+            self._reassigning.pop(tp, None)
         for pr in [pr for pr in self._replica_states if pr.tp.topic == topic]:
             del self._replica_states[pr]
 
@@ -167,7 +175,10 @@ class ControllerContext:
         self._topics_ineligible_for_deletion.difference_update(topics)
 
     def is_topic_ineligible_for_deletion(self, topic: str) -> bool:
-        return topic in self._topics_ineligible_for_deletion
+        """Halted (a replica on a dead broker), or with a partition being reassigned (Kafka
+        marks those ineligible; the reassignment's end resumes them)."""
+        return (topic in self._topics_ineligible_for_deletion
+                or any(tp.topic == topic for tp in self._reassigning))
 
     def replicas_for_topic(self, topic: str) -> list[PartitionReplica]:
         return self.replicas_for_partitions(self.partitions_for_topic(topic))
@@ -187,6 +198,25 @@ class ControllerContext:
         self, tp: TopicPartition, replicas: Iterable[int]
     ) -> None:
         self._assignment[tp] = tuple(replicas)
+
+    # -- partition reassignment (Kafka's ControllerContext.partitionsBeingReassigned) ---------
+    def partition_full_replica_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
+        """The replicas with, while reassigned, those being added and removed."""
+        return self._reassigning.get(tp) or ReplicaAssignment(self._assignment.get(tp, ()))
+
+    def update_partition_full_replica_assignment(self, tp: TopicPartition,
+                                                 assignment: ReplicaAssignment) -> None:
+        self._assignment[tp] = assignment.replicas
+        if assignment.is_being_reassigned:
+            self._reassigning[tp] = assignment
+        else:
+            self._reassigning.pop(tp, None)
+
+    def partitions_being_reassigned(self) -> list[TopicPartition]:
+        return sorted(self._reassigning)
+
+    def is_being_reassigned(self, tp: TopicPartition) -> bool:
+        return tp in self._reassigning
 
     def all_partitions(self) -> list[TopicPartition]:
         return sorted(self._assignment)

@@ -96,6 +96,36 @@ class PartitionReassignment:
     """/admin/reassign_partitions was created or changed."""
 
 
+class InvalidReplicaAssignmentError(Exception):
+    """A reassignment's target is not a valid replica list (INVALID_REPLICA_ASSIGNMENT)."""
+
+
+class NoReassignmentInProgressError(Exception):
+    """A cancellation for a partition that is not being reassigned (NO_REASSIGNMENT_IN_PROGRESS)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionReassignments:
+    """Start, replace or cancel (target None) partitions' reassignments (KIP-455's API).
+
+    The callback receives ``dict[TopicPartition, Exception | None]`` (None: started, or
+    nothing to do), or the exception that ended the event."""
+
+    targets: Mapping[TopicPartition, tuple[int, ...] | None]
+    callback: Callback
+
+
+@dataclass(frozen=True, slots=True)
+class ListPartitionReassignments:
+    """The reassignments in progress, of ``partitions`` or (None) of all partitions.
+
+    The callback receives ``dict[TopicPartition, ReplicaAssignment]``, or the exception
+    that ended the event."""
+
+    partitions: frozenset[TopicPartition] | None
+    callback: Callback
+
+
 class ElectionType(enum.IntEnum):
     """What an election asks for; the values are the ElectLeaders API's election_type."""
 
@@ -176,6 +206,8 @@ ControllerEvent = (
     | TopicDeletionStopReplicaResponseReceived
     | PartitionModifications
     | PartitionReassignment
+    | AlterPartitionReassignments
+    | ListPartitionReassignments
     | ReplicaLeaderElection
     | AutoLeaderRebalance
     | ControlledShutdown
@@ -187,7 +219,9 @@ ControllerEvent = (
 def preempt(event: ControllerEvent) -> None:
     """Answer a dropped event's waiter, if it has one, with ``EventPreemptedError``."""
     match event:
-        case ControlledShutdown(callback=callback) | ReplicaLeaderElection(callback=callback):
+        case (ControlledShutdown(callback=callback) | ReplicaLeaderElection(callback=callback)
+              | AlterPartitionReassignments(callback=callback)
+              | ListPartitionReassignments(callback=callback)):
             if callback is not None:
                 callback(EventPreemptedError(f"{event!r} was preempted"))
         case _:

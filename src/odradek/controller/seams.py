@@ -8,9 +8,10 @@ the unit tests' recording fakes can be swapped without the core knowing (Kafka's
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Iterable, Mapping, Protocol
 
-from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+from odradek.metadata import (BrokerInfo, LeaderAndIsr, ReplicaAssignment, TopicAssignment,
+                              TopicPartition)
 
 
 class ControllerMovedError(Exception):
@@ -89,6 +90,25 @@ class ControllerZk(Protocol):
     def delete_topics(self, topics: Iterable[str]) -> None:
         """Fenced removal of each topic's znodes, its config and its marker last
         (TopicDeletionManager's DeletionClient.deleteTopic)."""
+        ...
+
+    def get_partition_reassignments(self) -> dict[TopicPartition, tuple[int, ...]] | None:
+        """The targets /admin/reassign_partitions asks for; None when it does not exist
+        (malformed contents read as no partitions)."""
+        ...
+
+    def set_partition_reassignments(
+        self, remaining: Mapping[TopicPartition, Iterable[int]]
+    ) -> None:
+        """Fenced: rewrite /admin/reassign_partitions with ``remaining``, or delete it when
+        empty; already gone is fine."""
+        ...
+
+    def set_replica_assignments(
+        self, changes: Mapping[TopicPartition, ReplicaAssignment]
+    ) -> None:
+        """Fenced: the partitions' replicas, adding and removing replicas in their topic znodes
+        (KIP-455), the topics' other partitions kept as stored."""
         ...
 
     def backfill_topic_znodes(self, topics: Iterable[str]) -> dict[str, TopicAssignment]:

@@ -120,7 +120,8 @@ class TimedZk:
     write started now and collected later counts the time of both halves)."""
 
     _WRITES = frozenset({"create_partition_states", "update_leader_and_isr",
-                         "pop_isr_change_notifications", "delete_preferred_replica_election"})
+                         "pop_isr_change_notifications", "delete_preferred_replica_election",
+                         "set_replica_assignments", "set_partition_reassignments"})
     _STARTED_WRITES = frozenset({"start_update_leader_and_isr"})
 
     def __init__(self, zk: Any, current: Callable[[], EventTimer | None]) -> None:

@@ -28,6 +28,7 @@ takes: calls that must give up (a broker shutting down) take a timeout.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -47,7 +48,8 @@ from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from odradek.controller.seams import ControllerMovedError
-from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition, new_tuple
+from odradek.metadata import (BrokerInfo, LeaderAndIsr, ReplicaAssignment, TopicAssignment,
+                              TopicPartition, new_tuple)
 from odradek.zk import admin_zk_client, paths
 from odradek.zk.errors import (
     BrokerIdInUseError, RequestTooLargeError, StaleEphemeralError, TopicExistsError,
@@ -654,6 +656,71 @@ class KafkaZkClient:
     def delete_preferred_replica_election(self) -> None:
         self._run_fenced([(None, _Op("delete", paths.PREFERRED_REPLICA_ELECTION))])  # gone: fine
 
+    # partition reassignment (KafkaZkClient.getPartitionReassignment, setOrCreatePartitionReassignment,
+    # setTopicAssignment) -----------------------------------------------------------------
+
+    def get_partition_reassignments(self) -> dict[TopicPartition, tuple[int, ...]] | None:
+        """The targets /admin/reassign_partitions asks for (Kafka's JSON format); None when it
+        does not exist. Malformed contents read as no partitions, with a warning: the
+        controller then removes the znode, so the admin can write a correct one."""
+        try:
+            data, _ = self._zk.get(paths.REASSIGN_PARTITIONS)
+        except NoNodeError:
+            return None
+        try:
+            return paths.decode_reassignment(data or b"")
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring malformed %s (%r): %s", paths.REASSIGN_PARTITIONS,
+                        (data or b"")[:200], exc)
+            return {}
+
+    def set_partition_reassignments(self, remaining: Mapping[TopicPartition, Iterable[int]]) -> None:
+        """Fenced: rewrite /admin/reassign_partitions with the reassignments not yet complete,
+        or delete it when none is left (which tells Kafka's tools the reassignment is done)."""
+        if remaining:
+            op = _Op("set", paths.REASSIGN_PARTITIONS, paths.encode_reassignment(remaining))
+        else:
+            op = _Op("delete", paths.REASSIGN_PARTITIONS)
+        result = self._run_fenced([(None, op)]).get(None)
+        if isinstance(result, NoNodeError) and remaining:  # deleted meanwhile: nothing to trim
+            return
+        if isinstance(result, Exception) and not isinstance(result, NoNodeError):
+            raise result
+
+    def set_replica_assignments(self, changes: Mapping[TopicPartition, ReplicaAssignment]) -> None:
+        """Fenced: write the partitions' replicas and reassignment state into their topic
+        znodes (one multi for every topic touched). Each znode is read first and written
+        conditionally on its version, so partitions this controller does not know yet (a
+        CreatePartitions racing it) are kept; a conflict re-reads (3 rounds, then raises)."""
+        by_topic: dict[str, dict[int, ReplicaAssignment]] = {}
+        for tp, assignment in changes.items():
+            by_topic.setdefault(tp.topic, {})[tp.partition] = assignment
+        remaining = sorted(by_topic)
+        for _ in range(3):
+            found = self._get_many({t: paths.topic_path(t) for t in remaining})
+            writes: list[tuple[str, _Op]] = []
+            for topic, (data, stat) in found.items():
+                stored = paths.decode_topic_assignment(topic, data)
+                partitions, adding, removing = (dict(stored.partitions), dict(stored.adding_replicas),
+                                                dict(stored.removing_replicas))
+                for partition, assignment in by_topic[topic].items():
+                    partitions[partition] = assignment.replicas
+                    adding[partition], removing[partition] = assignment.adding, assignment.removing
+                new = dataclasses.replace(stored, partitions=partitions, adding_replicas=adding,
+                                          removing_replicas=removing)
+                writes.append((topic, _Op("set", paths.topic_path(topic),
+                                          paths.encode_topic_assignment(new), stat.version)))
+            results = self._run_fenced(writes) if writes else {}
+            remaining = [t for t, r in results.items() if isinstance(r, BadVersionError)]
+            failed = {t: r for t, r in results.items()
+                      if isinstance(r, Exception) and not isinstance(r, BadVersionError)}
+            if failed:
+                log.warning("could not write the replica assignments of %s: %s", sorted(failed),
+                            failed)
+            if not remaining:
+                return
+        raise BadVersionError(f"topic znodes {remaining} kept changing")
+
     # admin and broker-side writes (not controller-fenced, as in Kafka) ---------------------
 
     def create_topic(self, assignment: TopicAssignment, config: Mapping[str, str]) -> None:
@@ -799,9 +866,9 @@ class KafkaZkClient:
             decoded: dict[str, TopicAssignment] = {}
             for topic, (data, stat) in found.items():
                 old = paths.decode_topic_assignment(topic, data)
-                new = TopicAssignment(
-                    topic, paths.new_topic_id() if old.topic_id == paths.ZERO_TOPIC_ID else old.topic_id,
-                    old.partitions, old.initial_partition_count or len(old.partitions))
+                new = dataclasses.replace(
+                    old, topic_id=paths.new_topic_id() if old.topic_id == paths.ZERO_TOPIC_ID else old.topic_id,
+                    initial_partition_count=old.initial_partition_count or len(old.partitions))
                 decoded[topic] = new
                 if new != old:
                     writes.append((topic, _Op("set", paths.topic_path(topic),

@@ -144,7 +144,8 @@ def decode_broker_info(broker_id: int, data: bytes, czxid: int) -> BrokerInfo:
 
 
 def encode_topic_assignment(assignment: TopicAssignment) -> bytes:
-    """Version 3 with the topic id; no reassignment in progress (empty adding/removing).
+    """Version 3 with the topic id and the replicas being added and removed by reassignments
+    in progress (KIP-455; Kafka writes the two maps only for partitions being reassigned).
 
     ``initial_partition_count`` (KIP-253) is written with every assignment: the count the
     topic was created with, or, when the assignment does not know it, its current count (a
@@ -154,8 +155,8 @@ def encode_topic_assignment(assignment: TopicAssignment) -> bytes:
         "version": 3,
         "topic_id": assignment.topic_id,
         "partitions": {str(p): list(r) for p, r in sorted(assignment.partitions.items())},
-        "adding_replicas": {},
-        "removing_replicas": {},
+        "adding_replicas": {str(p): list(r) for p, r in sorted(assignment.adding_replicas.items()) if r},
+        "removing_replicas": {str(p): list(r) for p, r in sorted(assignment.removing_replicas.items()) if r},
         "initial_partition_count": len(assignment.partitions) if initial is None else initial,
     })
 
@@ -169,7 +170,14 @@ def decode_topic_assignment(topic: str, data: bytes) -> TopicAssignment:
     partitions = {int(p): tuple(r) for p, r in obj.get("partitions", {}).items()}
     initial = obj.get("initial_partition_count")
     return TopicAssignment(topic, obj.get("topic_id") or ZERO_TOPIC_ID, partitions,
-                           int(initial) if initial is not None else None)
+                           int(initial) if initial is not None else None,
+                           _replica_lists(obj.get("adding_replicas")),
+                           _replica_lists(obj.get("removing_replicas")))
+
+
+def _replica_lists(obj: Mapping[str, Any] | None) -> dict[int, tuple[int, ...]]:
+    """A partition -> replicas map, without the empty lists Kafka's tools may write."""
+    return {int(p): tuple(r) for p, r in (obj or {}).items() if r}
 
 
 # /brokers/topics/T/partitions/P/state -----------------------------------------------------

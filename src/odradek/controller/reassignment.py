@@ -1,0 +1,384 @@
+"""Partition reassignment: KafkaController.onPartitionReassignment and the code around it.
+
+Moving a partition from its old assigned replicas (OAR) to new ones (RAR) takes twelve steps,
+as the Kafka Controller Internals design lays them out:
+
+ 1. AR (the assigned replicas) = OAR + RAR, in ZooKeeper and in memory;
+ 2. LeaderAndIsr to every replica in OAR + RAR, with that AR (the leader epoch bumped, so
+    brokers take it);
+ 3. RAR - OAR -> NewReplica: the new replicas start and fetch from the leader;
+ 4. wait until every replica of RAR is in the ISR (the leaders' ISR changes reach the
+    controller as IsrChangeNotification; ``on_isr_change`` checks);
+ 5. RAR - OAR -> OnlineReplica;
+ 6. AR = RAR in memory;
+ 7. a leader outside RAR (or dead) is replaced by the ReassignedPartitionLeaderSelector (a live
+    in-sync replica of RAR); a leader in RAR gets a new leader epoch. Either way RAR hears
+    the new AR;
+ 8. OAR - RAR -> OfflineReplica, which takes them out of the ISR;
+ 9. OAR - RAR -> NonExistentReplica: StopReplica with delete;
+10. AR = RAR in ZooKeeper;
+11. the partition leaves /admin/reassign_partitions;
+12. UpdateMetadata of the partition to every broker.
+
+For OAR {1,2,3} and RAR {4,5,6} the topic znode and the partition state go through
+AR {1,2,3} 1/{1,2,3} -> AR {1..6} 1/{1,2,3} (step 1) -> 1/{1..6} (step 4: the leader adds the
+caught-up replicas) -> 4/{1..6} (step 7) -> 4/{4,5,6} (step 8) -> AR {4,5,6} (step 10).
+
+The assignment in ZooKeeper changes to RAR last because until then it is the only durable
+record of OAR: a controller that dies at any step leaves AR = OAR + RAR with the replicas being
+added and removed (KIP-455's adding_replicas / removing_replicas in the topic znode), and the
+next one resumes from there (``resume``). Each step is idempotent, so resuming one that was
+already done is harmless.
+
+Two ways in, as in Kafka 2.4+: the /admin/reassign_partitions znode in Kafka's JSON format
+(``on_zk_reassignment``) and the AlterPartitionReassignments API (``trigger``), whose
+cancellation (no target) moves the partition back to OAR. Unlike Kafka, which runs the steps
+one partition at a time, every step here is one batch for all the partitions an event moves:
+one ZooKeeper multi per write and one request per broker, so reassigning 1,000 partitions
+costs a handful of round trips, not thousands.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+from odradek.controller.events import (InvalidReplicaAssignmentError,
+                                       NoReassignmentInProgressError, UnknownPartitionError)
+from odradek.controller.leader_selectors import ElectionStrategy, StateChangeFailedError
+from odradek.controller.partition_state_machine import PartitionStatus
+from odradek.controller.replica_state_machine import PartitionReplica, ReplicaStatus
+from odradek.metadata import LeaderAndIsr, ReplicaAssignment, TopicPartition
+
+if TYPE_CHECKING:
+    from odradek.controller.controller_context import ControllerContext
+    from odradek.controller.partition_state_machine import PartitionStateMachine
+    from odradek.controller.replica_state_machine import ReplicaStateMachine
+    from odradek.controller.request_batch import ControllerBrokerRequestBatch
+    from odradek.controller.seams import ControllerZk
+    from odradek.controller.topic_deletion import TopicDeletionManager
+
+logger = logging.getLogger(__name__)
+
+_R = ReplicaStatus
+#: rounds of the leader-epoch bump's conditional write before a partition is left for the
+#: next event (a leader's concurrent ISR write is what makes one fail)
+MAX_EPOCH_BUMP_ATTEMPTS = 3
+
+#: per partition: None when the reassignment was started (or there was nothing to do), or
+#: why it was refused
+Results = dict[TopicPartition, Exception | None]
+
+
+class ReassignmentManager:
+    """Runs on the controller's event thread, over the controller's own state machines."""
+
+    def __init__(self, ctx: ControllerContext, zk: ControllerZk,
+                 partitions: PartitionStateMachine, replicas: ReplicaStateMachine,
+                 batch: ControllerBrokerRequestBatch, deletion: TopicDeletionManager) -> None:
+        self._ctx = ctx
+        self._zk = zk
+        self._partitions = partitions
+        self._replicas = replicas
+        self._batch = batch
+        self._deletion = deletion
+
+    # -- entry points -------------------------------------------------------------------------
+    def trigger(self, targets: Mapping[TopicPartition, tuple[int, ...] | None]) -> Results:
+        """AlterPartitionReassignments (Kafka's maybeTriggerPartitionReassignment): start,
+        replace or (target None) cancel each partition's reassignment."""
+        results: Results = {}
+        start: dict[TopicPartition, ReplicaAssignment] = {}
+        for tp, target in sorted(targets.items()):
+            try:
+                assignment = self._build(tp, target)
+            except (UnknownPartitionError, InvalidReplicaAssignmentError,
+                    NoReassignmentInProgressError) as exc:
+                results[tp] = exc
+                continue
+            results[tp] = None
+            if assignment is not None:
+                start[tp] = assignment
+        if start:
+            logger.info("reassigning %d partitions: %s", len(start), _describe(start))
+            self._reassign(start)
+        # nothing to do (already on those replicas): done as far as the znode is concerned
+        self._remove_from_znode([tp for tp, r in results.items() if r is None
+                                 and tp not in start and not self._ctx.is_being_reassigned(tp)])
+        return results
+
+    def on_zk_reassignment(self) -> set[TopicPartition]:
+        """/admin/reassign_partitions changed (Kafka's processZkPartitionReassignment): start
+        what it asks that is not already under way; refused entries leave the znode. Returns
+        the partitions started."""
+        requested = self._zk.get_partition_reassignments()
+        if requested is None:
+            return set()
+        if not requested:  # malformed or empty: removed, so the admin can write it again
+            self._zk.set_partition_reassignments({})
+            return set()
+        ctx = self._ctx
+        new = {tp: target for tp, target in requested.items()
+               if not (ctx.is_being_reassigned(tp)
+                       and ctx.partition_full_replica_assignment(tp).target_replicas == target)}
+        if not new:
+            return set()
+        results = self.trigger(new)
+        refused = {tp: r for tp, r in results.items() if r is not None}
+        for tp, error in sorted(refused.items()):
+            logger.warning("refusing the reassignment of %s to %s from %s: %s", tp,
+                           list(requested[tp]), "/admin/reassign_partitions", error)
+        if refused:
+            self._remove_from_znode(refused)
+        return {tp for tp, r in results.items() if r is None}
+
+    def on_isr_change(self, tps: Iterable[TopicPartition]) -> None:
+        """Step 4's wait: partitions whose RAR has all joined the ISR complete now (Kafka's
+        PartitionReassignmentIsrChange). ``tps``' leaderships were just read."""
+        ctx = self._ctx
+        done = {tp: ctx.partition_full_replica_assignment(tp) for tp in tps
+                if ctx.is_being_reassigned(tp)}
+        done = {tp: a for tp, a in done.items() if self._caught_up(tp, a)}
+        if done:
+            self._complete(done)
+
+    def on_brokers_started(self, broker_ids: Iterable[int]) -> None:
+        """KafkaController.onBrokerStartup's last step: reassignments waiting for a replica on
+        a broker that just started go on (its new replicas are told to start)."""
+        ids = set(broker_ids)
+        ctx = self._ctx
+        waiting = {tp: a for tp in ctx.partitions_being_reassigned()
+                   if not ids.isdisjoint((a := ctx.partition_full_replica_assignment(tp)).replicas)}
+        if waiting:
+            self._reassign(waiting)
+
+    def resume(self) -> None:
+        """At controller failover (initializePartitionReassignments): the znode's requests,
+        then every reassignment the topic znodes show in progress, from the step it reached."""
+        started = self.on_zk_reassignment()
+        ctx = self._ctx
+        pending = {tp: ctx.partition_full_replica_assignment(tp)
+                   for tp in ctx.partitions_being_reassigned() if tp not in started}
+        if pending:
+            logger.info("resuming the reassignment of %d partitions: %s", len(pending),
+                        _describe(pending))
+            self._reassign(pending)
+
+    def list_reassignments(self, tps: Iterable[TopicPartition] | None
+                           ) -> dict[TopicPartition, ReplicaAssignment]:
+        """ListPartitionReassignments: the partitions (of ``tps``, or all) being reassigned."""
+        ctx = self._ctx
+        wanted = ctx.partitions_being_reassigned() if tps is None else sorted(tps)
+        return {tp: ctx.partition_full_replica_assignment(tp) for tp in wanted
+                if ctx.is_being_reassigned(tp)}
+
+    def is_topic_being_reassigned(self, topic: str) -> bool:
+        return any(tp.topic == topic for tp in self._ctx.partitions_being_reassigned())
+
+    # -- validation (Kafka's maybeBuildReassignment and validateReplicas) -------------------
+    def _build(self, tp: TopicPartition, target: tuple[int, ...] | None
+               ) -> ReplicaAssignment | None:
+        """The assignment to move to; None when there is nothing to do (the partition already
+        has exactly these replicas, or is already moving to them)."""
+        ctx = self._ctx
+        current = ctx.partition_full_replica_assignment(tp)
+        if not current.replicas or ctx.is_topic_queued_up_for_deletion(tp.topic):
+            raise UnknownPartitionError(f"partition {tp} does not exist")
+        if target is None:
+            if not current.is_being_reassigned:
+                raise NoReassignmentInProgressError(f"no reassignment of {tp} is in progress")
+            return current.reassign_to(current.original_replicas)
+        target = tuple(target)
+        if not target:
+            raise InvalidReplicaAssignmentError(
+                f"empty replica list for {tp} in the partition reassignment")
+        if len(set(target)) != len(target):
+            raise InvalidReplicaAssignmentError(
+                f"duplicate replica ids in the reassignment of {tp}: {list(target)}")
+        if any(r < 0 for r in target):
+            raise InvalidReplicaAssignmentError(
+                f"negative replica id in the reassignment of {tp}: {list(target)}")
+        registered = ctx.live_or_shutting_down_broker_ids()
+        if not registered.issuperset(target):
+            raise InvalidReplicaAssignmentError(
+                f"the reassignment of {tp} names brokers that are not alive: "
+                f"{sorted(set(target) - registered)} (live brokers: {sorted(registered)})")
+        if current.is_being_reassigned and current.target_replicas == target:
+            return None
+        if not current.is_being_reassigned and current.replicas == target:
+            return None
+        return current.reassign_to(target)
+
+    # -- the twelve steps -----------------------------------------------------------------------
+    def _reassign(self, assignments: dict[TopicPartition, ReplicaAssignment]) -> None:
+        """KafkaController.onPartitionReassignment for a batch of partitions: steps 1-3 for
+        those whose RAR is not yet in sync, steps 5-12 for the others."""
+        ctx = self._ctx
+        # (a topic with a partition being reassigned is not deleted meanwhile: the context
+        # counts it ineligible for deletion, and the end of its reassignments resumes it)
+        # replicas that an earlier, replaced reassignment of the partition was adding and this
+        # one does not want (KIP-455's zombie replicas) are stopped and deleted
+        unneeded = [PartitionReplica(tp, r) for tp, a in assignments.items()
+                    for r in ctx.partition_full_replica_assignment(tp).replicas
+                    if r not in a.replicas]
+        # step 1: AR = OAR + RAR, in ZooKeeper (only where it changes: resuming rewrites nothing)
+        changed = {tp: a for tp, a in assignments.items()
+                   if ctx.partition_full_replica_assignment(tp) != a}
+        if changed:
+            self._zk.set_replica_assignments(changed)
+            for tp, a in changed.items():
+                ctx.update_partition_full_replica_assignment(tp, a)
+        if unneeded:
+            self._stop_removed_replicas(unneeded)
+        for tp, lai in self._zk.get_partition_states(sorted(assignments)).items():
+            ctx.put_partition_leadership(tp, lai)
+        # a cancellation, or a target equal to OAR, has nothing to wait for
+        done = {tp: a for tp, a in assignments.items()
+                if not a.is_being_reassigned or self._caught_up(tp, a)}
+        started = {tp: a for tp, a in assignments.items() if tp not in done}
+        if started:
+            # step 2: every replica of OAR + RAR hears AR = OAR + RAR, under a new leader epoch
+            self._bump_leader_epochs(started)
+            # step 3: RAR - OAR -> NewReplica (a resumed reassignment's are already started)
+            adding = [PartitionReplica(tp, r) for tp, a in started.items() for r in a.adding]
+            self._replicas.handle_state_changes(
+                [pr for pr, s in zip(adding, ctx.replica_states(adding)) if s is _R.NON_EXISTENT],
+                _R.NEW)
+            # step 4 is the wait: on_isr_change (or on_brokers_started) carries on
+        if done:
+            self._complete(done)
+
+    def _complete(self, assignments: dict[TopicPartition, ReplicaAssignment]) -> None:
+        """Steps 5-12 for partitions whose RAR is all in the ISR."""
+        ctx = self._ctx
+        # step 5: RAR - OAR -> OnlineReplica
+        adding = [PartitionReplica(tp, r) for tp, a in assignments.items() for r in a.adding]
+        self._replicas.handle_state_changes(
+            [pr for pr, s in zip(adding, ctx.replica_states(adding)) if s is not _R.ONLINE],
+            _R.ONLINE)
+        # step 6: AR = RAR in memory
+        for tp, a in assignments.items():
+            ctx.update_partition_full_replica_assignment(tp, ReplicaAssignment(a.target_replicas))
+        # step 7: the leader moves into RAR if it is not there or not alive, else RAR hears
+        # AR = RAR under a new leader epoch
+        move, keep = [], {}
+        for tp, a in assignments.items():
+            lai = ctx.partition_leadership(tp)
+            if lai is None or lai.leader not in a.target_replicas \
+                    or not ctx.is_replica_online(lai.leader, tp):
+                move.append(tp)
+            else:
+                keep[tp] = a
+        failed = {tp: r for tp, r in self._partitions.handle_state_changes(
+            sorted(move), PartitionStatus.ONLINE, ElectionStrategy.REASSIGN).items()
+            if isinstance(r, Exception)}
+        failed.update(self._bump_leader_epochs(keep))
+        if failed:
+            # not one live in-sync replica of RAR to lead (it died since it joined the ISR):
+            # the partition stays mid-reassignment, which a broker's return or the next ISR
+            # change picks up again; its old replicas must keep serving meanwhile
+            for tp in failed:
+                ctx.update_partition_full_replica_assignment(tp, assignments[tp])
+            logger.warning("reassignment of %s waits: %s", sorted(map(str, failed)),
+                           "; ".join(f"{tp}: {e}" for tp, e in sorted(failed.items())))
+            assignments = {tp: a for tp, a in assignments.items() if tp not in failed}
+            if not assignments:
+                return
+        # steps 8-9: OAR - RAR -> OfflineReplica (out of the ISR) -> NonExistentReplica
+        self._stop_removed_replicas([PartitionReplica(tp, r) for tp, a in assignments.items()
+                                     for r in a.removing])
+        # the requests so far go out now: once step 10 is written nothing records that OAR's
+        # replicas were ever replicas, so if this controller were deposed at step 10 or 11
+        # (which drops an event's unsent requests) the next one would never stop them, and a
+        # stale leader among them could go on taking writes from clients with old metadata
+        self._batch.send_requests(ctx.epoch)
+        # step 10: AR = RAR in ZooKeeper, the last record of OAR gone
+        self._zk.set_replica_assignments({tp: ReplicaAssignment(a.target_replicas)
+                                          for tp, a in assignments.items()})
+        # step 11: the partitions leave /admin/reassign_partitions
+        self._remove_from_znode(assignments)
+        # step 12: every broker learns the partitions' new replicas and leadership
+        self._batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids(), sorted(assignments))
+        logger.info("reassignment of %d partitions completed: %s", len(assignments),
+                    ", ".join(f"{tp} -> {list(a.target_replicas)}"
+                              for tp, a in sorted(assignments.items())[:20]))
+        finished_topics = {tp.topic for tp in assignments} - {
+            tp.topic for tp in ctx.partitions_being_reassigned()}
+        if finished_topics:
+            self._deletion.resume_deletion_for_topics(finished_topics)
+
+    def _stop_removed_replicas(self, replicas: list[PartitionReplica]) -> None:
+        """Kafka's stopRemovedReplicasOfReassignedPartition: Offline (StopReplica, out of the
+        ISR), then deleted (StopReplica with delete, merged with the first into one request
+        per broker). Like Kafka, the deletion is not waited for: a broker that misses it (dead)
+        keeps a stray log, which it never serves since the partition is no longer its."""
+        ctx = self._ctx
+        states = ctx.replica_states(replicas)
+        self._replicas.handle_state_changes(
+            [pr for pr, s in zip(replicas, states) if s in (_R.NEW, _R.ONLINE, _R.OFFLINE)],
+            _R.OFFLINE)
+        offline = [pr for pr in replicas if ctx.replica_state(pr) is _R.OFFLINE]
+        self._replicas.handle_state_changes(offline, _R.DELETION_STARTED)
+        self._replicas.handle_state_changes(offline, _R.DELETION_SUCCESSFUL)
+        self._replicas.handle_state_changes(offline, _R.NON_EXISTENT)
+
+    def _bump_leader_epochs(self, assignments: Mapping[TopicPartition, ReplicaAssignment]
+                            ) -> dict[TopicPartition, Exception]:
+        """Kafka's updateLeaderEpochAndSendRequest for a batch: the leader and ISR kept, the
+        leader epoch bumped (brokers ignore a LeaderAndIsr that does not raise it), and every
+        replica of the partition's current AR told. Returns the partitions it could not do."""
+        ctx = self._ctx
+        remaining = sorted(assignments)
+        failed: dict[TopicPartition, Exception] = {}
+        told: list[tuple[tuple[int, ...], TopicPartition, LeaderAndIsr, tuple[int, ...]]] = []
+        for _ in range(MAX_EPOCH_BUMP_ATTEMPTS):
+            if not remaining:
+                break
+            stored = self._zk.get_partition_states(remaining)
+            writes: dict[TopicPartition, LeaderAndIsr] = {}
+            for tp in remaining:
+                lai = stored.get(tp)
+                if lai is None:
+                    failed[tp] = StateChangeFailedError(f"{tp} has no leader and ISR yet")
+                elif lai.controller_epoch > ctx.epoch:
+                    failed[tp] = StateChangeFailedError(
+                        f"{tp}'s state was written by a newer controller epoch "
+                        f"{lai.controller_epoch}")
+                else:
+                    writes[tp] = lai.new_leader(lai.leader, lai.isr, ctx.epoch)
+            remaining = []
+            for tp, outcome in self._zk.update_leader_and_isr(writes).items():
+                if isinstance(outcome, Exception):
+                    failed[tp] = outcome
+                    remaining.append(tp)
+                    continue
+                failed.pop(tp, None)
+                ctx.put_partition_leadership(tp, outcome)
+                replicas = ctx.partition_replica_assignment(tp)
+                told.append((replicas, tp, outcome, replicas))
+        self._batch.add_leader_and_isrs(told, is_new=False)
+        return failed
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _caught_up(self, tp: TopicPartition, assignment: ReplicaAssignment) -> bool:
+        """Kafka's isReassignmentComplete: every replica of RAR is in the ISR."""
+        lai = self._ctx.partition_leadership(tp)
+        return lai is not None and set(assignment.target_replicas).issubset(lai.isr)
+
+    def _remove_from_znode(self, tps: Iterable[TopicPartition]) -> None:
+        """Step 11 (Kafka's removePartitionsFromZkReassignment): rewritten without ``tps``,
+        deleted once empty; untouched when it names none of them."""
+        tps = set(tps)
+        if not tps:
+            return
+        requested = self._zk.get_partition_reassignments()
+        if requested is None or tps.isdisjoint(requested):
+            return
+        self._zk.set_partition_reassignments({tp: t for tp, t in requested.items()
+                                              if tp not in tps})
+
+
+def _describe(assignments: Mapping[TopicPartition, ReplicaAssignment], most: int = 20) -> str:
+    shown = [f"{tp} {list(a.original_replicas)} -> {list(a.target_replicas)}"
+             for tp, a in sorted(assignments.items())[:most]]
+    more = len(assignments) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
