@@ -72,4 +72,5 @@ def test_a_topic_gone_from_zookeeper_is_not_created_and_stop_replica_deletes_a_l
     assert (tmp_path / "t-0").is_dir()  # left for the controller's StopReplica
     answer = gone.stop_replicas(StopReplicaRequest(1, 1, -1, True, (TP,)))
     assert answer.partition_errors == {TP: 0}
+    gone.log_manager.finish_removals()
     assert not (tmp_path / "t-0").exists() and not list(tmp_path.glob("*-delete"))

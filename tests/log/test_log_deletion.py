@@ -3,6 +3,8 @@ so a crash mid-delete never leaves a half-deleted log that is loaded again; and 
 kept with each log (partition.metadata) that tells a deleted topic's log from a new one's."""
 from __future__ import annotations
 
+import threading
+
 from log_helpers import batch
 
 from odradek.log.log import LogConfig
@@ -18,13 +20,46 @@ def test_delete_renames_then_removes_open_or_not(tmp_path) -> None:
     manager.close()
     manager = LogManager(tmp_path, LogConfig())  # tp is on disk, not opened
     assert manager.delete(tp) is True
-    assert not (tmp_path / "t-0").exists() and not list(tmp_path.glob("*-delete"))
+    assert not (tmp_path / "t-0").exists()
+    manager.finish_removals()  # the renamed directory is removed on a background thread
+    assert not list(tmp_path.glob("*-delete"))
     assert manager.delete(tp) is False
     log = manager.get_or_create(other)
     assert manager.delete(other) is True and log.deleted
     assert manager.partitions() == []
     fresh = manager.get_or_create(tp)
     assert fresh.log_end_offset == 0  # a log made again under the name starts empty
+
+
+def test_delete_many_renames_all_with_one_directory_fsync_and_removes_off_the_caller(
+        tmp_path, monkeypatch) -> None:
+    import odradek.log.log_manager as log_manager
+
+    manager = LogManager(tmp_path, LogConfig())
+    tps = [TopicPartition("t", p) for p in range(5)]
+    for tp in tps[:4]:
+        manager.get_or_create(tp).append_as_leader(batch(2), 0)
+    open_log = manager.get(tps[0])
+    synced: list[object] = []
+    monkeypatch.setattr(log_manager, "_fsync_dir", synced.append)
+    removing = threading.Event()
+    release = threading.Event()
+    original = log_manager._remove_dirs
+
+    def slow_removal(directories):
+        removing.set()
+        release.wait(10)
+        original(directories)
+
+    monkeypatch.setattr(log_manager, "_remove_dirs", slow_removal)
+    results = manager.delete_many(tps)
+    # answered while the removal is still held: every log renamed away, one fsync in all
+    assert results == {**{tp: True for tp in tps[:4]}, tps[4]: False}
+    assert synced == [tmp_path] and open_log.deleted and manager.partitions() == []
+    assert removing.wait(10) and len(list(tmp_path.glob("*-delete"))) == 4
+    release.set()
+    manager.close()
+    assert not list(tmp_path.iterdir())
 
 
 def test_a_delete_interrupted_after_the_rename_is_finished_at_the_next_start(tmp_path) -> None:

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable
 
 from odradek.broker.fetcher import ReplicaFetcherManager
 from odradek.broker.gc_policy import collection_paused
@@ -188,44 +188,46 @@ class ReplicaManager:
         if stale is not None:
             return ControllerResponse(int(stale), {})
         stopped = []
-        errors: dict[TopicPartition, int] = {}
         for tp in req.partitions:
             self.fetchers.stop_following(tp)
             partition = self._partitions.get(tp)
             if partition is None:
-                if req.delete_partitions:
-                    # not hosted since this broker started, but its log may be on disk (a topic
-                    # deleted while this broker was down): it goes too
-                    errors[tp] = self._delete_log(tp)
+                # not hosted since this broker started, but with delete its log may be on disk
+                # (a topic deleted while this broker was down): it goes too
                 continue
             stopped.append(partition)
             if req.delete_partitions:
                 del self._partitions[tp]
                 partition.close()
-                errors[tp] = self._delete_log(tp)
             else:
                 partition.leader_id = -1
                 partition.close()
         if self.on_leadership_change is not None and stopped:
             self.on_leadership_change([], stopped)
+        errors: dict[TopicPartition, int] = {}
         if req.delete_partitions:
+            errors = self.drop_logs(req.partitions)
             log.info("StopReplica from controller %d deleted %d partitions (%d failed)",
                      req.controller_id, len(req.partitions), sum(1 for e in errors.values() if e))
         return ControllerResponse(int(ErrorCode.NONE), {tp: errors.get(tp, 0) for tp in req.partitions})
 
-    def _delete_log(self, tp: TopicPartition) -> int:
-        """Delete tp's log from disk; KAFKA_STORAGE_ERROR if the filesystem refused (the
+    def drop_logs(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Delete the logs from disk, all at once (LogManager.delete_many), and forget their
+        checkpointed high watermarks, which belonged to those logs and must not be applied to
+        new ones. Per partition 0, or KAFKA_STORAGE_ERROR if the filesystem refused (the
         controller then retries the deletion when this broker starts again)."""
-        try:
-            self.drop_log(tp)
-        except OSError as exc:
-            log.error("%s: deleting the log failed: %s", tp, exc)
-            return int(ErrorCode.KAFKA_STORAGE_ERROR)
-        return 0
+        errors: dict[TopicPartition, int] = {}
+        for tp, result in self.log_manager.delete_many(tps).items():
+            if isinstance(result, OSError):
+                log.error("%s: deleting the log failed: %s", tp, result)
+                errors[tp] = int(ErrorCode.KAFKA_STORAGE_ERROR)
+            else:
+                self._checkpointed_hw.pop(tp, None)
+                errors[tp] = 0
+        return errors
 
     def drop_log(self, tp: TopicPartition) -> None:
-        """Delete tp's log (renamed away first) and forget its checkpointed high watermark,
-        which belonged to that log and must not be applied to a new one."""
+        """``drop_logs`` of one partition; an OSError is raised."""
         self.log_manager.delete(tp)
         self._checkpointed_hw.pop(tp, None)
 

@@ -16,8 +16,9 @@ import os
 import shutil
 import threading
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from odradek.log.fd_cache import FdCache
 from odradek.log.log import Log, LogConfig, _fsync_dir, wall_clock_ms
@@ -26,6 +27,11 @@ from odradek.metadata import TopicPartition
 PARTITION_METADATA = "partition.metadata"
 DELETE_SUFFIX = "-delete"
 log = logging.getLogger(__name__)
+
+
+def _remove_dirs(directories: list[Path]) -> None:
+    for directory in directories:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 class LogManager:
@@ -45,6 +51,9 @@ class LogManager:
         self._now_ms = now_ms
         self._logs: dict[TopicPartition, Log] = {}
         self._lock = threading.Lock()
+        # one thread removes deleted partitions' directories (delete_many), in order
+        self._remover = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-delete")
+        self._removals: list[Future[None]] = []
         self._remove_deleted_dirs()
 
     def _remove_deleted_dirs(self) -> None:
@@ -97,24 +106,65 @@ class LogManager:
         return sorted(found)
 
     def delete(self, tp: TopicPartition) -> bool:
-        """Remove tp's log and its directory, whether or not it was open: renamed to a
-        `-delete` name first (module doc), then removed. False if there was none."""
+        """``delete_many`` of one partition: True if it had a log; an OSError is raised."""
+        result = self.delete_many([tp])[tp]
+        if isinstance(result, OSError):
+            raise result
+        return result
+
+    def delete_many(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, bool | OSError]:
+        """Remove the partitions' logs and directories, whether or not they were open (Kafka's
+        LogManager.asyncDelete, for a whole StopReplica): each directory is renamed to a
+        `-delete` name (module doc), then one fsync of the data directory makes every rename
+        durable, and the renamed directories are removed on a background thread, so a caller
+        on the broker's event loop waits for neither thousands of fsyncs nor the file removals.
+
+        Per partition: True if it had a log, False if none, the OSError if its rename (or the
+        fsync that makes it durable) failed."""
+        results: dict[TopicPartition, bool | OSError] = {}
+        renamed: dict[TopicPartition, tuple[Path, Log | None]] = {}
         with self._lock:
-            log_ = self._logs.pop(tp, None)
-            directory = self._dir(tp)
-            if not directory.is_dir():
+            for tp in tps:
+                log_ = self._logs.pop(tp, None)
+                directory = self._dir(tp)
+                if not directory.is_dir():
+                    if log_ is not None:
+                        log_.delete()
+                    results[tp] = log_ is not None
+                    continue
                 if log_ is not None:
-                    log_.delete()
-                return log_ is not None
-            if log_ is not None:
-                log_.deleted = True  # the log cleaner aborts rather than writing into it
-            doomed = self.data_dir / f"{directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
-            os.rename(directory, doomed)
-            _fsync_dir(self.data_dir)
-            if log_ is not None:
-                log_.delete()  # closes its segments; its old path is gone already
-            shutil.rmtree(doomed, ignore_errors=True)
-            return True
+                    log_.deleted = True  # the log cleaner aborts rather than writing into it
+                doomed = self.data_dir / f"{directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+                try:
+                    os.rename(directory, doomed)
+                except OSError as exc:
+                    results[tp] = exc
+                    if log_ is not None:
+                        self._logs[tp] = log_  # still there: a retry finds it
+                        log_.deleted = False
+                    continue
+                renamed[tp] = (doomed, log_)
+            if not renamed:
+                return results
+            try:
+                _fsync_dir(self.data_dir)
+            except OSError as exc:
+                results.update((tp, exc) for tp in renamed)
+            else:
+                results.update((tp, True) for tp in renamed)
+            for _, log_ in renamed.values():
+                if log_ is not None:
+                    log_.delete()  # closes its segments; its old path is gone already
+            doomed_dirs = [doomed for doomed, _ in renamed.values()]
+            self._removals.append(self._remover.submit(_remove_dirs, doomed_dirs))
+        return results
+
+    def finish_removals(self) -> None:
+        """Wait until every renamed-away directory is removed (close() does too)."""
+        with self._lock:
+            pending, self._removals = self._removals, []
+        for removal in pending:
+            removal.result()
 
     def topic_id(self, tp: TopicPartition) -> str | None:
         """The topic id stored with tp's log (partition.metadata), None if none is."""
@@ -144,13 +194,16 @@ class LogManager:
             log.flush()
 
     def close(self) -> None:
-        """Flush and close every open log; the manager must not be used afterwards."""
+        """Flush and close every open log and finish removing deleted ones; the manager must
+        not be used afterwards."""
         with self._lock:
             logs = list(self._logs.values())
             self._logs.clear()
         for log in logs:
             log.close()
         self._fds.close_all()
+        self.finish_removals()
+        self._remover.shutdown()
 
     def open_file_count(self) -> int:
         """Segment descriptors currently held (for metrics and the fd-budget test)."""
