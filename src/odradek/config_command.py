@@ -97,14 +97,26 @@ def topic_overrides(bootstrap: str, topics: list[str], timeout: float = 10.0) ->
 def alter(bootstrap: str, resource_type: int, name: str, set_configs: dict[str, str], delete: list[str],
           timeout: float = 10.0) -> None:
     """IncrementalAlterConfigs: SET each of set_configs, DELETE each of delete (back to its default)."""
-    ops = ([{"name": k, "config_operation": SET, "value": v} for k, v in set_configs.items()]
-           + [{"name": k, "config_operation": DELETE, "value": None} for k in delete])
-    response = _request(bootstrap, resource_type, name, INCREMENTAL_ALTER_CONFIGS, 1, {
-        "resources": [{"resource_type": resource_type, "resource_name": name, "configs": ops}],
-        "validate_only": False}, timeout)
-    result = response.responses[0]
-    if result.error_code != 0:
-        raise _error(result.error_code, result.error_message, f"cannot alter {name!r}")
+    alter_many(bootstrap, [(resource_type, name, set_configs, delete)], timeout)
+
+
+def alter_many(bootstrap: str, changes: list[tuple[int, str, dict[str, str], list[str]]],
+               timeout: float = 10.0) -> None:
+    """alter() for several resources: topics (and the broker defaults) in one request, each
+    broker's own configs in one request to that broker. Raises on the first resource refused;
+    the requests before it have been applied."""
+    batches: dict[str, list[dict[str, Any]]] = {}
+    for resource_type, name, set_configs, delete in changes:
+        ops = ([{"name": k, "config_operation": SET, "value": v} for k, v in set_configs.items()]
+               + [{"name": k, "config_operation": DELETE, "value": None} for k in delete])
+        target = name if resource_type == BROKER and name else ""
+        batches.setdefault(target, []).append({"resource_type": resource_type, "resource_name": name, "configs": ops})
+    for target, resources in batches.items():
+        response = _request(bootstrap, BROKER if target else TOPIC, target, INCREMENTAL_ALTER_CONFIGS, 1,
+                            {"resources": resources, "validate_only": False}, timeout)
+        for result in response.responses:
+            if result.error_code != 0:
+                raise _error(result.error_code, result.error_message, f"cannot alter {result.resource_name!r}")
 
 
 def format_configs(what: str, entries: list[dict[str, Any]], show_all: bool) -> str:

@@ -28,6 +28,7 @@ INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
+DESCRIBE_LOG_DIRS = 35
 DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
 CREATE_PARTITIONS = 37
@@ -63,6 +64,8 @@ VERSIONS: dict[int, tuple[int, int]] = {
     INIT_PRODUCER_ID: (0, 4),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
     DESCRIBE_CONFIGS: (1, 4),
+    # per replica log sizes (broker/describe_log_dirs.py); kio has no v0 schema
+    DESCRIBE_LOG_DIRS: (1, 4),
     ALTER_CONFIGS: (0, 2),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ELECT_LEADERS: (0, 2),

@@ -19,6 +19,7 @@ from odradek.broker.context import BrokerContext
 from odradek.broker.create_partitions import create_partitions
 from odradek.broker.delete_records import delete_records
 from odradek.broker.delete_topics import delete_topics
+from odradek.broker.describe_log_dirs import describe_log_dirs
 from odradek.broker.fetch_handler import FetchHandler, leader_for
 from odradek.broker.partition import NotLeaderError, Partition
 from odradek.broker.producer_state import ProducerStateError
@@ -49,6 +50,7 @@ class KafkaApis:
             apis.INIT_PRODUCER_ID: admin_apis.init_producer_id,
             apis.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
             apis.DESCRIBE_CONFIGS: config_helper.describe_configs,
+            apis.DESCRIBE_LOG_DIRS: describe_log_dirs,
             apis.ALTER_CONFIGS: zk_admin_manager.alter_configs,
             apis.INCREMENTAL_ALTER_CONFIGS: zk_admin_manager.incremental_alter_configs,
             apis.DESCRIBE_CLUSTER: admin_apis.describe_cluster,

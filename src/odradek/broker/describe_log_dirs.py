@@ -1,0 +1,51 @@
+"""DescribeLogDirs (API 35, KIP-113): the log directory of this broker and, per partition replica
+it hosts, the size of its log. `odradek reassign --verify` (Kafka's ReassignPartitionsCommand)
+reads the bytes still to copy from it: the leader's size against the size of each replica being
+added.
+
+Kafka's ReplicaManager.describeLogDirs. A broker has one log dir here (data_dir), so no replica
+is ever a future one (is_future_key: AlterReplicaLogDirs moves nothing). A partition's size is
+the sum of its segment files (Log.size), and its offset lag is Kafka's getLogEndOffsetLag for a
+current log: the high watermark minus the log end offset, floored at 0. The request names topics
+and partitions (null: all); those this broker does not host are left out, as Kafka does.
+"""
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+from odradek.broker import apis
+from odradek.broker.context import BrokerContext
+from odradek.broker.partition import Partition
+from odradek.metadata import TopicPartition
+from odradek.protocol import kio_util
+
+
+def describe_log_dirs(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    hosted = {p.tp: p for p in ctx.replica_manager.partitions()}
+    if req.topics is None:
+        chosen = list(hosted.values())
+    else:
+        chosen = [hosted[tp] for tp in _named(req.topics) if tp in hosted]
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for partition in sorted(chosen, key=lambda p: (p.tp.topic, p.tp.partition)):
+        topics.setdefault(partition.tp.topic, []).append(_describe(partition))
+    log_dir = ctx.replica_manager.log_manager.data_dir.resolve()
+    try:
+        usage = shutil.disk_usage(log_dir)
+        total, usable = usage.total, usage.free
+    except OSError:
+        total = usable = -1
+    result = {"error_code": 0, "log_dir": str(log_dir), "total_bytes": total, "usable_bytes": usable,
+              "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+    return kio_util.encode_response(apis.DESCRIBE_LOG_DIRS, version, header.correlation_id,
+                                    {"throttle_time": 0, "error_code": 0, "results": [result]})
+
+
+def _named(topics: Any) -> list[TopicPartition]:
+    return [TopicPartition(t.topic, int(p)) for t in topics for p in t.partitions]
+
+
+def _describe(partition: Partition) -> dict[str, Any]:
+    return {"partition_index": partition.tp.partition, "partition_size": partition.log.size_in_bytes(),
+            "offset_lag": max(partition.high_watermark - partition.log_end_offset, 0), "is_future_key": False}
