@@ -8,7 +8,7 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.metrics import BrokerMetrics
 from odradek.broker.replica_manager import ReplicaManager
-from odradek.controller.events import ElectionType
+from odradek.controller.events import ControllerEvent, ElectionType
 from odradek.group.group_coordinator import GroupCoordinator
 from odradek.metadata import TopicPartition
 
@@ -28,3 +28,6 @@ class BrokerContext:
     elect_leaders: Callable[[frozenset[TopicPartition], ElectionType], Awaitable[object]]
     group_coordinator: GroupCoordinator
     metrics: BrokerMetrics | None = None  # None when metrics.port is 0
+    # puts an API event (built around the callback it is given) on the controller's event
+    # thread and awaits its outcome: reassignment_apis.py's requests (None: no controller)
+    ask_controller: Callable[[Callable[[Callable[[object], None]], ControllerEvent]], Awaitable[object]] | None = None

@@ -19,7 +19,7 @@ from odradek.controller.election import ControllerElector
 from odradek.controller.event_manager import ControllerEventManager
 from odradek.controller.events import (AutoLeaderRebalance, BrokerChange, Callback, ControlledShutdown,
                                        ControllerEvent, ElectionTrigger, ElectionType, IsrChangeNotification,
-                                       PartitionModifications, ReplicaLeaderElection, Resign, Startup,
+                                       PartitionModifications, PartitionReassignment, ReplicaLeaderElection, Resign, Startup,
                                        TopicChange, TopicDeletion)
 from odradek.controller.state_change_log import StateChangeLog
 from odradek.metadata import TopicPartition
@@ -70,6 +70,11 @@ class ControllerService:
                 paths.PREFERRED_REPLICA_ELECTION,
                 lambda _data, stat: stat is not None and self.events.put(
                     ReplicaLeaderElection(trigger=ElectionTrigger.ZOOKEEPER))),
+            # created or rewritten by an admin tool; the controller's own rewrites as
+            # reassignments complete fire it too, and are ignored (nothing new in them)
+            self.zk.watch_data_exists(
+                paths.REASSIGN_PARTITIONS,
+                lambda _data, stat: stat is not None and self.events.put(PartitionReassignment())),
         ]
         self.elector.start()
         if self._rebalance_interval_s is not None:

@@ -13,7 +13,7 @@ import struct
 import time
 from typing import Any, Awaitable
 
-from odradek.broker import admin_apis, apis, config_helper, group_apis, zk_admin_manager
+from odradek.broker import admin_apis, apis, config_helper, group_apis, reassignment_apis, zk_admin_manager
 from odradek.broker.connection import CloseConnection, KafkaConnection
 from odradek.broker.context import BrokerContext
 from odradek.broker.create_partitions import create_partitions
@@ -55,6 +55,8 @@ class KafkaApis:
             apis.INCREMENTAL_ALTER_CONFIGS: zk_admin_manager.incremental_alter_configs,
             apis.DESCRIBE_CLUSTER: admin_apis.describe_cluster,
             apis.ELECT_LEADERS: admin_apis.elect_leaders,
+            apis.ALTER_PARTITION_REASSIGNMENTS: reassignment_apis.alter_partition_reassignments,
+            apis.LIST_PARTITION_REASSIGNMENTS: reassignment_apis.list_partition_reassignments,
             **group_apis.ROUTES,
         }
 

@@ -33,7 +33,7 @@ from odradek.broker.metadata_cache import LEADER_DURING_DELETE, MetadataCache
 from odradek.broker.metrics import BrokerCollector, BrokerMetrics
 from odradek.broker.partition import Partition
 from odradek.broker.replica_manager import ReplicaManager
-from odradek.controller.events import ElectionType, EventPreemptedError, NotControllerError
+from odradek.controller.events import ControllerEvent, ElectionType, EventPreemptedError, NotControllerError
 from odradek.controller.leader_selectors import StateChangeFailedError
 from odradek.group.group_coordinator import GroupConfig, GroupCoordinator
 from odradek.group.group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
@@ -195,6 +195,10 @@ class Broker:
         return await self._ask_controller(
             lambda done: self.controller.elect_leaders(partitions, election_type, done), CONTROLLER_ANSWER_S)
 
+    async def _controller_event(self, make: Callable[[Callable[[object], None]], ControllerEvent]) -> object:
+        """An admin API's event on the controller's thread (reassignment_apis.py), awaited."""
+        return await self._ask_controller(lambda done: self.controller.events.put(make(done)), CONTROLLER_ANSWER_S)
+
     async def _controlled_shutdown_of(self, version: int, correlation_id: int,
                                       request: ControlledShutdownRequest) -> bytes:
         """The controller's side of a broker's ControlledShutdown: answered once leadership
@@ -268,7 +272,8 @@ class Broker:
         await self.dynamic_config.startup()  # before any partition: they start with the dynamic defaults
         ctx = BrokerContext(cfg, cluster_id, self.replica_manager, self.metadata, self.zk,
                             self._controller_request, self._next_producer_id, self._elect_leaders,
-                            self.group_coordinator, self._start_metrics())
+                            self.group_coordinator, self._start_metrics(),
+                            ask_controller=self._controller_event)
         apis = KafkaApis(ctx)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: KafkaConnection(apis, cfg.socket_request_max_bytes),
