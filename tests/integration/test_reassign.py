@@ -19,6 +19,7 @@ from wire import RawConnection
 from odradek import cli
 from odradek.admin import describe_topics, metadata_request
 from odradek.cluster import LocalCluster
+from odradek.config_command import BROKER, TOPIC, describe
 
 pytestmark = pytest.mark.integration
 
@@ -214,15 +215,38 @@ def test_execute_moves_a_partition_and_verify_reports_it_done(cluster: LocalClus
 
 def test_cancel_stops_a_reassignment_in_progress(cluster: LocalCluster, capsys: pytest.CaptureFixture[str],
                                                  tmp_path: Path) -> None:
+    """A reassignment throttled to 1 kB/s cannot finish 50 kB within the test: --cancel puts the
+    partition back on its replicas and removes the throttles."""
     if not _speaks_reassignment_apis(cluster):
         pytest.skip("the brokers do not speak AlterPartitionReassignments yet")
     bootstrap = cluster.bootstrap_servers
     create_assigned(bootstrap, "cancelme", [[1, 2]])
-    produce_acks_all(bootstrap, "cancelme", 20)
     plan = tmp_path / "plan.json"
     plan.write_text(_plan(("cancelme", 0, [3, 2])))
-    # nothing in progress yet: --cancel says so and changes nothing
     status, out, err = run(capsys, "--cancel", "--plan", plan, "--bootstrap-server", bootstrap)
+    assert (status, err) == (0, "") and "Not in progress: cancelme-0" in out
+
+    produce_acks_all(bootstrap, "cancelme", 500)
+    status, out, err = run(capsys, "--execute", "--plan", plan, "--throttle", 1000, "--bootstrap-server", bootstrap)
     assert status == 0, err
-    assert "Not in progress: cancelme-0" in out
-    assert assignment(bootstrap, "cancelme") == {0: [1, 2]}
+    status, out, err = run(capsys, "--verify", "--plan", plan, "--bootstrap-server", bootstrap)
+    assert status == 1 and "1 of 1 partitions still being reassigned" in err, out + err
+    assert assignment(bootstrap, "cancelme") == {0: [3, 2, 1]}  # target + original replicas while moving
+
+    status, out, err = run(capsys, "--cancel", "--plan", plan, "--bootstrap-server", bootstrap)
+    assert (status, err) == (0, "")
+    assert "Successfully cancelled partition reassignments for: cancelme-0" in out
+    assert "Removed throttle: topic cancelme: leader.replication.throttled.replicas, " \
+           "follower.replication.throttled.replicas" in out
+    # back on the original replicas, in the order Kafka's cancellation leaves them: the replica
+    # list less the adding replicas ([3, 2, 1] less [3]; the rollback plan restores [1, 2])
+    deadline = time.monotonic() + 30
+    while assignment(bootstrap, "cancelme") != {0: [2, 1]}:
+        assert time.monotonic() < deadline, assignment(bootstrap, "cancelme")
+        time.sleep(0.1)
+    assert not any(e["source"] == "DYNAMIC_TOPIC_CONFIG" for e in describe(bootstrap, TOPIC, "cancelme"))
+    for broker in cluster.broker_ids:
+        assert not any(e["source"] == "DYNAMIC_BROKER_CONFIG" and "throttled" in e["name"]
+                       for e in describe(bootstrap, BROKER, str(broker)))
+    status, out, err = run(capsys, "--verify", "--plan", plan, "--bootstrap-server", bootstrap)
+    assert status == 1 and "reassignment of cancelme-0 failed: replicas [2, 1], not [3, 2]" in err

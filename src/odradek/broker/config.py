@@ -43,6 +43,9 @@ class BrokerConfig:
     replica_lag_time_max_ms: int = 30000
     replica_fetch_max_bytes: int = 1024 * 1024
     replica_fetch_wait_max_ms: int = 500
+    # broker.rack: registered in /brokers/ids/N and answered in Metadata, so rack-aware replica
+    # placement (`odradek reassign --generate`) keeps a partition's replicas on different racks
+    broker_rack: str | None = None
     message_max_bytes: int = 1024 * 1024 + 12
     socket_request_max_bytes: int = 100 * 1024 * 1024
     max_open_files: int = 1000

@@ -278,7 +278,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: KafkaConnection(apis, cfg.socket_request_max_bytes),
                                                 cfg.host, cfg.port, reuse_address=True, backlog=1024)
-        self._info = BrokerInfo(cfg.broker_id, cfg.host, cfg.port)
+        self._info = BrokerInfo(cfg.broker_id, cfg.host, cfg.port, rack=cfg.broker_rack)
         try:
             await asyncio.to_thread(self._remove_stale_logs)
         except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: LeaderAndIsr checks ids too
