@@ -16,6 +16,7 @@ from client_helpers import produce
 from clients import consume_all, create_topic
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
+from wire import RawConnection
 
 from odradek.cluster import LocalCluster, connect_zk
 
@@ -159,18 +160,35 @@ def test_create_partitions_grows_a_topic_being_written(cluster: LocalCluster) ->
     assert values == sorted(v for _, v in acked)
     zk = connect_zk(cluster.zookeeper_connect)
     try:
-        stored = json.loads(zk.get("/brokers/topics/grow")[0])
+        data, before = zk.get("/brokers/topics/grow")
+        stored = json.loads(data)
+        assert len(stored["partitions"]) == 4 and stored["initial_partition_count"] == 2
+        # refused, with Kafka's codes, and nothing changed
+        assert _error_code(admin.create_partitions([NewPartitions("grow", 3)])["grow"]) == KafkaError.INVALID_PARTITIONS
+        assert _error_code(admin.create_partitions([NewPartitions("grow", 4)])["grow"]) == KafkaError.INVALID_PARTITIONS
+        bad = NewPartitions("grow", 5, replica_assignment=[[1, 99]])
+        assert _error_code(admin.create_partitions([bad])["grow"]) == KafkaError.INVALID_REPLICA_ASSIGNMENT
+        assert _error_code(admin.create_partitions([NewPartitions("no-such", 2)])["no-such"]) == \
+            KafkaError.UNKNOWN_TOPIC_OR_PART
+        # a count whose assignment could never fit in one znode: refused at once, with why
+        # (sent raw: librdkafka stops at 100,000 partitions)
+        conn = RawConnection(cluster.host, cluster.broker_port(1))
+        try:
+            huge = conn.request(37, 1, {"topics": [{"name": "grow", "count": 2**31 - 1, "assignments": None}],
+                                        "timeout": 5000, "validate_only": False}).results[0]
+        finally:
+            conn.sock.close()
+        assert huge.error_code == KafkaError.INVALID_PARTITIONS and "too large for ZooKeeper" in huge.error_message
+        assert zk.get("/brokers/topics/grow")[1].version == before.version
+        # several topics in one request: each gets its own answer
+        mixed = admin.create_partitions([NewPartitions("grow", 5), NewPartitions("no-such", 2)],
+                                        operation_timeout=10)
+        mixed["grow"].result(30)
+        assert _error_code(mixed["no-such"]) == KafkaError.UNKNOWN_TOPIC_OR_PART
+        assert len(json.loads(zk.get("/brokers/topics/grow")[0])["partitions"]) == 5
     finally:
         zk.stop()
         zk.close()
-    assert len(stored["partitions"]) == 4 and stored["initial_partition_count"] == 2
-    # refused, with Kafka's codes, and nothing changed
-    assert _error_code(admin.create_partitions([NewPartitions("grow", 3)])["grow"]) == KafkaError.INVALID_PARTITIONS
-    assert _error_code(admin.create_partitions([NewPartitions("grow", 4)])["grow"]) == KafkaError.INVALID_PARTITIONS
-    bad = NewPartitions("grow", 5, replica_assignment=[[1, 99]])
-    assert _error_code(admin.create_partitions([bad])["grow"]) == KafkaError.INVALID_REPLICA_ASSIGNMENT
-    assert _error_code(admin.create_partitions([NewPartitions("no-such", 2)])["no-such"]) == \
-        KafkaError.UNKNOWN_TOPIC_OR_PART
     cli = _odradek("topics", "alter", "grow", "--partitions", "6", "--bootstrap-server", cluster.bootstrap_servers)
     assert cli.returncode == 0, cli.stderr
     smaller = _odradek("topics", "alter", "grow", "--partitions", "2", "--bootstrap-server", cluster.bootstrap_servers)

@@ -342,8 +342,11 @@ def test_backfill_gives_old_topic_znodes_an_initial_partition_count_and_an_id(ma
     backfilled = zk.backfill_topic_znodes(["old"])["old"]
     assert backfilled.initial_partition_count == 2 and backfilled.topic_id != paths.ZERO_TOPIC_ID
     assert zk.get_topic_assignments(["old"])["old"] == backfilled
-    found = zk.get_topic_assignment_and_version("old")
-    assert found is not None
+    found = zk.get_topic_assignments_and_versions(["old", "missing"])
+    assert list(found) == ["old"] and found["old"][0] == backfilled
     grown = TopicAssignment("old", backfilled.topic_id, {**backfilled.partitions, 2: (1,)}, 2)
-    zk.set_topic_assignment(grown, found[1])
+    stale = TopicAssignment("missing", backfilled.topic_id, {0: (1,)})
+    results = zk.set_topic_assignments([(grown, found["old"][1]), (stale, 0)])
+    assert results["old"] is None and isinstance(results["missing"], NoNodeError)
+    assert isinstance(zk.set_topic_assignments([(grown, found["old"][1])])["old"], BadVersionError)
     assert zk.get_topic_assignments(["old"])["old"] == grown  # the initial count stays 2

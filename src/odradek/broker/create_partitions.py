@@ -12,6 +12,7 @@ Any broker answers, as for DeleteTopics (delete_topics.py).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any
 
@@ -20,10 +21,12 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 from odradek.broker import apis
 from odradek.broker.context import BrokerContext
 from odradek.broker.delete_topics import wait_until
-from odradek.broker.topic_admin import TopicError, check_fits_in_zookeeper
+from odradek.broker.topic_admin import (TopicError, assign_replicas, check_fits_in_zookeeper,
+                                        check_partition_count_fits)
 from odradek.metadata import TopicAssignment
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
+from odradek.zk.request_size import JUTE_MAXBUFFER
 
 log = logging.getLogger("odradek.broker.admin")
 
@@ -33,22 +36,27 @@ async def create_partitions(ctx: BrokerContext, header: Any, req: Any, version: 
             else sorted(await asyncio.to_thread(ctx.zk.get_live_brokers)))
     names = [t.name for t in req.topics]
     results: list[dict[str, Any]] = []
-    grown: dict[str, int] = {}
+    todo = []
     for topic in req.topics:
-        result: dict[str, Any] = {"name": topic.name, "error_code": 0, "error_message": None}
-        results.append(result)
-        try:
-            if names.count(topic.name) > 1:
-                raise TopicError(ErrorCode.INVALID_REQUEST,
-                                 f"Topic {topic.name} appears more than once in the request.")
-            count = await asyncio.to_thread(_create_partitions, ctx, topic, live, req.validate_only)
-            if not req.validate_only:
-                grown[topic.name] = count
-        except TopicError as exc:
-            result.update(error_code=exc.code, error_message=str(exc))
-        except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble
-            log.warning("CreatePartitions of %s failed: %r", topic.name, exc)
-            result.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(exc))
+        results.append({"name": topic.name, "error_code": 0, "error_message": None})
+        if names.count(topic.name) == 1:
+            todo.append(topic)
+    try:
+        outcomes = await asyncio.to_thread(_create_partitions, ctx, todo, live, req.validate_only)
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble
+        log.warning("CreatePartitions of %s failed: %r", [t.name for t in todo], exc)
+        outcomes = {t.name: exc for t in todo}
+    grown: dict[str, int] = {}
+    for result in results:
+        name = result["name"]
+        outcome = outcomes.get(name, TopicError(
+            ErrorCode.INVALID_REQUEST, f"Topic {name} appears more than once in the request."))
+        if isinstance(outcome, TopicError):
+            result.update(error_code=outcome.code, error_message=str(outcome))
+        elif isinstance(outcome, Exception):
+            result.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(outcome))
+        elif not req.validate_only:
+            grown[name] = outcome
 
     def not_led_yet() -> list[str]:
         """Kafka's DelayedCreatePartitions: every new partition has a leader here."""
@@ -68,40 +76,68 @@ async def create_partitions(ctx: BrokerContext, header: Any, req: Any, version: 
                                     {"throttle_time": 0, "results": results})
 
 
-def _create_partitions(ctx: BrokerContext, topic: Any, live: list[int], validate_only: bool) -> int:
-    """Blocking: validate, and unless ``validate_only`` write the grown assignment (retried
-    when another writer moved the znode between our read and write). The new count."""
+def _create_partitions(ctx: BrokerContext, topics: list[Any], live: list[int],
+                       validate_only: bool) -> dict[str, int | TopicError]:
+    """Blocking: validate every topic and unless ``validate_only`` write the grown
+    assignments. Per topic the new count or its TopicError. One read of /admin/delete_topics,
+    one batched read of the topic znodes and one pipelined round of conditional writes; the
+    topics another writer moved between our read and write go round again."""
     zk = ctx.zk
+    jute = ctx.config.zookeeper_jute_maxbuffer
+    out: dict[str, int | TopicError] = {}
+    remaining = {t.name: t for t in topics}
+    deletions = zk.get_topic_deletions() if remaining else set()
     for _ in range(5):
-        found = zk.get_topic_assignment_and_version(topic.name)
-        if found is None:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic.name}' does not exist.")
-        if topic.name in zk.get_topic_deletions():
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
-        current, version = found
-        grown = plan_partitions(current, topic.count,
-                                None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments],
-                                live)
-        check_fits_in_zookeeper(grown, {}, ctx.config.zookeeper_jute_maxbuffer)
-        if validate_only:
-            return topic.count
-        try:
-            zk.set_topic_assignment(grown, version)
-        except BadVersionError:
-            continue
-        except NoNodeError:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             f"The topic '{topic.name}' does not exist.") from None
-        log.info("topic %s: %d -> %d partitions %s", topic.name, len(current.partitions), topic.count,
-                 {p: list(r) for p, r in grown.partitions.items() if p not in current.partitions})
-        return topic.count
-    raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR,
-                     f"The assignment of {topic.name} kept changing while partitions were added.")
+        if not remaining:
+            return out
+        found = zk.get_topic_assignments_and_versions(remaining)
+        writes: list[tuple[TopicAssignment, int]] = []
+        for name, topic in remaining.items():
+            try:
+                if name not in found:
+                    raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                     f"The topic '{name}' does not exist.")
+                if name in deletions:
+                    raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
+                current, version = found[name]
+                grown = plan_partitions(
+                    current, topic.count,
+                    None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments],
+                    live, jute)
+                check_fits_in_zookeeper(grown, {}, jute)
+            except TopicError as exc:
+                out[name] = exc
+                continue
+            if validate_only:
+                out[name] = topic.count
+            else:
+                writes.append((grown, version))
+        written = zk.set_topic_assignments(writes) if writes else {}
+        moved = {}
+        for grown, _ in writes:
+            name, error = grown.name, written[grown.name]
+            if isinstance(error, BadVersionError):
+                moved[name] = remaining[name]
+            elif isinstance(error, NoNodeError):
+                out[name] = TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                       f"The topic '{name}' does not exist.")
+            else:
+                current = found[name][0]
+                log.info("topic %s: %d -> %d partitions %s", name, len(current.partitions),
+                         len(grown.partitions), {p: list(r) for p, r in grown.partitions.items()
+                                                 if p not in current.partitions})
+                out[name] = len(grown.partitions)
+        remaining = moved
+    for name in remaining:
+        out[name] = TopicError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                               f"The assignment of {name} kept changing while partitions were added.")
+    return out
 
 
 def plan_partitions(current: TopicAssignment, count: int, assignments: list[list[int]] | None,
-                    live: list[int]) -> TopicAssignment:
-    """The grown assignment, validated as Kafka's ZkAdminManager.createPartitions does."""
+                    live: list[int], jute_maxbuffer: int = JUTE_MAXBUFFER) -> TopicAssignment:
+    """The grown assignment, validated as Kafka's ZkAdminManager.createPartitions does; a
+    count whose assignment could never fit in ZooKeeper is refused before any is made."""
     existing = len(current.partitions)
     if count < existing:
         raise TopicError(ErrorCode.INVALID_PARTITIONS,
@@ -110,9 +146,16 @@ def plan_partitions(current: TopicAssignment, count: int, assignments: list[list
     if count == existing:
         raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {existing} partitions.")
     rf = len(current.partitions[min(current.partitions)])
+    check_partition_count_fits(current.name, count, rf, jute_maxbuffer, ErrorCode.INVALID_PARTITIONS)
     added = count - existing
     if assignments is None:
-        new = assign_new_partitions(sorted(live), existing, added, rf, current.partitions[0][0])
+        # AdminUtils.assignReplicasToBrokers continuing Kafka's createPartitions way: start
+        # index at partition 0's first replica's position, partition ids from the current count
+        brokers = sorted(live)
+        first = current.partitions[0][0]
+        start = next((i for i, b in enumerate(brokers) if b >= first), 0)
+        new = assign_replicas(brokers, added, rf, fixed_start_index=start,
+                              start_partition_id=existing)
     else:
         if len(assignments) != added:
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -136,27 +179,5 @@ def plan_partitions(current: TopicAssignment, count: int, assignments: list[list
                                  f"Inconsistent replication factor between partitions, partition 0 has "
                                  f"{rf} while partition {existing + i} has {len(replicas)}.")
             new[existing + i] = tuple(replicas)
-    return TopicAssignment(current.name, current.topic_id, {**current.partitions, **new},
-                           current.initial_partition_count or existing)
-
-
-def assign_new_partitions(brokers: list[int], existing: int, added: int, rf: int,
-                          first_replica_of_0: int) -> dict[int, tuple[int, ...]]:
-    """AdminUtils.assignReplicasToBrokers (rack-unaware) with the fixed start index and start
-    partition id Kafka's createPartitions gives it: partition 0's first replica's position in
-    the broker list, and the current partition count."""
-    if rf > len(brokers):
-        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                         f"Replication factor: {rf} larger than available brokers: {len(brokers)}.")
-    n = len(brokers)
-    start = next((i for i, b in enumerate(brokers) if b >= first_replica_of_0), 0)
-    shift = start
-    out: dict[int, tuple[int, ...]] = {}
-    for p in range(existing, existing + added):
-        if p > 0 and p % n == 0:
-            shift += 1
-        first = (p + start) % n
-        replicas = [brokers[first]]
-        replicas += [brokers[(first + 1 + (shift + j) % (n - 1)) % n] for j in range(rf - 1)]
-        out[p] = tuple(replicas)
-    return out
+    return dataclasses.replace(current, partitions={**current.partitions, **new},
+                               initial_partition_count=current.initial_partition_count or existing)

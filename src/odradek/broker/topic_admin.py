@@ -146,8 +146,12 @@ def validate_configs(configs: dict[str, str | None]) -> dict[str, str]:
 
 
 def assign_replicas(brokers: list[int], partitions: int, replication_factor: int,
-                    rng: random.Random | None = None) -> dict[int, tuple[int, ...]]:
-    """Kafka's rack-unaware assignment of `partitions` x `replication_factor` replicas."""
+                    rng: random.Random | None = None, *, fixed_start_index: int = -1,
+                    start_partition_id: int = -1) -> dict[int, tuple[int, ...]]:
+    """Kafka's rack-unaware assignment of `partitions` x `replication_factor` replicas
+    (AdminUtils.assignReplicasToBrokers): a random start index and replica shift, or both
+    ``fixed_start_index``, and partition ids from ``start_partition_id`` (CreatePartitions
+    continues from the existing partitions with these)."""
     if partitions <= 0:
         raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
     if replication_factor <= 0:
@@ -158,10 +162,11 @@ def assign_replicas(brokers: list[int], partitions: int, replication_factor: int
     rng = rng or random.Random()
     ids = sorted(brokers)
     n = len(ids)
-    start = rng.randrange(n)
-    shift = rng.randrange(n)
+    start = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
+    shift = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
+    first_id = max(0, start_partition_id)
     out: dict[int, tuple[int, ...]] = {}
-    for p in range(partitions):
+    for p in range(first_id, first_id + partitions):
         if p > 0 and p % n == 0:
             shift += 1
         first = (p + start) % n
@@ -187,16 +192,18 @@ def validate_assignment(assignment: dict[int, list[int]], live: set[int]) -> dic
     return {p: tuple(r) for p, r in assignment.items()}
 
 
-def check_partition_count_fits(name: str, count: int, rf: int, jute_maxbuffer: int = JUTE_MAXBUFFER) -> None:
+def check_partition_count_fits(name: str, count: int, rf: int, jute_maxbuffer: int = JUTE_MAXBUFFER,
+                               code: ErrorCode = ErrorCode.POLICY_VIOLATION) -> None:
     """Refuse at once a partition count whose assignment cannot fit in ZooKeeper whatever the
     broker ids: an entry `"P":[R,R,R]` takes at least 5 + 2 x rf bytes. Assigning the replicas
     first and measuring after (check_fits_in_zookeeper) held the event loop for seconds at
-    millions of partitions and grew a broker to 24 GB at 2^31 (found by the protocol fuzzer)."""
+    millions of partitions and grew a broker to 24 GB at 2^31 (found by the protocol fuzzer).
+    ``code``: CreateTopics answers POLICY_VIOLATION, CreatePartitions INVALID_PARTITIONS."""
     at_least = count * (5 + 2 * max(rf, 1))
     budget = payload_budget(jute_maxbuffer)
     if at_least > budget:
         raise TopicError(
-            ErrorCode.POLICY_VIOLATION,
+            code,
             f"Topic '{name}' is too large for ZooKeeper: the replica assignment of its {count:,} "
             f"partitions would take at least {at_least:,} bytes of JSON in one znode, over the "
             f"{budget:,} bytes one ZooKeeper request may carry (jute.maxbuffer {jute_maxbuffer:,}). "

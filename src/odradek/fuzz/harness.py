@@ -95,12 +95,14 @@ class MemoryZooKeeper:
     def get_topic_deletions(self) -> set[str]:
         return set(self.deletions)
 
-    def get_topic_assignment_and_version(self, topic: str) -> tuple[TopicAssignment, int]:
-        return self._assignment(topic), 0
+    def get_topic_assignments_and_versions(self, topics: Any) -> dict[str, tuple[TopicAssignment, int]]:
+        return {t: (self._assignment(t), 0) for t in topics}
 
-    def set_topic_assignment(self, assignment: TopicAssignment, version: int) -> None:
-        paths.encode_topic_assignment(assignment)
-        self.grown[assignment.name] = assignment
+    def set_topic_assignments(self, assignments: Any) -> dict[str, Exception | None]:
+        for assignment, _ in assignments:
+            paths.encode_topic_assignment(assignment)
+            self.grown[assignment.name] = assignment
+        return {assignment.name: None for assignment, _ in assignments}
 
 
 class InactiveController:

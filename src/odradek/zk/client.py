@@ -894,17 +894,27 @@ class KafkaZkClient:
             except NodeExistsError:
                 pass
 
-    def get_topic_assignment_and_version(self, topic: str) -> tuple[TopicAssignment, int] | None:
-        """The assignment of ``topic`` and its znode version (None if it does not exist), for a
-        conditional rewrite (CreatePartitions)."""
-        try:
-            data, stat = self._zk.get(paths.topic_path(topic))
-        except NoNodeError:
-            return None
-        return paths.decode_topic_assignment(topic, data), stat.version
+    def get_topic_assignments_and_versions(self, topics: Iterable[str]
+                                           ) -> dict[str, tuple[TopicAssignment, int]]:
+        """The assignments of ``topics`` with their znode versions (missing topics left out),
+        for conditional rewrites (CreatePartitions)."""
+        found = self._get_many({t: paths.topic_path(t) for t in topics})
+        return {t: (paths.decode_topic_assignment(t, data), stat.version)
+                for t, (data, stat) in found.items()}
 
-    def set_topic_assignment(self, assignment: TopicAssignment, version: int) -> None:
-        """Rewrite /brokers/topics/T at ``version`` (kazoo's BadVersionError if it moved,
-        NoNodeError if it is gone): the controller's PartitionModifications watch fires."""
-        self._zk.set(paths.topic_path(assignment.name), paths.encode_topic_assignment(assignment),
-                     version)
+    def set_topic_assignments(self, assignments: Iterable[tuple[TopicAssignment, int]]
+                              ) -> dict[str, Exception | None]:
+        """Rewrite each /brokers/topics/T at its version, pipelined (not one multi: one topic's
+        conflict must not fail the others). Per topic None, or kazoo's BadVersionError if it
+        moved, NoNodeError if it is gone. The controller's PartitionModifications watch fires."""
+        pending = {a.name: self._zk.set_async(paths.topic_path(a.name),
+                                              paths.encode_topic_assignment(a), version)
+                   for a, version in assignments}
+        out: dict[str, Exception | None] = {}
+        for topic, result in pending.items():
+            try:
+                result.get()
+                out[topic] = None
+            except (BadVersionError, NoNodeError) as exc:
+                out[topic] = exc
+        return out
