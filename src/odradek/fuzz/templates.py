@@ -168,6 +168,9 @@ def _bodies(t: Topology) -> list[tuple[str, int, dict[str, Any]]]:
         ("elect-leaders-all", apis.ELECT_LEADERS, {"election_type": 1, "timeout": 1000, "topic_partitions": None}),
         ("describe-cluster", apis.DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False,
                                                      "endpoint_type": 1}),
+        ("describe-log-dirs", apis.DESCRIBE_LOG_DIRS, {"topics": [{"topic": g, "partitions": [0, 1, 9]},
+                                                                  {"topic": "fuzz-new-topic", "partitions": [0]}]}),
+        ("describe-log-dirs-all", apis.DESCRIBE_LOG_DIRS, {"topics": None}),
     ]
 
 
