@@ -35,12 +35,13 @@ from odradek.controller.events import (
     UnknownPartitionError,
 )
 from odradek.controller.leader_selectors import ElectionStrategy, StateChangeFailedError
-from odradek.controller.partition_state_machine import PartitionStateMachine, PartitionStatus
+from odradek.controller.partition_state_machine import PartitionStateMachine
 from odradek.controller.reassignment import ReassignmentManager
-from odradek.controller.replica_state_machine import PartitionReplica, ReplicaStateMachine, ReplicaStatus
+from odradek.controller.replica_state_machine import ReplicaStateMachine
 from odradek.controller.request_batch import ControllerBrokerRequestBatch
 from odradek.controller.seams import BrokerChannel, ControllerMovedError, ControllerZk
 from odradek.controller.state_change_log import StateChangeLog
+from odradek.controller.states import PartitionReplica, PartitionStatus, ReplicaStatus
 from odradek.controller.timing import EventTimer, TimedZk
 from odradek.controller.topic_deletion import TopicDeletionManager
 from odradek.metadata import LeaderAndIsr, TopicAssignment, TopicPartition

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable, KeysView
 
-from odradek.controller.partition_state_machine import PartitionStatus
-from odradek.controller.replica_state_machine import PartitionReplica, ReplicaStatus
+from odradek.controller.states import PartitionReplica, PartitionStatus, ReplicaStatus
 from odradek.metadata import (BrokerInfo, LeaderAndIsr, ReplicaAssignment, TopicAssignment,
                               TopicPartition, new_tuple)
 

@@ -12,13 +12,11 @@ entry was read or written during the current event anyway, and read the rest in 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import Callable, Iterable
 
+from odradek.controller.controller_context import ControllerContext
 from odradek.controller.seams import ControllerZk
 from odradek.metadata import LeaderAndIsr, TopicPartition
-
-if TYPE_CHECKING:
-    from odradek.controller.controller_context import ControllerContext
 
 
 def states_for_writes(

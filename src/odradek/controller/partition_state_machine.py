@@ -10,9 +10,7 @@ analysis found).
 from __future__ import annotations
 
 import logging
-
-import enum
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import Callable, Iterable
 
 from odradek.controller.leadership_reads import states_for_writes
 from odradek.controller.leader_selectors import (
@@ -24,26 +22,15 @@ from odradek.controller.leader_selectors import (
     select_preferred,
     select_reassigned,
 )
+from odradek.controller.controller_context import ControllerContext
+from odradek.controller.request_batch import ControllerBrokerRequestBatch
 from odradek.controller.seams import ControllerZk
 from odradek.controller.state_change_log import StateChangeLog
+from odradek.controller.states import PartitionStatus
 from odradek.metadata import LeaderAndIsr, TopicPartition
 
-if TYPE_CHECKING:
-    from odradek.controller.controller_context import ControllerContext
-    from odradek.controller.request_batch import ControllerBrokerRequestBatch
 
 logger = logging.getLogger(__name__)
-
-
-class PartitionStatus(enum.Enum):
-    """Kafka's partition states (named Status: ``metadata.PartitionState`` is the wire entry)."""
-
-    __hash__ = object.__hash__  # identity, in C (see ReplicaStatus)
-
-    NON_EXISTENT = "NonExistentPartition"
-    NEW = "NewPartition"
-    ONLINE = "OnlinePartition"
-    OFFLINE = "OfflinePartition"
 
 
 _P = PartitionStatus

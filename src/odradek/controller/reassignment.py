@@ -40,22 +40,19 @@ costs a handful of round trips, not thousands.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import Iterable, Mapping
 
+from odradek.controller.controller_context import ControllerContext
 from odradek.controller.events import (InvalidReplicaAssignmentError,
                                        NoReassignmentInProgressError, UnknownPartitionError)
 from odradek.controller.leader_selectors import ElectionStrategy, StateChangeFailedError
-from odradek.controller.partition_state_machine import PartitionStatus
-from odradek.controller.replica_state_machine import PartitionReplica, ReplicaStatus
+from odradek.controller.partition_state_machine import PartitionStateMachine
+from odradek.controller.replica_state_machine import ReplicaStateMachine
+from odradek.controller.request_batch import ControllerBrokerRequestBatch
+from odradek.controller.seams import ControllerZk
+from odradek.controller.states import PartitionReplica, PartitionStatus, ReplicaStatus
+from odradek.controller.topic_deletion import TopicDeletionManager
 from odradek.metadata import LeaderAndIsr, ReplicaAssignment, TopicPartition
-
-if TYPE_CHECKING:
-    from odradek.controller.controller_context import ControllerContext
-    from odradek.controller.partition_state_machine import PartitionStateMachine
-    from odradek.controller.replica_state_machine import ReplicaStateMachine
-    from odradek.controller.request_batch import ControllerBrokerRequestBatch
-    from odradek.controller.seams import ControllerZk
-    from odradek.controller.topic_deletion import TopicDeletionManager
 
 logger = logging.getLogger(__name__)
 

@@ -8,42 +8,17 @@ died mid-deletion, so the topic deletion manager can tell "asked" from "done" an
 """
 from __future__ import annotations
 
-import enum
-from typing import TYPE_CHECKING, Callable, Iterable, NamedTuple
+from typing import Callable, Iterable
 
 from odradek.controller.leader_selectors import StateChangeFailedError
 from odradek.controller.leadership_reads import states_for_writes
+from odradek.controller.controller_context import ControllerContext
+from odradek.controller.request_batch import ControllerBrokerRequestBatch
 from odradek.controller.seams import ControllerZk
 from odradek.controller.state_change_log import StateChangeLog
+from odradek.controller.states import PartitionReplica, ReplicaStatus
 from odradek.metadata import NO_LEADER, LeaderAndIsr, TopicPartition, new_tuple
 
-if TYPE_CHECKING:
-    from odradek.controller.controller_context import ControllerContext
-    from odradek.controller.request_batch import ControllerBrokerRequestBatch
-
-
-class PartitionReplica(NamedTuple):
-    """One replica: partition ``tp`` hosted on broker ``replica`` (Kafka's PartitionAndReplica).
-
-    A NamedTuple rather than a frozen dataclass: a failover builds, hashes and sorts tens of
-    thousands of them, and tuple construction, hashing and ordering run in C."""
-
-    tp: TopicPartition
-    replica: int
-
-
-class ReplicaStatus(enum.Enum):
-    # Members are singletons compared by identity; Enum's own __hash__ is Python code, and a
-    # failover hashes a status for every replica it checks against VALID_PREVIOUS.
-    __hash__ = object.__hash__
-
-    NEW = "NewReplica"
-    ONLINE = "OnlineReplica"
-    OFFLINE = "OfflineReplica"
-    DELETION_STARTED = "ReplicaDeletionStarted"
-    DELETION_SUCCESSFUL = "ReplicaDeletionSuccessful"
-    DELETION_INELIGIBLE = "ReplicaDeletionIneligible"
-    NON_EXISTENT = "NonExistentReplica"
 
 
 _R = ReplicaStatus

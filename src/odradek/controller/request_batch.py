@@ -10,8 +10,9 @@ broker must learn its role (LeaderAndIsr) before metadata advertises it, and sto
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import Callable, Iterable
 
+from odradek.controller.controller_context import ControllerContext
 from odradek.controller.seams import BrokerChannel
 from odradek.controller.timing import EventTimer
 from odradek.metadata import LeaderAndIsr, PartitionState, TopicPartition, new_tuple
@@ -24,9 +25,6 @@ from odradek.protocol.controller_api import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-
-if TYPE_CHECKING:
-    from odradek.controller.controller_context import ControllerContext
 
 
 class IllegalBatchStateError(Exception):

@@ -12,14 +12,9 @@ from typing import Callable, Iterable, Mapping, Protocol
 
 from odradek.metadata import (BrokerInfo, LeaderAndIsr, ReplicaAssignment, TopicAssignment,
                               TopicPartition)
+from odradek.zk.errors import ControllerMovedError
 
-
-class ControllerMovedError(Exception):
-    """A fenced write failed its check on /controller_epoch: another controller has been elected.
-
-    Raised (never returned as a result entry) so it unwinds the whole event; ``Controller``
-    catches it in one place and resigns, like Kafka's ControllerMovedException.
-    """
+__all__ = ["BrokerChannel", "ControllerMovedError", "ControllerZk"]
 
 
 class ControllerZk(Protocol):

@@ -25,16 +25,13 @@ can be driven alone; the state machines and the context are the controller's own
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Iterable, Mapping, Protocol
+from typing import Iterable, Mapping, Protocol
 
-from odradek.controller.partition_state_machine import PartitionStatus
-from odradek.controller.replica_state_machine import PartitionReplica, ReplicaStatus
+from odradek.controller.controller_context import ControllerContext
+from odradek.controller.partition_state_machine import PartitionStateMachine
+from odradek.controller.replica_state_machine import ReplicaStateMachine
+from odradek.controller.states import PartitionReplica, PartitionStatus, ReplicaStatus
 from odradek.metadata import TopicPartition
-
-if TYPE_CHECKING:
-    from odradek.controller.controller_context import ControllerContext
-    from odradek.controller.partition_state_machine import PartitionStateMachine
-    from odradek.controller.replica_state_machine import ReplicaStateMachine
 
 logger = logging.getLogger(__name__)
 

@@ -47,12 +47,11 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from odradek.controller.seams import ControllerMovedError
 from odradek.metadata import (BrokerInfo, LeaderAndIsr, ReplicaAssignment, TopicAssignment,
                               TopicPartition, new_tuple)
 from odradek.zk import admin_zk_client, paths
 from odradek.zk.errors import (
-    BrokerIdInUseError, RequestTooLargeError, StaleEphemeralError, TopicExistsError,
+    BrokerIdInUseError, ControllerMovedError, RequestTooLargeError, StaleEphemeralError, TopicExistsError,
 )
 from odradek.zk.raw_session import (
     OP_CREATE, OP_DELETE, OP_SET_DATA, MultiReadUnsupportedError, RawSession, RawSessionError,

@@ -1,9 +1,15 @@
-"""Errors raised by the ZooKeeper layer.
-
-A fenced controller write raises odradek.controller.seams.ControllerMovedError: it belongs to
-the ControllerZk seam, which the fakes implement too.
-"""
+"""Errors raised by the ZooKeeper layer (a leaf module: the controller and the brokers import
+it, it imports nothing of theirs)."""
 from __future__ import annotations
+
+
+class ControllerMovedError(Exception):
+    """A fenced write failed its check on /controller_epoch: another controller has been elected.
+
+    Raised (never returned as a result entry) so it unwinds the whole event; the controller
+    catches it in one place and resigns, like Kafka's ControllerMovedException. Part of the
+    controller's ControllerZk seam (controller/seams.py), which the simulation's fakes raise too.
+    """
 
 
 class TopicExistsError(Exception):
