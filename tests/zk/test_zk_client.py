@@ -350,3 +350,21 @@ def test_backfill_gives_old_topic_znodes_an_initial_partition_count_and_an_id(ma
     assert results["old"] is None and isinstance(results["missing"], NoNodeError)
     assert isinstance(zk.set_topic_assignments([(grown, found["old"][1])])["old"], BadVersionError)
     assert zk.get_topic_assignments(["old"])["old"] == grown  # the initial count stays 2
+
+
+def test_entity_configs_and_change_notifications_are_read_in_batches(make_client) -> None:
+    from odradek.zk import admin_zk_client as azk
+
+    zk = _controller(make_client, *[f"c{i}" for i in range(10)])
+    zk.change_entity_configs({(azk.TOPICS, f"c{i}"): {"retention.ms": str(i)} for i in range(10)})
+    zk.change_entity_configs({(azk.BROKERS, "1"): {"log.cleaner.backoff.ms": "7"}})
+    names = [f"c{i}" for i in range(10)] + ["none"]
+    configs = {f"c{i}": {"retention.ms": str(i)} for i in range(10)}
+    assert zk.get_topic_configs(names) == {**configs, "none": {}}
+    assert zk.get_entity_configs(azk.BROKERS, ["1", "2"]) == {"1": {"log.cleaner.backoff.ms": "7"}, "2": {}}
+    children = azk.config_changes(zk.kazoo)
+    gone = "config_change_9999999999"  # purged by another broker meanwhile: left out
+    notifications = zk.get_config_change_notifications([*children, gone])
+    assert list(notifications) == children and len(children) == 11
+    assert [azk.decode_notification(d) for d in notifications.values()] == \
+        [(azk.TOPICS, f"c{i}") for i in range(10)] + [(azk.BROKERS, "1")]

@@ -22,6 +22,7 @@ import logging
 from typing import Any, Callable
 
 from odradek.broker.dynamic_broker_config import DEFAULT_ENTITY, DynamicBrokerConfig
+from odradek.broker.partition import Partition
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.log.log import LogConfig
 from odradek.log.log_cleaner import LogCleaner
@@ -93,14 +94,13 @@ class DynamicConfigManager:
         new = [c for c in children if azk.sequence_of(c) > self._last_executed]
         if not new:
             return None
-        pending = {c: kz.get_async(f"{paths.CONFIG_CHANGES}/{c}") for c in new}
+        # one batched read; a notification another broker purged meanwhile is left out (its
+        # entity is re-read below anyway)
+        notifications = self.zk.get_config_change_notifications(new)
         topics: set[str] = set()
         brokers: set[str] = set()
-        for child, result in pending.items():
-            try:
-                entity = azk.decode_notification(result.get()[0])
-            except Exception:  # noqa: BLE001 - purged by another broker meanwhile: its entity is re-read below anyway
-                continue
+        for child, data in notifications.items():
+            entity = azk.decode_notification(data)
             if entity is None:
                 log.warning("ignoring malformed config change notification %s", child)
             elif entity[0] == azk.TOPICS:
@@ -121,9 +121,13 @@ class DynamicConfigManager:
         if broker_configs:
             self._apply_broker_defaults()
         self._round += 1
+        hosted: dict[str, list[Partition]] = {}  # one walk of the partitions, not one per topic
+        if topic_configs:
+            for partition in self.replica_manager.partitions():
+                hosted.setdefault(partition.tp.topic, []).append(partition)
         for topic, config in topic_configs.items():
             self._applied[topic] = (self._round, config)
-            self.apply_topic_config(topic, config)
+            self.apply_topic_config(topic, config, hosted.get(topic, []))
         self._last_executed = max(self._last_executed, last)
 
     async def load_topic_configs(self, topics: list[str], read: Callable[[list[str]], dict[str, dict[str, str]]]
@@ -146,15 +150,13 @@ class DynamicConfigManager:
         self.replica_manager.default_min_isr = self.config.min_insync_replicas
         self.log_cleaner.backoff_s = self.config.log_cleaner_backoff_ms / 1000
 
-    def apply_topic_config(self, topic: str, config: dict[str, str]) -> None:
+    def apply_topic_config(self, topic: str, config: dict[str, str], hosted: list[Partition]) -> None:
         """Kafka's TopicConfigHandler.processConfigChanges: the hosted partitions of `topic`
         take the new overrides over the current defaults."""
         log_config = LogConfig.from_topic_config(config, self.replica_manager.default_log_config)
         min_isr = int(config.get("min.insync.replicas", self.replica_manager.default_min_isr))
         changed = 0
-        for partition in self.replica_manager.partitions():
-            if partition.tp.topic != topic:
-                continue
+        for partition in hosted:
             if partition.log.config != log_config or partition.min_insync_replicas != min_isr:
                 partition.log.config = log_config
                 partition.min_insync_replicas = min_isr

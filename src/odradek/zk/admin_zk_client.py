@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any, Iterable
+from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
@@ -50,18 +50,6 @@ def decode_notification(data: bytes) -> tuple[str, str] | None:
         return (entity_type, name) if name else None
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
-
-
-def get_entity_configs(kz: Any, entity_type: str, names: Iterable[str]) -> dict[str, dict[str, str]]:
-    """Each entity's stored config ({} without a znode), read in one pipelined round trip."""
-    pending = {n: kz.get_async(entity_path(entity_type, n)) for n in names}
-    out: dict[str, dict[str, str]] = {}
-    for name, result in pending.items():
-        try:
-            out[name] = paths.decode_topic_config(result.get()[0])
-        except NoNodeError:
-            out[name] = {}
-    return out
 
 
 def change_entity_configs(kz: Any, changes: dict[tuple[str, str], dict[str, str]],

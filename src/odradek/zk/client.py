@@ -442,13 +442,20 @@ class KafkaZkClient:
 
     def get_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         """Topics without a config znode get {} (broker defaults apply), as in Kafka."""
-        topics = list(topics)
-        found = self._get_many({t: paths.topic_config_path(t) for t in topics})
-        return {t: paths.decode_topic_config(found[t][0]) if t in found else {} for t in topics}
+        return self.get_entity_configs(admin_zk_client.TOPICS, topics)
 
     def get_entity_configs(self, entity_type: str, names: Iterable[str]) -> dict[str, dict[str, str]]:
-        """/config/<entity_type>/<name> of each (admin_zk_client.py); {} where there is none."""
-        return admin_zk_client.get_entity_configs(self._zk, entity_type, names)
+        """/config/<entity_type>/<name> of each (admin_zk_client.py), in one batched read; {}
+        where there is none."""
+        names = list(names)
+        found = self._get_many({n: admin_zk_client.entity_path(entity_type, n) for n in names})
+        return {n: paths.decode_topic_config(found[n][0]) if n in found else {} for n in names}
+
+    def get_config_change_notifications(self, children: Iterable[str]) -> dict[str, bytes]:
+        """The data of each /config/changes/<child>, in one batched read; those gone
+        (purged by another broker) are left out."""
+        found = self._get_many({c: f"{paths.CONFIG_CHANGES}/{c}" for c in children})
+        return {c: data for c, (data, _) in found.items()}
 
     def change_entity_configs(self, changes: dict[tuple[str, str], dict[str, str]],
                               validate_only: bool = False) -> list[str]:
