@@ -284,6 +284,20 @@ def build_parser() -> argparse.ArgumentParser:
                      help="shutdowns, each of the broker leading a third; the medians are reported (default 3)")
     bsd.set_defaults(func=cmd_bench_shutdown)
 
+    bra = bsub.add_parser("reassign", help="partition reassignment on a private cluster of 6 brokers: "
+                                          "moving empty partitions, and a throttled move of data")
+    bra.add_argument("--partitions", type=_positive, default=1000, metavar="P",
+                     help="empty partitions moved in one AlterPartitionReassignments (default 1000)")
+    bra.add_argument("--data-mb", type=_positive, default=1024, metavar="MB",
+                     help="MiB of data in the topic moved under the throttle (default 1024)")
+    bra.add_argument("--throttle-mb-per-s", type=float, default=50.0, metavar="MB",
+                     help="replication throttle in MiB/s, as odradek reassign --throttle sets it (default 50)")
+    bra.add_argument("--timeout-s", type=float, default=900.0, help="how long to wait for each step")
+    bra.add_argument("--keep-dir", type=Path, metavar="DIR",
+                     help="run the cluster in DIR and keep its logs (default: a temp dir, removed)")
+    bra.add_argument("--json", action="store_true")
+    bra.set_defaults(func=cmd_bench_reassign)
+
     bg = bsub.add_parser("groups", help="consumer group rebalance, coordinator failover and commit rate "
                                         "on a private cluster")
     bg.add_argument("--members", type=_positive, default=10, metavar="N")
@@ -916,6 +930,16 @@ def cmd_bench_shutdown(args: argparse.Namespace) -> None:
     from odradek import bench_shutdown
 
     _leadership_bench(args, bench_shutdown.run_shutdown_bench, bench_shutdown.format_result)
+
+
+def cmd_bench_reassign(args: argparse.Namespace) -> None:
+    from odradek import bench_reassign
+
+    if args.throttle_mb_per_s <= 0:
+        raise UserError("bench reassign: --throttle-mb-per-s must be positive")
+    result = bench_reassign.run_reassign_bench(args.partitions, args.data_mb, args.throttle_mb_per_s,
+                                               timeout=args.timeout_s, keep_dir=args.keep_dir)
+    print(json.dumps(result) if args.json else bench_reassign.format_result(result))
 
 
 def _leadership_bench(args: argparse.Namespace, run: Any, format_result: Any) -> None:
