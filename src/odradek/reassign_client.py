@@ -9,13 +9,13 @@ being it answers NOT_CONTROLLER, and the request is sent again to the new one.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from odradek import config_command
 from odradek.admin import AdminError, metadata_request
 from odradek.reassign_command import (
-    BROKER_THROTTLES, TOPIC_THROTTLES, TP, Assignment, Ongoing, PlanError, partition_states, propose, throttles,
+    BROKER_THROTTLES, FAILED, TOPIC_THROTTLES, TP, Assignment, Ongoing, PlanError, partition_states, propose, throttles,
     tp_name, validate_plan,
 )
 
@@ -152,15 +152,26 @@ def generate(bootstrap: str, topics: list[str], brokers: list[int], rack_aware: 
         raise PlanError(f"broker {unknown[0]} is not registered "
                         f"(registered brokers: {','.join(map(str, sorted(view.brokers)))})")
     racks = view.racks if rack_aware else {}
-    return view.assignment, propose(view.assignment, brokers, racks)
+    current = _without_adding(view.assignment, list_reassignments(bootstrap, sorted(view.assignment), timeout))
+    return current, propose(current, brokers, racks)
 
 
 def prepare(bootstrap: str, plan: Assignment, allow_replication_factor_change: bool,
             timeout: float) -> ClusterView:
     """The cluster as the plan finds it, once the plan has passed validate_plan against it."""
     view = cluster_view(bootstrap, [t for t, _ in plan], timeout)
+    ongoing = list_reassignments(bootstrap, sorted(tp for tp in plan if tp in view.assignment), timeout)
+    view = replace(view, assignment=_without_adding(view.assignment, ongoing))
     validate_plan(plan, view.assignment, view.brokers, allow_replication_factor_change)
     return view
+
+
+def _without_adding(assignment: Assignment, ongoing: dict[TP, Ongoing]) -> Assignment:
+    """Each partition's replicas less those a reassignment in progress is adding: while it moves,
+    Metadata lists the target and the original replicas together (KIP-455), and its replication
+    factor, the rollback plan and the throttles are the original's."""
+    return {tp: [r for r in replicas if tp not in ongoing or r not in ongoing[tp].adding]
+            for tp, replicas in assignment.items()}
 
 
 def execute(bootstrap: str, plan: Assignment, view: ClusterView, throttle: int | None,
@@ -178,10 +189,24 @@ def execute(bootstrap: str, plan: Assignment, view: ClusterView, throttle: int |
     return alter_reassignments(bootstrap, dict(plan), timeout)
 
 
+#: how often --verify reads a partition that looks failed again: the controller forgets a finished
+#: reassignment at once, while brokers' metadata lists the old replicas until its UpdateMetadata
+VERIFY_READS, VERIFY_READ_INTERVAL_S = 10, 0.2
+
+
 def verify(bootstrap: str, plan: Assignment, timeout: float) -> list[dict[str, Any]]:
     """--verify's rows (reassign_command.partition_states)."""
-    view = cluster_view(bootstrap, [t for t, _ in plan], timeout)
+    for _ in range(VERIFY_READS - 1):
+        rows = _verify_once(bootstrap, plan, timeout)
+        if all(r["state"] != FAILED for r in rows):
+            return rows
+        time.sleep(VERIFY_READ_INTERVAL_S)
+    return _verify_once(bootstrap, plan, timeout)
+
+
+def _verify_once(bootstrap: str, plan: Assignment, timeout: float) -> list[dict[str, Any]]:
     ongoing = list_reassignments(bootstrap, sorted(plan), timeout)
+    view = cluster_view(bootstrap, [t for t, _ in plan], timeout)
     wanted: dict[int, set[TP]] = {}
     for tp in plan:
         for broker in [view.leaders.get(tp, -1), *(ongoing[tp].adding if tp in ongoing else ())]:

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from client_helpers import produce
 from clients import produce_acks_all
 from confluent_kafka.admin import AdminClient, NewTopic
 from wire import RawConnection
 
-from odradek import cli
+from odradek import cli, reassign_client
 from odradek.admin import describe_topics, metadata_request
 from odradek.cluster import LocalCluster
 from odradek.config_command import BROKER, TOPIC, describe
@@ -214,8 +215,8 @@ def test_execute_moves_a_partition_and_verify_reports_it_done(cluster: LocalClus
 
 
 def test_cancel_stops_a_reassignment_in_progress(cluster: LocalCluster, capsys: pytest.CaptureFixture[str],
-                                                 tmp_path: Path) -> None:
-    """A reassignment throttled to 1 kB/s cannot finish 50 kB within the test: --cancel puts the
+                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reassignment throttled to 1 kB/s cannot finish 1.5 MB within the test: --cancel puts the
     partition back on its replicas and removes the throttles."""
     if not _speaks_reassignment_apis(cluster):
         pytest.skip("the brokers do not speak AlterPartitionReassignments yet")
@@ -226,7 +227,9 @@ def test_cancel_stops_a_reassignment_in_progress(cluster: LocalCluster, capsys: 
     status, out, err = run(capsys, "--cancel", "--plan", plan, "--bootstrap-server", bootstrap)
     assert (status, err) == (0, "") and "Not in progress: cancelme-0" in out
 
-    produce_acks_all(bootstrap, "cancelme", 500)
+    # more than one fetch takes (replica.fetch.max.bytes, 1 MiB: the first fetch is never held
+    # back, as in Kafka), so the rest waits for the throttle
+    produce(bootstrap, "cancelme", [(None, b"x" * 10_000, None)] * 150)
     status, out, err = run(capsys, "--execute", "--plan", plan, "--throttle", 1000, "--bootstrap-server", bootstrap)
     assert status == 0, err
     status, out, err = run(capsys, "--verify", "--plan", plan, "--bootstrap-server", bootstrap)
@@ -248,5 +251,6 @@ def test_cancel_stops_a_reassignment_in_progress(cluster: LocalCluster, capsys: 
     for broker in cluster.broker_ids:
         assert not any(e["source"] == "DYNAMIC_BROKER_CONFIG" and "throttled" in e["name"]
                        for e in describe(bootstrap, BROKER, str(broker)))
+    monkeypatch.setattr(reassign_client, "VERIFY_READS", 1)  # the state is settled: no reading again
     status, out, err = run(capsys, "--verify", "--plan", plan, "--bootstrap-server", bootstrap)
     assert status == 1 and "reassignment of cancelme-0 failed: replicas [2, 1], not [3, 2]" in err
