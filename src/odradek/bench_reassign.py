@@ -52,7 +52,7 @@ from odradek import reassign_client
 from odradek.admin import AdminError, create_topic, creation_timeout_s, quiet_logger
 from odradek.bench_common import cpu_probe_s, machine, private_cluster, wait_full_isrs
 from odradek.bench_failover import _controller_id, _phases, timing_records
-from odradek.cluster import ClusterError, LocalCluster
+from odradek.cluster import ClusterError
 from odradek.reassign_command import TP, Assignment
 
 BROKERS = 6
@@ -103,8 +103,8 @@ def run_reassign_bench(partitions: int, data_mb: int = 1024, throttle_mb_per_s: 
             raise ClusterError(f"AlterPartitionReassignments: {reassign_client.refused_line(refused)}")
         completed, ar_written = _wait_moved(bootstrap, zk, TOPIC, target, timeout)
         result.update(partitions_moved=len(target), answered_s=round(answered - started, 3),
-                      ar_written_s=round(ar_written - started, 3), completed_s=round(completed - started, 3),
-                      controller_events=_controller_events(cluster, zk, started, completed))
+                      ar_written_s=round(ar_written - started, 3), completed_s=round(completed - started, 3))
+        windows = {"controller_events": (started, completed)}
 
         result["data_produced_bytes"] = _fill(bootstrap, DATA_TOPIC, DATA_PARTITIONS, data_mb * 1024 * 1024, timeout)
         wait_full_isrs(bootstrap, [DATA_TOPIC], timeout)
@@ -118,6 +118,7 @@ def run_reassign_bench(partitions: int, data_mb: int = 1024, throttle_mb_per_s: 
             raise ClusterError(f"AlterPartitionReassignments: {reassign_client.refused_line(refused)}")
         completed, ar_written = _wait_moved(bootstrap, zk, DATA_TOPIC, data_target, timeout)
         moved = completed - started
+        windows["data_controller_events"] = (started, completed)
         result["throttles_removed"] = reassign_client.remove_throttles(bootstrap, [DATA_TOPIC], REQUEST_TIMEOUT_S)
         ideal = data_bytes / throttle
         result.update(data_bytes=data_bytes, moved_s=round(moved, 3), data_ar_written_s=round(ar_written - started, 3),
@@ -139,6 +140,11 @@ def run_reassign_bench(partitions: int, data_mb: int = 1024, throttle_mb_per_s: 
         result["leaders_after"] = {"empty": _count(after.leaders[tp] for tp in empty),
                                    "data": _count(after.leaders[tp] for tp in data)}
         result["loadavg_1m_after"] = round(os.getloadavg()[0], 2)
+        # read last: the controller logs an event once its requests are answered, which may be
+        # after the bench saw the move complete
+        records = timing_records(cluster.broker_dir(_controller_id(zk)) / "broker.log")
+        for key, (begin, end) in windows.items():
+            result[key] = _controller_events(records, begin, end)
     return result
 
 
@@ -173,10 +179,11 @@ def _wait_moved(bootstrap: str, zk: Any, topic: str, target: Assignment, timeout
         time.sleep(POLL_S)
 
 
-def _controller_events(cluster: LocalCluster, zk: Any, started: float, completed: float) -> dict[str, Any]:
-    """The controller's AlterPartitionReassignments and IsrChangeNotification events of the move."""
-    records = [r for r in timing_records(cluster.broker_dir(_controller_id(zk)) / "broker.log")
-               if started <= r.get("dequeued", 0) <= completed]
+def _controller_events(records: list[dict[str, Any]], started: float, completed: float) -> dict[str, Any]:
+    """The controller's AlterPartitionReassignments and IsrChangeNotification events of a move
+    (dequeued between ``started`` and ``completed``), times from ``started``: the ISR changes are
+    the new replicas caught up, and the last ones run steps 5-12 for the partitions they complete."""
+    records = [r for r in records if started <= r.get("dequeued", 0) <= completed]
     out: dict[str, Any] = {}
     alter = [r for r in records if r.get("event") == "AlterPartitionReassignments"]
     if alter:
@@ -187,8 +194,8 @@ def _controller_events(cluster: LocalCluster, zk: Any, started: float, completed
     isr = [r for r in records if r.get("event") == "IsrChangeNotification"]
     out["isr_change_events"] = len(isr)
     if isr:
-        last = isr[-1]
-        out["last_isr_change_acked_s"] = round(last.get("acked", last["dequeued"]) - started, 3)
+        out["first_isr_change_fired_s"] = round(min(r.get("fired") or r["dequeued"] for r in isr) - started, 3)
+        out["last_isr_change_acked_s"] = round(max(r.get("acked", r["dequeued"]) for r in isr) - started, 3)
         out["isr_change_zk_writes"] = sum(r.get("zk_writes", 0) for r in isr)
         out["isr_change_requests"] = sum(r.get("requests", 0) for r in isr)
     return out
@@ -233,7 +240,12 @@ def format_result(r: dict[str, Any]) -> str:
         f"CPU probe {r['cpu_probe_s']:.2f} s",
         f"empty: {r['partitions_moved']:,} partitions in one AlterPartitionReassignments: answered "
         f"{r['answered_s']:.3f} s, AR written {r['ar_written_s']:.3f} s, completed {r['completed_s']:.3f} s "
-        f"(polled every {POLL_S:g} s); {events.get('isr_change_events', 0)} IsrChangeNotification events",
+        f"(polled every {POLL_S:g} s)",
+        f"  controller: LeaderAndIsr to old and new replicas acknowledged "
+        f"{events.get('alter_phases_s', {}).get('sent->lai_acked', float('nan')):.3f} s after it was sent; "
+        f"{events.get('isr_change_events', 0)} IsrChangeNotification events, the first fired "
+        f"{events.get('first_isr_change_fired_s', float('nan')):.3f} s, the last acknowledged "
+        f"{events.get('last_isr_change_acked_s', float('nan')):.3f} s",
         f"data: {r['data_bytes'] / 1024 ** 2:,.1f} MiB in {r['data_partitions']} partitions, throttle "
         f"{r['throttle_bytes_per_s'] / 1024 ** 2:g} MiB/s: moved {r['moved_s']:.1f} s, ideal "
         f"{r['ideal_s']:.1f} s (data / throttle: each new broker fetches one copy), ratio {r['ratio']:.2f}; "
