@@ -168,17 +168,16 @@ def test_bad_reassignments_are_refused_and_change_nothing() -> None:
     assert world.zk.reassignments is None and world.zk.topics == before[0]
 
 
-def test_a_topic_being_reassigned_is_deleted_only_after_the_reassignment() -> None:
+def test_deleting_a_topic_ends_its_reassignment_and_deletes_old_and_new_replicas() -> None:
     world = _world()
     world.zk.reassignments = {TP: RAR}
     world.process(PartitionReassignment())
     world.zk.deletions.add("t")
     world.process(TopicDeletion())
-    assert "t" in world.zk.topics, "deleted in the middle of its reassignment"
-    _catch_up(world)
     assert "t" not in world.zk.topics and not world.zk.deletions
+    assert world.zk.reassignments is None
     for broker in range(1, 7):
-        assert TP not in world.live[broker].roles
+        assert TP not in world.live[broker].roles and TP in world.live[broker].deleted
 
 
 @pytest.mark.parametrize("depose_at", range(1, 7))

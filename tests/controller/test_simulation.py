@@ -24,6 +24,7 @@ A failure names its seed and step: the same seed replays the same schedule.
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import random
@@ -34,9 +35,11 @@ from test_controller_fakes import FakeChannel, FakeZk
 
 from odradek.controller.controller import Controller
 from odradek.controller.controller_context import UNCLEAN_LEADER_ELECTION
-from odradek.controller.events import (BrokerChange, ControlledShutdown, ControllerEvent,
-                                       ElectionType, IsrChangeNotification, PartitionModifications,
-                                       ReplicaLeaderElection, Startup, TopicChange, TopicDeletion)
+from odradek.controller.events import (AlterPartitionReassignments, BrokerChange,
+                                       ControlledShutdown, ControllerEvent, ElectionType,
+                                       IsrChangeNotification, PartitionModifications,
+                                       PartitionReassignment, ReplicaLeaderElection, Startup,
+                                       TopicChange, TopicDeletion)
 from odradek.controller.seams import ControllerMovedError
 from odradek.controller.state_change_log import StateChangeLog
 from odradek.metadata import LeaderAndIsr, PartitionState, TopicAssignment, TopicPartition
@@ -138,6 +141,9 @@ class World:
         self.fenced_requests = 0
         self.created = 0
         self.done: Counter[str] = Counter()  # steps taken, by kind
+        #: the ISRs leaders wrote during the current step: a new leader may come from them (a
+        #: reassignment completes on the ISR change that brings its new replicas in)
+        self.leader_written: dict[TopicPartition, LeaderAndIsr] = {}
 
     # -- the world's moves -----------------------------------------------------------------
     def _register(self, broker_id: int) -> None:
@@ -199,12 +205,15 @@ class World:
         """Liveness: once every broker is back, every deletion asked for has completed."""
         for broker_id in [b for b in self.brokers if b not in self.live]:
             self.restart(broker_id)
+        # a topic being reassigned is deleted once its reassignments end
+        self.complete_reassignments()
         self.check_deletions("every broker back")
         assert not self.zk.deletions, f"deletions {sorted(self.zk.deletions)} never completed"
 
     def leader_changes_isr(self, tp: TopicPartition, isr: tuple[int, ...]) -> None:
         """The partition's leader writes a new ISR and notifies the controller."""
         self.zk.leader_isr_write(tp, isr)
+        self.leader_written[tp] = self.zk.states[tp]
         self.zk.isr_notifications.add(tp)
         self.process(IsrChangeNotification())
 
@@ -213,6 +222,11 @@ class World:
         """One random move that the current state allows; returns what it did."""
         kind, what = self._step()
         self.done[kind] += 1
+        # reassignments change assignments: the topic znodes are the truth (AR = OAR + RAR
+        # while one is in progress)
+        for topic, stored in self.zk.topics.items():
+            for partition, replicas in stored.partitions.items():
+                self.assignment[TopicPartition(topic, partition)] = replicas
         return what
 
     def _step(self) -> tuple[str, str]:
@@ -221,7 +235,8 @@ class World:
         led = [tp for tp, lai in sorted(self.zk.states.items()) if lai.leader in self.live]
         choice = rng.choice(["kill", "kill", "restart", "restart", "shrink", "expand",
                              "controlled_shutdown", "resign", "preferred", "unclean", "deposed",
-                             "race", "create", "bounce", "delete", "add_partitions"])
+                             "race", "create", "bounce", "delete", "add_partitions",
+                             "reassign", "reassign"])
         if choice == "kill" and len(self.live) > 1:
             victim = rng.choice(sorted(self.live))
             self.kill(victim)
@@ -279,18 +294,21 @@ class World:
                 self.zk.deletions.add(topic)
                 self.process(TopicDeletion())
                 return choice, f"delete {topic}"
+        if choice == "reassign":
+            return self._reassign()
         if choice == "add_partitions":
+            # (CreatePartitions refuses a topic with a reassignment in progress)
             grown = [t for t in sorted(self.zk.topics) if t.startswith("new")
-                     and t not in self.zk.deletions]
+                     and t not in self.zk.deletions and not self.zk.topics[t].adding_replicas
+                     and not self.zk.topics[t].removing_replicas]
             if grown:
                 topic = rng.choice(grown)
                 old = self.zk.topics[topic]
                 count = len(old.partitions)
                 added = {p: tuple(rng.sample(BROKERS, len(old.partitions[0])))
                          for p in range(count, count + rng.randint(1, 2))}
-                self.zk.topics[topic] = TopicAssignment(topic, old.topic_id,
-                                                        {**old.partitions, **added},
-                                                        old.initial_partition_count)
+                self.zk.topics[topic] = dataclasses.replace(
+                    old, partitions={**old.partitions, **added})
                 self.assignment.update({TopicPartition(topic, p): r for p, r in added.items()})
                 self.process(PartitionModifications(topic))
                 return choice, f"create partitions {added} of {topic}"
@@ -333,6 +351,50 @@ class World:
             return choice, f"deposed controller of epoch {self.controllers[index][2]} acts"
         return "nothing", "nothing"
 
+    def _reassign(self) -> tuple[str, str]:
+        """An admin moves a partition to random live brokers (sometimes another replication
+        factor), through the API or /admin/reassign_partitions, or cancels a move."""
+        rng = self.rng
+        candidates = [tp for tp in sorted(self.assignment)
+                      if tp.topic in self.zk.topics and tp.topic not in self.zk.deletions]
+        if not candidates:
+            return "nothing", "nothing"
+        tp = rng.choice(candidates)
+        stored = self.zk.topics[tp.topic]
+        moving = tp.partition in stored.adding_replicas or tp.partition in stored.removing_replicas
+        if moving and rng.random() < 0.3:
+            target = None
+        else:
+            target = tuple(rng.sample(sorted(self.live), min(rng.randint(1, 3), len(self.live))))
+        if target is not None and rng.random() < 0.3:
+            self.zk.reassignments = {**(self.zk.reassignments or {}), tp: target}
+            self.process(PartitionReassignment())
+            return "reassign", f"reassign {tp} to {list(target)} through /admin/reassign_partitions"
+        answers: list[object] = []
+        self.process(AlterPartitionReassignments({tp: target}, answers.append))
+        assert len(answers) == 1, "a reassignment request is answered exactly once"
+        return "reassign", f"reassign {tp} to {target and list(target)}: {answers[0]}"
+
+    def complete_reassignments(self) -> None:
+        """Liveness: with every broker back and the leaders adding every caught-up replica to
+        their ISRs, every reassignment completes and leaves nothing in ZooKeeper."""
+        for _ in range(5):
+            moving = [TopicPartition(t, p) for t, a in sorted(self.zk.topics.items())
+                      for p in sorted(set(a.adding_replicas) | set(a.removing_replicas))]
+            if not moving:
+                break
+            for tp in moving:
+                lai = self.zk.states.get(tp)
+                replicas = self.zk.topics[tp.topic].partitions[tp.partition]
+                if lai is not None and lai.leader in self.live and set(lai.isr) != set(replicas):
+                    self.leader_changes_isr(tp, tuple(replicas))
+        stuck = {t: (a.adding_replicas, a.removing_replicas) for t, a in self.zk.topics.items()
+                 if a.adding_replicas or a.removing_replicas}
+        assert not stuck, f"reassignments never completed: {stuck}"
+        assert not self.zk.reassignments, f"/admin/reassign_partitions left: {self.zk.reassignments}"
+        for tp in self.active.context.all_partitions():
+            assert not self.active.context.is_being_reassigned(tp), f"{tp} still reassigned"
+
     def forget(self, topic: str) -> None:
         """A deleted topic's partitions leave the expected assignment (and a re-created one
         starts from nothing): live brokers' records of its deletion are old news."""
@@ -359,6 +421,7 @@ class World:
 
     def check(self, before: dict[TopicPartition, LeaderAndIsr], action: str) -> None:
         self.check_deletions(action)
+        written, self.leader_written = self.leader_written, {}
         live = set(self.live)
         deleting = self.zk.deletions
         for tp, lai in sorted(self.zk.states.items()):
@@ -367,7 +430,7 @@ class World:
             where = f"{tp} after '{action}': {lai}"
             assert lai.isr and set(lai.isr) <= set(self.assignment[tp]), where
             assert lai.leader == -1 or lai.leader in lai.isr, where
-            old = before.get(tp)
+            old = written.get(tp) or before.get(tp)
             if old is not None:
                 assert lai.leader_epoch >= old.leader_epoch, where
                 if lai.leader != old.leader:
@@ -421,5 +484,5 @@ def test_random_schedules_keep_failover_safe() -> None:
     # the schedules really did all of it, so a step that silently does nothing shows up here
     assert set(done) >= {"kill", "restart", "shrink", "expand", "controlled_shutdown", "resign",
                          "preferred", "unclean", "deposed", "race", "create", "bounce",
-                         "delete", "add_partitions"}, done
+                         "delete", "add_partitions", "reassign"}, done
     assert fenced > 0, "no request of a deposed controller ever reached a broker"

@@ -93,7 +93,7 @@ class Controller:
         self._deletion = TopicDeletionManager(self._ctx, self._replicas, self._partitions,
                                               _DeletionClient(self), delete_topic_enable)
         self._reassignment = ReassignmentManager(self._ctx, zk, self._partitions, self._replicas,
-                                                 self._batch, self._deletion)
+                                                 self._batch)
         if enqueue is not None:
             self._batch.on_stop_replica_deleted = (
                 lambda broker, epoch, tps, result: enqueue(_stop_replica_answer(
@@ -436,6 +436,7 @@ class Controller:
             new = wanted - self._ctx.topics_queued_for_deletion()
             if new:
                 logger.info("deleting topics %s", sorted(new))
+                self._reassignment.abandon(new)
             self._deletion.enqueue_topics_for_deletion(wanted)
         else:
             logger.info("removing the deletion markers of %s: delete.topic.enable is false",

@@ -174,10 +174,7 @@ class ControllerContext:
         self._topics_ineligible_for_deletion.difference_update(topics)
 
     def is_topic_ineligible_for_deletion(self, topic: str) -> bool:
-        """Halted (a replica on a dead broker), or with a partition being reassigned (Kafka
-        marks those ineligible; the reassignment's end resumes them)."""
-        return (topic in self._topics_ineligible_for_deletion
-                or any(tp.topic == topic for tp in self._reassigning))
+        return topic in self._topics_ineligible_for_deletion
 
     def replicas_for_topic(self, topic: str) -> list[PartitionReplica]:
         return self.replicas_for_partitions(self.partitions_for_topic(topic))

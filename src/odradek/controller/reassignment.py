@@ -51,7 +51,6 @@ from odradek.controller.replica_state_machine import ReplicaStateMachine
 from odradek.controller.request_batch import ControllerBrokerRequestBatch
 from odradek.controller.seams import ControllerZk
 from odradek.controller.states import PartitionReplica, PartitionStatus, ReplicaStatus
-from odradek.controller.topic_deletion import TopicDeletionManager
 from odradek.metadata import LeaderAndIsr, ReplicaAssignment, TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -71,18 +70,20 @@ class ReassignmentManager:
 
     def __init__(self, ctx: ControllerContext, zk: ControllerZk,
                  partitions: PartitionStateMachine, replicas: ReplicaStateMachine,
-                 batch: ControllerBrokerRequestBatch, deletion: TopicDeletionManager) -> None:
+                 batch: ControllerBrokerRequestBatch) -> None:
         self._ctx = ctx
         self._zk = zk
         self._partitions = partitions
         self._replicas = replicas
         self._batch = batch
-        self._deletion = deletion
 
     # -- entry points -------------------------------------------------------------------------
-    def trigger(self, targets: Mapping[TopicPartition, tuple[int, ...] | None]) -> Results:
+    def trigger(self, targets: Mapping[TopicPartition, tuple[int, ...] | None],
+                through_znode: bool = False) -> Results:
         """AlterPartitionReassignments (Kafka's maybeTriggerPartitionReassignment): start,
-        replace or (target None) cancel each partition's reassignment."""
+        replace or (target None) cancel each partition's reassignment. What the API accepts
+        overrides what /admin/reassign_partitions asked for those partitions, so they leave
+        the znode (Kafka's maybeRemoveFromZkReassignment)."""
         results: Results = {}
         start: dict[TopicPartition, ReplicaAssignment] = {}
         for tp, target in sorted(targets.items()):
@@ -98,9 +99,9 @@ class ReassignmentManager:
         if start:
             logger.info("reassigning %d partitions: %s", len(start), _describe(start))
             self._reassign(start)
-        # nothing to do (already on those replicas): done as far as the znode is concerned
-        self._remove_from_znode([tp for tp, r in results.items() if r is None
-                                 and tp not in start and not self._ctx.is_being_reassigned(tp)])
+        # through the znode, what needs nothing done (already on those replicas) is done
+        self._remove_from_znode([tp for tp, r in results.items() if r is None and (
+            not through_znode or (tp not in start and not self._ctx.is_being_reassigned(tp)))])
         return results
 
     def on_zk_reassignment(self) -> set[TopicPartition]:
@@ -119,7 +120,7 @@ class ReassignmentManager:
                        and ctx.partition_full_replica_assignment(tp).target_replicas == target)}
         if not new:
             return set()
-        results = self.trigger(new)
+        results = self.trigger(new, through_znode=True)
         refused = {tp: r for tp, r in results.items() if r is not None}
         for tp, error in sorted(refused.items()):
             logger.warning("refusing the reassignment of %s to %s from %s: %s", tp,
@@ -151,14 +152,32 @@ class ReassignmentManager:
     def resume(self) -> None:
         """At controller failover (initializePartitionReassignments): the znode's requests,
         then every reassignment the topic znodes show in progress, from the step it reached."""
-        started = self.on_zk_reassignment()
         ctx = self._ctx
+        self.abandon(ctx.topics_queued_for_deletion())
+        started = self.on_zk_reassignment()
         pending = {tp: ctx.partition_full_replica_assignment(tp)
                    for tp in ctx.partitions_being_reassigned() if tp not in started}
         if pending:
             logger.info("resuming the reassignment of %d partitions: %s", len(pending),
                         _describe(pending))
             self._reassign(pending)
+
+    def abandon(self, topics: Iterable[str]) -> None:
+        """Topics queued for deletion end their reassignments where they stand: every replica,
+        old and new, stays assigned, so the deletion deletes them all. (Kafka instead halts
+        the deletion until the reassignments complete, which never happens when a partition
+        of a topic being deleted loses its leader: such partitions are not elected.)"""
+        ctx = self._ctx
+        topics = set(topics)
+        moving = [tp for tp in ctx.partitions_being_reassigned() if tp.topic in topics]
+        if not moving:
+            return
+        logger.info("topics %s are being deleted: their reassignments of %d partitions end",
+                    sorted({tp.topic for tp in moving}), len(moving))
+        for tp in moving:
+            ctx.update_partition_full_replica_assignment(
+                tp, ReplicaAssignment(ctx.partition_full_replica_assignment(tp).replicas))
+        self._remove_from_znode(moving)
 
     def list_reassignments(self, tps: Iterable[TopicPartition] | None
                            ) -> dict[TopicPartition, ReplicaAssignment]:
@@ -210,13 +229,9 @@ class ReassignmentManager:
         """KafkaController.onPartitionReassignment for a batch of partitions: steps 1-3 for
         those whose RAR is not yet in sync, steps 5-12 for the others."""
         ctx = self._ctx
-        # (a topic with a partition being reassigned is not deleted meanwhile: the context
-        # counts it ineligible for deletion, and the end of its reassignments resumes it)
-        # replicas that an earlier, replaced reassignment of the partition was adding and this
-        # one does not want (KIP-455's zombie replicas) are stopped and deleted
-        unneeded = [PartitionReplica(tp, r) for tp, a in assignments.items()
-                    for r in ctx.partition_full_replica_assignment(tp).replicas
-                    if r not in a.replicas]
+        for tp, lai in self._zk.get_partition_states(sorted(assignments)).items():
+            ctx.put_partition_leadership(tp, lai)
+        assignments, unneeded = self._without_zombies(assignments)
         # step 1: AR = OAR + RAR, in ZooKeeper (only where it changes: resuming rewrites nothing)
         changed = {tp: a for tp, a in assignments.items()
                    if ctx.partition_full_replica_assignment(tp) != a}
@@ -226,8 +241,6 @@ class ReassignmentManager:
                 ctx.update_partition_full_replica_assignment(tp, a)
         if unneeded:
             self._stop_removed_replicas(unneeded)
-        for tp, lai in self._zk.get_partition_states(sorted(assignments)).items():
-            ctx.put_partition_leadership(tp, lai)
         # a cancellation, or a target equal to OAR, has nothing to wait for
         done = {tp: a for tp, a in assignments.items()
                 if not a.is_being_reassigned or self._caught_up(tp, a)}
@@ -240,9 +253,39 @@ class ReassignmentManager:
             self._replicas.handle_state_changes(
                 [pr for pr, s in zip(adding, ctx.replica_states(adding)) if s is _R.NON_EXISTENT],
                 _R.NEW)
+            # a partition that never had a leader (its replicas have all been down since its
+            # creation) is brought online by a new replica that is live: there is no data to
+            # lose, and otherwise it would wait for an old replica's broker
+            leaderless = [tp for tp in started if ctx.partition_state(tp) is PartitionStatus.NEW]
+            if leaderless:
+                self._partitions.handle_state_changes(leaderless, PartitionStatus.ONLINE,
+                                                      ElectionStrategy.OFFLINE)
+                self.on_isr_change(leaderless)
             # step 4 is the wait: on_isr_change (or on_brokers_started) carries on
         if done:
             self._complete(done)
+
+    def _without_zombies(self, assignments: dict[TopicPartition, ReplicaAssignment]
+                         ) -> tuple[dict[TopicPartition, ReplicaAssignment], list[PartitionReplica]]:
+        """Replicas that an earlier, replaced (or cancelled) reassignment of a partition was
+        adding and this one does not want (KIP-455's zombie replicas): those out of the ISR
+        are returned to be stopped and deleted now, as Kafka does. One in the ISR is kept as a
+        replica being removed instead, so it goes only once leadership has moved to a target
+        replica in the ISR: Kafka stops it at once, which, when it is the last in-sync replica
+        (its original replicas died while it led), leaves the partition offline and deletes
+        the only up-to-date copy."""
+        ctx = self._ctx
+        kept: dict[TopicPartition, ReplicaAssignment] = {}
+        unneeded: list[PartitionReplica] = []
+        for tp, a in assignments.items():
+            lai = ctx.partition_leadership(tp)
+            isr = lai.isr if lai is not None else ()
+            zombies = [r for r in ctx.partition_full_replica_assignment(tp).replicas
+                       if r not in a.replicas]
+            keep = tuple(r for r in zombies if r in isr)
+            unneeded.extend(PartitionReplica(tp, r) for r in zombies if r not in isr)
+            kept[tp] = ReplicaAssignment(a.replicas + keep, a.adding, a.removing + keep) if keep else a
+        return kept, unneeded
 
     def _complete(self, assignments: dict[TopicPartition, ReplicaAssignment]) -> None:
         """Steps 5-12 for partitions whose RAR is all in the ISR."""
@@ -269,10 +312,12 @@ class ReassignmentManager:
             sorted(move), PartitionStatus.ONLINE, ElectionStrategy.REASSIGN).items()
             if isinstance(r, Exception)}
         failed.update(self._bump_leader_epochs(keep))
+        # not one live in-sync replica of RAR to lead (it died since it joined the ISR): a
+        # partition with replicas to remove stays mid-reassignment, which a broker's return or
+        # the next ISR change picks up again (its old replicas must keep serving meanwhile);
+        # one with none (a cancellation) is done, and offline like any leaderless partition
+        failed = {tp: e for tp, e in failed.items() if assignments[tp].removing}
         if failed:
-            # not one live in-sync replica of RAR to lead (it died since it joined the ISR):
-            # the partition stays mid-reassignment, which a broker's return or the next ISR
-            # change picks up again; its old replicas must keep serving meanwhile
             for tp in failed:
                 ctx.update_partition_full_replica_assignment(tp, assignments[tp])
             logger.warning("reassignment of %s waits: %s", sorted(map(str, failed)),
@@ -298,10 +343,6 @@ class ReassignmentManager:
         logger.info("reassignment of %d partitions completed: %s", len(assignments),
                     ", ".join(f"{tp} -> {list(a.target_replicas)}"
                               for tp, a in sorted(assignments.items())[:20]))
-        finished_topics = {tp.topic for tp in assignments} - {
-            tp.topic for tp in ctx.partitions_being_reassigned()}
-        if finished_topics:
-            self._deletion.resume_deletion_for_topics(finished_topics)
 
     def _stop_removed_replicas(self, replicas: list[PartitionReplica]) -> None:
         """Kafka's stopRemovedReplicasOfReassignedPartition: Offline (StopReplica, out of the
