@@ -15,6 +15,7 @@ import pytest
 from client_helpers import produce
 from clients import produce_acks_all
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaAdminClient
 from wire import RawConnection
 
 from odradek import cli, reassign_client
@@ -85,6 +86,16 @@ def test_describe_log_dirs_reports_each_replicas_log_size(cluster: LocalCluster)
         assert set(sizes) == {(0, 1), (0, 2), (1, 2), (1, 3)}
         assert sizes[(0, 1)] == sizes[(0, 2)] and sizes[(1, 2)] == sizes[(1, 3)]
         assert sizes[(0, 1)] + sizes[(1, 2)] > 50 * 10
+    # a real client: kafka-python's admin client, which picks its version from ApiVersions
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        answers = {a["broker"]: a["log_dirs"] for a in admin.describe_log_dirs({"logdirs": [0, 1]})}
+    finally:
+        admin.close()
+    assert set(answers) == {1, 2, 3}
+    reported = {(int(p["partition_index"]), broker): int(p["partition_size"])
+                for broker, dirs in answers.items() for d in dirs for t in d["topics"] for p in t["partitions"]}
+    assert reported == sizes
     everything = log_dirs(cluster, 2, 1, None).results[0]
     assert {(t.name, int(p.partition_index)) for t in everything.topics for p in t.partitions} >= {
         ("logdirs", 0), ("logdirs", 1)}
