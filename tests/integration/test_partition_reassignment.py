@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 from clients import consume_all
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewPartitions
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic as KNewTopic
 from kafka import TopicPartition as KTopicPartition
@@ -171,7 +171,13 @@ def test_a_reassignment_waiting_for_a_stopped_broker_is_listed_and_cancelled(clu
             listed = admin.list_partition_reassignments()
             assert sorted(listed[tp]["adding_replicas"]) == sorted([y, z])
             assert listed[tp]["removing_replicas"] == [controller]
-            time.sleep(1.5)
+            # no partitions are added to a topic being reassigned (REASSIGNMENT_IN_PROGRESS)
+            grower = AdminClient({"bootstrap.servers": up})
+            grow = grower.create_partitions([NewPartitions("waiting", 2)])
+            with pytest.raises(KafkaException) as refused:
+                grow["waiting"].result(30)
+            assert refused.value.args[0].code() == KafkaError.REASSIGNMENT_IN_PROGRESS
+            time.sleep(1)
             assert tp in admin.list_partition_reassignments(), "completed without broker y"
             assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
             _wait(lambda: admin.list_partition_reassignments() == {}, 10, "cancelled")

@@ -100,6 +100,11 @@ def _create_partitions(ctx: BrokerContext, topics: list[Any], live: list[int],
                 if name in deletions:
                     raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
                 current, version = found[name]
+                if current.adding_replicas or current.removing_replicas:
+                    # Kafka's ReassignmentInProgressException: the controller rewrites this
+                    # znode as the reassignment goes on
+                    raise TopicError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                                     f"A partition reassignment is in progress for the topic '{name}'.")
                 grown = plan_partitions(
                     current, topic.count,
                     None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments],
