@@ -247,6 +247,7 @@ def test_znode_reassignment_completes_across_a_controller_kill_in_the_designs_se
     # every state watched is the example's, in its order (a poll may miss a short-lived one)
     positions = [example.index(s) if s in example else -1 for s in seen]
     assert -1 not in positions and positions == sorted(positions), seen
+    assert 1 in positions, f"step 1 (AR = OAR + RAR, the old ISR) never seen: {seen}"
     assert _metadata_replicas(cluster, "example") == rar
     _assert_nothing_lost(cluster, "example", producer)
     for broker in oar:
@@ -266,5 +267,6 @@ def _throttle_followers(cluster: LocalCluster, topic: str, followers: list[int],
     resources += [ConfigResource(ConfigResource.Type.BROKER, str(b), incremental_configs=[ConfigEntry(
         "follower.replication.throttled.rate", str(bytes_per_s), incremental_operation=AlterConfigOpType.SET)])
         for b in followers]
-    for future in admin.incremental_alter_configs(resources).values():
-        future.result(30)
+    for resource in resources:  # librdkafka: one broker resource per request
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(30)
