@@ -8,7 +8,6 @@ down cannot tell you.
 from __future__ import annotations
 
 import concurrent.futures
-import io
 import json
 import logging
 import socket
@@ -222,34 +221,36 @@ def filter_partitions(topics: list[dict[str, Any]], *, under_replicated: bool, o
 
 def metadata_request(bootstrap: str, names: list[str] | None, timeout: float) -> Any:
     """One raw Metadata v12 request to the first reachable server of `bootstrap`."""
-    from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
-    from kio.schema.metadata.v12.response import MetadataResponse
-    from kio.schema.request_header.v2.header import RequestHeader
-    from kio.schema.response_header.v1.header import ResponseHeader
-    from kio.serial import entity_reader, entity_writer
-    from kio.static.primitive import i16, i32
+    topics = None if names is None else [{"topic_id": None, "name": n} for n in names]
+    return request_first(bootstrap.split(","), bootstrap, 3, 12, {
+        "topics": topics, "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False}, timeout)
 
-    buf = io.BytesIO()
-    entity_writer(RequestHeader)(buf, RequestHeader(
-        request_api_key=i16(3), request_api_version=i16(12), correlation_id=i32(1), client_id="odradek-admin"))
-    topics = None if names is None else tuple(MetadataRequestTopic(topic_id=None, name=n) for n in names)
-    entity_writer(MetadataRequest)(buf, MetadataRequest(
-        topics=topics, allow_auto_topic_creation=False, include_topic_authorized_operations=False))
-    request = struct.pack(">i", buf.tell()) + buf.getvalue()
+
+def request_first(servers: list[str], bootstrap: str, api_key: int, version: int, body: dict[str, Any],
+                  timeout: float, client_id: str = "odradek-admin") -> Any:
+    """One raw request to the first of ``servers`` that answers (the tools' requests that
+    confluent-kafka cannot send); AdminError naming ``bootstrap`` if none does."""
     errors = []
-    for server in bootstrap.split(","):
-        host, _, port = server.strip().rpartition(":")
+    for server in servers:
         try:
-            with socket.create_connection((host, int(port)), timeout=timeout) as sock:
-                sock.sendall(request)
-                size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
-                body = memoryview(_recv_exactly(sock, size))
+            return send_request(server.strip(), api_key, version, body, timeout, client_id)
         except (OSError, ValueError) as exc:
-            errors.append(f"{server}: {exc}")
-            continue
-        _, used = entity_reader(ResponseHeader)(body, 0)
-        return entity_reader(MetadataResponse)(body, used)[0]
+            errors.append(f"{server.strip()}: {exc}")
     raise AdminError(f"cannot reach {bootstrap}: {'; '.join(errors)}")
+
+
+def send_request(server: str, api_key: int, version: int, body: dict[str, Any], timeout: float,
+                 client_id: str = "odradek-admin") -> Any:
+    """One raw Kafka request to ``host:port`` on a connection of its own; the response body."""
+    from odradek.protocol import kio_util
+
+    host, _, port = server.rpartition(":")
+    request = kio_util.encode_request(api_key, version, 1, client_id, body)
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.sendall(request)
+        size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+        return kio_util.decode_response(api_key, version, _recv_exactly(sock, size))[1]
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:
@@ -266,12 +267,16 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
 def format_describe(topics: list[dict[str, Any]]) -> str:
     """One aligned table row per partition, the layout kafka-topics.sh --describe uses."""
     header = ("Topic", "Partition", "Leader", "LeaderEpoch", "Replicas", "Isr")
-    rows = [header] + [
+    return format_table([header] + [
         (t["name"], str(p["partition"]), str(p["leader"]), str(p["leader_epoch"]),
          ",".join(map(str, p["replicas"])), ",".join(map(str, p["isr"])))
         for t in topics for p in t["partitions"]
-    ]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    ])
+
+
+def format_table(rows: list[tuple[str, ...]]) -> str:
+    """Aligned columns two spaces apart, the first row the header, as Kafka's tools print them."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 

@@ -42,12 +42,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from odradek.admin import create_topic, creation_timeout_s, elect_leaders
-from odradek.bench_common import cpu_probe_s, exit_on_sigterm, tear_down, wait_full_isrs
+from odradek.admin import create_topic, creation_timeout_s
+from odradek.bench_common import cpu_probe_s, exit_on_sigterm, restart_broker, tear_down, wait_full_isrs, wait_record
+from odradek.bench_common import timing_records  # noqa: F401 - bench_reassign imports it from here
 from odradek.cluster import ClusterError, LocalCluster, connect_zk
 from odradek.netutil import free_port, free_port_block
 
-TIMING_MARK = "odradek.controller.timing: "
 FLOOR_BATCH = 1000
 DEFAULT_ROUNDS = 3
 _TOPIC = "failover-bench"
@@ -67,39 +67,6 @@ def bench_topics(partitions: int) -> dict[str, int]:
         return {_TOPIC: partitions}
     base, extra = divmod(partitions, count)
     return {f"{_TOPIC}-{i}": base + (1 if i < extra else 0) for i in range(count)}
-
-
-def timing_records(log: Path) -> list[dict[str, Any]]:
-    """Every controller timing record in a broker log, in order."""
-    out = []
-    try:
-        text = log.read_text(errors="replace")
-    except OSError:
-        return out
-    for line in text.splitlines():
-        at = line.find(TIMING_MARK)
-        if at >= 0:
-            try:
-                out.append(json.loads(line[at + len(TIMING_MARK):]))
-            except ValueError:
-                pass
-    return out
-
-
-def _wait_record(cluster: LocalCluster, broker_ids: list[int], event: str, after: float,
-                 timeout: float, want=lambda r: True) -> tuple[int, dict[str, Any]]:
-    """The first timing record of `event` fired after `after` and fully answered."""
-    deadline = time.monotonic() + timeout
-    while True:
-        for b in broker_ids:
-            for r in timing_records(cluster.broker_dir(b) / "broker.log"):
-                if (r.get("event") == event and (r.get("fired") or r.get("dequeued")) >= after
-                        and "acked" in r and want(r)):
-                    return b, r
-        if time.monotonic() > deadline:
-            raise ClusterError(f"no acknowledged {event} event in the controller timing log after "
-                               f"{timeout:g} s (brokers {broker_ids})")
-        time.sleep(0.1)
 
 
 def _controller_id(zk: Any) -> int:
@@ -197,7 +164,7 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
                 last = time.time()
                 create_topic(bootstrap, name, count, result["replication_factor"],
                              timeout=max(120.0, creation_timeout_s(count)))
-            _, created = _wait_record(cluster, cluster.broker_ids, "TopicChange", last, timeout,
+            _, created = wait_record(cluster, cluster.broker_ids, "TopicChange", last, timeout,
                                       lambda r: r.get("lai_partitions", 0) > 0)
             result["topic_create_s"] = round(created["acked"] - t0, 3)
             # at 50,000 partitions creating the logs outlasts replica.lag.time.max.ms, so the
@@ -248,12 +215,12 @@ def _broker_failover(cluster: LocalCluster, zk: Any, bootstrap: str, topics: lis
     victim = max(b for b in cluster.broker_ids if b != controller)
     killed = time.time()
     cluster.kill_broker(victim, signal.SIGKILL)
-    _, rec = _wait_record(cluster, [controller], "BrokerChange", killed, timeout,
+    _, rec = wait_record(cluster, [controller], "BrokerChange", killed, timeout,
                           lambda r: r.get("dead") == [victim])
     details = {"killed_broker": victim, "controller": controller,
                **_event_details(rec, killed, ["dequeued", "zk_done", "sent", "lai_acked", "acked"])}
-    details["victim_back_in_every_isr_s"], details["preferred_leaders_restored"] = _restart(
-        cluster, bootstrap, topics, victim, [controller], timeout)
+    details["victim_back_in_every_isr_s"], details["preferred_leaders_restored"] = restart_broker(
+        cluster, bootstrap, topics, victim, timeout, [controller])
     return round(rec["lai_acked"] - rec["fired"], 3), details
 
 
@@ -265,12 +232,12 @@ def _controller_failover(cluster: LocalCluster, zk: Any, bootstrap: str, topics:
     killed = time.time()
     cluster.kill_broker(old_controller, signal.SIGKILL)
     others = [b for b in cluster.broker_ids if b != old_controller]
-    new_controller, rec = _wait_record(cluster, others, "Startup", killed, timeout)
+    new_controller, rec = wait_record(cluster, others, "Startup", killed, timeout)
     details = {"killed_controller": old_controller, "new_controller": new_controller,
                **_event_details(rec, killed, ["dequeued", "loaded", "zk_done", "sent",
                                               "lai_acked", "acked"])}
     if restart:
-        _restart(cluster, bootstrap, topics, old_controller, [new_controller], timeout)
+        restart_broker(cluster, bootstrap, topics, old_controller, timeout, [new_controller])
     return round(rec["lai_acked"] - rec["fired"], 3), details
 
 
@@ -284,23 +251,6 @@ def _event_details(rec: dict[str, Any], killed: float, stamps: list[str]) -> dic
         "zk": {k: rec[k] for k in ("zk_reads", "zk_writes", "zk_read_s", "zk_write_s") if k in rec},
         "cpu_s": {k: rec[k] for k in ("event_cpu_s", "process_cpu_s") if k in rec},
     }
-
-
-def _restart(cluster: LocalCluster, bootstrap: str, topics: list[str], broker: int,
-             controller: list[int], timeout: float) -> tuple[float, int]:
-    """Start ``broker`` again, wait until it is back in every ISR, then move leadership back to
-    the preferred replicas, as the controller's leader rebalance would do within
-    leader.imbalance.check.interval.seconds: the next failover starts from a balanced
-    cluster (else the controller leads half the partitions). Returns the seconds until every
-    ISR was full and the number of leaders moved back."""
-    restarted = time.time()
-    cluster.start_broker(broker)
-    _wait_record(cluster, controller, "BrokerChange", restarted, timeout,
-                 lambda r: broker in r.get("new", []))
-    back_s = round(wait_full_isrs(bootstrap, topics, timeout) - restarted, 3)
-    elected = elect_leaders(bootstrap, None, timeout=min(timeout, 120.0))
-    time.sleep(2)
-    return back_s, sum(1 for e in elected.values() if e is None)
 
 
 def format_result(r: dict[str, Any]) -> str:

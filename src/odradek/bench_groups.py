@@ -39,22 +39,19 @@ import os
 import random
 import signal
 import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from odradek.admin import create_topic, describe_topics, elect_leaders, quiet_logger
-from odradek.bench_common import (cpu_probe_s, exit_on_sigterm, format_machine, machine, tear_down,
-                                  wait_full_isrs)
+from odradek.admin import create_topic, describe_topics, quiet_logger
+from odradek.bench_common import (cpu_probe_s, format_machine, machine, private_cluster, restart_broker,
+                                  timing_records, wait_full_isrs)
 from odradek.bench_group_members import (ASYNC_IN_FLIGHT, AUTO_COMMIT_MS, RATE_PER_PARTITION, TOPIC, Group,
                                          Load)
-from odradek.bench_failover import timing_records
 from odradek.cluster import ClusterError, LocalCluster
 from odradek.group.group_metadata_manager import OFFSETS_TOPIC, partition_for
-from odradek.netutil import free_port, free_port_block
 
 BROKERS = 3
 DEFAULT_ROUNDS = 3
@@ -265,15 +262,13 @@ def _failovers(cluster: LocalCluster, bootstrap: str, group: Group, rounds: int,
         first, every = _first_commits(group, killed, timeout)
         r: dict[str, Any] = {"coordinator": coordinator, "first_commit_s": first, "every_member_commit_s": every,
                              **_failover_phases(cluster, victim, coordinator["offsets_partition"], killed)}
-        cluster.start_broker(victim)
+        # once every ISR is full the preferred leader election moves the group back to its
+        # restarted coordinator: a graceful move (the old coordinator resigns and answers
+        # NOT_COORDINATOR)
         restarted = time.time()
-        r["isrs_full_s"] = round(wait_full_isrs(bootstrap, [TOPIC, OFFSETS_TOPIC], timeout) - restarted, 3)
-        # the preferred leader election moves the group back to its restarted coordinator: a
-        # graceful move (the old coordinator resigns and answers NOT_COORDINATOR)
-        moved = time.time()
-        elect_leaders(bootstrap, None, timeout=60)
-        time.sleep(3)
-        r["moved_back_longest_commit_gap_s"] = _commit_gap(group, moved)
+        r["isrs_full_s"], _ = restart_broker(cluster, bootstrap, [TOPIC, OFFSETS_TOPIC], victim, timeout,
+                                             settle_s=3.0)
+        r["moved_back_longest_commit_gap_s"] = _commit_gap(group, restarted + r["isrs_full_s"])
         r["coordinator_after"] = _coordinator(bootstrap, group.id)["describe_groups"]
         out["rounds"].append(r)
     _wait_stable(bootstrap, group, timeout)
@@ -345,49 +340,49 @@ def run_groups_bench(members: int, partitions: int, rounds: int = DEFAULT_ROUNDS
                      timeout: float = 120.0) -> dict[str, Any]:
     if members < 1 or partitions < members + 1 or rounds < 1:
         raise ClusterError("a groups bench needs a member, more partitions than members + 1, and a round")
-    previous_sigterm = exit_on_sigterm()
-    tmp = Path(keep_dir) if keep_dir else Path(tempfile.mkdtemp(prefix="odradek-groups-"))
-    cluster = LocalCluster(tmp, BROKERS, base_port=free_port_block(BROKERS), zk_port=free_port(),
-                           broker_args={"group_initial_rebalance_delay_ms": initial_rebalance_delay_ms})
     settings = {"group_initial_rebalance_delay_ms": initial_rebalance_delay_ms,
                 "session_timeout_ms": session_timeout_ms, "heartbeat_interval_ms": heartbeat_interval_ms,
                 "auto_commit_interval_ms": AUTO_COMMIT_MS, "records_per_s_per_partition": RATE_PER_PARTITION}
     result: dict[str, Any] = {"members": members, "partitions": partitions, "rounds": rounds,
                               "brokers": BROKERS, "replication_factor": 3, "settings": settings,
                               "machine": machine(), "cpu_probe_s": cpu_probe_s()}
-    try:
-        bootstrap = cluster.up(timeout=120)
-        create_topic(bootstrap, TOPIC, partitions, 3, timeout=120)
-        wait_full_isrs(bootstrap, [TOPIC], timeout)
-        _wait_coordinator(bootstrap, timeout)
-        wait_full_isrs(bootstrap, [TOPIC, OFFSETS_TOPIC], timeout)
-        with Load(bootstrap, partitions) as load:
-            for key, strategy in (("eager", EAGER), ("cooperative", COOPERATIVE)):
-                result[key] = _rebalances(bootstrap, partitions, members, rounds, strategy, settings, timeout)
-            group = Group(bootstrap, partitions, EAGER, False, session_timeout_ms, heartbeat_interval_ms)
-            try:
-                result["commit_group_form"] = group.form(members, timeout)
-                # failovers first: the commit rates' tens of thousands of offset records would
-                # otherwise be in the log the new coordinator reads back
-                result["coordinator_failover"] = _failovers(cluster, bootstrap, group, rounds, timeout)
-                result["commits"] = _commit_rates(group, commit_seconds)
-            finally:
-                group.close()
-            result["commit_group_client_errors"] = group.errors()
-            result["producer_errors"] = dict(load.errors)
-        result["machine"]["loadavg_1m_after"] = round(os.getloadavg()[0], 2)
-    finally:
-        result["broker_tracebacks"] = _broker_tracebacks(cluster)
-        for key in ("eager", "cooperative"):
-            if key in result:
-                _coordinator_steps(cluster, result[key])
-        # the cluster is thrown away: no controlled shutdown (the last broker would wait out
-        # its retries with nobody left to lead its partitions)
-        for b in cluster.broker_ids:
-            if cluster.broker_pid(b) is not None:
-                cluster.kill_broker(b, signal.SIGKILL)
-        tear_down(cluster, tmp, keep_dir, previous_sigterm)
+    with private_cluster(BROKERS, keep_dir, "odradek-groups-", kill_at_end=True,
+                         broker_args={"group_initial_rebalance_delay_ms": initial_rebalance_delay_ms}
+                         ) as (cluster, bootstrap, _zk):
+        try:
+            _run_groups(cluster, bootstrap, result, members, partitions, rounds, settings, commit_seconds,
+                        session_timeout_ms, heartbeat_interval_ms, timeout)
+        finally:
+            result["broker_tracebacks"] = _broker_tracebacks(cluster)
+            for key in ("eager", "cooperative"):
+                if key in result:
+                    _coordinator_steps(cluster, result[key])
     return result
+
+
+def _run_groups(cluster: LocalCluster, bootstrap: str, result: dict[str, Any], members: int, partitions: int,
+                rounds: int, settings: dict[str, Any], commit_seconds: float, session_timeout_ms: int,
+                heartbeat_interval_ms: int, timeout: float) -> None:
+    """The bench's steps on its cluster, filling ``result``."""
+    create_topic(bootstrap, TOPIC, partitions, 3, timeout=120)
+    wait_full_isrs(bootstrap, [TOPIC], timeout)
+    _wait_coordinator(bootstrap, timeout)
+    wait_full_isrs(bootstrap, [TOPIC, OFFSETS_TOPIC], timeout)
+    with Load(bootstrap, partitions) as load:
+        for key, strategy in (("eager", EAGER), ("cooperative", COOPERATIVE)):
+            result[key] = _rebalances(bootstrap, partitions, members, rounds, strategy, settings, timeout)
+        group = Group(bootstrap, partitions, EAGER, False, session_timeout_ms, heartbeat_interval_ms)
+        try:
+            result["commit_group_form"] = group.form(members, timeout)
+            # failovers first: the commit rates' tens of thousands of offset records would
+            # otherwise be in the log the new coordinator reads back
+            result["coordinator_failover"] = _failovers(cluster, bootstrap, group, rounds, timeout)
+            result["commits"] = _commit_rates(group, commit_seconds)
+        finally:
+            group.close()
+        result["commit_group_client_errors"] = group.errors()
+        result["producer_errors"] = dict(load.errors)
+    result["machine"]["loadavg_1m_after"] = round(os.getloadavg()[0], 2)
 
 
 def _s(value: float | None, missing: str = "not settled") -> str:

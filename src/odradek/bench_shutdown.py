@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from odradek.admin import create_topic, creation_timeout_s
-from odradek.bench_common import cpu_probe_s, private_cluster, wait_full_isrs
-from odradek.bench_failover import _controller_id, _phases, _restart, timing_records
+from odradek.bench_common import cpu_probe_s, private_cluster, restart_broker, timing_records, wait_full_isrs
+from odradek.bench_failover import _controller_id, _phases
 from odradek.cluster import ClusterError, LocalCluster, pid_alive
 
 DEFAULT_ROUNDS = 3
@@ -141,8 +141,8 @@ def _shutdown_round(cluster: LocalCluster, zk: Any, bootstrap: str, partitions: 
         out["controller_event"] = {k: first[k] for k in ("lai_partitions", "requests", "zk_writes", "zk_write_s",
                                                          "event_cpu_s", "process_cpu_s") if k in first}
     if restart:
-        out["victim_back_in_every_isr_s"], out["preferred_leaders_restored"] = _restart(
-            cluster, bootstrap, [TOPIC], victim, [controller], timeout)
+        out["victim_back_in_every_isr_s"], out["preferred_leaders_restored"] = restart_broker(
+            cluster, bootstrap, [TOPIC], victim, timeout, [controller])
     return out
 
 

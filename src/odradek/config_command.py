@@ -8,11 +8,9 @@ that broker (its address comes from one Metadata request).
 """
 from __future__ import annotations
 
-import socket
-import struct
 from typing import Any
 
-from odradek.admin import AdminError, _recv_exactly, metadata_request
+from odradek.admin import AdminError, metadata_request, request_first, send_request
 
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
 TOPIC, BROKER = 2, 4
@@ -33,14 +31,8 @@ def entity(topic: str | None, broker: int | None, broker_defaults: bool) -> tupl
 
 
 def _send(server: str, api_key: int, version: int, body: dict[str, Any], timeout: float) -> Any:
-    from odradek.protocol import kio_util
-
-    host, _, port = server.rpartition(":")
-    request = kio_util.encode_request(api_key, version, 1, "odradek-configs", body)
-    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
-        sock.sendall(request)
-        size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
-        return kio_util.decode_response(api_key, version, _recv_exactly(sock, size))[1]
+    """One request to ``server`` as this tool (admin.send_request; reassign_client sends through it)."""
+    return send_request(server, api_key, version, body, timeout, "odradek-configs")
 
 
 def _request(bootstrap: str, resource_type: int, name: str, api_key: int, version: int,
@@ -53,13 +45,7 @@ def _request(bootstrap: str, resource_type: int, name: str, api_key: int, versio
         servers = [brokers[int(name)]]
     else:
         servers = [s.strip() for s in bootstrap.split(",")]
-    errors = []
-    for server in servers:
-        try:
-            return _send(server, api_key, version, body, timeout)
-        except (OSError, ValueError) as exc:
-            errors.append(f"{server}: {exc}")
-    raise AdminError(f"cannot reach {bootstrap}: {'; '.join(errors)}")
+    return request_first(servers, bootstrap, api_key, version, body, timeout, "odradek-configs")
 
 
 def _error(code: Any, message: str | None, what: str) -> AdminError:

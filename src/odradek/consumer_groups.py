@@ -17,7 +17,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from odradek.admin import AdminError, kafka_error_text, quiet_logger
+from odradek.admin import AdminError, format_table, kafka_error_text, quiet_logger
 
 Partition = tuple[str, int]
 
@@ -220,10 +220,8 @@ class GroupAdmin:
 # -- output ------------------------------------------------------------------------------------
 
 def table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> str:
-    """Aligned columns, as Kafka's tools print them; None is shown as "-"."""
-    cells = [header] + [tuple("-" if c is None or c == "" else str(c) for c in r) for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
+    """Aligned columns (admin.format_table); None or "" is shown as "-"."""
+    return format_table([header] + [tuple("-" if c is None or c == "" else str(c) for c in r) for r in rows])
 
 
 def format_list(groups: list[dict[str, str]]) -> str:

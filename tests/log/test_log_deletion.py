@@ -41,7 +41,7 @@ def test_delete_many_renames_all_with_one_directory_fsync_and_removes_off_the_ca
         manager.get_or_create(tp).append_as_leader(batch(2), 0)
     open_log = manager.get(tps[0])
     synced: list[object] = []
-    monkeypatch.setattr(log_manager, "_fsync_dir", synced.append)
+    monkeypatch.setattr(log_manager, "fsync_dir", synced.append)
     removing = threading.Event()
     release = threading.Event()
     original = log_manager._remove_dirs

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from odradek.log.checkpoint import read_offset, write_offset
+from odradek.log.checkpoint import fsync_dir, read_offset, write_offset
 from odradek.log.errors import CorruptRecordError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from odradek.log.fd_cache import FdCache
 from odradek.log.leader_epoch import CHECKPOINT_NAME, LeaderEpochCache
@@ -68,15 +68,6 @@ class SegmentView:
 
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make renames, creations and deletions in directory durable."""
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +208,7 @@ class Log:
             swap.offset_index.path.unlink(missing_ok=True)
             swap.time_index.path.unlink(missing_ok=True)
         if names:
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
 
     def _add_segment(self, seg: Segment) -> None:
         self._segments.append(seg)
@@ -466,7 +457,7 @@ class Log:
             for seg in self._segments[first:]:
                 seg.flush()
             if self._dir_dirty:
-                _fsync_dir(self.dir)
+                fsync_dir(self.dir)
                 self._dir_dirty = False
             self.recovery_point = self.log_end_offset
             self._unflushed_messages = 0
@@ -529,14 +520,14 @@ class Log:
                            for seg, view in zip(current, old))):
                 raise LogCleaningAbortedError(f"{self.dir.name}: segments changed while cleaned")
             cleaned.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)  # the log file first
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
             swap_step_hook("swap")
             for seg in reversed(current):
                 seg.delete()
                 swap_step_hook("delete")
             cleaned.change_file_suffixes(SWAP_SUFFIX, "")
             swap_step_hook("rename")
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
             self._segments[i:i + len(old)] = [cleaned]
             self._bases[i:i + len(old)] = [cleaned.base_offset]
 

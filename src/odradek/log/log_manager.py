@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from odradek.log.fd_cache import FdCache
-from odradek.log.log import Log, LogConfig, _fsync_dir, wall_clock_ms
+from odradek.log.checkpoint import fsync_dir
+from odradek.log.log import Log, LogConfig, wall_clock_ms
 from odradek.metadata import TopicPartition
 
 PARTITION_METADATA = "partition.metadata"
@@ -147,7 +148,7 @@ class LogManager:
             if not renamed:
                 return results
             try:
-                _fsync_dir(self.data_dir)
+                fsync_dir(self.data_dir)
             except OSError as exc:
                 results.update((tp, exc) for tp in renamed)
             else:
