@@ -36,6 +36,19 @@ class BadVersionError(Exception):
     pass
 
 
+class FakePendingWrites:
+    """FakeZk's started LeaderAndIsr writes: already applied, their collection recorded."""
+
+    def __init__(self, zk: FakeZk, results: dict[TopicPartition, LeaderAndIsr | Exception]
+                 ) -> None:
+        self._zk = zk
+        self._results = results
+
+    def result(self) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+        self._zk.calls.append(("collect_update_leader_and_isr", sorted(self._results)))
+        return self._results
+
+
 class FakeZk:
     """An in-memory ZooKeeper with znode versions, recording every call."""
 
@@ -114,16 +127,10 @@ class FakeZk:
         return out
 
     def start_update_leader_and_isr(self, states: dict[TopicPartition, LeaderAndIsr]
-                                    ) -> Callable[[], dict[TopicPartition, LeaderAndIsr | Exception]]:
+                                    ) -> FakePendingWrites:
         """Applied at once (recorded as an update_leader_and_isr call); the results wait, and
         their collection is recorded too."""
-        results = self.update_leader_and_isr(states)
-
-        def collect() -> dict[TopicPartition, LeaderAndIsr | Exception]:
-            self.calls.append(("collect_update_leader_and_isr", sorted(results)))
-            return results
-
-        return collect
+        return FakePendingWrites(self, self.update_leader_and_isr(states))
 
     def update_leader_and_isr(self, states: dict[TopicPartition, LeaderAndIsr]
                               ) -> dict[TopicPartition, LeaderAndIsr | Exception]:

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from odradek.controller.leader_and_isr_update import MAX_ATTEMPTS
 from odradek.controller.leader_selectors import ElectionStrategy, StateChangeFailedError
 from odradek.controller.partition_state_machine import (
-    MAX_ELECTION_ATTEMPTS,
     VALID_PREVIOUS,
     IllegalStateTransitionError,
     PartitionStatus,
@@ -151,7 +151,7 @@ def test_election_gives_up_after_bounded_conflicts() -> None:
     rig.zk.leader_races[T0] = 100
     results = rig.psm.handle_state_changes([T0], P.ONLINE, ElectionStrategy.OFFLINE)
     assert isinstance(results[T0], StateChangeFailedError)
-    assert len(rig.zk.calls_named("update_leader_and_isr")) == MAX_ELECTION_ATTEMPTS
+    assert len(rig.zk.calls_named("update_leader_and_isr")) == MAX_ATTEMPTS
     assert rig.ctx.partition_state(T0) is P.OFFLINE
 
 

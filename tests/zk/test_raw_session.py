@@ -181,9 +181,9 @@ def test_client_started_update_lets_the_caller_work_before_collecting(
     for tp in tps + others:
         zk.kazoo.ensure_path(paths.partition_path(tp))
     zk.create_partition_states({tp: LeaderAndIsr(1, 0, (1, 2), 1) for tp in tps + others})
-    collect = zk.start_update_leader_and_isr({tp: LeaderAndIsr(2, 1, (2,), 1, 0) for tp in tps})
+    pending = zk.start_update_leader_and_isr({tp: LeaderAndIsr(2, 1, (2,), 1, 0) for tp in tps})
     # the caller reads other partitions meanwhile (whether another session already sees the
     # pending writes is up to ZooKeeper: only their replies say they are committed)
     assert zk.get_partition_states(others) == {tp: LeaderAndIsr(1, 0, (1, 2), 1, 0) for tp in others}
-    assert collect() == {tp: LeaderAndIsr(2, 1, (2,), 1, 1) for tp in tps}
+    assert pending.result() == {tp: LeaderAndIsr(2, 1, (2,), 1, 1) for tp in tps}
     assert zk.get_partition_states(tps[:3]) == {tp: LeaderAndIsr(2, 1, (2,), 1, 1) for tp in tps[:3]}

@@ -362,20 +362,20 @@ class Controller:
         go offline once the elections are applied, against the new ISRs (which the offline
         selector already left them out of, so they cost no write), while ZooKeeper still
         applies the shrinks."""
-        electing, finish_elections = self._partitions.start_online_partition_state_change()
+        electing, elections = self._partitions.start_online_partition_state_change()
         being_elected = set(electing)
         try:
-            finish_offline = self._replicas.start_state_changes(
+            shrinks = self._replicas.start_state_changes(
                 [pr for pr in dead if pr.tp not in being_elected], ReplicaStatus.OFFLINE)
         except BaseException:
-            finish_elections()  # committed writes are applied (and sent) whatever happens
+            elections.finish()  # committed writes are applied (and sent) whatever happens
             raise
         try:
-            elected = finish_elections()
+            elected = elections.finish()
             self._replicas.handle_state_changes([pr for pr in dead if pr.tp in being_elected],
                                                 ReplicaStatus.OFFLINE)
         finally:
-            finish_offline()  # every reply is read, even when the elections' raised
+            shrinks.finish()  # every reply is read, even when the elections' raised
         return elected
 
     # -- topic changes ----------------------------------------------------------------------

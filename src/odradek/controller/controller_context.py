@@ -290,9 +290,6 @@ class ControllerContext:
             states.update(dict.fromkeys(tps, state))
         return previous
 
-    def partitions_in_states(self, *states: PartitionStatus) -> list[TopicPartition]:
-        return sorted(tp for tp, s in self._partition_states.items() if s in states)
-
     def partitions_to_bring_online(self) -> list[TopicPartition]:
         """New or Offline partitions, but for topics queued for deletion
         (PartitionStateMachine.triggerOnlinePartitionStateChange's filter)."""
@@ -326,6 +323,3 @@ class ControllerContext:
         else:
             self._replica_states.update(dict.fromkeys(replicas, state))
         return previous
-
-    def replicas_in_states(self, *states: ReplicaStatus) -> list[PartitionReplica]:
-        return sorted(r for r, s in self._replica_states.items() if s in states)

@@ -9,10 +9,11 @@ analysis found).
 """
 from __future__ import annotations
 
+import functools
 import logging
-from typing import Callable, Iterable
+from typing import Iterable
 
-from odradek.controller.leadership_reads import states_for_writes
+from odradek.controller.leader_and_isr_update import LeaderAndIsrUpdate, PendingStateChange
 from odradek.controller.leader_selectors import (
     Election,
     ElectionStrategy,
@@ -41,10 +42,6 @@ VALID_PREVIOUS: dict[PartitionStatus, frozenset[PartitionStatus]] = {
     _P.OFFLINE: frozenset({_P.NEW, _P.ONLINE, _P.OFFLINE}),
     _P.NON_EXISTENT: frozenset({_P.OFFLINE}),
 }
-
-#: Elections re-read and retry entries that lost a znode version race with a leader's ISR
-#: update; bounded so a partition whose leader keeps rewriting cannot stall the event thread.
-MAX_ELECTION_ATTEMPTS = 5
 
 
 class IllegalStateTransitionError(Exception):
@@ -84,13 +81,13 @@ class PartitionStateMachine:
 
     def trigger_online_partition_state_change(self) -> PartitionResults:
         """Every New or Offline partition -> Online with the offline selector."""
-        return self.start_online_partition_state_change()[1]()
+        return self.start_online_partition_state_change()[1].finish()
 
     def start_online_partition_state_change(
         self,
-    ) -> tuple[list[TopicPartition], Callable[[], PartitionResults]]:
-        """``trigger_online_partition_state_change`` in two halves (``start_state_changes``),
-        with the partitions it moves."""
+    ) -> tuple[list[TopicPartition], PendingStateChange[TopicPartition, LeaderAndIsr | Exception]]:
+        """``trigger_online_partition_state_change`` started (``start_state_changes``), with
+        the partitions it moves."""
         tps = self._ctx.partitions_to_bring_online()
         return tps, self.start_state_changes(tps, _P.ONLINE, ElectionStrategy.OFFLINE)
 
@@ -103,18 +100,18 @@ class PartitionStateMachine:
         """Move ``partitions`` to ``target``; returns the failures, and for Online the new
         leadership of each partition that got one. Invalid and failed partitions keep their
         state. ``ControllerMovedError`` from the seam propagates: the whole event is void."""
-        return self.start_state_changes(partitions, target, selector)()
+        return self.start_state_changes(partitions, target, selector).finish()
 
     def start_state_changes(
         self,
         partitions: Iterable[TopicPartition],
         target: PartitionStatus,
         selector: ElectionStrategy | None = None,
-    ) -> Callable[[], PartitionResults]:
-        """``handle_state_changes`` in two halves: this one does everything up to sending the
-        elections' ZooKeeper writes; the returned one waits for them, applies their results
-        and retries the partitions that lost a version race. In between the caller may
-        decide changes of *other* partitions while ZooKeeper works (Controller uses it)."""
+    ) -> PendingStateChange[TopicPartition, LeaderAndIsr | Exception]:
+        """``handle_state_changes`` up to sending the elections' ZooKeeper writes; the pending
+        change's ``finish()`` waits for them, retries the partitions that lost a version race
+        and applies the results. In between the caller may decide changes of *other*
+        partitions while ZooKeeper works (Controller._elect_then_take_offline)."""
         results: PartitionResults = {}
         valid: list[TopicPartition] = []
         for tp in partitions:
@@ -130,22 +127,20 @@ class PartitionStateMachine:
             previous = self._ctx.swap_partition_states(valid, target)
             self._log.partition_transitions(self._controller_id, self._ctx.epoch, valid,
                                             [_NAME[p] for p in previous], _NAME[target])
-            return lambda: results
+            return PendingStateChange(results)
         new = [tp for tp in valid if self._ctx.partition_state(tp) is _P.NEW]
         to_elect = [tp for tp in valid if self._ctx.partition_state(tp) is not _P.NEW]
         if new:
             self._initialize_leader_and_isr(new, results)
         if not to_elect:
-            return lambda: results
+            return PendingStateChange(results)
         if selector is None:
             raise ValueError("electing a leader for an existing partition needs a selector")
-        finish = self._start_elections(to_elect, selector, results)
+        elections: dict[TopicPartition, tuple[Election, LeaderAndIsr]] = {}
+        update = self._start_elections(to_elect, selector, elections)
+        return PendingStateChange(results, update, functools.partial(
+            self._apply_elections, selector, elections, results))
 
-        def done() -> PartitionResults:
-            finish()
-            return results
-
-        return done
     # -- NewPartition -> OnlinePartition ----------------------------------------------------
     def _initialize_leader_and_isr(
         self, tps: list[TopicPartition], results: PartitionResults
@@ -183,30 +178,11 @@ class PartitionStateMachine:
 
     # -- OfflinePartition/OnlinePartition -> OnlinePartition --------------------------------
     def _start_elections(
-        self, tps: list[TopicPartition], strategy: ElectionStrategy, results: PartitionResults
-    ) -> Callable[[], None]:
-        collect = self._start_election_round(tps, strategy, results, use_cache=True)
-
-        def finish() -> None:
-            remaining = collect()
-            for _ in range(1, MAX_ELECTION_ATTEMPTS):
-                if not remaining:
-                    return
-                remaining = self._start_election_round(list(remaining), strategy, results,
-                                                       use_cache=False)()
-            for tp, error in remaining.items():
-                self._fail(tp, self._ctx.partition_state(tp), _P.ONLINE, StateChangeFailedError(
-                    f"gave up electing a leader for {tp} after {MAX_ELECTION_ATTEMPTS} "
-                    f"attempts: {error}"), results)
-
-        return finish
-
-    def _start_election_round(
-        self, tps: list[TopicPartition], strategy: ElectionStrategy, results: PartitionResults,
-        use_cache: bool,
-    ) -> Callable[[], dict[TopicPartition, Exception | None]]:
-        """One decide-and-write round, up to sending the writes; the returned function applies
-        them and gives the partitions to retry with their last error.
+        self, tps: list[TopicPartition], strategy: ElectionStrategy,
+        elections: dict[TopicPartition, tuple[Election, LeaderAndIsr]],
+    ) -> LeaderAndIsrUpdate:
+        """Elect a leader for each of ``tps`` in rounds of conditional writes, recording each
+        partition's last election with the stored state it was decided on in ``elections``.
 
         The first round decides on the cached state where that yields a clean election (a
         stale cache then fails the conditional write and the retry re-reads: leadership_reads.py);
@@ -214,71 +190,68 @@ class PartitionStateMachine:
         the leader may have changed the ISR since (Kafka's ReplicaManager.maybeShrinkIsr) and
         the topic's unclean setting is read fresh too. Retry rounds read everything.
         """
-        elections: dict[TopicPartition, Election] = {}
         live = self._ctx.live_broker_ids()  # is_replica_online, without a call per replica
+        epoch = self._ctx.epoch
+        clean: dict[TopicPartition, Election] = {}  # first round: decided on the cache
 
         def elects_cleanly(tp: TopicPartition, cached: LeaderAndIsr) -> bool:
-            if cached.controller_epoch > self._ctx.epoch:
+            if cached.controller_epoch > epoch:
                 return False
             try:
-                elections[tp] = self._elect(tp, cached, strategy, live, allow_unclean=False)
+                clean[tp] = self._elect(tp, cached, strategy, live, allow_unclean=False)
             except StateChangeFailedError:
                 return False
             return True
 
-        stored = (states_for_writes(self._ctx, self._zk, tps, elects_cleanly) if use_cache
-                  else self._zk.get_partition_states(tps))
-        current_states: dict[TopicPartition, LeaderAndIsr] = {}
-        for tp in tps:
-            lai = stored.get(tp)
-            if lai is None:
-                self._fail(tp, self._ctx.partition_state(tp), _P.ONLINE, StateChangeFailedError(
-                    f"LeaderAndIsr information doesn't exist for partition {tp}"), results)
-            elif lai.controller_epoch > self._ctx.epoch:
-                self._fail(tp, self._ctx.partition_state(tp), _P.ONLINE, StateChangeFailedError(
-                    f"{tp}'s state was written by controller epoch {lai.controller_epoch}, "
-                    f"newer than ours ({self._ctx.epoch}): another controller is active"), results)
-            else:
-                current_states[tp] = lai
-        undecided = {tp: lai for tp, lai in current_states.items() if tp not in elections}
-        if strategy is ElectionStrategy.OFFLINE:
-            self._refresh_configs_for_unclean(undecided)
-        for tp, lai in undecided.items():
-            try:
-                elections[tp] = self._elect(tp, lai, strategy, live)
-            except StateChangeFailedError as e:
-                self._fail(tp, self._ctx.partition_state(tp), _P.ONLINE, e, results)
-        if not elections:
-            return lambda: {}
-        pending = self._zk.start_update_leader_and_isr(
-            {tp: e.leader_and_isr for tp, e in elections.items()})
-
-        def collect() -> dict[TopicPartition, Exception | None]:
-            retry: dict[TopicPartition, Exception | None] = {}
-            assignment_of = self._ctx.partition_replica_assignment
-            told = []
-            elected: list[TopicPartition] = []
-            leaderships: list[LeaderAndIsr] = []
-            for tp, outcome in pending().items():
-                if isinstance(outcome, Exception):
-                    retry[tp] = outcome
+        def decide(states: dict[TopicPartition, LeaderAndIsr]
+                   ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+            decided: dict[TopicPartition, LeaderAndIsr | Exception] = {}
+            for tp, election in clean.items():  # the cache's elections go first, as ever
+                elections[tp] = (election, states[tp])
+                decided[tp] = election.leader_and_isr
+            undecided = {tp: lai for tp, lai in states.items() if tp not in clean}
+            clean.clear()
+            if strategy is ElectionStrategy.OFFLINE:
+                self._refresh_configs_for_unclean(undecided)
+            for tp, lai in undecided.items():
+                try:
+                    election = self._elect(tp, lai, strategy, live)
+                except StateChangeFailedError as e:
+                    decided[tp] = e
                     continue
-                if outcome.leader not in current_states[tp].isr and outcome.leader >= 0:
-                    logger.warning("unclean leader election for %s: broker %d was not in the "
-                                   "ISR %s; messages committed after it fell behind may be lost",
-                                   tp, outcome.leader, list(current_states[tp].isr))
-                self._ctx.put_partition_leadership(tp, outcome)
-                told.append((elections[tp].receivers, tp, outcome, assignment_of(tp)))
-                elected.append(tp)
-                leaderships.append(outcome)
-                results[tp] = outcome
-            previous = self._ctx.swap_partition_states(elected, _P.ONLINE)
-            self._log.elections(self._controller_id, self._ctx.epoch, strategy.value, elected,
-                                [_NAME[p] for p in previous], leaderships)
-            self._batch.add_leader_and_isrs(told, is_new=False)
-            return retry
+                elections[tp] = (election, lai)
+                decided[tp] = election.leader_and_isr
+            return decided
 
-        return collect
+        return LeaderAndIsrUpdate(self._ctx, self._zk, tps, decide, elects_cleanly).start()
+
+    def _apply_elections(
+        self, strategy: ElectionStrategy, elections: dict[TopicPartition, tuple[Election, LeaderAndIsr]],
+        results: PartitionResults, updated: dict[TopicPartition, LeaderAndIsr],
+        failed: dict[TopicPartition, Exception],
+    ) -> None:
+        """The elected partitions go Online and their receivers are told; the failed keep
+        their state."""
+        assignment_of = self._ctx.partition_replica_assignment
+        told = []
+        elected: list[TopicPartition] = []
+        leaderships: list[LeaderAndIsr] = []
+        for tp, lai in updated.items():
+            election, decided_on = elections[tp]
+            if lai.leader not in decided_on.isr and lai.leader >= 0:
+                logger.warning("unclean leader election for %s: broker %d was not in the "
+                               "ISR %s; messages committed after it fell behind may be lost",
+                               tp, lai.leader, list(decided_on.isr))
+            told.append((election.receivers, tp, lai, assignment_of(tp)))
+            elected.append(tp)
+            leaderships.append(lai)
+            results[tp] = lai
+        previous = self._ctx.swap_partition_states(elected, _P.ONLINE)
+        self._log.elections(self._controller_id, self._ctx.epoch, strategy.value, elected,
+                            [_NAME[p] for p in previous], leaderships)
+        self._batch.add_leader_and_isrs(told, is_new=False)
+        for tp, error in failed.items():
+            self._fail(tp, self._ctx.partition_state(tp), _P.ONLINE, error, results)
 
     def _refresh_configs_for_unclean(self, states: dict[TopicPartition, LeaderAndIsr]) -> None:
         """Read unclean.leader.election.enable fresh, as Kafka 2.4 does, for topics that need

@@ -8,10 +8,11 @@ died mid-deletion, so the topic deletion manager can tell "asked" from "done" an
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable
+import functools
+from typing import Iterable
 
+from odradek.controller.leader_and_isr_update import LeaderAndIsrUpdate, PendingStateChange
 from odradek.controller.leader_selectors import StateChangeFailedError
-from odradek.controller.leadership_reads import states_for_writes
 from odradek.controller.controller_context import ControllerContext
 from odradek.controller.request_batch import ControllerBrokerRequestBatch
 from odradek.controller.seams import ControllerZk
@@ -32,9 +33,6 @@ VALID_PREVIOUS: dict[ReplicaStatus, frozenset[ReplicaStatus]] = {
     _R.DELETION_INELIGIBLE: frozenset({_R.OFFLINE, _R.DELETION_STARTED}),
     _R.NON_EXISTENT: frozenset({_R.DELETION_SUCCESSFUL}),
 }
-
-#: Same bound and reason as the partition state machine's elections.
-MAX_ISR_SHRINK_ATTEMPTS = 5
 
 
 class IllegalReplicaStateTransitionError(Exception):
@@ -75,14 +73,14 @@ class ReplicaStateMachine:
     ) -> dict[PartitionReplica, Exception]:
         """Move ``replicas`` to ``target``; returns only the failures (invalid transitions
         included), whose replicas keep their state."""
-        return self.start_state_changes(replicas, target)()
+        return self.start_state_changes(replicas, target).finish()
 
     def start_state_changes(
         self, replicas: Iterable[PartitionReplica], target: ReplicaStatus
-    ) -> Callable[[], dict[PartitionReplica, Exception]]:
-        """``handle_state_changes`` in two halves, as the partition state machine's: for
-        OfflineReplica this one sends the ISR shrinks' ZooKeeper writes and the returned one
-        applies them; every other change is done in this half."""
+    ) -> PendingStateChange[PartitionReplica, Exception]:
+        """``handle_state_changes`` started, as the partition state machine's: for
+        OfflineReplica this sends the ISR shrinks' ZooKeeper writes and the pending change's
+        ``finish()`` applies them; every other change is done before this returns."""
         errors: dict[PartitionReplica, Exception] = {}
         valid: list[PartitionReplica] = []
         allowed = VALID_PREVIOUS[target]
@@ -102,13 +100,7 @@ class ReplicaStateMachine:
             case _R.ONLINE:
                 self._to_online(valid)
             case _R.OFFLINE:
-                finish = self._start_offline(valid, errors)
-
-                def done() -> dict[PartitionReplica, Exception]:
-                    finish()
-                    return errors
-
-                return done
+                return self._start_offline(valid, errors)
             case _R.DELETION_STARTED:
                 self._batch.add_stop_replicas(valid, delete=True)
                 self._transition_all(valid, target)
@@ -120,7 +112,7 @@ class ReplicaStateMachine:
                     self._ctx.update_partition_replica_assignment(
                         pr.tp, [r for r in assignment if r != pr.replica])
                 self._transition_all(valid, target)
-        return lambda: errors
+        return PendingStateChange(errors)
 
     def _to_new(self, pr: PartitionReplica, errors: dict[PartitionReplica, Exception]) -> None:
         """A new replica starts as a follower of the current leader, if there is one yet."""
@@ -158,14 +150,10 @@ class ReplicaStateMachine:
              if (lai := leadership(tp)) is not None], is_new=False)
 
     def _start_offline(self, replicas: list[PartitionReplica],
-                       errors: dict[PartitionReplica, Exception]) -> Callable[[], None]:
-        """Stop the replicas, then take them out of their ISRs in one batched write; the
-        returned function applies the write's results.
-
-        The new state goes to every remaining replica, not only the leader as the controller
-        internals design says, because the write bumps the leader epoch (Kafka 2.4) and
-        followers fetch with it.
-        """
+                       errors: dict[PartitionReplica, Exception]
+                       ) -> PendingStateChange[PartitionReplica, Exception]:
+        """Stop the replicas, then take them out of their ISRs in one batched write, whose
+        results the pending change applies (``_apply_isr_shrinks``)."""
         self._batch.add_stop_replicas(replicas, delete=False)
         removed: dict[TopicPartition, set[int]] = {}
         gone: dict[TopicPartition, list[PartitionReplica]] = {}  # in the order given
@@ -195,86 +183,44 @@ class ReplicaStateMachine:
         if deleting:
             self._transition_all(deleting, _R.OFFLINE)
         if not removed:
-            return lambda: None
-        removal = self._start_remove_from_isr(removed)
+            return PendingStateChange(errors)
+        return PendingStateChange(errors, self._start_remove_from_isr(removed), functools.partial(
+            self._apply_isr_shrinks, removed, gone, errors))
 
-        def finish() -> None:
-            updated, failed = removal()
-            assignment_of = self._ctx.partition_replica_assignment
-            told = []
-            for tp, lai in updated.items():
-                assignment = assignment_of(tp)
-                told.append(([r for r in assignment if r not in removed[tp]], tp, lai, assignment))
-            self._batch.add_leader_and_isrs(told, is_new=False)
-            self._transition_all([pr for tp in updated for pr in gone[tp]], _R.OFFLINE)
-            for tp, error in failed.items():
-                for pr in gone[tp]:
-                    self._fail(pr, self._ctx.replica_state(pr), _R.OFFLINE, error, errors)
-
-        return finish
-
-    def _start_remove_from_isr(
-        self, removed: dict[TopicPartition, set[int]]
-    ) -> Callable[[], tuple[dict[TopicPartition, LeaderAndIsr], dict[TopicPartition, Exception]]]:
-        """Sends the first round's writes; the returned function gives the new (or unchanged)
-        leadership per partition and the failures, after any retry rounds."""
-        updated: dict[TopicPartition, LeaderAndIsr] = {}
-        failed: dict[TopicPartition, Exception] = {}
+    def _start_remove_from_isr(self, removed: dict[TopicPartition, set[int]]
+                               ) -> LeaderAndIsrUpdate:
+        """Each partition's ``removed`` replicas out of its leadership (``_shrink``); a
+        partition they are already out of needs no write."""
         epoch = self._ctx.epoch
 
         def shrinks(tp: TopicPartition, cached: LeaderAndIsr) -> bool:
             return cached.controller_epoch <= epoch and _in_leadership(removed[tp], cached)
 
-        def start_round(remaining: list[TopicPartition], attempt: int
-                        ) -> Callable[[], list[TopicPartition]]:
-            # First round: the cache where it leads to a write (leadership_reads.py).
-            stored = (states_for_writes(self._ctx, self._zk, remaining, shrinks) if attempt == 0
-                      else self._zk.get_partition_states(remaining))
-            writes: dict[TopicPartition, LeaderAndIsr] = {}
-            for tp in remaining:
-                if attempt:
-                    failed.pop(tp, None)
-                lai = stored.get(tp)
-                if lai is None:
-                    failed[tp] = StateChangeFailedError(
-                        f"LeaderAndIsr information doesn't exist for partition {tp}")
-                elif lai.controller_epoch > epoch:
-                    failed[tp] = StateChangeFailedError(
-                        f"{tp}'s state was written by a newer controller epoch "
-                        f"{lai.controller_epoch}")
-                elif _in_leadership(gone := removed[tp], lai):
-                    writes[tp] = _shrink(lai, gone, epoch)
-                else:
-                    updated[tp] = lai
-                    self._ctx.put_partition_leadership(tp, lai)
-            if not writes:
-                return lambda: []
-            pending = self._zk.start_update_leader_and_isr(writes)
+        def decide(states: dict[TopicPartition, LeaderAndIsr]
+                   ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+            return {tp: _shrink(lai, gone, epoch) if _in_leadership(gone := removed[tp], lai)
+                    else lai for tp, lai in states.items()}
 
-            def collect() -> list[TopicPartition]:
-                retry = []
-                for tp, outcome in pending().items():
-                    if isinstance(outcome, Exception):
-                        retry.append(tp)
-                        failed[tp] = outcome
-                    else:
-                        updated[tp] = outcome
-                        self._ctx.put_partition_leadership(tp, outcome)
-                return retry
+        return LeaderAndIsrUpdate(self._ctx, self._zk, sorted(removed), decide, shrinks).start()
 
-            return collect
-
-        first = start_round(sorted(removed), 0)
-
-        def finish() -> tuple[dict[TopicPartition, LeaderAndIsr], dict[TopicPartition, Exception]]:
-            remaining = first()
-            for attempt in range(1, MAX_ISR_SHRINK_ATTEMPTS):
-                if not remaining:
-                    break
-                remaining = start_round(remaining, attempt)()
-            return updated, failed
-
-        return finish
+    def _apply_isr_shrinks(
+        self, removed: dict[TopicPartition, set[int]],
+        gone: dict[TopicPartition, list[PartitionReplica]], errors: dict[PartitionReplica, Exception],
+        updated: dict[TopicPartition, LeaderAndIsr], failed: dict[TopicPartition, Exception],
+    ) -> None:
+        """The new state goes to every remaining replica, not only the leader as the controller
+        internals design says, because the write bumps the leader epoch (Kafka 2.4) and
+        followers fetch with it."""
+        assignment_of = self._ctx.partition_replica_assignment
+        told = []
+        for tp, lai in updated.items():
+            assignment = assignment_of(tp)
+            told.append(([r for r in assignment if r not in removed[tp]], tp, lai, assignment))
+        self._batch.add_leader_and_isrs(told, is_new=False)
+        self._transition_all([pr for tp in updated for pr in gone[tp]], _R.OFFLINE)
+        for tp, error in failed.items():
+            for pr in gone[tp]:
+                self._fail(pr, self._ctx.replica_state(pr), _R.OFFLINE, error, errors)
 
     def _transition(self, pr: PartitionReplica, target: ReplicaStatus) -> None:
         self._transition_all([pr], target)

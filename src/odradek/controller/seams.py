@@ -14,7 +14,15 @@ from odradek.metadata import (BrokerInfo, LeaderAndIsr, ReplicaAssignment, Topic
                               TopicPartition)
 from odradek.zk.errors import ControllerMovedError
 
-__all__ = ["BrokerChannel", "ControllerMovedError", "ControllerZk"]
+__all__ = ["BrokerChannel", "ControllerMovedError", "ControllerZk", "PendingLeaderAndIsrWrites"]
+
+
+class PendingLeaderAndIsrWrites(Protocol):
+    """LeaderAndIsr writes sent and not yet answered (zk.client.PendingLeaderAndIsrWrites)."""
+
+    def result(self) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+        """Waits for the writes (call once): ``update_leader_and_isr``'s result."""
+        ...
 
 
 class ControllerZk(Protocol):
@@ -55,10 +63,9 @@ class ControllerZk(Protocol):
 
     def start_update_leader_and_isr(
         self, states: dict[TopicPartition, LeaderAndIsr]
-    ) -> Callable[[], dict[TopicPartition, LeaderAndIsr | Exception]]:
-        """``update_leader_and_isr`` in two halves: sends the writes and returns the function
-        that waits for their results, so the controller can decide other partitions' changes
-        while ZooKeeper applies these."""
+    ) -> PendingLeaderAndIsrWrites:
+        """``update_leader_and_isr`` in two halves: sends the writes and returns them pending,
+        so the controller can decide other partitions' changes while ZooKeeper applies these."""
         ...
 
     def get_preferred_replica_election(self) -> set[TopicPartition] | None:

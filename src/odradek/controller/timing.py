@@ -147,17 +147,22 @@ class TimedZk:
                 timer.add(kind + "s")
                 if args and hasattr(args[0], "__len__"):
                     timer.add(kind + "_items", len(args[0]))
-            return _timed_finish(result, timer, kind) if started else result
+            return _TimedPending(result, timer, kind) if started else result
 
         return timed
 
 
-def _timed_finish(finish: Callable[[], Any], timer: EventTimer, kind: str) -> Callable[[], Any]:
-    def timed() -> Any:
+class _TimedPending:
+    """A started write (``start_update_leader_and_isr``) whose ``result()`` wait is timed too."""
+
+    def __init__(self, pending: Any, timer: EventTimer, kind: str) -> None:
+        self._pending = pending
+        self._timer = timer
+        self._kind = kind
+
+    def result(self) -> Any:
         t0 = time.perf_counter()
         try:
-            return finish()
+            return self._pending.result()
         finally:
-            timer.add(kind + "_s", round(time.perf_counter() - t0, 4))
-
-    return timed
+            self._timer.add(self._kind + "_s", round(time.perf_counter() - t0, 4))

@@ -108,6 +108,30 @@ class _Op(NamedTuple):
     version: int = -1
 
 
+class PendingLeaderAndIsrWrites:
+    """Conditional LeaderAndIsr sets already sent (``KafkaZkClient.start_update_leader_and_isr``):
+    ZooKeeper applies them while the controller decides other partitions' changes."""
+
+    def __init__(self, states: Mapping[TopicPartition, LeaderAndIsr],
+                 collect: Callable[[], dict[TopicPartition, Any]]) -> None:
+        self._states = states
+        self._collect = collect
+
+    def result(self) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+        """Waits for the replies (once): per partition its state at the new znode version, or
+        the write's error (BadVersionError, NoNodeError)."""
+        states = self._states
+        out: dict[TopicPartition, LeaderAndIsr | Exception] = {}
+        for tp, r in self._collect().items():
+            if isinstance(r, Exception):
+                out[tp] = r
+            else:
+                s = states[tp]
+                out[tp] = new_tuple(LeaderAndIsr, (s.leader, s.leader_epoch, s.isr,
+                                                   s.controller_epoch, r.version))
+        return out
+
+
 class Watch:
     """Handle returned by the watch helpers; kazoo drops the watch at its next event after cancel()."""
 
@@ -614,30 +638,17 @@ class KafkaZkClient:
         self, states: Mapping[TopicPartition, LeaderAndIsr]
     ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
         """Conditional set of each state at its zk_version, fenced; success gives the new version."""
-        return self.start_update_leader_and_isr(states)()
+        return self.start_update_leader_and_isr(states).result()
 
     def start_update_leader_and_isr(
         self, states: Mapping[TopicPartition, LeaderAndIsr]
-    ) -> Callable[[], dict[TopicPartition, LeaderAndIsr | Exception]]:
+    ) -> PendingLeaderAndIsrWrites:
         """``update_leader_and_isr`` in two halves: the writes are sent now, the returned
-        function waits for their results."""
+        object's ``result()`` waits for their results."""
         state_path = paths.partition_state_path
         items = [(tp, new_tuple(_Op, ("set", state_path(tp), _encode_state(s), s.zk_version)))
                  for tp, s in states.items()]
-        finish = self._start_fenced(items)
-
-        def result() -> dict[TopicPartition, LeaderAndIsr | Exception]:
-            out: dict[TopicPartition, LeaderAndIsr | Exception] = {}
-            for tp, r in finish().items():
-                if isinstance(r, Exception):
-                    out[tp] = r
-                else:
-                    s = states[tp]
-                    out[tp] = new_tuple(LeaderAndIsr, (s.leader, s.leader_epoch, s.isr,
-                                                       s.controller_epoch, r.version))
-            return out
-
-        return result
+        return PendingLeaderAndIsrWrites(states, self._start_fenced(items))
 
     def pop_isr_change_notifications(self) -> set[TopicPartition]:
         """Read and delete (fenced) all ISR change notifications; the union of their partitions."""
