@@ -23,7 +23,7 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.connection import KafkaConnection
 from odradek.broker.context import BrokerContext
 from odradek.broker.controlled_shutdown import controlled_shutdown
-from odradek.broker.controller_service import ControllerService
+from odradek.controller.controller_service import ControllerService
 from odradek.broker.dynamic_broker_config import DynamicBrokerConfig
 from odradek.broker.dynamic_config_manager import DynamicConfigManager
 from odradek.broker.fetcher import ReplicaFetcher, ReplicaFetcherManager
