@@ -46,6 +46,10 @@ class BrokerConfig:
     # broker.rack: registered in /brokers/ids/N and answered in Metadata, so rack-aware replica
     # placement (`odradek reassign --generate`) keeps a partition's replicas on different racks
     broker_rack: str | None = None
+    # the replication throttles' meter (broker/replication_quota.py): a rate over this many
+    # samples of this many seconds each (Kafka's replication.quota.window.*)
+    replication_quota_window_num: int = 11
+    replication_quota_window_size_seconds: int = 1
     message_max_bytes: int = 1024 * 1024 + 12
     socket_request_max_bytes: int = 100 * 1024 * 1024
     max_open_files: int = 1000

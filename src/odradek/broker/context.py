@@ -8,6 +8,7 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.metrics import BrokerMetrics
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.replication_quota import ReplicationQuotas
 from odradek.controller.events import ControllerEvent, ElectionType
 from odradek.group.group_coordinator import GroupCoordinator
 from odradek.metadata import TopicPartition
@@ -31,3 +32,4 @@ class BrokerContext:
     # puts an API event (built around the callback it is given) on the controller's event
     # thread and awaits its outcome: reassignment_apis.py's requests (None: no controller)
     ask_controller: Callable[[Callable[[Callable[[object], None]], ControllerEvent]], Awaitable[object]] | None = None
+    replication_quotas: ReplicationQuotas | None = None  # the leader side is the fetch handler's

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, fields
 from odradek.broker.config import BrokerConfig
+from odradek.broker.replication_quota import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from odradek.broker.topic_admin import TOPIC_CONFIG_DEFAULTS, TopicError, validate_configs
 from odradek.log.log import LogConfig
 from odradek.protocol.errors import ErrorCode
@@ -61,6 +62,10 @@ TOPIC_CONFIGS: dict[str, tuple[str | None, int, str]] = {
     "max.message.bytes": ("message.max.bytes", INT, "The largest record batch a produce may append"),
     "message.timestamp.type": ("log.message.timestamp.type", STRING, "CreateTime or LogAppendTime"),
     "enable.ordered.delivery": (None, BOOLEAN, "odradek only: stored, not acted on"),
+    LEADER_REPLICAS: (None, LIST, "Replicas whose replication is throttled on the leader side, as "
+                                  "[PartitionId]:[BrokerId],... or '*' for all replicas of the topic"),
+    FOLLOWER_REPLICAS: (None, LIST, "Replicas whose replication is throttled on the follower side, as "
+                                    "[PartitionId]:[BrokerId],... or '*' for all replicas of the topic"),
 }
 assert set(TOPIC_CONFIGS) == set(TOPIC_CONFIG_DEFAULTS)
 _TOPIC_OF_SYNONYM = {syn: topic for topic, (syn, _t, _d) in TOPIC_CONFIGS.items() if syn}
@@ -72,8 +77,8 @@ _RENAMED = {"zookeeper": "zookeeper.connect", "data_dir": "log.dirs", "host": "h
 _SYNONYM_ONLY = {syn: TOPIC_CONFIG_DEFAULTS[topic] for topic, (syn, _t, _d) in TOPIC_CONFIGS.items()
                  if syn and syn.replace(".", "_") not in {f.name for f in fields(BrokerConfig)}}
 
-#: the replication throttles (Kafka's DynamicConfig.Broker): stored and described, not enforced
-THROTTLES = {"leader.replication.throttled.rate": _LONG_MAX, "follower.replication.throttled.rate": _LONG_MAX}
+#: the replication throttles (Kafka's DynamicConfig.Broker), enforced by replication_quota.py
+THROTTLES = {LEADER_RATE: _LONG_MAX, FOLLOWER_RATE: _LONG_MAX}
 
 #: broker configs that may change at runtime, per broker or cluster-wide
 DYNAMIC = frozenset(set(_TOPIC_OF_SYNONYM) | {"log.cleaner.backoff.ms"} | set(THROTTLES))
@@ -105,7 +110,9 @@ def documentation(name: str, topic: bool) -> str | None:
     if synonym_of is not None:
         return f"The default of the topic config {synonym_of}: {TOPIC_CONFIGS[synonym_of][2]}"
     if name in THROTTLES:
-        return "Replication throttle in bytes/s (stored only: odradek does not throttle replication)"
+        side = "leader" if name == LEADER_RATE else "follower"
+        return (f"The upper bound (bytes/s) on this broker's replication traffic as {side} for the "
+                f"replicas listed in each topic's {side}.replication.throttled.replicas")
     return None
 
 

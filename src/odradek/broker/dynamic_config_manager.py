@@ -10,10 +10,13 @@ startup; each round also deletes notifications older than 15 minutes.
 What applies live, on the partitions this broker hosts: a topic's LogConfig (retention, segment
 rolling, flushing, cleanup.policy and the compaction settings, max.message.bytes; the log
 cleaner reads the log's config at each clean and the retention task at each check) and
-min.insync.replicas. unclean.leader.election.enable is not the broker's business: the
-controller reads the topic's config from ZooKeeper when an election needs it. A broker config
+min.insync.replicas; for every topic named, hosted or not (as Kafka's TopicConfigHandler), its
+throttled-replica lists (replication_quota.py). unclean.leader.election.enable is not the
+broker's business: the controller reads the topic's config from ZooKeeper when an election
+needs it. A broker config
 change (cluster default or this broker's) replaces the defaults of every topic that does not
-set the config itself, and log.cleaner.backoff.ms the cleaner's idle wait.
+set the config itself, log.cleaner.backoff.ms the cleaner's idle wait, and the two
+replication throttle rates the quotas' bounds.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from typing import Any, Callable
 from odradek.broker.dynamic_broker_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from odradek.broker.partition import Partition
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.replication_quota import ReplicationQuotas
 from odradek.log.log import LogConfig
 from odradek.log.log_cleaner import LogCleaner
 from odradek.zk import admin_zk_client as azk
@@ -34,12 +38,13 @@ log = logging.getLogger("odradek.broker.dynamic_config")
 
 class DynamicConfigManager:
     def __init__(self, broker_id: int, zk: Any, config: DynamicBrokerConfig, replica_manager: ReplicaManager,
-                 log_cleaner: LogCleaner) -> None:
+                 log_cleaner: LogCleaner, quotas: ReplicationQuotas | None = None) -> None:
         self.broker_id = broker_id
         self.zk = zk  # odradek.zk.client.KafkaZkClient
         self.config = config
         self.replica_manager = replica_manager
         self.log_cleaner = log_cleaner
+        self.quotas = quotas
         self._last_executed = -1
         self._loop: asyncio.AbstractEventLoop | None = None
         self._running: asyncio.Task[None] | None = None
@@ -141,6 +146,8 @@ class DynamicConfigManager:
             applied = self._applied.get(topic)
             if applied is not None and applied[0] > started:
                 configs[topic] = applied[1]
+            if self.quotas is not None:  # a replica new here (a reassignment) is throttled at once
+                self.quotas.update_topic(topic, configs.get(topic, {}))
         return configs
 
     def _apply_broker_defaults(self) -> None:
@@ -149,10 +156,15 @@ class DynamicConfigManager:
         self.replica_manager.log_manager.default_config = default
         self.replica_manager.default_min_isr = self.config.min_insync_replicas
         self.log_cleaner.backoff_s = self.config.log_cleaner_backoff_ms / 1000
+        if self.quotas is not None:
+            self.quotas.update_rates(self.config.value)
 
     def apply_topic_config(self, topic: str, config: dict[str, str], hosted: list[Partition]) -> None:
         """Kafka's TopicConfigHandler.processConfigChanges: the hosted partitions of `topic`
-        take the new overrides over the current defaults."""
+        take the new overrides over the current defaults, and the replication quotas its
+        throttled-replica lists."""
+        if self.quotas is not None:
+            self.quotas.update_topic(topic, config)
         log_config = LogConfig.from_topic_config(config, self.replica_manager.default_log_config)
         min_isr = int(config.get("min.insync.replicas", self.replica_manager.default_min_isr))
         changed = 0

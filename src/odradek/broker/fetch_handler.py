@@ -3,6 +3,11 @@
 A follower's fetch offset is also how the leader learns how far it has got (the high watermark
 and acks=all depend on it). A fetch with nothing to return waits (long poll) until any of its
 partitions gets data or max_wait passes; one future is shared by all its partitions.
+
+A replica's fetch of a partition in leader.replication.throttled.replicas is answered without
+records while the leader's replication quota is exceeded, unless the replica is in the ISR
+(Kafka's ReplicaManager.shouldLeaderThrottle); the records sent for such partitions are counted
+against that quota (replication_quota.py).
 """
 from __future__ import annotations
 
@@ -42,6 +47,8 @@ class FetchHandler:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
         self.sessions = FetchSessionCache()
+        quotas = ctx.replication_quotas
+        self.quota = quotas.leader if quotas is not None else None
 
     def __call__(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> Response | Awaitable[Response]:
         requested = [FetchTarget(TopicPartition(t.topic, p.partition), p.fetch_offset, p.partition_max_bytes,
@@ -129,6 +136,10 @@ class FetchHandler:
         out: dict[str, list[fast_paths.FetchPartition]] = {}
         readable: list[Partition] = []
         has_error = False
+        quota = self.quota
+        throttling = replica_id >= 0 and quota is not None and quota.active
+        exceeded: bool | None = None  # the quota is measured once per read, if a partition asks
+        throttled_bytes = 0
         for t in targets:
             partition, error, error_log_start = t.partition, None, -1
             if partition is None or not partition.is_leader or (
@@ -146,7 +157,16 @@ class FetchHandler:
                     limit = partition.high_watermark
                 max_bytes = min(t.max_bytes, budget - total) if total else t.max_bytes
                 if t.fetch_offset != limit:  # an idle partition reads nothing
-                    if max_bytes > 0:
+                    throttled = throttling and quota.is_throttled(t.tp)  # type: ignore[union-attr]
+                    held = False
+                    if throttled and replica_id not in partition.isr:
+                        if exceeded is None:
+                            exceeded = quota.is_quota_exceeded()  # type: ignore[union-attr]
+                        held = exceeded
+                    if held:
+                        if session is not None:
+                            session.held.add(t.tp)  # answered without records, asked again later
+                    elif max_bytes > 0:
                         try:
                             data = partition.log.read(t.fetch_offset, max_bytes, limit)
                         except OffsetOutOfRangeError:
@@ -156,6 +176,8 @@ class FetchHandler:
                                 # learns where it is, to start over there (Kafka's follower
                                 # asks with ListOffsets; the answer is the same)
                                 error_log_start = partition.log.log_start_offset
+                        if throttled:
+                            throttled_bytes += len(data)
                     elif session is not None:
                         session.dirty.add(t.tp)  # records left for the next response
             if error is not None:
@@ -174,15 +196,23 @@ class FetchHandler:
                 total += len(data)
                 if data and self.ctx.metrics is not None:
                     self.ctx.metrics.bytes_out[t.tp.topic] += len(data)
+        if throttled_bytes:
+            # counted when read: a read a long poll discards (a replica's min_bytes above what
+            # it got; odradek's followers ask for 1 byte) counts too, which only throttles more
+            quota.record(throttled_bytes)  # type: ignore[union-attr]
         return list(out.items()), told, total, readable, has_error
 
 
 def _visit(session: FetchSession, requested: Iterable[FetchTarget]) -> list[FetchTarget]:
     """The session targets an incremental fetch must read: those the request named (their
-    position changed) and those whose partition changed since the last visit."""
+    position changed), those whose partition changed since the last visit, and those whose
+    records a replication throttle held back."""
     due = dict.fromkeys(t.tp for t in requested)
     due.update(dict.fromkeys(session.dirty))
     session.dirty.clear()
+    if session.held:
+        due.update(dict.fromkeys(session.held))
+        session.held.clear()
     targets = session.targets
     return [targets[tp] for tp in due if tp in targets]
 

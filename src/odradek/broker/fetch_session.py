@@ -49,6 +49,9 @@ class FetchSession:
     targets: dict[TopicPartition, FetchTarget] = field(default_factory=dict)
     last_used: float = 0.0
     dirty: set[TopicPartition] = field(default_factory=set)  # changed since last visited
+    # records a replication throttle held back (replication_quota.py): visited again at the
+    # session's next read, but never a reason to wake a long poll, which would only spin
+    held: set[TopicPartition] = field(default_factory=set)
     waiter: Any = None  # the asyncio future a waiting (long-poll) fetch of this session sleeps on
 
     def notify(self, tp: TopicPartition) -> None:

@@ -3,6 +3,11 @@
 A partition joining a fetcher first truncates its log by the leader-epoch protocol (KIP-101/279):
 it asks the leader where its latest epoch ends and cuts anything past that, so a replica that
 wrote under a deposed leader never keeps a divergent tail.
+
+A partition in follower.replication.throttled.replicas that has not reached the leader's high
+watermark is left out of the fetch (and out of the fetch session) while the follower's
+replication quota is exceeded (Kafka's ReplicaFetcherThread.shouldFollowerThrottle); what is
+received for throttled partitions is counted against that quota (replication_quota.py).
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from typing import Callable
 from odradek.broker.kafka_client import KafkaClientConnection
 from odradek.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH
 from odradek.broker.partition import Partition
+from odradek.broker.replication_quota import ReplicationQuotaManager
 from odradek.metadata import BrokerInfo, TopicPartition
 from odradek.protocol import fast_paths
 from odradek.protocol.errors import ErrorCode
@@ -25,19 +31,23 @@ FETCH_VERSION = 12
 OFFSETS_FOR_LEADER_EPOCH_VERSION = 4
 RETRY_BACKOFF_S = 0.2
 MAX_RETRY_BACKOFF_S = 1.0  # Kafka's replica.fetch.backoff.ms
+_NOTHING: set[TopicPartition] = set()  # never added to: the unthrottled round's held set
 
 
 @dataclass(slots=True)
 class _FetchState:
     partition: Partition
     leader_epoch: int
+    # at the leader's high watermark after the last fetch (Kafka's
+    # PartitionFetchState.isReplicaInSync): a follower throttle never holds such a partition
+    in_sync: bool = False
 
 
 class ReplicaFetcher:
     """Fetches every partition this broker follows from one leader broker."""
 
     def __init__(self, broker_id: int, leader: BrokerInfo, max_wait_ms: int, max_bytes: int,
-                 request_timeout_s: float = 30.0) -> None:
+                 request_timeout_s: float = 30.0, quota: ReplicationQuotaManager | None = None) -> None:
         self.broker_id = broker_id
         self.leader = leader
         self.max_wait_ms = max_wait_ms
@@ -61,6 +71,8 @@ class ReplicaFetcher:
         # until this monotonic time: until our LeaderAndIsr catches up with the leader's, asking
         # again at once would only make both brokers spin (Kafka's fetch backoff per partition)
         self._resting: dict[TopicPartition, float] = {}
+        self._quota = quota  # the broker's follower replication quota
+        self._held: set[TopicPartition] = set()  # left out by the throttle in the last round
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"fetcher-{self.leader.id}")
@@ -196,22 +208,29 @@ class ReplicaFetcher:
                 del self._resting[tp]
                 self._dirty.add(tp)
         resting = self._resting
-        if len(self._truncating) + len(resting) >= len(self._states):
+        held = self._throttled()
+        if held or self._held:
+            self._dirty |= self._held - held  # back in the session at their position
+            self._leaving |= held - self._held  # out of the session while held
+            self._held = held
+        if len(self._truncating) + len(resting) + len(held) >= len(self._states):
             await asyncio.sleep(RETRY_BACKOFF_S)
             return
         full = self._session_epoch in (INITIAL_EPOCH, FINAL_EPOCH)
         if full:
-            changed = [tp for tp in self._states if tp not in self._truncating and tp not in resting]
+            changed = [tp for tp in self._states
+                       if tp not in self._truncating and tp not in resting and tp not in held]
             gone: list[TopicPartition] = []
             self._leaving = set()  # a full request replaces the whole session
         else:
             changed = [tp for tp in self._dirty
-                       if tp in self._states and tp not in self._truncating and tp not in resting]
+                       if tp in self._states and tp not in self._truncating and tp not in resting
+                       and tp not in held]
             # swapped out, not cleared after the response: remove() may run while we wait
             leaving, self._leaving = self._leaving, set()
             gone = [tp for tp in leaving
                     if tp in self._sent
-                    and (tp not in self._states or tp in self._truncating or tp in resting)]
+                    and (tp not in self._states or tp in self._truncating or tp in resting or tp in held)]
         # the log start is part of the position: the leader's DeleteRecords waits to hear ours
         position = {tp: (self._states[tp].partition.log_end_offset, self._states[tp].leader_epoch,
                          self._states[tp].partition.log.log_start_offset) for tp in changed}
@@ -246,12 +265,28 @@ class ReplicaFetcher:
             for tp in changed:
                 self._sent[tp] = position[tp]
         self._dirty.clear()
+        quota = self._quota if self._quota is not None and self._quota.active else None
+        throttled_bytes = 0
         for topic in resp.responses:
             for p in topic.partitions:
                 tp = TopicPartition(topic.topic, p.partition_index)
                 state = self._states.get(tp)
                 if state is not None and tp not in self._truncating:
                     self._apply(state, p)
+                    if quota is not None and p.records and quota.is_throttled(tp):
+                        throttled_bytes += len(p.records)
+        if throttled_bytes:
+            quota.record(throttled_bytes)  # type: ignore[union-attr]
+
+    def _throttled(self) -> set[TopicPartition]:
+        """The partitions the follower throttle leaves out of this round: while the quota is
+        exceeded, the throttled ones not at the leader's high watermark and otherwise due."""
+        quota = self._quota
+        if quota is None or not quota.active or not quota.is_quota_exceeded():
+            return _NOTHING
+        return {tp for tp, st in self._states.items()
+                if not st.in_sync and tp not in self._truncating and tp not in self._resting
+                and quota.is_throttled(tp)}
 
     def _apply(self, state: _FetchState, data: object) -> None:
         error = data.error_code  # type: ignore[attr-defined]
@@ -259,6 +294,7 @@ class ReplicaFetcher:
         if error == ErrorCode.NONE:
             records = data.records  # type: ignore[attr-defined]
             partition.append_as_follower(records or b"", data.high_watermark)  # type: ignore[attr-defined]
+            state.in_sync = partition.log_end_offset >= data.high_watermark  # type: ignore[attr-defined]
             moved = partition.follow_leader_log_start(data.log_start_offset)  # type: ignore[attr-defined]
             if records or moved:
                 self._dirty.add(partition.tp)  # our fetch offset or log start moved

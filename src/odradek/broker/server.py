@@ -33,6 +33,7 @@ from odradek.broker.metadata_cache import LEADER_DURING_DELETE, MetadataCache
 from odradek.broker.metrics import BrokerCollector, BrokerMetrics
 from odradek.broker.partition import Partition
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.replication_quota import ReplicationQuotas
 from odradek.controller.events import ControllerEvent, ElectionType, EventPreemptedError, NotControllerError
 from odradek.controller.leader_selectors import StateChangeFailedError
 from odradek.group.group_coordinator import GroupConfig, GroupCoordinator
@@ -87,8 +88,10 @@ class Broker:
                         config.offset_metadata_max_bytes))
         self.replica_manager.on_leadership_change = self._on_leadership_change
         self.replica_manager.load_topic_ids = self._load_topic_ids
+        self.replication_quotas = ReplicationQuotas(config.broker_id, config.replication_quota_window_num,
+                                                    config.replication_quota_window_size_seconds)
         self.dynamic_config = DynamicConfigManager(config.broker_id, self.zk, DynamicBrokerConfig(config),
-                                                   self.replica_manager, self.log_cleaner)
+                                                   self.replica_manager, self.log_cleaner, self.replication_quotas)
         self._producer_ids: list[int] = []
         self._producer_id_lock = asyncio.Lock()
         self._server: asyncio.base_events.Server | None = None
@@ -141,7 +144,7 @@ class Broker:
 
     def _new_fetcher(self, leader: BrokerInfo) -> ReplicaFetcher:
         return ReplicaFetcher(self.config.broker_id, leader, self.config.replica_fetch_wait_max_ms,
-                              self.config.replica_fetch_max_bytes)
+                              self.config.replica_fetch_max_bytes, quota=self.replication_quotas.follower)
 
     async def _load_topic_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
         return await self.dynamic_config.load_topic_configs(topics, self.zk.get_topic_configs)
@@ -273,6 +276,7 @@ class Broker:
         ctx = BrokerContext(cfg, cluster_id, self.replica_manager, self.metadata, self.zk,
                             self._controller_request, self._next_producer_id, self._elect_leaders,
                             self.group_coordinator, self._start_metrics(),
+                            replication_quotas=self.replication_quotas,
                             ask_controller=self._controller_event)
         apis = KafkaApis(ctx)
         loop = asyncio.get_running_loop()

@@ -16,6 +16,7 @@ import random
 import re
 from typing import Callable, Iterable
 
+from odradek.broker.replication_quota import FOLLOWER_REPLICAS, LEADER_REPLICAS, check_throttled_replicas
 from odradek.metadata import TopicAssignment
 from odradek.protocol.errors import ErrorCode
 from odradek.zk import paths
@@ -43,6 +44,9 @@ TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
     "max.message.bytes": str(1024 * 1024 + 12),
     "message.timestamp.type": "CreateTime",
     "enable.ordered.delivery": "false",
+    # replication throttles (KIP-73, broker/replication_quota.py): partition:brokerId lists or '*'
+    LEADER_REPLICAS: "",
+    FOLLOWER_REPLICAS: "",
 }
 _INT_CONFIGS = {"retention.ms", "retention.bytes", "segment.bytes", "flush.messages", "flush.ms",
                 "min.insync.replicas", "max.message.bytes", "segment.ms", "min.compaction.lag.ms",
@@ -141,6 +145,11 @@ def validate_configs(configs: dict[str, str | None]) -> dict[str, str]:
                 raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for config {key}")
         if key in _CHOICES and value not in _CHOICES[key]:
             raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for config {key}")
+        if key in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+            try:
+                check_throttled_replicas(key, value)
+            except ValueError as exc:
+                raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         out[key] = value
     return out
 

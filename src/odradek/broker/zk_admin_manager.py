@@ -64,8 +64,8 @@ def _check_name(entity: Entity, name: str) -> None:
 
 def _incremental(entity: Entity, current: dict[str, str], ops: Any) -> dict[str, str]:
     """Kafka's prepareIncrementalConfigs: the stored config after the operations, each checked.
-    APPEND and SUBTRACT work on list configs only (cleanup.policy), starting from the default
-    where the entity does not set the key, and keep each item once."""
+    APPEND and SUBTRACT work on list configs only (cleanup.policy, the throttled-replica lists),
+    starting from the default where the entity does not set the key, and keep each item once."""
     _no_duplicates([op.name for op in ops])
     out = dict(current)
     topic = entity[0] == azk.TOPICS
@@ -80,7 +80,9 @@ def _incremental(entity: Entity, current: dict[str, str], ops: Any) -> dict[str,
             if config_type(name, topic) != LIST:
                 raise TopicError(ErrorCode.INVALID_CONFIG, f"Config value {_OPERATIONS[operation].lower()} "
                                                            f"is not allowed for config key: {name}")
-            old = [v for v in out.get(name, TOPIC_CONFIG_DEFAULTS["cleanup.policy"]).split(",") if v]
+            # a topic list's own default; the one broker list config is log.cleanup.policy
+            default = TOPIC_CONFIG_DEFAULTS[name if topic else "cleanup.policy"]
+            old = [v for v in out.get(name, default).split(",") if v]
             given = [v.strip() for v in (value or "").split(",") if v.strip()]
             new = (list(dict.fromkeys(old + given)) if operation == APPEND
                    else [v for v in old if v not in given])
