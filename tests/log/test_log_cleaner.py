@@ -3,13 +3,14 @@ import gzip
 import os
 
 import crc32c
+import pytest
 from cleaner_helpers import TP, Setup, batches, compact_config, latest_per_key, put, records
 from log_helpers import read_all
 
 from odradek.broker.producer_state import ProducerStateManager
 from odradek.log.checkpoint import read_offsets
 from odradek.log.log import Log
-from odradek.log.log_cleaner import CHECKPOINT_FILE
+from odradek.log.log_cleaner import CHECKPOINT_FILE, LogCleaner
 from odradek.protocol.records import HEADER_SIZE, build_batch, decode_records, validate_batches
 
 
@@ -100,7 +101,9 @@ def test_tombstones_stay_until_delete_retention_after_first_clean(tmp_path, cloc
     assert latest_per_key(remaining)["k1"][1] == "2-1"
 
 
-def test_an_idempotent_producers_last_batch_stays_as_an_empty_batch(tmp_path, clock):
+@pytest.mark.parametrize("from_producer_state", [False, True])
+def test_an_idempotent_producers_last_batch_stays_as_an_empty_batch(tmp_path, clock, monkeypatch,
+                                                                    from_producer_state):
     s = Setup(tmp_path, clock, compact_config())
     for seq in range(3):
         put(s.log, "p", f"from-producer-{seq}", producer_id=7, producer_epoch=2, base_sequence=seq)
@@ -110,6 +113,18 @@ def test_an_idempotent_producers_last_batch_stays_as_an_empty_batch(tmp_path, cl
     fill(s.log, rounds=6, keys=1)
     put(s.log, "p", "overwritten")  # every record of the producer is superseded
     fill(s.log, rounds=6, keys=1)
+    if from_producer_state:
+        # the broker's way: the partition's producer state names the last batches (Kafka's
+        # lastRecordsOfActiveProducers), and the log is not read again for them
+        state = ProducerStateManager()
+        state.rebuild(batches(s.log))
+        assert state.last_offsets() == {7: last.last_offset}
+        s.cleaner = LogCleaner(s.manager, s._hw, now_ms=clock,
+                               producer_last_offsets=lambda tp: state.last_offsets())
+
+        def no_rescan(*_):
+            raise AssertionError("the log was read again for the producers' last batches")
+        monkeypatch.setattr(s.cleaner.cleaner, "_last_batches_of_producers", no_rescan)
     assert s.cleaner.clean_once()
     kept = [h for h in batches(s.log) if h.producer_id == 7]
     assert len(kept) == 1

@@ -96,3 +96,23 @@ def test_validate_batches_rejects_crc_partial_and_empty():
 def test_build_batch_needs_records():
     with pytest.raises(ValueError):
         build_batch([])
+
+
+def test_has_keyless_record_reads_key_lengths_in_every_batch_compressed_or_not():
+    from odradek.protocol.records import has_keyless_record
+
+    def gzip_batch(keys):
+        builder = DefaultRecordBatchBuilder(magic=2, compression_type=1, is_transactional=0,
+                                            producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                            batch_size=1 << 20)
+        for i, key in enumerate(keys):
+            builder.append(i, timestamp=2000, key=key, value=b"v" * 100, headers=[("h", b"1")])
+        return bytes(builder.build())
+
+    keyed = build_batch([(b"k%d" % i, b"v" * 200) for i in range(50)])
+    assert not has_keyless_record(keyed)
+    assert not has_keyless_record(keyed + build_batch([(b"", b"an empty key is a key")]))
+    assert has_keyless_record(keyed + build_batch([(b"k", b"v"), (None, b"v")]))
+    assert not has_keyless_record(gzip_batch([b"a", b"b"]))
+    assert has_keyless_record(gzip_batch([b"a", None]))
+    assert not has_keyless_record(b"\x00" * 10)  # not a batch: left to the log's own checks

@@ -77,6 +77,13 @@ class ProducerStateManager:
         """Every producer id's entry (read-only by convention; tests compare these)."""
         return self._producers
 
+    def last_offsets(self) -> dict[int, int]:
+        """Producer id -> last offset of its last batch (Kafka's lastRecordsOfActiveProducers:
+        the batches the log cleaner keeps, as empty batches if need be). Safe from another
+        thread: the dict is copied in one C call (dict.copy cannot see it change size), and
+        an entry's last batch is one index into its deque."""
+        return {pid: entry.batches[-1].last_offset for pid, entry in self._producers.copy().items()}
+
     def validate(self, headers: Sequence[BatchHeader]) -> Duplicate | None:
         """Check a leader append before anything is written. Returns None to go ahead, or the
         Duplicate to answer with (write nothing); raises ProducerStateError to refuse it.

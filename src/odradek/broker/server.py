@@ -70,7 +70,8 @@ class Broker:
                                 flush_ms=config.log_flush_interval_ms)
         self.log_manager = LogManager(config.data_dir, default_log, max_open_files=config.max_open_files)
         self.log_cleaner = LogCleaner(self.log_manager, lambda tp: (p := self.replica_manager.get(tp)) and p.high_watermark,
-                                      config.log_cleaner_backoff_ms, config.log_cleaner_dedupe_buffer_size)
+                                      config.log_cleaner_backoff_ms, config.log_cleaner_dedupe_buffer_size,
+                                      producer_last_offsets=self._producer_last_offsets)
         self.fetchers = ReplicaFetcherManager(config.broker_id, self._new_fetcher)
         self.replica_manager = ReplicaManager(config.broker_id, config.data_dir, self.log_manager, default_log,
                                               config.min_insync_replicas, self.fetchers, self._load_topic_configs,
@@ -141,6 +142,11 @@ class Broker:
         for partition in not_led:
             if partition.tp.topic == OFFSETS_TOPIC:
                 self.group_coordinator.on_resignation(partition.tp.partition)
+
+    def _producer_last_offsets(self, tp: TopicPartition) -> dict[int, int] | None:
+        """For the log cleaner's thread: the hosted partition's producers' last batches."""
+        partition = self.replica_manager.get(tp)
+        return None if partition is None else partition.producers.last_offsets()
 
     def _new_fetcher(self, leader: BrokerInfo) -> ReplicaFetcher:
         return ReplicaFetcher(self.config.broker_id, leader, self.config.replica_fetch_wait_max_ms,

@@ -82,6 +82,9 @@ LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
 _WRITE_CHUNK = 1 << 20
 
 HighWatermark = Callable[[TopicPartition], "int | None"]
+#: producer id -> last offset of its last batch in the partition's log, from the partition's
+#: producer state (ProducerStateManager.last_offsets); None when the partition has none here
+ProducerLastOffsets = Callable[[TopicPartition], "dict[int, int] | None"]
 
 
 class SkimpyOffsetMap:
@@ -210,10 +213,13 @@ class Cleaner:
         self._warned_codecs: set[TopicPartition] = set()
 
     def clean(self, ltc: LogToClean, high_watermark: Callable[[], int | None],
-              now_ms: int) -> tuple[int, CleanerStats]:
+              now_ms: int, producer_last_offsets: ProducerLastOffsets | None = None
+              ) -> tuple[int, CleanerStats]:
         """Returns the new first dirty offset (the cleaner checkpoint) and what was done.
         The high watermark is read after the segments: a truncation after that aborts the
-        swap, so the bound holds for the log the clean read."""
+        swap, so the bound holds for the log the clean read. The producers' last batches come
+        from ``producer_last_offsets`` (the partition's producer state, as Kafka's cleaner
+        asks the producer state manager); only without it is the whole log read for them."""
         log_ = ltc.log
         stats = CleanerStats()
         views = log_.segment_views(open_files=True)
@@ -224,7 +230,9 @@ class Cleaner:
             # bounds again, on the segments this clean reads (the log moved since it was picked)
             bounds = cleanable_offsets(ltc.tp, log_, views, ltc.first_dirty_offset, hw, now_ms)
             upper = bounds.first_uncleanable_offset
-            last_of_producer = self._last_batches_of_producers(log_, views)
+            last_of_producer = producer_last_offsets(ltc.tp) if producer_last_offsets else None
+            if last_of_producer is None:
+                last_of_producer = self._last_batches_of_producers(log_, views)
             self._build_offset_map(ltc.tp, log_, views, bounds.first_dirty_offset, upper, stats)
             end_offset = self.offset_map.latest_offset + 1
             if end_offset <= bounds.first_dirty_offset:
@@ -360,9 +368,11 @@ class LogCleaner:
 
     def __init__(self, log_manager: LogManager, high_watermark: HighWatermark,
                  backoff_ms: int = 15000, dedupe_buffer_size: int = DEDUPE_BUFFER_SIZE,
-                 now_ms: Callable[[], int] = wall_clock_ms) -> None:
+                 now_ms: Callable[[], int] = wall_clock_ms,
+                 producer_last_offsets: ProducerLastOffsets | None = None) -> None:
         self.log_manager = log_manager
         self._high_watermark = high_watermark
+        self._producer_last_offsets = producer_last_offsets
         self.backoff_s = backoff_ms / 1000
         self._now_ms = now_ms
         self._checkpoint_path = log_manager.data_dir / CHECKPOINT_FILE
@@ -436,7 +446,8 @@ class LogCleaner:
         if ltc is None:
             return False
         try:
-            end_offset, stats = self.cleaner.clean(ltc, lambda: self._high_watermark(ltc.tp), now_ms)
+            end_offset, stats = self.cleaner.clean(ltc, lambda: self._high_watermark(ltc.tp), now_ms,
+                                                   self._producer_last_offsets)
         except Exception as exc:  # noqa: BLE001 - Kafka marks the partition uncleanable and goes on
             if isinstance(exc, LogCleaningAbortedError) or ltc.log.deleted:
                 logger.info("%s: cleaning aborted: %s", ltc.tp, exc)

@@ -280,9 +280,15 @@ def has_keyless_record(buf: Buffer) -> bool:
     view = memoryview(buf)
     try:
         for h in iter_batches(view):
-            section = records_section(view[h.position:h.position + h.size], h)
-            if any(r.key is None for r in iter_records(section, h.record_count)):
-                return True
+            section = memoryview(records_section(view[h.position:h.position + h.size], h))
+            pos = 0
+            for _ in range(h.record_count):
+                length, body = _read_varint(section, pos)
+                # past attributes, timestampDelta and offsetDelta: the key's length, -1 for null
+                # (read in place: no key is copied to learn whether it is there)
+                if _read_varint(section, _skip_varint(section, _skip_varint(section, body + 1)))[0] < 0:
+                    return True
+                pos = body + length
     except (UnsupportedCompressionError, ValueError, IndexError, EOFError, OSError):
         return False
     return False
