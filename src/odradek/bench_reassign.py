@@ -27,7 +27,8 @@ One run on a private cluster of 6 brokers (its own ZooKeeper, brokers on free po
    the move completed (as completed_s above); the throttles are removed afterwards
    (reassign_client.remove_throttles, as --verify does). Then the same data is moved back to
    brokers 1-3 without a throttle (unthrottled_moved_s): whether the throttle or the machine set
-   the pace (2 shared cores copy a few tens of MiB/s per new broker unthrottled).
+   the pace (the 2 shared cores of docs/benchmarks.md copy about 100 MiB/s per new broker
+   unthrottled on a quiet minute, half that on a busy one).
 
    What moved_s is compared with: every partition gets three new replicas, each copying the
    partition's whole log, and the follower rate is per broker, so each of brokers 4-6 must fetch
