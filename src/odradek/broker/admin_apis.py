@@ -17,8 +17,9 @@ from odradek.broker.topic_admin import (TopicError, assign_replicas,
                                         is_legal_topic_name as _valid_topic_name,
                                         validate_assignment, validate_configs,
                                         validate_new_topic_name)
-from odradek.controller.events import (ElectionNotNeededError, ElectionType, EventPreemptedError,
-                                       NotControllerError, UnknownPartitionError)
+from odradek.controller.events import (ElectionNotNeededError, ElectionTrigger, ElectionType,
+                                       EventPreemptedError, NotControllerError,
+                                       ReplicaLeaderElection, UnknownPartitionError)
 from odradek.group.group_metadata_manager import OFFSETS_TOPIC
 from odradek.metadata import LeaderAndIsr, TopicAssignment, TopicPartition
 from odradek.protocol import kio_util
@@ -221,7 +222,8 @@ async def elect_leaders(ctx: BrokerContext, header: Any, req: Any, version: int)
     except ValueError:
         results = {tp: (ErrorCode.INVALID_REQUEST, f"unknown election type {req.election_type}") for tp in tps}
         return _elect_leaders_response(header, version, ErrorCode.INVALID_REQUEST, results)
-    outcome = await ctx.elect_leaders(tps, election_type)
+    outcome = await ctx.ask_controller(
+        lambda done: ReplicaLeaderElection(tps, election_type, ElectionTrigger.ADMIN, done))
     if isinstance(outcome, Exception):
         code = (ErrorCode.NOT_CONTROLLER if isinstance(outcome, (NotControllerError, EventPreemptedError))
                 else ErrorCode.REQUEST_TIMED_OUT if isinstance(outcome, TimeoutError)

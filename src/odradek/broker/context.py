@@ -9,9 +9,8 @@ from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.metrics import BrokerMetrics
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication_quota import ReplicationQuotas
-from odradek.controller.events import ControllerEvent, ElectionType
+from odradek.controller.events import ControllerEvent
 from odradek.group.group_coordinator import GroupCoordinator
-from odradek.metadata import TopicPartition
 
 
 @dataclass(slots=True)
@@ -24,12 +23,9 @@ class BrokerContext:
     # (api_key, version, correlation_id, request) -> encoded response, for the controller's requests
     controller_requests: Callable[[int, int, int, Any], bytes | Awaitable[bytes]]
     next_producer_id: Callable[[], Awaitable[int]]
-    # (partitions, election type) -> the controller's outcome (controller/events.py
-    # ReplicaLeaderElection), awaited off the controller's event thread
-    elect_leaders: Callable[[frozenset[TopicPartition], ElectionType], Awaitable[object]]
+    # puts an API event (built around the callback it is given) on the controller's event
+    # thread and awaits its outcome (ControllerService.ask): ElectLeaders, the reassignment APIs
+    ask_controller: Callable[[Callable[[Callable[[object], None]], ControllerEvent]], Awaitable[object]]
     group_coordinator: GroupCoordinator
     metrics: BrokerMetrics | None = None  # None when metrics.port is 0
-    # puts an API event (built around the callback it is given) on the controller's event
-    # thread and awaits its outcome: reassignment_apis.py's requests (None: no controller)
-    ask_controller: Callable[[Callable[[Callable[[object], None]], ControllerEvent]], Awaitable[object]] | None = None
     replication_quotas: ReplicationQuotas | None = None  # the leader side is the fetch handler's

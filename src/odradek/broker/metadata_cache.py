@@ -82,6 +82,15 @@ class MetadataCache:
     def broker(self, broker_id: int) -> BrokerInfo | None:
         return self._brokers.get(broker_id)
 
+    def offline_and_all_partitions(self) -> tuple[int, int]:
+        """(partitions without a live leader, all partitions), in one walk (for the metrics)."""
+        offline = total = 0
+        for states in self._topics.values():
+            for state in states.values():
+                total += 1
+                offline += state.leader not in self._brokers
+        return offline, total
+
     def topics(self) -> list[str]:
         return sorted(self._topics)
 

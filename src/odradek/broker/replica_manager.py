@@ -19,7 +19,7 @@ from odradek.broker.topic_admin import TopicError, validate_topic_name
 from odradek.log.checkpoint import read_offsets, write_offsets
 from odradek.log.log import LogConfig
 from odradek.log.log_manager import LogManager
-from odradek.metadata import BrokerInfo, LeaderAndIsr, PartitionState, TopicPartition
+from odradek.metadata import BrokerInfo, LeaderAndIsr, PartitionState, TopicAssignment, TopicPartition
 from odradek.protocol.controller_api import ControllerResponse, LeaderAndIsrRequest, StopReplicaRequest
 from odradek.protocol.errors import ErrorCode
 
@@ -225,6 +225,25 @@ class ReplicaManager:
                 self._checkpointed_hw.pop(tp, None)
                 errors[tp] = 0
         return errors
+
+    def remove_stale_logs(self, assignments_of: Callable[[set[str]], dict[str, TopicAssignment]]) -> None:
+        """Before the broker registers: delete the logs of topics that no longer exist, or
+        exist under another topic id (deleted and created again while this broker was down),
+        so nothing of an earlier incarnation is ever loaded or served. Logs without a stored
+        id (written before ids were kept) stay: nothing tells them apart. ``assignments_of``
+        reads the topics' znodes (KafkaZkClient.get_topic_assignments; blocking)."""
+        on_disk = self.log_manager.partitions()
+        if not on_disk:
+            return
+        existing = assignments_of({tp.topic for tp in on_disk})
+        for tp in on_disk:
+            assignment = existing.get(tp.topic)
+            stored = self.log_manager.topic_id(tp)
+            if assignment is None or (stored is not None and stored != assignment.topic_id):
+                log.info("deleting the log of %s: its topic %s", tp,
+                         "no longer exists" if assignment is None
+                         else f"is now topic id {assignment.topic_id}, the log's is {stored}")
+                self.drop_log(tp)
 
     def drop_log(self, tp: TopicPartition) -> None:
         """``drop_logs`` of one partition; an OSError is raised."""

@@ -6,27 +6,31 @@ thread runs the controller core. Watches are armed whether or not this broker is
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable
 
 from odradek.broker.gc_policy import collection_paused
 from odradek.controller.controller import Controller
 from odradek.controller.controller_channel import ControllerChannel
 from odradek.controller.election import ControllerElector
 from odradek.controller.event_manager import ControllerEventManager
-from odradek.controller.events import (AutoLeaderRebalance, BrokerChange, Callback, ControlledShutdown,
-                                       ControllerEvent, ElectionTrigger, ElectionType, IsrChangeNotification,
-                                       PartitionModifications, PartitionReassignment, ReplicaLeaderElection, Resign, Startup,
+from odradek.controller.events import (AutoLeaderRebalance, BrokerChange, Callback, ControllerEvent,
+                                       ElectionTrigger, IsrChangeNotification, PartitionModifications,
+                                       PartitionReassignment, ReplicaLeaderElection, Resign, Startup,
                                        TopicChange, TopicDeletion)
 from odradek.controller.state_change_log import StateChangeLog
-from odradek.metadata import TopicPartition
 from odradek.zk import paths
 from odradek.zk.client import KafkaZkClient, Watch
 
 log = logging.getLogger("odradek.controller")
+
+#: how long an API request waits for the controller's event thread to take it up and answer
+CONTROLLER_ANSWER_S = 60.0
 
 
 class ControllerService:
@@ -133,14 +137,24 @@ class ControllerService:
         if was_active and not self.core.is_active and not isinstance(event, Resign):
             self.elector.trigger()  # fenced out mid-event: let the elector look at /controller again
 
-    def controlled_shutdown(self, broker_id: int, broker_epoch: int, callback: Callback) -> None:
-        """A broker's ControlledShutdown; ``callback`` gets the partitions it still leads."""
-        self.events.put(ControlledShutdown(broker_id, broker_epoch, callback))
+    async def ask(self, make: Callable[[Callback], ControllerEvent],
+                  timeout_s: float = CONTROLLER_ANSWER_S) -> object:
+        """An API's event (ControlledShutdown, ElectLeaders' ReplicaLeaderElection, the
+        reassignment APIs'), built by ``make`` around its callback, put on the event thread;
+        returns what the controller reports (the exception that ended the event included:
+        NotControllerError on a broker that is not the controller), or a TimeoutError if it
+        reported nothing within ``timeout_s``. Called on the broker's event loop."""
+        loop = asyncio.get_running_loop()
+        outcome: asyncio.Future[object] = loop.create_future()
 
-    def elect_leaders(self, partitions: frozenset[TopicPartition], election_type: ElectionType,
-                      callback: Callback) -> None:
-        """An admin client's ElectLeaders; ``callback`` gets the outcome on the event thread."""
-        self.events.put(ReplicaLeaderElection(partitions, election_type, ElectionTrigger.ADMIN, callback))
+        def done(result: object) -> None:
+            loop.call_soon_threadsafe(lambda: outcome.done() or outcome.set_result(result))
+
+        self.events.put(make(done))
+        try:
+            return await asyncio.wait_for(outcome, timeout_s)
+        except asyncio.TimeoutError:
+            return TimeoutError(f"the controller did not answer within {timeout_s:g} s")
 
     @property
     def is_controller(self) -> bool:

@@ -20,8 +20,10 @@ from typing import Any, Callable, Mapping
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.context import BrokerContext
+from odradek.broker.controller_apis import ControllerApis
 from odradek.broker.fetcher import ReplicaFetcherManager
 from odradek.broker.handlers import KafkaApis
+from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.server import Broker
 from odradek.controller.events import NotControllerError
 from odradek.fuzz import templates
@@ -108,11 +110,9 @@ class MemoryZooKeeper:
 class InactiveController:
     """A broker's controller service when another broker is controller."""
 
-    def controlled_shutdown(self, broker_id: int, broker_epoch: int, callback: Callable[[object], None]) -> None:
-        callback(NotControllerError(f"broker {BROKER_ID} is not the controller"))
-
-    def elect_leaders(self, partitions: object, election_type: object, callback: Callable[[object], None]) -> None:
-        callback(NotControllerError(f"broker {BROKER_ID} is not the controller"))
+    async def ask(self, make: Callable[[Callable[[object], None]], object], timeout_s: float = 0.0) -> object:
+        """ControllerService.ask on a broker that is not the controller."""
+        return NotControllerError(f"broker {BROKER_ID} is not the controller")
 
     def stop(self) -> None:
         pass
@@ -221,8 +221,11 @@ class InProcessBroker:
         data_dir.mkdir(parents=True, exist_ok=True)
         broker = Broker(config)
         broker.controller.stop()  # never started; closes its state-change log
-        broker.controller = InactiveController()  # type: ignore[assignment]
+        broker.controller = inactive = InactiveController()  # type: ignore[assignment]
         broker.zk = self.zk  # type: ignore[assignment]
+        broker.producer_ids = ProducerIdManager(BROKER_ID, self.zk)
+        broker.controller_apis = ControllerApis(broker.replica_manager, broker.metadata,
+                                                broker.group_coordinator, inactive.ask)
         self.fetchers = ReplicaFetcherManager(BROKER_ID, IdleFetcher)  # type: ignore[arg-type]
         broker.fetchers = self.fetchers
         rm = broker.replica_manager
@@ -231,8 +234,8 @@ class InProcessBroker:
         rm.broker_epoch = BROKER_EPOCH
         self.broker = broker
         self.replica_manager = rm
-        self.ctx = BrokerContext(config, "fuzz-cluster", rm, broker.metadata, self.zk, broker._controller_request,
-                                 broker._next_producer_id, broker._elect_leaders, broker.group_coordinator)
+        self.ctx = BrokerContext(config, "fuzz-cluster", rm, broker.metadata, self.zk, broker.controller_apis,
+                                 broker.producer_ids.generate_producer_id, inactive.ask, broker.group_coordinator)
         self.apis = KafkaApis(self.ctx)
         with clock.installed():
             self._set_up()

@@ -18,14 +18,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from odradek.group import group_records
 from odradek.group.group_metadata import (GroupMetadata, GroupState, JoinResult, MemberMetadata,
                                           OffsetAndMetadata, SyncResult)
-from odradek.group.group_metadata_manager import (GROUP_WRITE_ERRORS, OFFSET_WRITE_ERRORS, GroupMetadataManager,
-                                                  now_ms)
+from odradek.group.group_metadata_manager import (GROUP_WRITE_ERRORS, OFFSET_WRITE_ERRORS, OFFSETS_TOPIC,
+                                                  GroupMetadataManager, now_ms)
 from odradek.metadata import TopicPartition
 from odradek.protocol.errors import ErrorCode
 
@@ -739,6 +740,27 @@ class GroupCoordinator:
         return gone_total
 
     # -- offsets partitions coming and going ---------------------------------------------------
+
+    def on_leadership_change(self, led: Iterable[Any], not_led: Iterable[Any]) -> None:
+        """Kafka's KafkaApis.onLeadershipChange: coordination moves with the leadership of the
+        __consumer_offsets partitions (``led``/``not_led``: the broker's Partition objects)."""
+        for partition in led:
+            if partition.tp.topic == OFFSETS_TOPIC:
+                self.on_election(partition.tp.partition, partition.leader_epoch)
+        for partition in not_led:
+            if partition.tp.topic == OFFSETS_TOPIC:
+                self.on_resignation(partition.tp.partition)
+
+    def lags(self, high_watermark: Callable[[TopicPartition], int | None]) -> list[tuple[str, str, int, int]]:
+        """(group, topic, partition, lag) of the groups this broker coordinates, for the
+        partitions whose high watermark ``high_watermark`` knows (those with a local replica)."""
+        lags = []
+        for group in self.manager.local_groups():
+            for tp, committed in group.offsets.items():
+                hw = high_watermark(tp)
+                if hw is not None:
+                    lags.append((group.group_id, tp.topic, tp.partition, max(hw - committed.offset, 0)))
+        return lags
 
     def on_election(self, offsets_partition: int, leader_epoch: int) -> None:
         self.manager.load(offsets_partition, leader_epoch, self._on_group_loaded)

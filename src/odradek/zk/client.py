@@ -28,10 +28,12 @@ takes: calls that must give up (a broker shutting down) take a timeout.
 """
 from __future__ import annotations
 
+import base64
 import dataclasses
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
@@ -796,6 +798,15 @@ class KafkaZkClient:
         pending = [self._zk.create_async(paths.ISR_CHANGE_PREFIX, data, sequence=True)
                    for data in split_to_fit(tps, paths.encode_isr_change, budget)]
         return [result.get() for result in pending]
+
+    def get_or_create_cluster_id(self) -> str:
+        """Kafka's /cluster/id: made once by the first broker, read by every later one."""
+        new_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        try:
+            self._zk.create(paths.CLUSTER_ID, paths.encode_cluster_id(new_id), makepath=True)
+        except NodeExistsError:
+            pass
+        return paths.decode_cluster_id(self._zk.get(paths.CLUSTER_ID)[0])
 
     def allocate_producer_id_block(self, broker_id: int, size: int = 1000) -> paths.ProducerIdBlock:
         """Claim the next block of producer ids with a conditional update (retried on races)."""

@@ -33,6 +33,7 @@ ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "/isr_change_notification/isr_change_"
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+CLUSTER_ID = "/cluster/id"
 
 # Kafka's ZkData.PersistentZkPaths (minus the old consumer tree): created at startup so that
 # watches and child creates never hit a missing parent.
@@ -299,3 +300,14 @@ def encode_preferred_election(tps: Iterable[TopicPartition]) -> bytes:
 
 def decode_preferred_election(data: bytes) -> set[TopicPartition]:
     return _tp_set(_loads(data)["partitions"])
+
+
+# /cluster/id ------------------------------------------------------------------------------
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dumps({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    return _loads(data)["id"]

@@ -1,0 +1,88 @@
+"""The controller's requests to this broker (LeaderAndIsr, UpdateMetadata, StopReplica) and a
+broker's ControlledShutdown to this broker's controller: Kafka's KafkaApis.handleLeaderAndIsrRequest,
+handleUpdateMetadataRequest, handleStopReplicaRequest and handleControlledShutdownRequest.
+
+Each is fenced by controller and broker epoch in the replica manager and answered in the same
+callback, unless a LeaderAndIsr must read topic configs first or a ControlledShutdown waits
+for the controller's event thread.
+"""
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+from odradek.broker.metadata_cache import LEADER_DURING_DELETE, MetadataCache
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.controller.events import (ControlledShutdown, ControllerEvent, EventPreemptedError,
+                                       NotControllerError)
+from odradek.controller.leader_selectors import StateChangeFailedError
+from odradek.group.group_coordinator import GroupCoordinator
+from odradek.protocol import controller_api
+from odradek.protocol.controller_api import (ControlledShutdownRequest, ControlledShutdownResponse,
+                                             ControllerResponse)
+from odradek.protocol.errors import ErrorCode
+
+AskController = Callable[[Callable[[Callable[[object], None]], ControllerEvent]], Awaitable[object]]
+
+
+class ControllerApis:
+    def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache,
+                 group_coordinator: GroupCoordinator, ask_controller: AskController) -> None:
+        self._rm = replica_manager
+        self._metadata = metadata
+        self._groups = group_coordinator
+        self._ask_controller = ask_controller
+
+    def __call__(self, api_key: int, version: int, correlation_id: int,
+                 request: Any) -> bytes | Awaitable[bytes]:
+        rm = self._rm
+        if api_key == controller_api.API_CONTROLLED_SHUTDOWN:
+            return self._controlled_shutdown(version, correlation_id, request)
+        if api_key == controller_api.API_LEADER_AND_ISR:
+            result = rm.become_leader_or_follower(request)
+            if not isinstance(result, ControllerResponse):
+                return _encode_later(api_key, version, correlation_id, result)
+            response = result
+        elif api_key == controller_api.API_STOP_REPLICA:
+            response = rm.stop_replicas(request)
+        else:
+            response = self._update_metadata(request)
+        return controller_api.encode_response(api_key, version, correlation_id, response)
+
+    def _update_metadata(self, request: Any) -> ControllerResponse:
+        rm = self._rm
+        stale = rm.fence(request.controller_epoch, request.broker_epoch)
+        if stale is None:
+            known = {b.id for b in self._metadata.live_brokers}
+            self._metadata.update(request.controller_id, request.controller_epoch,
+                                  request.live_brokers, request.partition_states)
+            deleted = [st.tp for st in request.partition_states if st.leader == LEADER_DURING_DELETE]
+            if deleted:  # Kafka's handleUpdateMetadataRequest: their groups' offsets go too
+                self._groups.handle_deleted_partitions(deleted)
+            registered = {b.id for b in request.live_brokers} - known
+            if registered:
+                rm.brokers_registered(registered)
+        return ControllerResponse(int(stale or 0), {})
+
+    async def _controlled_shutdown(self, version: int, correlation_id: int,
+                                   request: ControlledShutdownRequest) -> bytes:
+        """Answered once leadership has moved, with the replicated partitions the stopping
+        broker still leads."""
+        outcome = await self._ask_controller(
+            lambda done: ControlledShutdown(request.broker_id, request.broker_epoch, done))
+        if isinstance(outcome, (NotControllerError, EventPreemptedError)):
+            response = ControlledShutdownResponse(ErrorCode.NOT_CONTROLLER)
+        elif isinstance(outcome, TimeoutError):
+            response = ControlledShutdownResponse(ErrorCode.REQUEST_TIMED_OUT)
+        elif isinstance(outcome, StateChangeFailedError):  # not registered at that epoch
+            response = ControlledShutdownResponse(ErrorCode.STALE_BROKER_EPOCH)
+        elif isinstance(outcome, Exception):
+            response = ControlledShutdownResponse(ErrorCode.UNKNOWN_SERVER_ERROR)
+        else:
+            response = ControlledShutdownResponse(ErrorCode.NONE, tuple(sorted(outcome)))  # type: ignore[call-overload]
+        return controller_api.encode_response(controller_api.API_CONTROLLED_SHUTDOWN, version,
+                                              correlation_id, response)
+
+
+async def _encode_later(api_key: int, version: int, correlation_id: int,
+                        pending: Awaitable[ControllerResponse]) -> bytes:
+    return controller_api.encode_response(api_key, version, correlation_id, await pending)
