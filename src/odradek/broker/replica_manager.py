@@ -236,6 +236,7 @@ class ReplicaManager:
         if not on_disk:
             return
         existing = assignments_of({tp.topic for tp in on_disk})
+        stale = []
         for tp in on_disk:
             assignment = existing.get(tp.topic)
             stored = self.log_manager.topic_id(tp)
@@ -243,7 +244,9 @@ class ReplicaManager:
                 log.info("deleting the log of %s: its topic %s", tp,
                          "no longer exists" if assignment is None
                          else f"is now topic id {assignment.topic_id}, the log's is {stored}")
-                self.drop_log(tp)
+                stale.append(tp)
+        if stale:
+            self.drop_logs(stale)
 
     def drop_log(self, tp: TopicPartition) -> None:
         """``drop_logs`` of one partition; an OSError is raised."""

@@ -659,18 +659,24 @@ class KafkaZkClient:
         self._run_fenced([(c, _Op("delete", f"{paths.ISR_CHANGE_NOTIFICATION}/{c}")) for c in found])
         return set().union(*(paths.decode_isr_change(data) for data, _ in found.values()))
 
-    def get_preferred_replica_election(self) -> set[TopicPartition] | None:
+    def _get_admin_request(self, path: str, decode: Callable[[bytes], Any], empty: Any) -> Any:
+        """An admin tool's request znode (/admin/preferred_replica_election,
+        /admin/reassign_partitions) decoded; None when it does not exist. Malformed contents
+        read as ``empty``, with a warning: the controller then removes the znode, so the admin
+        can write a correct one."""
         try:
-            data, _ = self._zk.get(paths.PREFERRED_REPLICA_ELECTION)
+            data, _ = self._zk.get(path)
         except NoNodeError:
             return None
         try:
-            return paths.decode_preferred_election(data or b"")
+            return decode(data or b"")
         except (ValueError, KeyError, TypeError) as exc:
-            # deleted after the (empty) election, so the admin can write a correct one
-            log.warning("ignoring malformed %s (%r): %s", paths.PREFERRED_REPLICA_ELECTION,
-                        (data or b"")[:200], exc)
-            return set()
+            log.warning("ignoring malformed %s (%r): %s", path, (data or b"")[:200], exc)
+            return empty
+
+    def get_preferred_replica_election(self) -> set[TopicPartition] | None:
+        return self._get_admin_request(paths.PREFERRED_REPLICA_ELECTION,
+                                       paths.decode_preferred_election, set())
 
     def delete_preferred_replica_election(self) -> None:
         self._run_fenced([(None, _Op("delete", paths.PREFERRED_REPLICA_ELECTION))])  # gone: fine
@@ -679,19 +685,8 @@ class KafkaZkClient:
     # setTopicAssignment) -----------------------------------------------------------------
 
     def get_partition_reassignments(self) -> dict[TopicPartition, tuple[int, ...]] | None:
-        """The targets /admin/reassign_partitions asks for (Kafka's JSON format); None when it
-        does not exist. Malformed contents read as no partitions, with a warning: the
-        controller then removes the znode, so the admin can write a correct one."""
-        try:
-            data, _ = self._zk.get(paths.REASSIGN_PARTITIONS)
-        except NoNodeError:
-            return None
-        try:
-            return paths.decode_reassignment(data or b"")
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("ignoring malformed %s (%r): %s", paths.REASSIGN_PARTITIONS,
-                        (data or b"")[:200], exc)
-            return {}
+        """The targets /admin/reassign_partitions asks for (Kafka's JSON format)."""
+        return self._get_admin_request(paths.REASSIGN_PARTITIONS, paths.decode_reassignment, {})
 
     def set_partition_reassignments(self, remaining: Mapping[TopicPartition, Iterable[int]]) -> None:
         """Fenced: rewrite /admin/reassign_partitions with the reassignments not yet complete,
