@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 DEMO_DIR := ./.odradek-demo
 APT_PACKAGES := default-jre-headless zookeeper kcat iptables python3 python3-venv
 
-.PHONY: setup system-deps demo demo-down test faults fuzz clean distclean
+.PHONY: setup system-deps demo demo-down test test-long faults fuzz clean distclean
 
 setup: system-deps $(STAMP)
 
@@ -38,7 +38,12 @@ $(STAMP): pyproject.toml
 	touch $@
 
 test: setup
-	$(VENV)/bin/pytest -q -p no:cacheprovider
+	$(VENV)/bin/pytest -q -p no:cacheprovider -m "not slow"
+
+# The long variants (marked slow): more brokers, more data, more seeds. Not in `make test`,
+# which must stay under 15 minutes on 2 cores.
+test-long: setup
+	$(VENV)/bin/pytest -q -p no:cacheprovider -m slow
 
 # Jepsen-style fault runs (docs/reliability.md): FAULT_SEEDS x 100 faults, one JSON report per
 # seed in build/faults/; stops at the first run with an anomaly (its data dir is kept and named).
