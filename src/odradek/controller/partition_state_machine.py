@@ -206,7 +206,7 @@ class PartitionStateMachine:
         def decide(states: dict[TopicPartition, LeaderAndIsr]
                    ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
             decided: dict[TopicPartition, LeaderAndIsr | Exception] = {}
-            for tp, election in clean.items():  # the cache's elections go first, as ever
+            for tp, election in clean.items():  # the cache's elections first, the read ones after
                 elections[tp] = (election, states[tp])
                 decided[tp] = election.leader_and_isr
             undecided = {tp: lai for tp, lai in states.items() if tp not in clean}
@@ -226,9 +226,9 @@ class PartitionStateMachine:
         return LeaderAndIsrUpdate(self._ctx, self._zk, tps, decide, elects_cleanly).start()
 
     def _apply_elections(
-        self, strategy: ElectionStrategy, elections: dict[TopicPartition, tuple[Election, LeaderAndIsr]],
-        results: PartitionResults, updated: dict[TopicPartition, LeaderAndIsr],
-        failed: dict[TopicPartition, Exception],
+        self, strategy: ElectionStrategy,
+        elections: dict[TopicPartition, tuple[Election, LeaderAndIsr]], results: PartitionResults,
+        updated: dict[TopicPartition, LeaderAndIsr], failed: dict[TopicPartition, Exception],
     ) -> None:
         """The elected partitions go Online and their receivers are told; the failed keep
         their state."""

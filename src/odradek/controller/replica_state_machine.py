@@ -205,7 +205,8 @@ class ReplicaStateMachine:
 
     def _apply_isr_shrinks(
         self, removed: dict[TopicPartition, set[int]],
-        gone: dict[TopicPartition, list[PartitionReplica]], errors: dict[PartitionReplica, Exception],
+        gone: dict[TopicPartition, list[PartitionReplica]],
+        errors: dict[PartitionReplica, Exception],
         updated: dict[TopicPartition, LeaderAndIsr], failed: dict[TopicPartition, Exception],
     ) -> None:
         """The new state goes to every remaining replica, not only the leader as the controller
