@@ -110,3 +110,63 @@ def _coerce(type_name: object, value: object) -> object:
         case "Path":
             return Path(value)
     return value
+
+
+#: What each setting does, by field, for DescribeConfigs' documentation and the config table of
+#: docs/operations.md (`python -m odradek.broker.config_docs`); the settings that are a topic
+#: config's broker default (log.retention.ms ...) are documented by that topic config instead.
+FIELD_DOCS: dict[str, str] = {
+    "broker_id": "This broker's id, unique in the cluster (flag --id)",
+    "host": "The address clients and other brokers reach this broker on; it is registered in "
+            "/brokers/ids as given, so not 0.0.0.0 (flag --listen HOST:PORT)",
+    "port": "The Kafka port (flag --listen HOST:PORT)",
+    "zookeeper": "The ZooKeeper ensemble, HOST:PORT[,HOST:PORT...][/chroot]; the broker creates the "
+                 "chroot if it is missing (flag --zookeeper)",
+    "data_dir": "The one directory that holds this broker's partition logs and checkpoints (flag --data-dir)",
+    "zookeeper_session_timeout_ms": "How long a dead broker keeps its registration (the floor of failover "
+                                    "time) against how long a pause may last before a live broker is declared "
+                                    "dead (flag --session-timeout-ms; Kafka's default is 18000)",
+    "zookeeper_jute_maxbuffer": "The largest request every ZooKeeper server accepts (their -Djute.maxbuffer); "
+                                "topics and multis are sized to fit under it",
+    "default_replication_factor": "The replication factor of a topic created without one",
+    "num_partitions": "The partition count of a topic created without one",
+    "auto_create_topics_enable": "Accepted, not acted on: odradek never creates a topic because a client "
+                                 "asked for its metadata (Kafka's default is true)",
+    "delete_topic_enable": "false refuses DeleteTopics (TOPIC_DELETION_DISABLED)",
+    "log_retention_check_interval_ms": "How often segments past retention are deleted",
+    "log_cleaner_enable": "Whether the log cleaner compacts cleanup.policy=compact topics",
+    "log_cleaner_backoff_ms": "How long the cleaner sleeps when no log needs cleaning",
+    "log_cleaner_dedupe_buffer_size": "The memory bound of the cleaner's key map (about 128 bytes a key)",
+    "replica_lag_time_max_ms": "How long a follower may go without catching up to the leader's log end "
+                               "before the leader takes it out of the ISR",
+    "replica_fetch_max_bytes": "The most bytes a follower asks for per partition in one fetch",
+    "replica_fetch_wait_max_ms": "How long a follower's fetch waits at the leader for new data",
+    "broker_rack": "This broker's rack, registered and answered in Metadata; `odradek reassign --generate` "
+                   "keeps a partition's replicas on different racks",
+    "replication_quota_window_num": "Samples in the replication throttles' rate window",
+    "replication_quota_window_size_seconds": "Seconds per sample of the replication throttles' rate window",
+    "socket_request_max_bytes": "The largest request frame a client may send; a larger one closes the connection",
+    "max_open_files": "Open segment files kept at most (least recently used ones are closed)",
+    "controlled_shutdown_enable": "On SIGTERM, ask the controller to move this broker's leadership away "
+                                  "before stopping (controlled shutdown)",
+    "controlled_shutdown_max_retries": "ControlledShutdown attempts before the broker stops anyway",
+    "controlled_shutdown_retry_backoff_ms": "The pause between ControlledShutdown attempts",
+    "auto_leader_rebalance_enable": "Whether the controller moves leadership back to preferred replicas "
+                                    "by itself",
+    "leader_imbalance_check_interval_seconds": "How often the controller checks the leader imbalance",
+    "leader_imbalance_per_broker_percentage": "The share (%) of a broker's preferred partitions it may "
+                                              "not lead before the controller moves them back",
+    "metrics_port": "The port of the Prometheus endpoint (/metrics) on the listener's host; 0: none",
+    "group_min_session_timeout_ms": "The shortest session.timeout.ms a group member may ask for",
+    "group_max_session_timeout_ms": "The longest session.timeout.ms a group member may ask for",
+    "group_initial_rebalance_delay_ms": "How long a new group waits for more members before its first "
+                                        "rebalance completes (KIP-134)",
+    "offsets_topic_num_partitions": "Partitions of __consumer_offsets, fixed when it is created",
+    "offsets_topic_replication_factor": "Replication factor of __consumer_offsets (lower if fewer brokers "
+                                        "are alive when it is created)",
+    "offsets_topic_segment_bytes": "Segment size of __consumer_offsets",
+    "offsets_retention_minutes": "How long the committed offsets of a group without members are kept",
+    "offsets_retention_check_interval_ms": "How often expired offsets are removed",
+    "offsets_commit_timeout_ms": "How long an offset commit waits for the offsets partition's ISR",
+    "offset_metadata_max_bytes": "The longest metadata string an offset commit may carry",
+}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, fields
-from odradek.broker.config import BrokerConfig
+from odradek.broker.config import FIELD_DOCS, BrokerConfig
 from odradek.broker.replication_quota import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from odradek.broker.topic_admin import TOPIC_CONFIG_DEFAULTS, TopicError, validate_configs
 from odradek.log.log import LogConfig
@@ -113,7 +113,39 @@ def documentation(name: str, topic: bool) -> str | None:
         side = "leader" if name == LEADER_RATE else "follower"
         return (f"The upper bound (bytes/s) on this broker's replication traffic as {side} for the "
                 f"replicas listed in each topic's {side}.replication.throttled.replicas")
-    return None
+    f = _FIELD_OF.get(name)
+    return FIELD_DOCS.get(f.name) if f is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfigDefinition:
+    """One broker config as an operator sets it: its Kafka name (as DescribeConfigs lists it), the
+    key a --config file gives it (None: only dynamically, `odradek configs alter --broker ...`),
+    its built-in default (None: unset), whether a broker refuses to start without it, and
+    whether it changes while the broker runs."""
+    name: str
+    file_key: str | None
+    default: str | None
+    required: bool
+    dynamic: bool
+    documentation: str
+
+
+def broker_config_definitions() -> list[BrokerConfigDefinition]:
+    """Every broker config, sorted by name: what docs/operations.md's generated table lists."""
+    out = []
+    for name in broker_config_names():
+        f = _FIELD_OF.get(name)
+        required = f is not None and f.default is dataclasses.MISSING
+        if f is not None:
+            default = None if required else f.default
+            text = None if default is None else str(default).lower() if isinstance(default, bool) else str(default)
+            key: str | None = f.name.replace("_", ".")
+        else:
+            text, key = {**_SYNONYM_ONLY, **THROTTLES}[name], None
+        out.append(BrokerConfigDefinition(name, key, text, required, name in DYNAMIC,
+                                          documentation(name, False) or ""))
+    return out
 
 
 def check_broker_config_name(name: str) -> None:
