@@ -1,7 +1,7 @@
 """Hand-written encoders for the three messages on the replication hot path.
 
 kio encodes any message but costs 60-100 us per Produce/Fetch response in pure Python (measured
-here, see docs/benchmarks.md), which bounded acks=all throughput: each acknowledged batch costs one
+here, see docs/benchmarks-history.md), which bounded acks=all throughput: each acknowledged batch costs one
 Produce response and two follower Fetch round trips. These encoders write the same bytes with
 struct, and Fetch responses come back as a list of buffers so record data is never copied
 (`transport.writelines`). tests/protocol/test_fast_paths.py checks every version against kio.
