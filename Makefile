@@ -4,20 +4,22 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed-stamp
 DEMO_DIR := ./.odradek-demo
-APT_PACKAGES := default-jre-headless zookeeper kcat iptables python3 python3-venv
+APT_PACKAGES := default-jre-headless zookeeper kcat iptables python3 python3-venv chromium
 
 .PHONY: setup system-deps demo demo-down test test-long faults fuzz clean distclean
 
 setup: system-deps $(STAMP)
 
 # Java + Debian's ZooKeeper jars run the real ZooKeeper; kcat is a third-party client for
-# checking compatibility by hand. Installed only when missing, and only if we are root.
+# checking compatibility by hand; chromium (driven by playwright, which downloads no browser of
+# its own) runs the dashboard's browser test. Installed only when missing, and only if we are root.
 system-deps:
 	@missing=""; \
 	command -v java >/dev/null || missing="$$missing java"; \
 	[ -f /usr/share/java/zookeeper.jar ] || missing="$$missing zookeeper.jar"; \
 	command -v kcat >/dev/null || missing="$$missing kcat"; \
 	command -v iptables >/dev/null || missing="$$missing iptables"; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	command -v $(PYTHON) >/dev/null && $(PYTHON) -c 'import ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \

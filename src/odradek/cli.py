@@ -135,6 +135,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--timeout-s", type=float, default=10.0, help="how long to try to reach ZooKeeper")
     s.set_defaults(func=cmd_status)
 
+    ui = sub.add_parser("ui", help="a live web dashboard: brokers, partition leaders and ISRs, state changes, "
+                        "consumer lag, reassignments and metrics")
+    ui_where = ui.add_mutually_exclusive_group()
+    ui_where.add_argument("--data-dir", type=Path, metavar="DIR", help="a cluster started by `odradek up` "
+                          "(its expected brokers, state-change logs and metrics URLs come from cluster.json)")
+    ui_where.add_argument("--zookeeper", metavar="CONN", help="default 127.0.0.1:2181")
+    ui.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
+                    help="for the Kafka requests (default: the live brokers ZooKeeper lists)")
+    ui.add_argument("--host", default="127.0.0.1", help="address to serve the dashboard on")
+    ui.add_argument("--port", type=_port_or_zero, default=8080, help="port to serve the dashboard on")
+    ui.add_argument("--interval-s", type=float, default=1.0, help="how often ZooKeeper is read")
+    ui.set_defaults(func=cmd_ui)
+
     t = sub.add_parser("topics", help="create, list and describe topics")
     tsub = t.add_subparsers(dest="topics_command", metavar="SUBCOMMAND", required=True)
     tc = tsub.add_parser("create", help="create a topic")
@@ -389,6 +402,17 @@ def cmd_status(args: argparse.Namespace) -> None:
         for broker in status["live_brokers"]:
             broker["metrics_url"] = cluster.metrics_url(broker["id"])
     print(json.dumps(status, indent=2) if args.json else format_status(status))
+
+
+def cmd_ui(args: argparse.Namespace) -> None:
+    from odradek.ui.poller import ClusterSource, source_from_data_dir
+    from odradek.ui.server import serve
+
+    if args.data_dir:
+        source = source_from_data_dir(args.data_dir, args.bootstrap_server)
+    else:
+        source = ClusterSource(args.zookeeper or "127.0.0.1:2181", args.bootstrap_server)
+    serve(source, args.host, args.port, args.interval_s)
 
 
 def cmd_topics_create(args: argparse.Namespace) -> None:

@@ -197,14 +197,16 @@ VERIFY_READS, VERIFY_READ_INTERVAL_S = 10, 0.2
 def verify(bootstrap: str, plan: Assignment, timeout: float) -> list[dict[str, Any]]:
     """--verify's rows (reassign_command.partition_states)."""
     for _ in range(VERIFY_READS - 1):
-        rows = _verify_once(bootstrap, plan, timeout)
+        rows = verify_once(bootstrap, plan, timeout)
         if all(r["state"] != FAILED for r in rows):
             return rows
         time.sleep(VERIFY_READ_INTERVAL_S)
-    return _verify_once(bootstrap, plan, timeout)
+    return verify_once(bootstrap, plan, timeout)
 
 
-def _verify_once(bootstrap: str, plan: Assignment, timeout: float) -> list[dict[str, Any]]:
+def verify_once(bootstrap: str, plan: Assignment, timeout: float) -> list[dict[str, Any]]:
+    """One read of the plan's state (verify reads again while a partition looks failed; the
+    dashboard, which reads every few seconds anyway, takes one)."""
     ongoing = list_reassignments(bootstrap, sorted(plan), timeout)
     view = cluster_view(bootstrap, [t for t, _ in plan], timeout)
     wanted: dict[int, set[TP]] = {}

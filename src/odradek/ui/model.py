@@ -1,0 +1,216 @@
+"""The dashboard's state model: pure functions from what the poller read to what the page shows.
+
+Nothing here does I/O, so the rules the page highlights (which broker is dead, which partition
+is offline or under-replicated, how far a reassignment or a deletion got) are tested from znode
+bytes and scrape text alone. The rules are the ones the operator tools already use, so the
+dashboard and `odradek status` / `odradek topics describe --under-replicated` never disagree:
+
+- a broker is live while /brokers/ids/N exists (its ZooKeeper session holds the ephemeral node);
+  it is dead when cluster.json expects it or a partition lists it as a replica and it does not;
+- a partition is offline when its leader is -1 or a dead broker (Kafka's OfflinePartitionsCount),
+  under-replicated when its ISR is smaller than its replica set less the replicas a reassignment
+  is adding (Kafka's Partition.isUnderReplicated uses the same replication factor, KIP-455).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from odradek.reassign_command import Ongoing
+from odradek.zk import paths
+
+OK, UNDER_REPLICATED, OFFLINE = "ok", "under_replicated", "offline"
+
+
+@dataclass(frozen=True)
+class ZkView:
+    """The znodes one poll read, undecoded: /controller, /controller_epoch, /brokers/ids/N,
+    /brokers/topics/T, each partition's state znode (None before the controller wrote one) and
+    the children of /admin/delete_topics."""
+    controller: bytes | None = None
+    controller_epoch: bytes | None = None
+    brokers: Mapping[int, bytes] = field(default_factory=dict)
+    topics: Mapping[str, bytes] = field(default_factory=dict)
+    states: Mapping[tuple[str, int], bytes | None] = field(default_factory=dict)
+    deleting: tuple[str, ...] = ()
+
+
+def _decode(decoder: Any, data: bytes | None, *args: Any) -> Any:
+    """A znode's value, or None when it is missing or garbled (a dashboard shows what it can)."""
+    if data is None:
+        return None
+    try:
+        return decoder(*args, data) if args else decoder(data)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def cluster_state(view: ZkView, expected_brokers: Iterable[int] = ()) -> dict[str, Any]:
+    """Brokers (live or dead), the controller and its epoch, and every topic's partition grid."""
+    controller = _decode(paths.decode_controller_id, view.controller)
+    epoch = _decode(paths.decode_controller_epoch, view.controller_epoch)
+    live: dict[int, Any] = {}
+    for broker_id, data in view.brokers.items():
+        info = _decode(lambda d, b=broker_id: paths.decode_broker_info(b, d, 0), data)
+        live[broker_id] = info
+    topics = []
+    referenced: set[int] = set()
+    leaders: dict[int, int] = {}
+    counts = {OK: 0, UNDER_REPLICATED: 0, OFFLINE: 0}
+    deleting = set(view.deleting)
+    for name in sorted(view.topics):
+        assignment = _decode(lambda d, t=name: paths.decode_topic_assignment(t, d), view.topics[name])
+        if assignment is None:
+            continue
+        rows = []
+        for p, replicas in sorted(assignment.partitions.items()):
+            referenced.update(replicas)
+            lai = _decode(lambda d: paths.decode_leader_and_isr(d, 0), view.states.get((name, p)))
+            leader = lai.leader if lai is not None else -1
+            isr = list(lai.isr) if lai is not None else []
+            adding = list(assignment.adding_replicas.get(p, ()))
+            removing = list(assignment.removing_replicas.get(p, ()))
+            status = partition_status(list(replicas), adding, leader, isr, live)
+            counts[status] += 1
+            if status != OFFLINE:
+                leaders[leader] = leaders.get(leader, 0) + 1
+            rows.append({"partition": p, "replicas": list(replicas), "leader": leader,
+                         "leader_epoch": lai.leader_epoch if lai is not None else None, "isr": isr,
+                         "adding": adding, "removing": removing, "status": status})
+        topics.append({"name": name, "deleting": name in deleting,
+                       "reassigning": bool(assignment.adding_replicas or assignment.removing_replicas),
+                       "partitions": rows})
+    ids = sorted(set(live) | set(expected_brokers) | referenced)
+    brokers = [{"id": b, "live": b in live,
+                "host": live[b].host if live.get(b) is not None else None,
+                "port": live[b].port if live.get(b) is not None else None,
+                "controller": b == controller, "leaders": leaders.get(b, 0)} for b in ids]
+    return {"controller": controller, "controller_epoch": epoch, "brokers": brokers, "topics": topics,
+            # marked for deletion with the topic's znode already gone: the deletion is finishing
+            "deleting_unknown": sorted(deleting - set(view.topics)),
+            "summary": {"brokers": len(ids), "live_brokers": len(live), "topics": len(topics),
+                        "partitions": sum(counts.values()), "offline": counts[OFFLINE],
+                        "under_replicated": counts[UNDER_REPLICATED]}}
+
+
+def partition_status(replicas: list[int], adding: list[int], leader: int, isr: list[int],
+                     live: Mapping[int, Any]) -> str:
+    """OFFLINE, UNDER_REPLICATED or OK (the module docstring gives the rules)."""
+    if leader == -1 or leader not in live:
+        return OFFLINE
+    if len(isr) < len([r for r in replicas if r not in adding]):
+        return UNDER_REPLICATED
+    return OK
+
+
+# -- the controller's state-change log ----------------------------------------------------------
+
+
+def parse_state_changes(lines: Iterable[str], broker_id: int) -> list[dict[str, Any]]:
+    """The JSON lines of one broker's state-change log (controller/state_change_log.py), each
+    with the broker whose log it came from; lines that are not JSON objects are skipped."""
+    out = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            record["log_broker"] = broker_id
+            out.append(record)
+    return out
+
+
+def merge_timeline(per_broker: Mapping[int, Iterable[dict[str, Any]]], limit: int) -> list[dict[str, Any]]:
+    """The newest ``limit`` records of every broker's log, newest first. Each controller writes
+    only its own log, so after a failover the story continues in another broker's file; sorting
+    by (time, controller epoch) puts it back together."""
+    records = [r for rs in per_broker.values() for r in rs]
+    records.sort(key=lambda r: (r.get("time_ms") or 0, r.get("controller_epoch") or 0), reverse=True)
+    return records[:limit]
+
+
+# -- reassignments and deletions ----------------------------------------------------------------
+
+
+def reassignment_plan(ongoing: Mapping[tuple[str, int], Ongoing]) -> dict[tuple[str, int], list[int]]:
+    """The target replicas of each reassignment in progress: ListPartitionReassignments lists
+    the full set (original plus adding) and the replicas being removed (KIP-455)."""
+    return {tp: [r for r in o.replicas if r not in o.removing] for tp, o in ongoing.items()}
+
+
+def progress(done: int | None, total: int | None) -> float | None:
+    """A fraction in [0, 1] for a progress bar; None when unknown. Nothing to do is done."""
+    if done is None or total is None:
+        return None
+    if total <= 0:
+        return 1.0
+    return max(0.0, min(1.0, done / total))
+
+
+def deletion_progress(state: Mapping[str, Any], logs: Mapping[tuple[tuple[str, int], int], int]) -> list[dict[str, Any]]:
+    """Per topic marked for deletion (/admin/delete_topics): how many of its replicas' logs are
+    gone, from DescribeLogDirs of the live brokers (``logs``: (partition, broker) -> bytes, the
+    logs still there). A replica on a dead broker cannot be deleted until it returns (Kafka's
+    TopicDeletionManager marks the topic ineligible), so it is named as what the deletion waits for."""
+    live = {b["id"] for b in state["brokers"] if b["live"]}
+    out = []
+    for topic in state["topics"]:
+        if not topic["deleting"]:
+            continue
+        replicas = [((topic["name"], p["partition"]), r) for p in topic["partitions"] for r in p["replicas"]]
+        remaining = [key for key in replicas if key in logs or key[1] not in live]
+        waiting = sorted({r for _, r in replicas if r not in live})
+        out.append({"topic": topic["name"], "replicas": len(replicas), "deleted": len(replicas) - len(remaining),
+                    "progress": progress(len(replicas) - len(remaining), len(replicas)),
+                    "waiting_for_brokers": waiting})
+    for name in state.get("deleting_unknown", ()):
+        out.append({"topic": name, "replicas": 0, "deleted": 0, "progress": 1.0, "waiting_for_brokers": []})
+    return out
+
+
+# -- Prometheus metrics ---------------------------------------------------------------------------
+
+#: what the charts draw: (key, metric family as the broker exports it, kind)
+CHARTED = (
+    ("messages_in", "kafka_server_brokertopicmetrics_messagesin", "rate"),
+    ("bytes_in", "kafka_server_brokertopicmetrics_bytesin", "rate"),
+    ("requests", "kafka_network_requestmetrics_requests", "rate"),
+    ("under_replicated", "kafka_server_replicamanager_underreplicatedpartitions", "gauge"),
+    ("leaders", "kafka_server_replicamanager_leadercount", "gauge"),
+)
+
+
+def metric_sample(text: str) -> dict[str, float]:
+    """The charted figures of one scrape: every family's samples summed over their labels
+    (counters' ``_total`` samples only, not ``_created``)."""
+    wanted = {family: key for key, family, _ in CHARTED}
+    out = dict.fromkeys(wanted.values(), 0.0)
+    for family in text_string_to_metric_families(text):
+        key = wanted.get(family.name)
+        if key is None:
+            continue
+        for sample in family.samples:
+            if family.type == "counter" and not sample.name.endswith("_total"):
+                continue
+            out[key] += sample.value
+    return out
+
+
+def chart_point(previous: tuple[float, Mapping[str, float]] | None, now: float,
+                sample: Mapping[str, float]) -> dict[str, float | None]:
+    """One point of each chart: rates per second between two scrapes for counters (None for the
+    first scrape, or after a restart reset the counter), the value for gauges."""
+    point: dict[str, float | None] = {"t": now}
+    for key, _, kind in CHARTED:
+        if kind == "gauge":
+            point[key] = sample.get(key)
+        elif previous is None or now <= previous[0] or sample.get(key, 0) < previous[1].get(key, 0):
+            point[key] = None
+        else:
+            point[key] = (sample.get(key, 0) - previous[1].get(key, 0)) / (now - previous[0])
+    return point

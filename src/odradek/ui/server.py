@@ -1,0 +1,94 @@
+"""`odradek ui`: the dashboard's aiohttp server.
+
+Routes: ``/`` the page, ``/static/`` its script and styles (shipped in the package: no CDN, the
+machine may be offline), ``/api/state`` every section as one JSON object (for scripts and
+tests), ``/api/events`` the same sections as server-sent events, each sent again when it
+changes. Server-sent events rather than websockets: the stream only goes one way, and browsers
+reconnect an EventSource by themselves after the server restarts.
+"""
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+from aiohttp import web
+
+from odradek.cluster import ClusterError
+from odradek.ui.poller import ClusterSource, Poller
+
+STATIC = Path(__file__).parent / "static"
+#: a comment line this often keeps idle proxies from closing the event stream
+KEEPALIVE_S = 15.0
+POLLER = web.AppKey("poller", Poller)
+
+
+def build_app(poller: Poller) -> web.Application:
+    app = web.Application()
+    app[POLLER] = poller
+    app.router.add_get("/", _index)
+    app.router.add_get("/api/state", _state)
+    app.router.add_get("/api/events", _events)
+    app.router.add_static("/static/", STATIC)
+    return app
+
+
+async def _index(request: web.Request) -> web.FileResponse:
+    return web.FileResponse(STATIC / "index.html")
+
+
+async def _state(request: web.Request) -> web.Response:
+    sections = request.app[POLLER].sections
+    body = "{" + ",".join(f'"{name}":{data}' for name, data in sections.items()) + "}"
+    return web.Response(text=body, content_type="application/json")
+
+
+async def _events(request: web.Request) -> web.StreamResponse:
+    poller = request.app[POLLER]
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    queue = poller.subscribe()
+    try:
+        while True:
+            try:
+                name, data = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
+            except asyncio.TimeoutError:
+                await response.write(b": keepalive\n\n")
+                continue
+            if not name:  # dropped for falling behind: the browser reconnects
+                break
+            await response.write(f"event: {name}\ndata: {data}\n\n".encode())
+    except (ConnectionResetError, ConnectionError):
+        pass
+    finally:
+        poller.unsubscribe(queue)
+    return response
+
+
+async def run(source: ClusterSource, host: str, port: int, interval: float = 1.0) -> None:
+    """Serve until SIGINT or SIGTERM. ClusterError (for the CLI's one-line error) when ZooKeeper
+    cannot be reached or the port is taken."""
+    poller = Poller(source, zk_interval=interval)
+    await poller.start()
+    runner = web.AppRunner(build_app(poller), shutdown_timeout=1.0)
+    await runner.setup()
+    try:
+        try:
+            await web.TCPSite(runner, host, port).start()
+        except OSError as exc:
+            raise ClusterError(f"cannot serve the dashboard on {host}:{port}: {exc.strerror or exc}") from None
+        print(f"odradek ui: http://{host}:{port}/ (ZooKeeper {source.zookeeper})", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+        await poller.stop()
+
+
+def serve(source: ClusterSource, host: str, port: int, interval: float = 1.0) -> None:
+    asyncio.run(run(source, host, port, interval))
+    sys.stdout.flush()

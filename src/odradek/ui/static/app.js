@@ -1,0 +1,184 @@
+// odradek dashboard: renders the sections the server streams (/api/events) as they change.
+// Plain JS and SVG, no libraries: the page must work on a machine without internet access.
+"use strict";
+
+const state = { cluster: null, timeline: [], groups: [], reassignments: [], deletions: [], metrics: null, errors: {} };
+const COLORS = ["#3867d6", "#e67e22", "#2e9d5b", "#8e44ad", "#d8403a", "#16a2b8", "#7f8c8d", "#c0a000"];
+const CHARTS = [
+  ["messages_in", "messages in / s"],
+  ["requests", "requests / s"],
+  ["bytes_in", "bytes in / s"],
+  ["under_replicated", "under-replicated partitions"],
+];
+
+function esc(v) {
+  return String(v ?? "").replace(/[&<>"']/g, c => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+}
+function $(id) { return document.getElementById(id); }
+function fmt(n) {
+  if (n === null || n === undefined) return "–";
+  const a = Math.abs(n);
+  if (a >= 1e9) return (n / 1e9).toFixed(1) + "G";
+  if (a >= 1e6) return (n / 1e6).toFixed(1) + "M";
+  if (a >= 1e4) return (n / 1e3).toFixed(1) + "k";
+  return Number.isInteger(n) ? String(n) : n.toFixed(1);
+}
+function bar(fraction, label) {
+  if (fraction === null || fraction === undefined) return `<div class="bar"><em>${esc(label || "unknown")}</em></div>`;
+  const pct = Math.round(fraction * 100);
+  return `<div class="bar" data-progress="${pct}"><span style="width:${pct}%"></span><em>${esc(label || pct + "%")}</em></div>`;
+}
+function time(ms) { return ms ? new Date(ms).toLocaleTimeString([], { hour12: false }) + "." + String(ms % 1000).padStart(3, "0") : ""; }
+
+function renderHeader() {
+  const c = state.cluster;
+  if (!c) return;
+  const ctl = $("controller");
+  ctl.textContent = c.controller === null ? "no controller" : `controller: broker ${c.controller} · epoch ${c.controller_epoch}`;
+  ctl.className = "pill" + (c.controller === null ? " bad" : "");
+  ctl.dataset.controller = c.controller ?? "";
+  const s = c.summary;
+  $("summary").innerHTML =
+    `<span class="pill ${s.live_brokers < s.brokers ? "bad" : "ok"}">${s.live_brokers}/${s.brokers} brokers live</span>` +
+    `<span class="pill">${s.topics} topics · ${s.partitions} partitions</span>` +
+    `<span class="pill ${s.offline ? "bad" : ""}" id="offline-count">${s.offline} offline</span>` +
+    `<span class="pill ${s.under_replicated ? "warn" : ""}" id="urp-count">${s.under_replicated} under-replicated</span>`;
+}
+
+function renderBrokers() {
+  const c = state.cluster;
+  if (!c) return;
+  $("brokers").innerHTML = c.brokers.map(b => `
+    <div class="broker ${b.live ? "live" : "dead"}" data-broker="${b.id}" data-live="${b.live}">
+      <div><span class="id">${b.id}</span>${b.controller ? '<span class="badge">controller</span>' : ""}</div>
+      <div>${b.live ? esc(b.host + ":" + b.port) : "<b>dead</b>"}</div>
+      <div class="muted">${b.leaders} leaders</div>
+    </div>`).join("");
+}
+
+function renderTopics() {
+  const c = state.cluster;
+  if (!c) return;
+  const brokers = c.brokers.map(b => b.id);
+  const dead = new Set(c.brokers.filter(b => !b.live).map(b => b.id));
+  const deadCls = id => dead.has(id) ? " deadcol" : "";
+  if (!c.topics.length) { $("topics").innerHTML = '<p class="muted">no topics</p>'; return; }
+  $("topics").innerHTML = c.topics.map(t => {
+    const head = `<tr><th>partition</th>${brokers.map(b => `<th class="cell${deadCls(b)}">${b}</th>`).join("")}` +
+      `<th>leader</th><th>epoch</th><th>ISR</th><th>status</th></tr>`;
+    const rows = t.partitions.map(p => {
+      const cells = brokers.map(b => {
+        let role = "", cls = "";
+        if (p.replicas.includes(b)) {
+          if (p.adding.includes(b)) { role = "+"; cls = "A"; }
+          else if (b === p.leader) { role = "L"; cls = "L"; }
+          else if (p.isr.includes(b)) { role = "I"; cls = "I"; }
+          else { role = "R"; cls = "R"; }
+          if (p.removing.includes(b)) role += "−";
+        }
+        return `<td class="cell ${cls}${deadCls(b)}">${role}</td>`;
+      }).join("");
+      const status = p.status === "ok" ? "" : p.status.replace("_", "-");
+      return `<tr class="${p.status}" data-tp="${esc(t.name)}-${p.partition}" data-leader="${p.leader}" data-status="${p.status}">` +
+        `<td>${p.partition}</td>${cells}<td>${p.leader === -1 ? "none" : p.leader}</td><td>${p.leader_epoch ?? "–"}</td>` +
+        `<td>${p.isr.join(",")}</td><td>${status}</td></tr>`;
+    }).join("");
+    const tags = (t.deleting ? '<span class="tag deleting">deleting</span>' : "") +
+      (t.reassigning ? '<span class="tag reassigning">reassigning</span>' : "");
+    return `<h3 class="topic-title" data-topic="${esc(t.name)}">${esc(t.name)}${tags}</h3><table class="grid">${head}${rows}</table>`;
+  }).join("");
+}
+
+function renderTimeline() {
+  const showReplicas = $("show-replicas").checked;
+  const events = state.timeline.filter(e => showReplicas || e.kind !== "replica").slice(0, 200);
+  if (!events.length) { $("timeline").innerHTML = '<p class="muted">no state changes yet (the timeline reads the state-change logs of a cluster given with --data-dir)</p>'; return; }
+  $("timeline").innerHTML = events.map(e => {
+    const tp = `${esc(e.topic)}-${e.partition}`;
+    let what;
+    if (e.kind === "election") what = `elected leader ${e.leader} of ${tp} (${esc(e.strategy)}), ISR [${(e.isr || []).join(",")}], leader epoch ${e.leader_epoch}`;
+    else if (e.kind === "replica") what = `replica ${e.replica} of ${tp}: ${esc(e.from)} → ${esc(e.to)}`;
+    else if (e.kind === "failed") what = `FAILED ${tp}${e.replica !== undefined ? " replica " + e.replica : ""}: ${esc(e.from)} → ${esc(e.to)}: ${esc(e.error)}`;
+    else what = `${tp}: ${esc(e.from)} → ${esc(e.to)}${e.leader !== null && e.leader !== undefined ? ` (leader ${e.leader}, ISR [${(e.isr || []).join(",")}])` : ""}`;
+    return `<div class="ev ${esc(e.kind)}"><span class="t">${time(e.time_ms)} c${e.controller_id}/e${e.controller_epoch}</span>${what}</div>`;
+  }).join("");
+}
+
+function renderGroups() {
+  if (!state.groups.length) { $("groups").innerHTML = '<p class="muted">no consumer groups</p>'; return; }
+  $("groups").innerHTML = `<table><tr><th>group</th><th>state</th><th>members</th><th>coordinator</th><th>total lag</th><th>partitions (lag)</th></tr>` +
+    state.groups.map(g => `<tr data-group="${esc(g.group)}"><td>${esc(g.group)}</td><td>${esc(g.state)}</td><td>${g.members}</td>` +
+      `<td>${g.coordinator ?? "–"}</td><td class="${g.lag > 1000 ? "lag-high" : ""}">${fmt(g.lag)}</td>` +
+      `<td>${g.error ? esc(g.error) : g.offsets.slice(0, 8).map(o => `${esc(o.topic)}-${o.partition} (${fmt(o.lag)})`).join(", ") + (g.offsets.length > 8 ? ", …" : "")}</td></tr>`).join("") +
+    `</table>`;
+}
+
+function renderWork() {
+  const r = state.reassignments;
+  $("reassignments").innerHTML = !r.length ? '<p class="muted">none in progress</p>' :
+    `<table><tr><th>partition</th><th>replicas → target</th><th>copied</th></tr>` + r.map(x =>
+      `<tr data-reassign="${esc(x.topic)}-${x.partition}"><td>${esc(x.topic)}-${x.partition}</td><td>${x.current.join(",")} → ${x.target.join(",")}</td>` +
+      `<td>${bar(x.progress, x.bytes_to_copy === null ? "" : `${fmt(x.bytes_copied)} / ${fmt(x.bytes_to_copy)} B`)}</td></tr>`).join("") + `</table>`;
+  const d = state.deletions;
+  $("deletions").innerHTML = !d.length ? '<p class="muted">none in progress</p>' :
+    `<table><tr><th>topic</th><th>replicas deleted</th><th></th></tr>` + d.map(x =>
+      `<tr data-deleting="${esc(x.topic)}"><td>${esc(x.topic)}</td><td>${bar(x.progress, `${x.deleted} / ${x.replicas}`)}</td>` +
+      `<td>${x.waiting_for_brokers.length ? "waiting for broker " + x.waiting_for_brokers.join(", ") : ""}</td></tr>`).join("") + `</table>`;
+}
+
+function chartSvg(series, key) {
+  const W = 240, H = 80, pad = 2;
+  const all = series.flatMap(s => s.points.filter(p => p[key] !== null && p[key] !== undefined));
+  if (!all.length) return { svg: `<svg viewBox="0 0 ${W} ${H}"><text x="6" y="44" fill="#6b7385" font-size="11">no data yet</text></svg>`, last: null };
+  const t0 = Math.min(...all.map(p => p.t)), t1 = Math.max(...all.map(p => p.t));
+  const max = Math.max(1, ...all.map(p => p[key]));
+  const x = t => pad + (t1 === t0 ? W - 2 * pad : (t - t0) / (t1 - t0) * (W - 2 * pad));
+  const y = v => H - pad - v / max * (H - 2 * pad);
+  let total = 0;
+  const lines = series.map(s => {
+    const pts = s.points.filter(p => p[key] !== null && p[key] !== undefined);
+    if (pts.length) total += pts[pts.length - 1][key];
+    return `<polyline fill="none" stroke="${s.color}" stroke-width="1.5" points="${pts.map(p => x(p.t).toFixed(1) + "," + y(p[key]).toFixed(1)).join(" ")}"/>`;
+  }).join("");
+  const grid = `<line x1="0" x2="${W}" y1="${pad}" y2="${pad}" stroke="#eceef2"/><line x1="0" x2="${W}" y1="${H - pad}" y2="${H - pad}" stroke="#ccd"/>` +
+    `<text x="${W - 4}" y="11" text-anchor="end" fill="#6b7385" font-size="10">max ${fmt(max)}</text>`;
+  return { svg: `<svg viewBox="0 0 ${W} ${H}" preserveAspectRatio="none">${grid}${lines}</svg>`, last: total };
+}
+
+function renderCharts() {
+  const m = state.metrics;
+  if (!m) return;
+  const ids = Object.keys(m.urls || {});
+  if (!ids.length) { $("charts").innerHTML = '<p class="muted">no metrics: the brokers\' metrics URLs come from cluster.json (odradek ui --data-dir, odradek up --metrics-base-port)</p>'; return; }
+  const series = ids.map((id, i) => ({ id, color: COLORS[i % COLORS.length], points: (m.brokers || {})[id] || [] }));
+  $("charts").innerHTML = CHARTS.map(([key, title]) => {
+    const { svg, last } = chartSvg(series, key);
+    return `<div class="chart" data-chart="${key}"><div class="title"><span>${title}</span><b>${fmt(last)}</b></div>${svg}</div>`;
+  }).join("") + `<div class="legend">${series.map(s => `<span style="background:${s.color}"></span>broker ${esc(s.id)}`).join("")}</div>`;
+}
+
+function renderErrors() {
+  $("errors").innerHTML = Object.entries(state.errors).map(([k, v]) => `<div><b>${esc(k)}</b>: ${esc(v)}</div>`).join("");
+}
+
+const RENDER = {
+  cluster: () => { renderHeader(); renderBrokers(); renderTopics(); },
+  timeline: renderTimeline, groups: renderGroups, reassignments: renderWork, deletions: renderWork,
+  metrics: renderCharts, errors: renderErrors,
+};
+
+function connect() {
+  const source = new EventSource("/api/events");
+  source.onopen = () => { $("connection").textContent = "live"; $("connection").className = "pill ok"; };
+  source.onerror = () => { $("connection").textContent = "reconnecting…"; $("connection").className = "pill down"; };
+  for (const name of Object.keys(RENDER)) {
+    source.addEventListener(name, ev => {
+      state[name] = JSON.parse(ev.data);
+      RENDER[name]();
+      document.body.dataset.updated = String(Date.now());
+    });
+  }
+}
+
+$("show-replicas").addEventListener("change", renderTimeline);
+connect();
