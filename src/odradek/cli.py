@@ -108,16 +108,20 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--session-timeout-ms", type=_positive, metavar="N", help="zookeeper.session.timeout.ms")
     b.set_defaults(func=cmd_broker)
 
-    u = sub.add_parser("up", help="start (or restart what is missing of) a local cluster in the background")
-    u.add_argument("--brokers", type=_positive, required=True, metavar="N")
+    u = sub.add_parser("up", help="start (or restart what is missing of) a local cluster in the background; "
+                       "on a data dir with a cluster.json, its recorded settings are reused")
+    size = u.add_mutually_exclusive_group()
+    size.add_argument("--brokers", type=_positive, metavar="N", help="brokers 1..N (required for a new cluster)")
+    size.add_argument("--add-broker", action="store_true",
+                      help="grow the recorded cluster by one broker, with the next id and port")
     u.add_argument("--data-dir", type=Path, required=True, metavar="DIR")
-    u.add_argument("--base-port", type=_positive, default=9092, help="broker i listens on base-port + i - 1")
-    u.add_argument("--zk-port", type=_positive, default=2181, help="client port of the private ZooKeeper "
-                   "(of its first server; server i of an ensemble uses zk-port + i - 1)")
-    u.add_argument("--zookeeper-nodes", type=_positive, default=1, metavar="N",
-                   help="run the private ZooKeeper as an ensemble of N servers (3 survives one death)")
+    u.add_argument("--base-port", type=_positive, help="broker i listens on base-port + i - 1 (default 9092)")
+    u.add_argument("--zk-port", type=_positive, help="client port of the private ZooKeeper (default 2181; "
+                   "of its first server: server i of an ensemble uses zk-port + i - 1)")
+    u.add_argument("--zookeeper-nodes", type=_positive, metavar="N",
+                   help="run the private ZooKeeper as an ensemble of N servers (3 survives one death; default 1)")
     u.add_argument("--zookeeper", metavar="CONN", help="use this ZooKeeper instead of a private one")
-    u.add_argument("--host", default="127.0.0.1")
+    u.add_argument("--host", help="address every process listens on (default 127.0.0.1)")
     u.add_argument("--metrics-base-port", type=_port_or_zero, metavar="PORT",
                    help="broker i serves Prometheus metrics on PORT + i - 1 (default: base port + 1000; 0: none)")
     u.add_argument("--timeout-s", type=float, default=60.0, help="how long to wait for the cluster")
@@ -367,29 +371,26 @@ def cmd_broker(args: argparse.Namespace) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> None:
-    metrics_base_port = args.metrics_base_port
-    if metrics_base_port is None:  # the default, where it fits below 65536
-        metrics_base_port = args.base_port + 1000 if args.base_port + 1000 + args.brokers <= 65536 else 0
-    cluster = LocalCluster(args.data_dir, args.brokers, base_port=args.base_port, zk_port=args.zk_port,
-                           zookeeper=args.zookeeper, host=args.host, zookeeper_nodes=args.zookeeper_nodes,
-                           metrics_base_port=metrics_base_port or None)
-    bootstrap = cluster.up(timeout=args.timeout_s)
-    for broker_id in cluster.broker_ids:
-        metrics = cluster.metrics_url(broker_id)
-        print(f"broker {broker_id}: {args.host}:{cluster.broker_port(broker_id)} "
-              f"pid {cluster.broker_pid(broker_id)} log {cluster.broker_dir(broker_id) / 'broker.log'}"
-              + (f" metrics {metrics}" if metrics else ""))
-    for server in cluster.zookeeper_servers():
-        print(f"zookeeper server {server.server_id or 1}: {server.connect_string} pid {server.pid} "
-              f"log {server.log_file}")
+    cluster = LocalCluster.for_up(args.data_dir, add_broker=args.add_broker, brokers=args.brokers,
+                                  base_port=args.base_port, zk_port=args.zk_port, zookeeper=args.zookeeper,
+                                  host=args.host, zookeeper_nodes=args.zookeeper_nodes,
+                                  metrics_base_port=args.metrics_base_port)
+    for process in cluster.start(timeout=args.timeout_s):
+        print(f"{process.name}: {process.action}, {process.address} pid {process.pid} log {process.log}"
+              + (f" metrics {process.metrics_url}" if process.metrics_url else ""))
     print(f"zookeeper: {cluster.zookeeper_connect}")
-    print(f"bootstrap servers: {bootstrap}")
+    print(f"bootstrap servers: {cluster.bootstrap_servers}")
 
 
 def cmd_down(args: argparse.Namespace) -> None:
-    for line in LocalCluster.load(args.data_dir).down():
+    cluster = LocalCluster.load(args.data_dir)
+    running = cluster.running()
+    if not running:
+        print(f"nothing is running in {args.data_dir} (already down)")
+        return
+    for line in cluster.down():
         print(f"odradek: warning: {line}", file=sys.stderr)
-    print(f"stopped the cluster in {args.data_dir}")
+    print(f"stopped the cluster in {args.data_dir}: {', '.join(f'{name} (pid {pid})' for name, pid in running)}")
 
 
 def cmd_status(args: argparse.Namespace) -> None:

@@ -7,6 +7,11 @@ cluster.json, so a later `up` restarts a dead server with the same identity.
 Every process is started in its own session with its pid in a file under the data dir, so a
 later `odradek up` or `odradek down` from another shell (or a test) can find, restart or stop
 it without a supervisor process.
+
+cluster.json is the truth about a data dir's cluster: a later `up` reuses its ports, broker
+count and ZooKeeper, refuses flags that contradict them (LocalCluster.for_up) and grows the
+cluster only when asked (`--add-broker`). Otherwise a re-run with other flags would start a
+second set of processes on other ports and forget the first set, which `down` then misses.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +37,12 @@ if TYPE_CHECKING:
 
 STATE_FILE = "cluster.json"
 _POLL_S = 0.2
+
+#: the `odradek up` flag behind each recorded setting (LocalCluster.settings), for errors
+#: that tell the operator which flag contradicts cluster.json
+UP_FLAGS = {"brokers": "--brokers", "base_port": "--base-port", "zk_port": "--zk-port",
+            "zookeeper": "--zookeeper", "host": "--host", "zookeeper_nodes": "--zookeeper-nodes",
+            "metrics_base_port": "--metrics-base-port"}
 
 
 class ClusterError(RuntimeError):
@@ -105,6 +117,19 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
 
 
+@dataclass(frozen=True)
+class Started:
+    """One process of the cluster after `up`: what it is, where, and what `up` did about it
+    ("started" for the first time, "restarted" after it had died, or "already running")."""
+
+    name: str
+    address: str
+    pid: int | None
+    action: str
+    log: Path
+    metrics_url: str | None = None
+
+
 class LocalCluster:
     """ZooKeeper plus brokers 1..N on one host, all state under `data_dir`.
 
@@ -137,6 +162,11 @@ class LocalCluster:
             raise ClusterError("a cluster needs at least one ZooKeeper server")
         if zookeeper is not None and zookeeper_nodes > 1:
             raise ClusterError("--zookeeper-nodes starts a private ensemble; it cannot go with --zookeeper")
+        _check_port_range("--base-port", base_port, brokers, "brokers")
+        if metrics_base_port is not None:
+            _check_port_range("--metrics-base-port", metrics_base_port, brokers, "brokers")
+        if zookeeper is None:
+            _check_port_range("--zk-port", zk_port, zookeeper_nodes, "ZooKeeper servers")
         self.data_dir = Path(data_dir).resolve()
         self.brokers = brokers
         self.base_port = base_port
@@ -173,6 +203,55 @@ class LocalCluster:
             zookeeper_nodes=state.get("zookeeper_nodes", 1),
             metrics_base_port=state.get("metrics_base_port"),
         )
+
+    @classmethod
+    def for_up(cls, data_dir: Path, add_broker: bool = False, **given: object) -> "LocalCluster":
+        """The cluster `odradek up` is to start in `data_dir`, from the flags the operator gave
+        (`given`: LocalCluster.settings keys; None means not given).
+
+        With a cluster.json there, it is the truth: its settings are reused, and a given flag
+        that contradicts one is refused (naming the flag, the recorded value and what to do)
+        before anything starts. Growing is explicit, one broker per `--add-broker`, with the
+        next id and port; shrinking is not offered, as the removed brokers' replicas would be
+        left without a broker. Without a cluster.json the flags (or their defaults) make a
+        new cluster."""
+        flags = {k: v for k, v in given.items() if v is not None}
+        unknown = set(flags) - set(UP_FLAGS)
+        if unknown:
+            raise TypeError(f"unknown settings {sorted(unknown)}")
+        if not (Path(data_dir) / STATE_FILE).exists():
+            if add_broker:
+                raise ClusterError(f"--add-broker: there is no cluster in {data_dir} to add a broker to "
+                                   f"(no {STATE_FILE}); start one with `odradek up --brokers N`")
+            if "brokers" not in flags:
+                raise ClusterError(f"--brokers is required to start a new cluster in {data_dir} "
+                                   f"(it has no {STATE_FILE} yet)")
+            brokers, base_port = int(flags["brokers"]), int(flags.get("base_port", 9092))
+            metrics = flags.get("metrics_base_port")
+            if metrics is None:  # the default, where it fits below 65536
+                metrics = base_port + 1000 if base_port + 1000 + brokers <= 65536 else 0
+            return cls(Path(data_dir), brokers, base_port=base_port, zk_port=int(flags.get("zk_port", 2181)),
+                       zookeeper=flags.get("zookeeper"), host=str(flags.get("host", "127.0.0.1")),
+                       zookeeper_nodes=int(flags.get("zookeeper_nodes", 1)), metrics_base_port=int(metrics) or None)
+        cluster = cls.load(data_dir)
+        recorded = cluster.settings()
+        for key, value in flags.items():
+            if value != recorded[key]:
+                raise ClusterError(_contradiction(Path(data_dir), key, value, recorded[key]))
+        if add_broker:
+            # validated like a new cluster's ports: the next broker must fit below 65536 too
+            cluster = cls(cluster.data_dir, cluster.brokers + 1, base_port=cluster.base_port,
+                          zk_port=cluster.zk_port, zookeeper=None if cluster.private_zookeeper else cluster._zookeeper,
+                          host=cluster.host, broker_args=cluster.broker_args,
+                          zookeeper_nodes=cluster.zookeeper_nodes, metrics_base_port=cluster.metrics_base_port)
+        return cluster
+
+    def settings(self) -> dict[str, object]:
+        """This cluster's settings as `odradek up` flags give them (keys of UP_FLAGS; no
+        metrics is 0, a private ZooKeeper is zookeeper None)."""
+        return {"brokers": self.brokers, "base_port": self.base_port, "zk_port": self.zk_port,
+                "zookeeper": None if self.private_zookeeper else self._zookeeper, "host": self.host,
+                "zookeeper_nodes": self.zookeeper_nodes, "metrics_base_port": self.metrics_base_port or 0}
 
     def _recorded_quorum_peers(self) -> "list[QuorumPeer]":
         """The ensemble's addresses from cluster.json when an earlier `up` made one here (a
@@ -226,25 +305,141 @@ class LocalCluster:
 
     def up(self, timeout: float = 60.0) -> str:
         """Start whatever is not running, wait until all brokers are registered and a
-        controller is elected, and return the bootstrap servers."""
+        controller is elected, and return the bootstrap servers (see start)."""
+        self.start(timeout)
+        return self.bootstrap_servers
+
+    def start(self, timeout: float = 60.0) -> list[Started]:
+        """`odradek up`: start what is not running and wait until the cluster is ready; return
+        every process with what was done about it.
+
+        Before starting anything, each port a process to be started will bind (broker,
+        metrics, ZooKeeper client, quorum and election ports) must be free: the ports of
+        processes still running are theirs. A failure after that stops, by pid, what this
+        call started (never what was already running), puts cluster.json back as it was, and
+        says so in the ClusterError."""
         deadline = time.monotonic() + timeout
+        state_file = self.data_dir / STATE_FILE
+        previous = state_file.read_text() if state_file.exists() else None
+        recorded = self._check_record(previous)
+        servers = [s for s in self.zookeeper_servers() if not s.is_running()]
+        brokers = [b for b in self.broker_ids if self.broker_pid(b) is None]
+        self._check_ports(servers, brokers, recorded is not None)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        if self.private_zookeeper:
-            self._start_zookeeper(deadline)
+        launched: list[tuple[str, int, "ZooKeeperServer | None"]] = []
+        try:
+            for server in servers:
+                launched.append((f"ZooKeeper {server.connect_string}", server.launch(), server))
+            for server in servers:
+                server.wait_serving(timeout=max(5.0, deadline - time.monotonic()))
+            self._ensure_chroot(deadline)
+            for broker_id in brokers:
+                launched.append((f"broker {broker_id}", self.start_broker(broker_id), None))
+            self._write_state()
+            self.wait_ready(self.broker_ids, max(1.0, deadline - time.monotonic()))
+        except BaseException as exc:
+            undone = self._roll_back(launched, previous)
+            if not isinstance(exc, (ClusterError, RuntimeError, OSError)):
+                raise  # KeyboardInterrupt and bugs: rolled back all the same
+            first, _, rest = str(exc).partition("\n")
+            what = (f"stopped what this `up` had started ({undone})" if undone
+                    else "it had started nothing")
+            raise ClusterError(f"`up` failed and {what}: {first}" + (f"\n{rest}" if rest else "")) from None
+        known = {b["id"] for b in recorded["brokers"]} if recorded else set()
+        result = []
+        started_zk = {s.port for s in servers}
+        for server in self.zookeeper_servers():
+            action = "already running" if server.port not in started_zk else "restarted" if recorded else "started"
+            result.append(Started(f"zookeeper server {server.server_id or 1}", server.connect_string,
+                                  server.pid, action, server.log_file))
+        for broker_id in self.broker_ids:
+            action = ("already running" if broker_id not in brokers
+                      else "restarted" if broker_id in known else "started")
+            result.append(Started(f"broker {broker_id}", f"{self.host}:{self.broker_port(broker_id)}",
+                                  self.broker_pid(broker_id), action, self.broker_dir(broker_id) / "broker.log",
+                                  self.metrics_url(broker_id)))
+        return result
+
+    def _check_record(self, text: str | None) -> dict | None:
+        """cluster.json's contents, refusing to start a cluster it contradicts: other ports,
+        another ZooKeeper, or fewer brokers (those left out would keep running unrecorded, and
+        `down` would miss them)."""
+        if text is None:
+            return None
+        try:
+            recorded = json.loads(text)
+            settings = LocalCluster.load(self.data_dir).settings()
+        except ValueError as exc:
+            raise ClusterError(f"cannot read {self.data_dir / STATE_FILE}: {exc}") from None
+        mine = self.settings()
+        for key, value in mine.items():
+            if value != settings[key] and not (key == "brokers" and value > settings[key]):  # type: ignore[operator]
+                raise ClusterError(_contradiction(self.data_dir, key, value, settings[key]))
+        return recorded
+
+    def _check_ports(self, servers: "list[ZooKeeperServer]", brokers: list[int], recorded: bool) -> None:
+        """Refuse to start anything unless every port a process to be started binds is free,
+        and no port is claimed twice by this cluster's own processes."""
+        claims: list[tuple[int, str, str, str]] = []  # port, process, what the port is for, flag that chose it
+        for server in self.zookeeper_servers():
+            zk = f"ZooKeeper server {server.server_id or 1}"
+            claims.append((server.port, zk, zk, "--zk-port"))
+            if (peer := _peer_of(server)) is not None:
+                claims += [(peer.quorum_port, zk, f"{zk} quorum", ""), (peer.election_port, zk, f"{zk} election", "")]
+        for broker_id in self.broker_ids:
+            broker = f"broker {broker_id}"
+            claims.append((self.broker_port(broker_id), broker, broker, "--base-port"))
+            if self.metrics_base_port is not None:
+                claims.append((self.metrics_base_port + broker_id - 1, broker, f"{broker} metrics",
+                               "--metrics-base-port"))
+        owners: dict[int, str] = {}
+        for port, _, whose, _ in claims:
+            if port in owners:
+                raise ClusterError(f"port {port} would serve both {owners[port]} and {whose}; "
+                                   f"pick ports that do not overlap")
+            owners[port] = whose
+        starting = {f"ZooKeeper server {s.server_id or 1}" for s in servers} | {f"broker {b}" for b in brokers}
+        taken = [(port, whose, flag) for port, process, whose, flag in claims
+                 if process in starting and not port_free(self.host, port)]
+        if taken:
+            ports = ", ".join(f"{self.host}:{port} ({whose})" for port, whose, _ in taken)
+            if recorded:
+                advice = (f"stop whatever holds it (the port is recorded in {self.data_dir / STATE_FILE}), "
+                          f"or run `odradek down` and use another --data-dir")
+            else:
+                flags = sorted({flag for _, _, flag in taken if flag})
+                advice = f"pick another {' / '.join(flags)}" if flags else "try again"
+            raise ClusterError(f"port in use by another process, so nothing was started: {ports}; {advice}")
+
+    def _ensure_chroot(self, deadline: float) -> None:
+        """Kafka expects the chroot of its zookeeper.connect to exist."""
         zk = connect_zk(self._zookeeper.partition("/")[0], max(1.0, deadline - time.monotonic()))
         try:
             chroot = self._zookeeper.partition("/")[2]
             if chroot:
-                zk.ensure_path("/" + chroot)  # Kafka expects the chroot to exist
+                zk.ensure_path("/" + chroot)
         finally:
             zk.stop()
             zk.close()
-        for broker_id in self.broker_ids:
-            if self.broker_pid(broker_id) is None:
-                self.start_broker(broker_id)
-        self._write_state()
-        self.wait_ready(self.broker_ids, max(1.0, deadline - time.monotonic()))
-        return self.bootstrap_servers
+
+    def _roll_back(self, launched: "list[tuple[str, int, ZooKeeperServer | None]]", previous: str | None) -> str:
+        """Stop, by pid, what a failed `up` launched (brokers first, as `down` does) and put
+        cluster.json back as it was (none for a first `up`: a later one may pick other flags).
+        Returns what was stopped, for the error."""
+        brokers = [(what, pid) for what, pid, server in launched if server is None]
+        _stop_pids([pid for _, pid in brokers], 10.0)
+        for what, _ in brokers:
+            (self.broker_dir(int(what.split()[-1])) / "broker.pid").unlink(missing_ok=True)
+        for _, pid, server in launched:
+            if server is not None and server.pid == pid:
+                server.stop(timeout=10.0)
+        state_file = self.data_dir / STATE_FILE
+        if previous is None:
+            state_file.unlink(missing_ok=True)
+        else:
+            state_file.write_text(previous)
+        self._procs.clear()
+        return ", ".join(f"{what} pid {pid}" for what, pid, _ in launched)
 
     def wait_ready(self, broker_ids: list[int], timeout: float) -> None:
         """Block until `broker_ids` are all in /brokers/ids, /controller exists, and each of
@@ -334,7 +529,7 @@ class LocalCluster:
         (SIGKILL after it): room for a controlled shutdown's retries (3 x 5 s by default) when
         the controller is slow to answer. Returns one line per process that had to be killed."""
         controller = self._controller_id()
-        running = sorted(((b == controller, b, p) for b in self.broker_ids if (p := self.broker_pid(b))))
+        running = sorted(((b == controller, b, p) for b in self._broker_ids_on_disk() if (p := self.broker_pid(b))))
         groups = [running] if controller is None else [[r] for r in running]
         killed = []
         for group in groups:
@@ -342,7 +537,7 @@ class LocalCluster:
                 broker_id = next(b for _, b, p in group if p == pid)
                 killed.append(f"broker {broker_id} (pid {pid}) did not stop within {timeout:g} s after "
                               f"SIGTERM; killed it with SIGKILL")
-        for broker_id in self.broker_ids:
+        for broker_id in self._broker_ids_on_disk():
             (self.broker_dir(broker_id) / "broker.pid").unlink(missing_ok=True)
         if self.private_zookeeper:
             for server in self.zookeeper_servers():
@@ -352,6 +547,19 @@ class LocalCluster:
                                   f"{timeout:g} s after SIGTERM; killed it with SIGKILL")
         self._procs.clear()
         return killed
+
+    def running(self) -> list[tuple[str, int]]:
+        """(name, pid) of each process of this cluster that runs: what `down` would stop."""
+        brokers = [(f"broker {b}", pid) for b in self._broker_ids_on_disk() if (pid := self.broker_pid(b))]
+        servers = [(f"ZooKeeper {s.connect_string}", s.pid) for s in self.zookeeper_servers() if s.is_running()]
+        return brokers + [(name, pid) for name, pid in servers if pid is not None]
+
+    def _broker_ids_on_disk(self) -> list[int]:
+        """The recorded brokers, and any other broker-N under the data dir with a pid file: one
+        an older `up` started and then left out of cluster.json still belongs to this data dir."""
+        extra = {int(d.name.partition("-")[2]) for d in self.data_dir.glob("broker-*/")
+                 if d.name.partition("-")[2].isdigit() and (d / "broker.pid").exists()}
+        return sorted(set(self.broker_ids) | extra)
 
     def _controller_id(self) -> int | None:
         """The controller's broker id, or None when ZooKeeper does not say (or is down)."""
@@ -385,23 +593,6 @@ class LocalCluster:
         if not (self.private_zookeeper and self._quorum_peers):
             raise ClusterError(f"the cluster in {self.data_dir} runs no private ZooKeeper ensemble")
         return ZooKeeperEnsemble(self.data_dir / "zookeeper", self._quorum_peers)
-
-    def _start_zookeeper(self, deadline: float) -> None:
-        """Start the private ZooKeeper servers that are not running and wait until they serve."""
-        servers = [s for s in self.zookeeper_servers() if not s.is_running()]
-        for server in servers:
-            if not port_free(self.host, server.port):
-                raise ClusterError(f"ZooKeeper port {self.host}:{server.port} is in use (pick another with --zk-port)")
-        try:
-            for server in servers:
-                server.launch()
-            for server in servers:
-                server.wait_serving(timeout=max(5.0, deadline - time.monotonic()))
-        except RuntimeError as exc:
-            for server in servers:
-                server.stop()
-            logs = "\n".join(f"tail of {s.log_file}:\n{tail(s.log_file)}" for s in servers)
-            raise ClusterError(f"{exc}\n{logs}") from None
 
     def _spawn(self, cmd: list[str], log: Path, pid_file: Path) -> int:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -440,6 +631,36 @@ class LocalCluster:
         tmp = self.data_dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(state, indent=2) + "\n")
         tmp.replace(self.data_dir / STATE_FILE)
+
+
+def _check_port_range(flag: str, first: int, count: int, what: str) -> None:
+    """Refuse, before anything starts, ports a server cannot bind (e.g. --base-port 70000)."""
+    last = first + count - 1
+    if not 1 <= first <= last <= 65535:
+        span = f"port {first}" if count == 1 else f"ports {first}..{last}"
+        raise ClusterError(f"{flag} {first}: {count} {what} would need {span}, outside 1-65535; "
+                           f"pick a {flag} of at most {65536 - count}")
+
+
+def _contradiction(data_dir: Path, key: str, given: object, recorded: object) -> str:
+    """The one-line refusal of a flag that contradicts cluster.json, with what to do instead."""
+    flag = UP_FLAGS[key]
+
+    def shown(value: object) -> str:
+        if key == "zookeeper" and value is None:
+            return "its private ZooKeeper"
+        return f"{flag} {value}"
+
+    if key == "brokers" and isinstance(given, int) and isinstance(recorded, int) and given > recorded:
+        advice = ("grow it one broker at a time with `odradek up --add-broker`, or leave --brokers out "
+                  "to restart it as recorded")
+    elif key == "brokers":
+        advice = ("brokers cannot be removed (their replicas would be left without a broker): leave "
+                  "--brokers out to restart it as recorded")
+    else:
+        advice = (f"leave {flag} out to reuse the recorded value, or run `odradek down` and use "
+                  f"another --data-dir for a new cluster")
+    return f"{shown(given)} contradicts the cluster in {data_dir}, recorded in {STATE_FILE} with {shown(recorded)}; {advice}"
 
 
 def _peer_of(server: "ZooKeeperServer") -> "QuorumPeer | None":
