@@ -78,7 +78,8 @@ async def run(source: ClusterSource, host: str, port: int, interval: float = 1.0
             await web.TCPSite(runner, host, port).start()
         except OSError as exc:
             raise ClusterError(f"cannot serve the dashboard on {host}:{port}: {exc.strerror or exc}") from None
-        print(f"odradek ui: http://{host}:{port}/ (ZooKeeper {source.zookeeper})", flush=True)
+        bound = runner.addresses[0][1] if runner.addresses else port  # --port 0: the one picked
+        print(f"odradek ui: http://{host}:{bound}/ (ZooKeeper {source.zookeeper})", flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -85,9 +85,18 @@ function renderTopics() {
     }).join("");
     const tags = (t.deleting ? '<span class="tag deleting">deleting</span>' : "") +
       (t.reassigning ? '<span class="tag reassigning">reassigning</span>' : "");
-    return `<h3 class="topic-title" data-topic="${esc(t.name)}">${esc(t.name)}${tags}</h3><table class="grid">${head}${rows}</table>`;
+    const bad = t.partitions.filter(p => p.status !== "ok").length;
+    const open = t.name in toggled ? toggled[t.name] : !t.name.startsWith("__");
+    return `<details data-name="${esc(t.name)}"${open ? " open" : ""}><summary class="topic-title" data-topic="${esc(t.name)}">` +
+      `${esc(t.name)} <span class="muted">${t.partitions.length} partitions${bad ? `, ${bad} not healthy` : ""}</span>${tags}</summary>` +
+      `<table class="grid">${head}${rows}</table></details>`;
   }).join("");
+  for (const d of $("topics").querySelectorAll("details")) {
+    d.addEventListener("toggle", () => { toggled[d.dataset.name] = d.open; });
+  }
 }
+// topics the user opened or closed keep that state across updates (internal topics start closed)
+const toggled = {};
 
 function renderTimeline() {
   const showReplicas = $("show-replicas").checked;
@@ -109,7 +118,7 @@ function renderGroups() {
   $("groups").innerHTML = `<table><tr><th>group</th><th>state</th><th>members</th><th>coordinator</th><th>total lag</th><th>partitions (lag)</th></tr>` +
     state.groups.map(g => `<tr data-group="${esc(g.group)}"><td>${esc(g.group)}</td><td>${esc(g.state)}</td><td>${g.members}</td>` +
       `<td>${g.coordinator ?? "–"}</td><td class="${g.lag > 1000 ? "lag-high" : ""}">${fmt(g.lag)}</td>` +
-      `<td>${g.error ? esc(g.error) : g.offsets.slice(0, 8).map(o => `${esc(o.topic)}-${o.partition} (${fmt(o.lag)})`).join(", ") + (g.offsets.length > 8 ? ", …" : "")}</td></tr>`).join("") +
+      `<td class="wrap">${g.error ? esc(g.error) : g.offsets.slice(0, 8).map(o => `${esc(o.topic)}-${o.partition} (${fmt(o.lag)})`).join(", ") + (g.offsets.length > 8 ? ", …" : "")}</td></tr>`).join("") +
     `</table>`;
 }
 
@@ -141,7 +150,7 @@ function chartSvg(series, key) {
     return `<polyline fill="none" stroke="${s.color}" stroke-width="1.5" points="${pts.map(p => x(p.t).toFixed(1) + "," + y(p[key]).toFixed(1)).join(" ")}"/>`;
   }).join("");
   const grid = `<line x1="0" x2="${W}" y1="${pad}" y2="${pad}" stroke="#eceef2"/><line x1="0" x2="${W}" y1="${H - pad}" y2="${H - pad}" stroke="#ccd"/>` +
-    `<text x="${W - 4}" y="11" text-anchor="end" fill="#6b7385" font-size="10">max ${fmt(max)}</text>`;
+    `<text x="4" y="11" fill="#6b7385" font-size="10">max ${fmt(max)}</text>`;
   return { svg: `<svg viewBox="0 0 ${W} ${H}" preserveAspectRatio="none">${grid}${lines}</svg>`, last: total };
 }
 
