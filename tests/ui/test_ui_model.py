@@ -121,3 +121,21 @@ def test_metric_samples_become_rates_and_gauges() -> None:
     point = model.chart_point((100.0, first), 102.0, second)
     assert point["messages_in"] == 50 and point["requests"] is None and point["under_replicated"] == 2
     assert model.chart_point(None, 100.0, first)["messages_in"] is None
+
+
+def test_log_tail_returns_complete_new_lines_and_starts_over_when_the_log_shrinks(tmp_path) -> None:
+    from odradek.ui.poller import LogTail
+
+    log = tmp_path / "state-change.log"
+    log.write_text("a" * 20 + "\nold\n")
+    tail = LogTail(log, start_bytes=8)  # starts inside the first line: that cut line is skipped
+    assert tail.read_new() == ["old"]
+    with open(log, "a") as f:
+        f.write("new\npart")
+    assert tail.read_new() == ["new"]
+    with open(log, "a") as f:
+        f.write("ial\n")
+    assert tail.read_new() == ["partial"] and tail.read_new() == []
+    log.write_text("fresh\n")  # a new, shorter log
+    assert tail.read_new() == ["fresh"]
+    assert LogTail(tmp_path / "missing.log").read_new() == []

@@ -223,9 +223,8 @@ class Poller:
 
     async def start(self) -> None:
         """Connects to ZooKeeper (ClusterError when it cannot be reached: the command fails at
-        once instead of serving an empty page), reads it once, then starts the loops."""
+        once instead of serving an empty page), then starts the loops, each reading at once."""
         self._zk = await asyncio.to_thread(connect_zk, self.source.zookeeper, self.timeout)
-        await self._read_zk()
         self._tasks = [asyncio.create_task(self._every(self.zk_interval, self._read_zk)),
                        asyncio.create_task(self._every(self.zk_interval, self._read_logs)),
                        asyncio.create_task(self._every(self.kafka_interval, self._read_kafka)),
@@ -273,8 +272,8 @@ class Poller:
 
     async def _every(self, interval: float, read: Any) -> None:
         while True:
-            await asyncio.sleep(interval)
             await read()
+            await asyncio.sleep(interval)
 
     async def _guarded(self, section: str, coro: Any) -> None:
         """Runs one read; its failure becomes the section's error line, never the loop's end."""
