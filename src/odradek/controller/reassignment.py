@@ -45,13 +45,14 @@ from typing import Iterable, Mapping
 from odradek.controller.controller_context import ControllerContext
 from odradek.controller.events import (InvalidReplicaAssignmentError,
                                        NoReassignmentInProgressError, UnknownPartitionError)
-from odradek.controller.leader_selectors import ElectionStrategy, StateChangeFailedError
+from odradek.controller.leader_and_isr_update import LeaderAndIsrUpdate
+from odradek.controller.leader_selectors import ElectionStrategy
 from odradek.controller.partition_state_machine import PartitionStateMachine
 from odradek.controller.replica_state_machine import ReplicaStateMachine
 from odradek.controller.request_batch import ControllerBrokerRequestBatch
 from odradek.controller.seams import ControllerZk
 from odradek.controller.states import PartitionReplica, PartitionStatus, ReplicaStatus
-from odradek.metadata import LeaderAndIsr, ReplicaAssignment, TopicPartition
+from odradek.metadata import ReplicaAssignment, TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -363,37 +364,20 @@ class ReassignmentManager:
                             ) -> dict[TopicPartition, Exception]:
         """Kafka's updateLeaderEpochAndSendRequest for a batch: the leader and ISR kept, the
         leader epoch bumped (brokers ignore a LeaderAndIsr that does not raise it), and every
-        replica of the partition's current AR told. Returns the partitions it could not do."""
+        replica of the partition's current AR told. Returns the partitions it could not do.
+        The states were read at the start of the event; a leader's ISR write since fails the
+        conditional write, and the retry reads again (LeaderAndIsrUpdate)."""
         ctx = self._ctx
-        remaining = sorted(assignments)
-        failed: dict[TopicPartition, Exception] = {}
-        told: list[tuple[tuple[int, ...], TopicPartition, LeaderAndIsr, tuple[int, ...]]] = []
-        for _ in range(MAX_EPOCH_BUMP_ATTEMPTS):
-            if not remaining:
-                break
-            stored = self._zk.get_partition_states(remaining)
-            writes: dict[TopicPartition, LeaderAndIsr] = {}
-            for tp in remaining:
-                lai = stored.get(tp)
-                if lai is None:
-                    failed[tp] = StateChangeFailedError(f"{tp} has no leader and ISR yet")
-                elif lai.controller_epoch > ctx.epoch:
-                    failed[tp] = StateChangeFailedError(
-                        f"{tp}'s state was written by a newer controller epoch "
-                        f"{lai.controller_epoch}")
-                else:
-                    writes[tp] = lai.new_leader(lai.leader, lai.isr, ctx.epoch)
-            remaining = []
-            for tp, outcome in self._zk.update_leader_and_isr(writes).items():
-                if isinstance(outcome, Exception):
-                    failed[tp] = outcome
-                    remaining.append(tp)
-                    continue
-                failed.pop(tp, None)
-                ctx.put_partition_leadership(tp, outcome)
-                replicas = ctx.partition_replica_assignment(tp)
-                told.append((replicas, tp, outcome, replicas))
-        self._batch.add_leader_and_isrs(told, is_new=False)
+        epoch = ctx.epoch
+        updated, failed = LeaderAndIsrUpdate(
+            ctx, self._zk, sorted(assignments),
+            decide=lambda stored: {tp: lai.new_leader(lai.leader, lai.isr, epoch)
+                                   for tp, lai in stored.items()},
+            leads_to_write=lambda tp, cached: cached.controller_epoch <= epoch,
+            max_attempts=MAX_EPOCH_BUMP_ATTEMPTS).start().finish()
+        assignment_of = ctx.partition_replica_assignment
+        self._batch.add_leader_and_isrs([(assignment_of(tp), tp, lai, assignment_of(tp))
+                                         for tp, lai in updated.items()], is_new=False)
         return failed
 
     # -- helpers ------------------------------------------------------------------------------
