@@ -88,6 +88,17 @@ def test_up_reuses_its_record_grows_only_when_asked_and_down_twice(data_dir: Pat
                           "--brokers 2", "--brokers 1", "--add-broker")
     assert json.loads((data_dir / "cluster.json").read_text()) == recorded
 
+    # a broker that cannot be added (its log dir is a file) is stopped again; the rest keeps running
+    running = LocalCluster.load(data_dir).running()
+    (data_dir / "broker-2").mkdir()
+    (data_dir / "broker-2" / "data").write_text("not a directory")
+    failed = run("up", "--data-dir", str(data_dir), "--add-broker", timeout=120)
+    assert failed.returncode == 1 and "broker 2 exited" in failed.stderr, failed.stderr
+    assert "stopped what it had started (broker 2 pid" in failed.stderr
+    assert LocalCluster.load(data_dir).running() == running
+    assert json.loads((data_dir / "cluster.json").read_text()) == recorded
+    (data_dir / "broker-2" / "data").unlink()
+
     # growing is explicit: the next id on the next port, recorded
     assert actions(up(data_dir, "--add-broker")) == {
         "zookeeper server 1": "already running", "broker 1": "already running", "broker 2": "started"}
@@ -101,6 +112,10 @@ def test_up_reuses_its_record_grows_only_when_asked_and_down_twice(data_dir: Pat
     pids = [pid for _, pid in cluster.running()]
     assert len(pids) == 3
 
+    # a record that lost broker 2 (as an older `up --brokers 1` wrote it): `down` still stops it
+    state = json.loads((data_dir / "cluster.json").read_text())
+    state["brokers"] = state["brokers"][:1]
+    (data_dir / "cluster.json").write_text(json.dumps(state))
     first = run("down", "--data-dir", str(data_dir))
     assert first.returncode == 0 and "stopped the cluster in" in first.stdout, first.stderr
     assert "broker 2 (pid" in first.stdout and "ZooKeeper" in first.stdout
@@ -143,7 +158,7 @@ def test_a_failed_up_stops_what_it_started(data_dir: Path) -> None:
                timeout=120)
     assert proc.returncode == 1, proc.stderr
     first = proc.stderr.splitlines()[0]
-    assert first.startswith("odradek: error: `up` failed and stopped what this `up` had started (ZooKeeper"), first
+    assert first.startswith("odradek: error: `up` failed; it stopped what it had started (ZooKeeper"), first
     assert "broker 2 exited" in first
     stopped = [int(pid) for pid in re.findall(r"pid (\d+)", first)]
     assert len(stopped) == 3 and not any(process_alive(pid) for pid in stopped)

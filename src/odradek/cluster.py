@@ -326,6 +326,7 @@ class LocalCluster:
         brokers = [b for b in self.broker_ids if self.broker_pid(b) is None]
         self._check_ports(servers, brokers, recorded is not None)
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        already = self.running()
         launched: list[tuple[str, int, "ZooKeeperServer | None"]] = []
         try:
             for server in servers:
@@ -342,9 +343,10 @@ class LocalCluster:
             if not isinstance(exc, (ClusterError, RuntimeError, OSError)):
                 raise  # KeyboardInterrupt and bugs: rolled back all the same
             first, _, rest = str(exc).partition("\n")
-            what = (f"stopped what this `up` had started ({undone})" if undone
-                    else "it had started nothing")
-            raise ClusterError(f"`up` failed and {what}: {first}" + (f"\n{rest}" if rest else "")) from None
+            what = [f"stopped what it had started ({undone})" if undone else "had started nothing"]
+            if already:
+                what.append(f"left running what already ran ({', '.join(f'{n} pid {p}' for n, p in already)})")
+            raise ClusterError(f"`up` failed; it {' and '.join(what)}: {first}" + (f"\n{rest}" if rest else "")) from None
         known = {b["id"] for b in recorded["brokers"]} if recorded else set()
         result = []
         started_zk = {s.port for s in servers}
@@ -369,11 +371,11 @@ class LocalCluster:
         try:
             recorded = json.loads(text)
             settings = LocalCluster.load(self.data_dir).settings()
-        except ValueError as exc:
-            raise ClusterError(f"cannot read {self.data_dir / STATE_FILE}: {exc}") from None
-        mine = self.settings()
-        for key, value in mine.items():
-            if value != settings[key] and not (key == "brokers" and value > settings[key]):  # type: ignore[operator]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ClusterError(f"cannot read {self.data_dir / STATE_FILE}: {exc!r}") from None
+        for key, value in self.settings().items():
+            grown = key == "brokers" and self.brokers > len(recorded["brokers"])
+            if value != settings[key] and not grown:
                 raise ClusterError(_contradiction(self.data_dir, key, value, settings[key]))
         return recorded
 
