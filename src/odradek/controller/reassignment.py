@@ -188,9 +188,6 @@ class ReassignmentManager:
         return {tp: ctx.partition_full_replica_assignment(tp) for tp in wanted
                 if ctx.is_being_reassigned(tp)}
 
-    def is_topic_being_reassigned(self, topic: str) -> bool:
-        return any(tp.topic == topic for tp in self._ctx.partitions_being_reassigned())
-
     # -- validation (Kafka's maybeBuildReassignment and validateReplicas) -------------------
     def _build(self, tp: TopicPartition, target: tuple[int, ...] | None
                ) -> ReplicaAssignment | None:
