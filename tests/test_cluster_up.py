@@ -164,3 +164,28 @@ def test_a_failed_up_stops_what_it_started(data_dir: Path) -> None:
     assert len(stopped) == 3 and not any(process_alive(pid) for pid in stopped)
     assert not processes_under(data_dir)
     assert not (data_dir / "cluster.json").exists()  # a first `up` that failed leaves no record
+
+
+@pytest.mark.slow
+def test_ensemble_up_restarts_a_server_whose_recorded_port_is_free_again(data_dir: Path) -> None:
+    """With `--zookeeper-nodes 3` the quorum and election ports are recorded too: a dead
+    server's port held by another process is refused before anything starts, and once it is
+    free `up` restarts that server alone."""
+    flags = ["--base-port", str(free_port_block(2)), "--zk-port", str(free_port_block(3)), "--metrics-base-port", "0"]
+    assert set(actions(up(data_dir, "--brokers", "1", "--zookeeper-nodes", "3", *flags)).values()) == {"started"}
+    assert_one_line_error(run("up", "--data-dir", str(data_dir), "--zookeeper-nodes", "1"), 1,
+                          "--zookeeper-nodes 1", "--zookeeper-nodes 3")
+    ensemble = LocalCluster.load(data_dir).zookeeper_ensemble()
+    election_port = ensemble.peers[1].election_port
+    ensemble.kill(2)
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past the killed server's TIME_WAITs
+        holder.bind(("127.0.0.1", election_port))
+        holder.listen()
+        proc = run("up", "--data-dir", str(data_dir))
+    assert_one_line_error(proc, 1, f"127.0.0.1:{election_port} (ZooKeeper server 2 election)", "cluster.json")
+    assert actions(up(data_dir)) == {"zookeeper server 1": "already running", "zookeeper server 2": "restarted",
+                                     "zookeeper server 3": "already running", "broker 1": "already running"}
+    assert actions(up(data_dir, "--add-broker"))["broker 2"] == "started"
+    assert "stopped the cluster in" in run("down", "--data-dir", str(data_dir)).stdout
+    assert "nothing is running" in run("down", "--data-dir", str(data_dir)).stdout
