@@ -13,7 +13,10 @@ import logging
 import socket
 import struct
 import time
-from typing import Any
+from typing import Any, Callable
+
+#: ``progress(done, total)``: how far a long operation has come (the CLI draws a bar from it).
+ProgressFn = Callable[[int, int], None]
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -66,7 +69,7 @@ def _admin(bootstrap: str, request_timeout: float = 0.0) -> AdminClient:
 
 def create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int,
                  config: dict[str, str] | None = None, timeout: float | None = None,
-                 replica_assignment: list[list[int]] | None = None) -> None:
+                 replica_assignment: list[list[int]] | None = None, progress: ProgressFn | None = None) -> None:
     """CreateTopics for one topic; raises AdminError carrying Kafka's error name and message.
 
     Returns once every live broker knows the leaders of all its partitions: CreateTopics answers
@@ -82,7 +85,9 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication_factor:
 
     Without ``timeout``: creation_timeout_s(partitions). ``replica_assignment``: each partition's
     replicas, the first its preferred leader (CreateTopics' manual assignment; it then decides
-    ``partitions`` and ``replication_factor``, which must agree with it)."""
+    ``partitions`` and ``replication_factor``, which must agree with it). ``progress`` is told
+    how many partitions have a leader, first as the broker asked sees them, then on the
+    broker that knows fewest."""
     if timeout is None:
         timeout = creation_timeout_s(partitions)
     deadline = time.monotonic() + timeout
@@ -98,6 +103,8 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication_factor:
     future = admin.create_topics([topic], request_timeout=request_timeout,
                                  operation_timeout=request_timeout)[name]
     answered = True
+    if progress is not None:
+        _report_while_pending(future, bootstrap, name, partitions, progress, request_timeout + 5)
     try:
         future.result(timeout=request_timeout + 5)
     except KafkaException as exc:
@@ -106,7 +113,28 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication_factor:
         answered = False  # the write may still have happened: look for the topic below
     except TimeoutError:
         answered = False
-    _wait_until_every_broker_knows(bootstrap, name, partitions, deadline, answered)
+    _wait_until_every_broker_knows(bootstrap, name, partitions, deadline, answered, progress)
+
+
+def _report_while_pending(future: Any, bootstrap: str, topic: str, partitions: int, progress: ProgressFn,
+                          timeout: float) -> None:
+    """While CreateTopics is unanswered (tens of seconds for 50,000 partitions), count the
+    partitions that already have a leader, once a second."""
+    deadline = time.monotonic() + timeout
+    while not future.done() and time.monotonic() < deadline:
+        try:
+            progress(_led_partitions(metadata_request(bootstrap, [topic], 5.0)), partitions)
+        except AdminError:
+            pass
+        try:
+            future.exception(timeout=1.0)
+        except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
+            pass
+
+
+def _led_partitions(response: Any) -> int:
+    t = response.topics[0] if response.topics else None
+    return 0 if t is None or t.error_code != 0 else sum(1 for p in t.partitions if p.leader_id >= 0)
 
 
 def creation_timeout_s(partitions: int) -> float:
@@ -125,19 +153,24 @@ def _timed_out(exc: KafkaException) -> bool:
 
 
 def _wait_until_every_broker_knows(bootstrap: str, topic: str, partitions: int,
-                                   deadline: float, answered: bool = True) -> None:
+                                   deadline: float, answered: bool = True,
+                                   progress: ProgressFn | None = None) -> None:
     brokers = metadata_request(bootstrap, [topic], max(1.0, deadline - time.monotonic())).brokers
     pending = {f"{b.host}:{b.port}" for b in brokers}
     while True:
+        fewest = partitions
         for server in sorted(pending):
             try:
                 known = metadata_request(server, [topic], max(1.0, deadline - time.monotonic()))
             except AdminError:
                 continue  # a broker going away meanwhile: asked again until the deadline
             t = known.topics[0] if known.topics else None
-            if (t is not None and t.error_code == 0 and len(t.partitions) == partitions
-                    and all(p.leader_id >= 0 for p in t.partitions)):
+            led = _led_partitions(known)
+            fewest = min(fewest, led)
+            if t is not None and t.error_code == 0 and len(t.partitions) == partitions and led == partitions:
                 pending.discard(server)
+        if progress is not None:
+            progress(partitions if not pending else fewest, partitions)
         if not pending:
             return
         if time.monotonic() > deadline:
@@ -182,6 +215,28 @@ def describe_topics(bootstrap: str, names: list[str] | None = None, timeout: flo
     return topics
 
 
+def partition_offsets(bootstrap: str, partitions: list[tuple[str, int]],
+                      timeout: float = 10.0) -> dict[tuple[str, int], tuple[int | None, int | None]]:
+    """(log start offset, high watermark) of each partition: ListOffsets for the earliest and
+    the latest offset, sent by confluent-kafka to each partition's leader. None where the
+    leader could not answer (an offline partition)."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    if not partitions:
+        return {}
+    admin = _admin(bootstrap)
+    found: dict[tuple[str, int], list[int | None]] = {tp: [None, None] for tp in partitions}
+    for i, spec in enumerate((OffsetSpec.earliest(), OffsetSpec.latest())):
+        futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions}, request_timeout=timeout)
+        for tp, future in futures.items():
+            try:
+                found[(tp.topic, tp.partition)][i] = future.result(timeout=timeout + 5).offset
+            except (KafkaException, concurrent.futures.TimeoutError):
+                pass  # no leader to answer: shown as unknown
+    return {tp: (start, end) for tp, (start, end) in found.items()}
+
+
 def elect_leaders(bootstrap: str, partitions: list[tuple[str, int]] | None, unclean: bool = False,
                   timeout: float = 60.0) -> dict[tuple[str, int], str | None]:
     """ElectLeaders through confluent-kafka (sent to the controller): per partition None when it
@@ -206,16 +261,23 @@ def elect_leaders(bootstrap: str, partitions: list[tuple[str, int]] | None, uncl
 
 
 def filter_partitions(topics: list[dict[str, Any]], *, under_replicated: bool, offline: bool,
-                      keep_empty: bool = False) -> list[dict[str, Any]]:
+                      keep_empty: bool = False, under_min_isr: bool = False,
+                      at_min_isr: bool = False) -> list[dict[str, Any]]:
     """Only the partitions an operator is looking for: under-replicated (a live leader, but an
-    ISR smaller than the replica list; Kafka's TopicCommand rule) and/or offline (no live
-    leader); with both flags, either kind."""
-    def wanted(p: dict[str, Any]) -> bool:
+    ISR smaller than the replica list; Kafka's TopicCommand rule), offline (no live leader),
+    under min ISR (an ISR smaller than the topic's min.insync.replicas: acks=all producers are
+    refused) and at min ISR (one more replica lost and they are), as kafka-topics.sh
+    --under-min-isr-partitions and --at-min-isr-partitions; those two read each topic's
+    "min_insync_replicas". With several flags, any of the kinds."""
+    def wanted(t: dict[str, Any], p: dict[str, Any]) -> bool:
         has_leader = p["leader"] >= 0
+        min_isr = t.get("min_insync_replicas", 1)
         return ((under_replicated and has_leader and len(p["isr"]) < len(p["replicas"]))
-                or (offline and not has_leader))
+                or (offline and not has_leader)
+                or (under_min_isr and len(p["isr"]) < min_isr)
+                or (at_min_isr and len(p["isr"]) == min_isr))
 
-    kept = [{**t, "partitions": [p for p in t["partitions"] if wanted(p)]} for t in topics]
+    kept = [{**t, "partitions": [p for p in t["partitions"] if wanted(t, p)]} for t in topics]
     return [t for t in kept if t["partitions"] or keep_empty]
 
 
@@ -264,12 +326,19 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def format_describe(topics: list[dict[str, Any]]) -> str:
-    """One aligned table row per partition, the layout kafka-topics.sh --describe uses."""
+def format_describe(topics: list[dict[str, Any]], offsets: bool = False) -> str:
+    """One aligned table row per partition, the layout kafka-topics.sh --describe uses; with
+    ``offsets`` also each partition's log start offset and high watermark ("-": unknown)."""
     header = ("Topic", "Partition", "Leader", "LeaderEpoch", "Replicas", "Isr")
-    return format_table([header] + [
+    extra = ("LogStartOffset", "HighWatermark") if offsets else ()
+
+    def shown(value: int | None) -> str:
+        return "-" if value is None else str(value)
+
+    return format_table([header + extra] + [
         (t["name"], str(p["partition"]), str(p["leader"]), str(p["leader_epoch"]),
          ",".join(map(str, p["replicas"])), ",".join(map(str, p["isr"])))
+        + ((shown(p.get("log_start_offset")), shown(p.get("high_watermark"))) if offsets else ())
         for t in topics for p in t["partitions"]
     ])
 
@@ -290,9 +359,15 @@ def zookeeper_modes(zookeeper: str) -> list[dict[str, str]]:
             for host, port in connect_string_servers(zookeeper)]
 
 
-def cluster_status(zookeeper: str, timeout: float = 10.0) -> dict[str, Any]:
+def cluster_status(zookeeper: str, timeout: float = 10.0,
+                   expected: dict[int, tuple[str, int]] | None = None) -> dict[str, Any]:
     """Controller, live brokers and partition health, read straight from ZooKeeper's znodes,
-    and the mode of every ZooKeeper server."""
+    and the mode of every ZooKeeper server.
+
+    "brokers" lists every broker known to exist, live or not: the registered ones, those in
+    ``expected`` (id -> (host, port), e.g. a local cluster's cluster.json), and those named as
+    replicas in a partition assignment. A dead broker has deregistered from /brokers/ids, so
+    only these other sources can name it."""
     modes = zookeeper_modes(zookeeper)
     try:
         zk = connect_zk(zookeeper, timeout)
@@ -326,12 +401,21 @@ def cluster_status(zookeeper: str, timeout: float = 10.0) -> dict[str, Any]:
     finally:
         zk.stop()
         zk.close()
+    known = {b["id"]: {**b, "live": True} for b in brokers}
+    for bid, (host, port) in (expected or {}).items():
+        known.setdefault(bid, {"id": bid, "host": host, "port": port, "live": False})
+    for parts in assignments.values():
+        for replicas in parts.values():
+            for bid in replicas:
+                known.setdefault(int(bid), {"id": int(bid), "host": None, "port": None, "live": False})
     return {
         "zookeeper": zookeeper,
         "zookeeper_servers": modes,
         "controller": controller["brokerid"] if controller else None,
         "controller_epoch": epoch,
         "live_brokers": brokers,
+        "brokers": [known[b] for b in sorted(known)],
+        "dead_brokers": sorted(b for b in known if not known[b]["live"]),
         "topics": len(topics),
         "partitions": len(pending),
         "offline_partitions": offline,
@@ -352,12 +436,15 @@ def _children(zk: Any, path: str) -> list[str]:
 def format_status(status: dict[str, Any]) -> str:
     """The status as `key: value` lines; problem partitions listed (first 20) when present."""
     brokers = ", ".join(f"{b['id']} ({b['host']}:{b['port']})" for b in status["live_brokers"]) or "none"
+    dead = ", ".join(f"{b['id']}" + (f" ({b['host']}:{b['port']})" if b["host"] else "")
+                     for b in status.get("brokers", []) if not b["live"]) or "none"
     ctrl = status["controller"]
     lines = [
         f"zookeeper:          {status['zookeeper']}",
         *(f"  server {i}:         {m['server']} {m['mode']}" for i, m in enumerate(status["zookeeper_servers"], 1)),
         f"controller:         {'none' if ctrl is None else ctrl} (epoch {status['controller_epoch']})",
         f"live brokers:       {brokers}",
+        f"dead brokers:       {dead}",
         f"topics:             {status['topics']}",
         f"partitions:         {status['partitions']}",
         f"offline:            {len(status['offline_partitions'])}",

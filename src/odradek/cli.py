@@ -1,13 +1,18 @@
+# PYTHON_ARGCOMPLETE_OK  (argcomplete: `eval "$(odradek completion bash)"`)
 """The `odradek` console script: run brokers and local clusters, and operate on them.
 
 Client commands (topics, produce, consume, bench) speak only the Kafka protocol, so they work
 against Apache Kafka as well. Every user error is one `odradek: error: ...` line on stderr and
 exit status 1 (2 for bad arguments), never a traceback.
+
+Client commands find the cluster from --bootstrap-server, else --data-dir (every broker of a
+cluster `odradek up` started), else $ODRADEK_BOOTSTRAP_SERVERS, else 127.0.0.1:9092.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -19,17 +24,36 @@ from typing import Any, Callable, NoReturn, Sequence
 from confluent_kafka import KafkaError, KafkaException
 
 from odradek.admin import AdminError, kafka_error_text, quiet_logger
+from odradek.cli_output import duration, plural
 from odradek.cluster import ClusterError, LocalCluster
 from odradek.consumer_groups import ResetTarget
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+BOOTSTRAP_ENV = "ODRADEK_BOOTSTRAP_SERVERS"
 
 
 class UserError(Exception):
     """Anything the operator can fix; printed as one line without a traceback."""
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default where it has a meaningful one (not None, False or [])
+    and its help does not already name it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        help_text = action.help or ""
+        default = action.default
+        if (default in (None, False, [], argparse.SUPPRESS) or "default" in help_text
+                or not (action.option_strings or action.nargs in ("?", "*"))):
+            return help_text
+        return f"{help_text} (default: %(default)s)".lstrip()
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         """One line instead of argparse's usage block, naming the subcommand and its --help."""
         sub = self.prog.partition(" ")[2]
@@ -42,6 +66,61 @@ def _hostport(value: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
     return host, int(port)
+
+
+def _zk_connect(value: str) -> str:
+    """A ZooKeeper connect string, HOST:PORT[,HOST:PORT...][/chroot], with ports in range."""
+    hosts, _, chroot = value.partition("/")
+    for entry in hosts.split(","):
+        host, sep, port = entry.strip().rpartition(":")
+        if not host or not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            raise argparse.ArgumentTypeError(f"expected HOST:PORT[,HOST:PORT...][/chroot] with ports 1-65535, "
+                                             f"got {value!r}")
+    return value
+
+
+def _bootstrap_list(value: str) -> str:
+    """HOST:PORT[,HOST:PORT...], each checked as _hostport checks one."""
+    for entry in value.split(","):
+        _hostport(entry.strip())
+    return value
+
+
+def _directory(value: str) -> Path:
+    """A data directory: it may not exist yet, but it may not be a file."""
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value} exists and is not a directory (give a directory path)")
+    return path
+
+
+def _offset_start(value: str) -> str | int:
+    """`consume --offset`: beginning, end, or an offset N (negative: N before the end, as kcat -o)."""
+    if value in ("beginning", "end"):
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected beginning, end or an offset, got {value!r}") from None
+
+
+def _record_format(value: str) -> str:
+    from odradek.cli_output import check_format
+
+    try:
+        return check_format(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {value!r}")
+    return seconds
 
 
 def _positive(value: str) -> int:
@@ -102,8 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("broker", help="run one broker in the foreground until SIGTERM")
     b.add_argument("--id", type=int, help="broker.id")
     b.add_argument("--listen", type=_hostport, metavar="HOST:PORT", help="address to serve Kafka clients on")
-    b.add_argument("--zookeeper", metavar="CONN", help="HOST:PORT[,HOST:PORT...][/chroot]")
-    b.add_argument("--data-dir", type=Path, metavar="DIR", help="where partition logs live")
+    b.add_argument("--zookeeper", type=_zk_connect, metavar="CONN", help="HOST:PORT[,HOST:PORT...][/chroot]")
+    b.add_argument("--data-dir", type=_directory, metavar="DIR", help="where partition logs live")
     b.add_argument("--config", type=Path, metavar="FILE", help="Kafka-style key=value settings; flags win")
     b.add_argument("--session-timeout-ms", type=_positive, metavar="N", help="zookeeper.session.timeout.ms")
     b.set_defaults(func=cmd_broker)
@@ -114,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     size.add_argument("--brokers", type=_positive, metavar="N", help="brokers 1..N (required for a new cluster)")
     size.add_argument("--add-broker", action="store_true",
                       help="grow the recorded cluster by one broker, with the next id and port")
-    u.add_argument("--data-dir", type=Path, required=True, metavar="DIR")
+    u.add_argument("--data-dir", type=_directory, required=True, metavar="DIR")
     u.add_argument("--base-port", type=_positive, help="broker i listens on base-port + i - 1 (default 9092)")
     u.add_argument("--zk-port", type=_positive, help="client port of the private ZooKeeper (default 2181; "
                    "of its first server: server i of an ensemble uses zk-port + i - 1)")
@@ -128,28 +207,30 @@ def build_parser() -> argparse.ArgumentParser:
     u.set_defaults(func=cmd_up)
 
     d = sub.add_parser("down", help="stop a local cluster started by `odradek up` (data is kept)")
-    d.add_argument("--data-dir", type=Path, required=True, metavar="DIR")
+    d.add_argument("--data-dir", type=_directory, required=True, metavar="DIR")
     d.set_defaults(func=cmd_down)
 
     s = sub.add_parser("status", help="controller, live brokers and partition health, from ZooKeeper")
     where = s.add_mutually_exclusive_group()
-    where.add_argument("--zookeeper", metavar="CONN", help="default 127.0.0.1:2181")
-    where.add_argument("--data-dir", type=Path, metavar="DIR", help="a cluster started by `odradek up`")
+    where.add_argument("--zookeeper", type=_zk_connect, metavar="CONN", help="default 127.0.0.1:2181")
+    where.add_argument("--data-dir", type=_directory, metavar="DIR", help="a cluster started by `odradek up` "
+                       "(its brokers that are down are named too)")
     s.add_argument("--json", action="store_true")
-    s.add_argument("--timeout-s", type=float, default=10.0, help="how long to try to reach ZooKeeper")
+    s.add_argument("--timeout-s", type=_seconds, default=10.0, help="how long to try to reach ZooKeeper")
+    _add_watch_option(s)
     s.set_defaults(func=cmd_status)
 
     ui = sub.add_parser("ui", help="a live web dashboard: brokers, partition leaders and ISRs, state changes, "
                         "consumer lag, reassignments and metrics")
     ui_where = ui.add_mutually_exclusive_group()
-    ui_where.add_argument("--data-dir", type=Path, metavar="DIR", help="a cluster started by `odradek up` "
+    ui_where.add_argument("--data-dir", type=_directory, metavar="DIR", help="a cluster started by `odradek up` "
                           "(its expected brokers, state-change logs and metrics URLs come from cluster.json)")
-    ui_where.add_argument("--zookeeper", metavar="CONN", help="default 127.0.0.1:2181")
+    ui_where.add_argument("--zookeeper", type=_zk_connect, metavar="CONN", help="default 127.0.0.1:2181")
     ui.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
                     help="for the Kafka requests (default: the live brokers ZooKeeper lists)")
     ui.add_argument("--host", default="127.0.0.1", help="address to serve the dashboard on")
     ui.add_argument("--port", type=_port_or_zero, default=8080, help="port to serve the dashboard on")
-    ui.add_argument("--interval-s", type=float, default=1.0, help="how often ZooKeeper is read")
+    ui.add_argument("--interval-s", type=_seconds, default=1.0, help="how often ZooKeeper is read")
     ui.set_defaults(func=cmd_ui)
 
     t = sub.add_parser("topics", help="create, list and describe topics")
@@ -170,18 +251,24 @@ def build_parser() -> argparse.ArgumentParser:
     td.add_argument("--under-replicated", action="store_true", help="only partitions whose ISR is smaller than "
                     "their replica list")
     td.add_argument("--offline", action="store_true", help="only partitions without a live leader")
+    td.add_argument("--under-min-isr", action="store_true", help="only partitions whose ISR is smaller than "
+                    "their topic's min.insync.replicas (acks=all producers are refused)")
+    td.add_argument("--at-min-isr", action="store_true", help="only partitions whose ISR is exactly their "
+                    "topic's min.insync.replicas (one more lost replica and acks=all producers are refused)")
+    td.add_argument("--offsets", action="store_true", help="also each partition's log start offset and high "
+                    "watermark (ListOffsets earliest and latest)")
+    _add_watch_option(td)
     td.set_defaults(func=cmd_topics_describe)
     ta = tsub.add_parser("alter", help="change a topic: its partition count (kafka-topics.sh --alter "
                          "--partitions) or its configs (Kafka's kafka-configs.sh --alter)")
     ta.add_argument("name")
-    ta.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT[,...]")
     _add_topic_config_options(ta)
     _add_topic_partitions_option(ta)
     ta.set_defaults(func=cmd_topics_alter)
     tx = tsub.add_parser("delete", help="delete topics and wait until they are gone (DeleteTopics, "
                          "Kafka's kafka-topics.sh --delete)")
     tx.add_argument("names", nargs="+", metavar="NAME")
-    tx.add_argument("--timeout-s", type=float, default=60.0,
+    tx.add_argument("--timeout-s", type=_seconds, default=60.0,
                     help="how long to wait for the topics to be gone")
     tx.set_defaults(func=cmd_topics_delete)
     te = tsub.add_parser("elect-leaders", help="move leadership back to preferred replicas (or, with "
@@ -191,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="only this partition of --topic (repeatable)")
     te.add_argument("--unclean", action="store_true", help="allow a replica outside the ISR to lead a "
                     "partition that has no leader: messages it never received are lost")
-    te.add_argument("--timeout-s", type=float, default=60.0)
+    te.add_argument("--timeout-s", type=_seconds, default=60.0, help="how long to wait for the elections")
     te.set_defaults(func=cmd_topics_elect_leaders)
     tr = tsub.add_parser("delete-records", help="delete the records of a partition below an offset "
                          "(DeleteRecords, Kafka's kafka-delete-records.sh)")
@@ -203,26 +290,43 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the new log start offset; -1: the high watermark")
     before.add_argument("--all", action="store_const", dest="before", const=-1,
                         help="everything below the high watermark (same as --before -1)")
-    tr.add_argument("--timeout-s", type=float, default=30.0)
+    tr.add_argument("--timeout-s", type=_seconds, default=30.0, help="how long to wait for each request")
     tr.add_argument("--json", action="store_true")
     tr.set_defaults(func=cmd_topics_delete_records)
 
     pr = sub.add_parser("produce", help="send stdin lines as records")
     pr.add_argument("topic")
     pr.add_argument("--key-separator", metavar="SEP", help="split each line into key SEP value")
-    pr.add_argument("--acks", choices=("all", "1", "0"), default="all")
-    pr.add_argument("--timeout-s", type=float, default=30.0, help="give up on a record after this long")
+    pr.add_argument("--acks", choices=("all", "1", "0"), default="all", help="how many replicas must have "
+                    "a record before it counts as sent")
+    pr.add_argument("--partition", type=_nonnegative, metavar="P", help="send every record to partition P "
+                    "(default: by key hash, keyless records spread)")
+    pr.add_argument("--header", type=_keyvalue, action="append", default=[], metavar="KEY=VALUE",
+                    help="add this header to every record (repeatable)")
+    pr.add_argument("--timeout-s", type=_seconds, default=30.0, help="give up on a record after this long")
     pr.set_defaults(func=cmd_produce)
 
     co = sub.add_parser("consume", help="print records as lines")
     co.add_argument("topic")
-    co.add_argument("--from-beginning", action="store_true", help="start at the log start, not the end")
+    co.add_argument("--from-beginning", action="store_true", help="start at the log start, not the end "
+                    "(same as --offset beginning)")
+    co.add_argument("--partition", type=_nonnegative, action="append", metavar="P",
+                    help="read only partition P (repeatable; default: every partition)")
+    co.add_argument("--offset", type=_offset_start, metavar="beginning|end|N",
+                    help="where to start in each partition read: the log start, the end (the default), "
+                         "offset N, or with -N N records before the end")
     co.add_argument("--max-messages", type=_positive, metavar="N",
                     help="stop after N records; exit 1 if fewer arrive before the idle timeout")
-    co.add_argument("--timeout-s", type=float, default=10.0, help="exit after this long without a record")
+    co.add_argument("-f", "--follow", action="store_true", help="never stop for lack of records: wait for "
+                    "new ones until Ctrl-C (no idle timeout)")
+    co.add_argument("--timeout-s", type=_seconds, default=10.0, help="exit after this long without a record "
+                    "(unless --follow)")
+    co.add_argument("--format", type=_record_format, metavar="FMT", help="print each record in kcat's -f format: "
+                    "%%t topic, %%p partition, %%o offset, %%k key, %%v value, %%T timestamp (ms), %%h headers "
+                    "(k=v,...), %%K/%%S key/value length, \\n \\t; e.g. '%%p:%%o %%k=%%v\\n'")
     co.add_argument("--group", metavar="G", help="subscribe as a member of consumer group G, starting at its "
                     "committed offsets, and commit what was printed")
-    co.add_argument("--print-key", action="store_true", help="print key<TAB>value")
+    co.add_argument("--print-key", action="store_true", help="print key<TAB>value (without --format)")
     co.set_defaults(func=cmd_consume)
 
     g = sub.add_parser("groups", help="list, describe, reset the offsets of and delete consumer groups "
@@ -260,8 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
     gx.add_argument("group")
     gx.set_defaults(func=cmd_groups_delete)
     for parser in (gl, gd, gr, gx):
-        parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT[,...]")
-        parser.add_argument("--timeout-s", type=float, default=10.0, help="how long to wait for each request")
+        _add_bootstrap_options(parser)
+        parser.add_argument("--timeout-s", type=_seconds, default=10.0, help="how long to wait for each request")
 
     _add_configs_commands(sub)
     _add_reassign_command(sub)
@@ -285,7 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
                                           "with the ZooKeeper multi-write floor")
     bf.add_argument("--partitions", type=_positive, default=10_000, metavar="P")
     bf.add_argument("--brokers", type=_positive, default=3, metavar="N")
-    bf.add_argument("--timeout-s", type=float, default=600.0, help="how long to wait for each step")
+    bf.add_argument("--timeout-s", type=_seconds, default=600.0, help="how long to wait for each step")
     bf.add_argument("--rounds", type=_positive, default=3, metavar="N",
                     help="failovers of each kind; the medians are reported (default 3)")
     bf.add_argument("--keep-dir", type=Path, metavar="DIR",
@@ -309,7 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="MiB of data in the topic moved under the throttle (default 1024)")
     bra.add_argument("--throttle-mb-per-s", type=float, default=50.0, metavar="MB",
                      help="replication throttle in MiB/s, as odradek reassign --throttle sets it (default 50)")
-    bra.add_argument("--timeout-s", type=float, default=900.0, help="how long to wait for each step")
+    bra.add_argument("--timeout-s", type=_seconds, default=900.0, help="how long to wait for each step")
     bra.add_argument("--keep-dir", type=Path, metavar="DIR",
                      help="run the cluster in DIR and keep its logs (default: a temp dir, removed)")
     bra.add_argument("--json", action="store_true")
@@ -334,12 +438,94 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--json", action="store_true")
     bs.set_defaults(func=cmd_bench_spark_read)
 
-    for parser in (tc, tl, td, te, tr, tx, pr, co, bp, bs):
-        private = parser in (bp, bs)
-        parser.add_argument("--bootstrap-server", default=None if private else DEFAULT_BOOTSTRAP,
-                            metavar="HOST:PORT[,...]",
-                            help="private 3-broker cluster if omitted" if private else None)
+    for parser in (tc, tl, td, ta, te, tr, tx, pr, co):
+        _add_bootstrap_options(parser)
+    for parser in (bp, bs):
+        parser.add_argument("--bootstrap-server", type=_bootstrap_list, metavar="HOST:PORT[,...]",
+                            help="the cluster to measure (default: a private 3-broker cluster)")
+
+    cp = sub.add_parser("completion", help="print the shell code that completes odradek's commands and "
+                        "options: eval \"$(odradek completion bash)\" (in ~/.bashrc to keep it)")
+    cp.add_argument("shell", choices=("bash", "zsh", "fish"), nargs="?", default="bash")
+    cp.set_defaults(func=cmd_completion)
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    _fill_in_help(p)
     return p
+
+
+#: Help for the options that many commands share, filled in where a command gave none.
+_SHARED_HELP = {
+    "json": "print JSON instead of text",
+    "timeout_s": "how long to wait, in seconds",
+    "name": "the topic",
+    "topic": "the topic",
+    "group": "the consumer group",
+    "brokers": "how many brokers",
+    "data_dir": "the cluster's data directory",
+    "host": "the address the brokers listen on",
+    "id": "broker.id",
+}
+
+
+def _fill_in_help(parser: argparse.ArgumentParser) -> None:
+    """Every option of every command gets a help line (and so its default shown)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _fill_in_help(child)
+        elif action.help is None and action.dest in _SHARED_HELP:
+            action.help = _SHARED_HELP[action.dest]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("odradek")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
+    """Where a client command finds the cluster; resolved by _resolve_bootstrap."""
+    parser.add_argument("--bootstrap-server", type=_bootstrap_list, metavar="HOST:PORT[,...]",
+                        help=f"brokers to bootstrap from (default: every broker of --data-dir, else "
+                             f"${BOOTSTRAP_ENV}, else {DEFAULT_BOOTSTRAP})")
+    parser.add_argument("--data-dir", type=_directory, metavar="DIR", dest="cluster_dir",
+                        help="bootstrap from every broker of the cluster `odradek up` runs in DIR")
+    parser.set_defaults(resolve_bootstrap=True)
+
+
+def _resolve_bootstrap(args: argparse.Namespace) -> None:
+    """--bootstrap-server, else every broker of --data-dir's cluster.json, else the environment,
+    else the default: librdkafka and the raw requests then try each of them in turn, so one
+    broker down does not make the command fail."""
+    if args.bootstrap_server:
+        return
+    if args.cluster_dir is not None:
+        args.bootstrap_server = LocalCluster.load(args.cluster_dir).bootstrap_servers
+        return
+    env = os.environ.get(BOOTSTRAP_ENV, "").strip()
+    if env:
+        try:
+            args.bootstrap_server = _bootstrap_list(env)
+        except argparse.ArgumentTypeError as exc:
+            raise UserError(f"${BOOTSTRAP_ENV}: {exc}") from None
+        return
+    args.bootstrap_server = DEFAULT_BOOTSTRAP
+
+
+def _add_watch_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--watch", type=_seconds, nargs="?", const=2.0, metavar="S",
+                        help="redraw every S seconds (2 if not given) until Ctrl-C")
+
+
+def cmd_completion(args: argparse.Namespace) -> None:
+    try:
+        import argcomplete
+    except ImportError:
+        raise UserError("completion needs the argcomplete package: pip install argcomplete") from None
+    print(argcomplete.shellcode(["odradek"], shell=args.shell))
 
 
 def cmd_broker(args: argparse.Namespace) -> None:
@@ -366,8 +552,21 @@ def cmd_broker(args: argparse.Namespace) -> None:
             raise UserError(f"broker: missing {', '.join(missing)} (or give them in --config)")
         config = BrokerConfig(**{k: v for k, v in flags.items() if v is not None})
     from odradek.broker.server import run_broker
+    from odradek.netutil import port_free
 
-    run_broker(config)
+    if not port_free(config.host, config.port):
+        raise UserError(f"broker: {config.host}:{config.port} is already in use (stop what listens there, "
+                        f"or give another --listen)")
+    try:
+        run_broker(config)
+    except OSError as exc:  # the port taken between the check and the bind, a data dir not writable
+        raise UserError(f"broker {config.broker_id}: {exc.strerror or exc}"
+                        + (f": {exc.filename}" if exc.filename else "")) from None
+    except Exception as exc:
+        if type(exc).__module__.startswith("kazoo"):  # ZooKeeper not reachable at startup
+            raise UserError(f"broker {config.broker_id}: cannot reach ZooKeeper at {config.zookeeper} "
+                            f"({type(exc).__name__}: {exc}); is it running?") from None
+        raise
 
 
 def cmd_up(args: argparse.Namespace) -> None:
@@ -398,11 +597,17 @@ def cmd_status(args: argparse.Namespace) -> None:
 
     cluster = LocalCluster.load(args.data_dir) if args.data_dir else None
     zookeeper = cluster.zookeeper_connect if cluster is not None else args.zookeeper
-    status = cluster_status(zookeeper or "127.0.0.1:2181", timeout=args.timeout_s)
-    if cluster is not None:
-        for broker in status["live_brokers"]:
-            broker["metrics_url"] = cluster.metrics_url(broker["id"])
-    print(json.dumps(status, indent=2) if args.json else format_status(status))
+    expected = None
+    if cluster is not None:  # the brokers it should have, so one that is down is named
+        expected = {b: (cluster.host, cluster.broker_port(b)) for b in cluster.broker_ids}
+
+    def render() -> str:
+        status = cluster_status(zookeeper or "127.0.0.1:2181", timeout=args.timeout_s, expected=expected)
+        for broker in status["live_brokers"] + status["brokers"]:
+            broker["metrics_url"] = cluster.metrics_url(broker["id"]) if cluster is not None else None
+        return json.dumps(status, indent=2) if args.json else format_status(status)
+
+    _show(render, args.watch)
 
 
 def cmd_ui(args: argparse.Namespace) -> None:
@@ -416,17 +621,42 @@ def cmd_ui(args: argparse.Namespace) -> None:
     serve(source, args.host, args.port, args.interval_s)
 
 
+def _show(render: Callable[[], str], watch_s: float | None) -> None:
+    """Print ``render()`` once, or with --watch redraw it until Ctrl-C."""
+    from odradek.cli_output import watch
+
+    if watch_s is None:
+        print(render())
+    else:
+        watch(render, watch_s)
+
+
 def cmd_topics_create(args: argparse.Namespace) -> None:
     from odradek.admin import create_topic
+    from odradek.cli_output import Progress
 
+    bar = Progress(args.partitions, f"creating {args.name}: partitions led")
     try:
-        create_topic(args.bootstrap_server, args.name, args.partitions, args.replication_factor, dict(args.config))
+        create_topic(args.bootstrap_server, args.name, args.partitions, args.replication_factor, dict(args.config),
+                     progress=_progress_fn(bar, args.partitions >= PROGRESS_MIN_PARTITIONS))
     except AdminError as exc:
         if not (args.if_not_exists and str(exc).startswith("TOPIC_ALREADY_EXISTS")):
             raise
         print(f"topic {args.name} already exists")
         return
-    print(f"created topic {args.name} ({args.partitions} partitions, replication factor {args.replication_factor})")
+    finally:
+        bar.close()
+    print(f"created topic {args.name} ({plural(args.partitions, 'partition')}, "
+          f"replication factor {args.replication_factor})")
+
+
+#: Topics of fewer partitions are created in about a second: no progress bar for them.
+PROGRESS_MIN_PARTITIONS = 1000
+
+
+def _progress_fn(bar: Any, wanted: bool) -> Callable[[int, int], None] | None:
+    """A progress callback drawing ``bar``, or None where no bar is wanted or drawn."""
+    return (lambda done, _total: bar.update(done)) if wanted and bar.enabled else None
 
 
 def cmd_topics_list(args: argparse.Namespace) -> None:
@@ -437,30 +667,40 @@ def cmd_topics_list(args: argparse.Namespace) -> None:
 
 
 def cmd_topics_describe(args: argparse.Namespace) -> None:
-    from odradek.admin import describe_topics, filter_partitions, format_describe
+    _show(lambda: _describe_topics(args), args.watch)
+
+
+def _describe_topics(args: argparse.Namespace) -> str:
+    from odradek.admin import describe_topics, filter_partitions, format_describe, partition_offsets
+    from odradek.config_command import topic_configs
 
     topics = describe_topics(args.bootstrap_server, [args.name] if args.name else None)
-    if args.under_replicated or args.offline:
-        topics = filter_partitions(topics, under_replicated=args.under_replicated, offline=args.offline,
-                                   keep_empty=bool(args.name))
-    overrides = _topic_configs(args.bootstrap_server, [t["name"] for t in topics])
+    # one DescribeConfigs for all: the configs each topic sets itself (kafka-topics.sh --describe
+    # shows those) and the min.insync.replicas it has, set or inherited
+    configs = topic_configs(args.bootstrap_server, [t["name"] for t in topics])
     for topic in topics:
-        topic["configs"] = overrides.get(topic["name"], {})
+        own = configs.get(topic["name"], {})
+        topic["configs"] = {k: v for k, (v, source) in own.items() if source == 1}
+        min_isr = own.get("min.insync.replicas", ("1", 0))[0]
+        topic["min_insync_replicas"] = int(min_isr) if str(min_isr).isdigit() else 1
+    if args.under_replicated or args.offline or args.under_min_isr or args.at_min_isr:
+        topics = filter_partitions(topics, under_replicated=args.under_replicated, offline=args.offline,
+                                   under_min_isr=args.under_min_isr, at_min_isr=args.at_min_isr,
+                                   keep_empty=bool(args.name))
+    if args.offsets:
+        offsets = partition_offsets(args.bootstrap_server,
+                                    [(t["name"], p["partition"]) for t in topics for p in t["partitions"]])
+        for t in topics:
+            for p in t["partitions"]:
+                p["log_start_offset"], p["high_watermark"] = offsets[(t["name"], p["partition"])]
     if args.json:
-        print(json.dumps(topics[0] if args.name else topics))
-    else:
-        print(format_describe(topics))
-        for topic in topics:
-            if topic["configs"]:
-                shown = ",".join(f"{k}={v}" for k, v in sorted(topic["configs"].items()))
-                print(f"Configs of topic {topic['name']}: {shown}")
-
-
-def _topic_configs(bootstrap: str, names: list[str]) -> dict[str, dict[str, str]]:
-    """The configs each topic sets itself (not its defaults), as kafka-topics.sh --describe shows."""
-    from odradek.config_command import topic_overrides
-
-    return topic_overrides(bootstrap, names)
+        return json.dumps(topics[0] if args.name else topics)
+    lines = [format_describe(topics, offsets=args.offsets)]
+    for topic in topics:
+        if topic["configs"]:
+            shown = ",".join(f"{k}={v}" for k, v in sorted(topic["configs"].items()))
+            lines.append(f"Configs of topic {topic['name']}: {shown}")
+    return "\n".join(lines)
 
 
 def _add_topic_config_options(parser: argparse.ArgumentParser) -> None:
@@ -469,7 +709,7 @@ def _add_topic_config_options(parser: argparse.ArgumentParser) -> None:
                         help="set a topic config, e.g. retention.ms=60000 (repeatable)")
     parser.add_argument("--delete-config", action="append", default=[], metavar="KEY",
                         help="remove a topic config: the broker default applies again (repeatable)")
-    parser.add_argument("--timeout-s", type=float, default=10.0, help="how long to wait for each request")
+    parser.add_argument("--timeout-s", type=_seconds, default=10.0, help="how long to wait for each request")
 
 
 def _alter_topic_configs(args: argparse.Namespace) -> bool:
@@ -497,15 +737,26 @@ def _alter_topic_partitions(args: argparse.Namespace) -> bool:
     if args.partitions is None:
         return False
     create_partitions(args.bootstrap_server, args.name, args.partitions, max(args.timeout_s, 30.0))
-    print(f"topic {args.name} now has {args.partitions} partitions")
+    print(f"topic {args.name} now has {plural(args.partitions, 'partition')}")
     return True
 
 
 def cmd_topics_delete(args: argparse.Namespace) -> None:
+    from odradek.cli_output import Progress
     from odradek.topic_command import delete_topics
 
-    delete_topics(args.bootstrap_server, args.names, args.timeout_s)
-    print(f"deleted topic{'s' if len(args.names) > 1 else ''} {', '.join(dict.fromkeys(args.names))}")
+    names = list(dict.fromkeys(args.names))
+    bar = Progress(len(names), "deleting topics")
+    try:
+        delete_topics(args.bootstrap_server, names, args.timeout_s,
+                      progress=_progress_fn(bar, len(names) >= PROGRESS_MIN_TOPICS))
+    finally:
+        bar.close()
+    print(f"deleted topic{'s' if len(names) > 1 else ''} {', '.join(names)}")
+
+
+#: Deleting fewer topics takes a moment: no progress bar for them.
+PROGRESS_MIN_TOPICS = 10
 
 
 def cmd_topics_alter(args: argparse.Namespace) -> None:
@@ -534,8 +785,8 @@ def _add_configs_commands(sub: Any) -> None:
         which.add_argument("--topic", metavar="T")
         which.add_argument("--broker", type=_nonnegative, metavar="N", help="broker N's own configs")
         which.add_argument("--broker-defaults", action="store_true", help="the cluster-wide broker defaults")
-        parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT[,...]")
-        parser.add_argument("--timeout-s", type=float, default=10.0, help="how long to wait for each request")
+        _add_bootstrap_options(parser)
+        parser.add_argument("--timeout-s", type=_seconds, default=10.0, help="how long to wait for each request")
 
 
 def cmd_configs_describe(args: argparse.Namespace) -> None:
@@ -579,9 +830,8 @@ def _add_reassign_command(sub: Any) -> None:
     r.add_argument("--allow-replication-factor-change", action="store_true", help="--execute accepts a plan "
                    "that changes a partition's number of replicas (Kafka allows it without asking)")
     r.add_argument("--json", action="store_true", help="--verify prints its rows as JSON")
-    r.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT[,...]",
-                   help=f"default {DEFAULT_BOOTSTRAP}")
-    r.add_argument("--timeout-s", type=float, default=30.0, help="how long to wait for each request (default 30)")
+    _add_bootstrap_options(r)
+    r.add_argument("--timeout-s", type=_seconds, default=30.0, help="how long to wait for each request (default 30)")
     r.set_defaults(func=cmd_reassign)
 
 
@@ -706,7 +956,7 @@ def cmd_topics_elect_leaders(args: argparse.Namespace) -> None:
     if len(failed) > 20:
         print(f"  ... and {len(failed) - 20} more")
     if failed:
-        raise UserError(f"leader election failed for {len(failed)} partitions")
+        raise UserError(f"leader election failed for {len(failed)} partition{'s' if len(failed) > 1 else ''}")
 
 
 def cmd_topics_delete_records(args: argparse.Namespace) -> None:
@@ -728,12 +978,10 @@ def _check_topic(client: Any, bootstrap: str, topic: str, timeout: float) -> Any
     """The topic's metadata, or a UserError saying whether the cluster or the topic is missing.
 
     Lists all topics rather than asking for one, because asking may auto-create it."""
-    from confluent_kafka import KafkaException
-
     try:
         meta = client.list_topics(timeout=timeout)
     except KafkaException as exc:
-        raise UserError(f"cannot reach {bootstrap} within {timeout:g} s ({kafka_error_text(exc)})") from None
+        raise UserError(f"cannot reach {bootstrap} within {duration(timeout)} ({kafka_error_text(exc)})") from None
     if topic not in meta.topics:
         raise UserError(f"topic {topic!r} does not exist (create it with `odradek topics create`)")
     return meta.topics[topic]
@@ -744,7 +992,13 @@ def cmd_produce(args: argparse.Namespace) -> None:
 
     producer = Producer({"bootstrap.servers": args.bootstrap_server, "acks": args.acks, "linger.ms": 5,
                          "message.timeout.ms": int(args.timeout_s * 1000), "logger": quiet_logger()})
-    _check_topic(producer, args.bootstrap_server, args.topic, args.timeout_s)
+    meta = _check_topic(producer, args.bootstrap_server, args.topic, args.timeout_s)
+    if args.partition is not None and args.partition not in meta.partitions:
+        raise UserError(f"topic {args.topic} has no partition {args.partition} (it has "
+                        f"{plural(len(meta.partitions), 'partition')}, 0-{len(meta.partitions) - 1})")
+    extra: dict[str, Any] = {} if args.partition is None else {"partition": args.partition}
+    if args.header:
+        extra["headers"] = [(k, v.encode()) for k, v in args.header]
     failures: list[str] = []
 
     def on_delivery(err: Any, _msg: Any) -> None:
@@ -760,25 +1014,44 @@ def cmd_produce(args: argparse.Namespace) -> None:
             key, value = (k, v) if sep else (None, value)
         while True:
             try:
-                producer.produce(args.topic, value, key, on_delivery=on_delivery)
+                producer.produce(args.topic, value, key, on_delivery=on_delivery, **extra)
                 break
             except BufferError:  # local queue full: let deliveries drain
                 producer.poll(0.1)
+            except KafkaException as exc:  # refused before sending, e.g. MSG_SIZE_TOO_LARGE
+                producer.flush(args.timeout_s + 5)
+                raise UserError(f"record {sent + 1} ({len(value):,} bytes) not sent to {args.topic}: "
+                                f"{kafka_error_text(exc)}{_produce_hint(exc)}; "
+                                f"{plural(sent, 'record')} before it were sent") from None
         producer.poll(0)
         sent += 1
     left = producer.flush(args.timeout_s + 5)
     if left or failures:
         first = f": {failures[0]}" if failures else ""
-        raise UserError(f"{len(failures) + left} of {sent} records not delivered to {args.topic}{first}")
-    print(f"produced {sent} records to {args.topic}", file=sys.stderr)
+        raise UserError(f"{len(failures) + left} of {plural(sent, 'record')} not delivered to {args.topic}{first}")
+    print(f"produced {plural(sent, 'record')} to {args.topic}", file=sys.stderr)
+
+
+def _produce_hint(exc: KafkaException) -> str:
+    """What to do about an error the producer raises before sending."""
+    err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    if err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+        return " (records must be under 1 MB, librdkafka's message.max.bytes; split the line)"
+    return ""
 
 
 def cmd_consume(args: argparse.Namespace) -> None:
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
+    if args.group and (args.partition or args.offset is not None):
+        raise UserError("consume: --partition and --offset read without a group; a --group member reads "
+                        "from the group's committed offsets (move them with `odradek groups reset-offsets`)")
+    if args.from_beginning and args.offset is not None:
+        raise UserError("consume: give --from-beginning or --offset, not both")
+    start_at = "beginning" if args.from_beginning else args.offset if args.offset is not None else "end"
     conf = {"bootstrap.servers": args.bootstrap_server, "enable.auto.commit": False,
             "enable.auto.offset.store": False, "logger": quiet_logger(),
-            "auto.offset.reset": "earliest" if args.from_beginning else "latest"}
+            "auto.offset.reset": "earliest" if start_at == "beginning" else "latest"}
     # librdkafka insists on a group.id even for assign(); nothing is committed without --group.
     conf["group.id"] = args.group or "odradek-console"
     consumer = Consumer(conf)
@@ -793,15 +1066,45 @@ def cmd_consume(args: argparse.Namespace) -> None:
         if args.group:  # the group's committed offsets, or auto.offset.reset where it has none
             commits = _PrintedOffsets(consumer, sys.stdout.buffer)
             consumer.subscribe([args.topic], on_assign=commits.on_assign, on_revoke=commits.on_revoke)
-        else:  # no group: read every partition directly, as kafka-console-consumer --partition does
-            start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
-            consumer.assign([TopicPartition(args.topic, p, start) for p in sorted(meta.partitions)])
+        else:  # no group: read the partitions directly, as kafka-console-consumer --partition does
+            missing = sorted(set(args.partition or []) - set(meta.partitions))
+            if missing:
+                raise UserError(f"topic {args.topic} has no partition {missing[0]} (it has "
+                                f"{plural(len(meta.partitions), 'partition')})")
+            start = {"beginning": OFFSET_BEGINNING, "end": OFFSET_END}.get(start_at, start_at)
+            if isinstance(start, int) and start < 0 and start not in (OFFSET_BEGINNING, OFFSET_END):
+                start = OFFSET_TAIL_BASE + start  # -N: N records before the end (librdkafka's OFFSET_TAIL)
+            consumer.assign([TopicPartition(args.topic, p, start) for p in sorted(args.partition or meta.partitions)])
+        offline = _offline_partitions(meta, args.partition)
+        if offline and args.follow:
+            print(f"odradek: warning: {_offline_text(args.topic, offline)}; waiting for a leader", file=sys.stderr)
         _print_records(consumer, args, commits, interrupted)
+        if not interrupted.is_set():
+            offline = _offline_partitions(consumer.list_topics(args.topic, timeout=args.timeout_s).topics[args.topic],
+                                          args.partition)
+            if offline:
+                raise UserError(f"{_offline_text(args.topic, offline)}: their records were not read "
+                                f"(see `odradek topics describe {args.topic} --offline`)")
     finally:
         consumer.close()  # a group member leaves the group (LeaveGroup)
         signal.signal(signal.SIGINT, previous)
     if interrupted.is_set():
         raise KeyboardInterrupt
+
+
+#: librdkafka's RD_KAFKA_OFFSET_TAIL_BASE: offset TAIL_BASE - N means N records before the end.
+OFFSET_TAIL_BASE = -2000
+
+
+def _offline_partitions(topic_meta: Any, wanted: list[int] | None) -> list[int]:
+    """The partitions (of ``wanted``, or all) that have no leader: nothing can be read from them."""
+    return sorted(p for p, pm in topic_meta.partitions.items()
+                  if (not wanted or p in wanted) and (pm.leader < 0 or pm.error is not None))
+
+
+def _offline_text(topic: str, offline: list[int]) -> str:
+    return (f"topic {topic}: partition{'s' if len(offline) > 1 else ''} {','.join(map(str, offline))} "
+            f"offline (no leader)")
 
 
 _FATAL_CONSUME_ERRORS = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
@@ -830,7 +1133,7 @@ class _PrintedOffsets:
         by default) and a SyncGroup: the wait for a first assignment has a bound of its own."""
         limit = max(timeout_s, GROUP_JOIN_TIMEOUT_S)
         if time.monotonic() - self.started > limit:
-            raise UserError(f"consumer group {group!r} assigned no partitions within {limit:g} s")
+            raise UserError(f"consumer group {group!r} assigned no partitions within {duration(limit)}")
 
     def on_revoke(self, _consumer: Any, _partitions: Any) -> None:
         # best effort: a member already fenced off cannot commit, and the next owner of the
@@ -858,6 +1161,8 @@ class _PrintedOffsets:
 
 def _print_records(consumer: Any, args: argparse.Namespace, commits: _PrintedOffsets | None,
                    interrupted: threading.Event) -> None:
+    from odradek.cli_output import format_record
+
     count, idle_since = 0, time.monotonic()
     out = sys.stdout.buffer
     try:
@@ -869,7 +1174,7 @@ def _print_records(consumer: Any, args: argparse.Namespace, commits: _PrintedOff
                         commits.check_joined(args.group, args.timeout_s)
                         continue
                     idle_since = max(idle_since, commits.assigned_at)
-                if time.monotonic() - idle_since > args.timeout_s:
+                if not args.follow and time.monotonic() - idle_since > args.timeout_s:
                     break
                 continue
             err = msg.error()
@@ -879,9 +1184,14 @@ def _print_records(consumer: Any, args: argparse.Namespace, commits: _PrintedOff
                     raise UserError(f"consume failed: {kafka_error_text(err)}")
                 continue
             idle_since = time.monotonic()
-            if args.print_key:
-                out.write((msg.key() or b"") + b"\t")
-            out.write((msg.value() or b"") + b"\n")
+            if args.format is not None:
+                out.write(format_record(args.format, msg))
+            else:
+                if args.print_key:
+                    out.write((msg.key() or b"") + b"\t")
+                out.write((msg.value() or b"") + b"\n")
+            if args.follow:
+                out.flush()  # a follower is read live
             count += 1
             if commits is not None:
                 commits.printed(msg)
@@ -893,7 +1203,8 @@ def _print_records(consumer: Any, args: argparse.Namespace, commits: _PrintedOff
     if commits is not None:
         commits.commit()
     if args.max_messages is not None and count < args.max_messages and not interrupted.is_set():
-        raise UserError(f"only {count} of {args.max_messages} records within {args.timeout_s:g} s idle timeout")
+        raise UserError(f"only {count} of {plural(args.max_messages, 'record')} within {duration(args.timeout_s)} "
+                        f"idle timeout (wait longer with --timeout-s or --follow)")
 
 
 def cmd_groups_list(args: argparse.Namespace) -> None:
@@ -930,9 +1241,19 @@ def cmd_groups_delete(args: argparse.Namespace) -> None:
     print(f"deleted consumer group {args.group}")
 
 
+def _require_broker(bootstrap: str | None, timeout: float = 10.0) -> None:
+    """Fail at once, not after a command's long waits (60 s for DeleteTopics), when no broker
+    of ``bootstrap`` answers: one Metadata request for no topics, to each server in turn."""
+    from odradek.admin import metadata_request
+
+    if bootstrap is not None:
+        metadata_request(bootstrap, [], timeout)
+
+
 def cmd_bench_produce(args: argparse.Namespace) -> None:
     from odradek.bench import run_produce_command
 
+    _require_broker(args.bootstrap_server)
     print(run_produce_command(args.bootstrap_server, messages=args.messages, size=args.size, acks=args.acks,
                               replication_factor=args.replication_factor, partitions=args.partitions,
                               compare=args.compare, as_json=args.json, rounds=args.rounds))
@@ -941,6 +1262,7 @@ def cmd_bench_produce(args: argparse.Namespace) -> None:
 def cmd_bench_spark_read(args: argparse.Namespace) -> None:
     from odradek.spark.bench import format_result, run_spark_read
 
+    _require_broker(args.bootstrap_server)
     print(format_result(run_spark_read(args.bootstrap_server, args.records, args.size, args.partitions,
                                        args.master), args.json))
 
@@ -985,20 +1307,66 @@ def cmd_bench_groups(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    _autocomplete(parser)
+    args = parser.parse_args(argv)
     try:
+        if getattr(args, "resolve_bootstrap", False):
+            _resolve_bootstrap(args)
+            _require_broker(args.bootstrap_server, min(getattr(args, "timeout_s", None) or 10.0, 10.0))
         args.func(args)
     except (UserError, AdminError, ClusterError) as exc:
-        lines = str(exc).splitlines() or [type(exc).__name__]
-        print(f"odradek: error: {lines[0]}", file=sys.stderr)
-        if len(lines) > 1:  # e.g. the tail of a broker log: context after the one error line
-            print("\n".join(lines[1:]), file=sys.stderr)
-        return 1
+        message = str(exc) or type(exc).__name__
+        if message.startswith("cannot reach") and "bootstrap-server" not in message and "ZooKeeper" not in message:
+            message += f" (is the cluster up? give --bootstrap-server, --data-dir or ${BOOTSTRAP_ENV})"
+        return _error(message)
+    except KafkaException as exc:  # a client call the command did not expect to fail
+        return _error(f"{kafka_error_text(exc)}")
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `odradek consume ... | head`
         return 0
+    except TimeoutError:  # a future not done in time (concurrent.futures.TimeoutError is this one)
+        return _error(f"odradek {' '.join(_command_path(args))}: no answer in time (is the cluster up and "
+                      f"reachable? a longer --timeout-s may help)")
+    except OSError as exc:  # a path that is a file, a directory not writable, a port taken
+        where = f": {exc.filename}" if exc.filename else ""
+        return _error(f"{exc.strerror or exc or type(exc).__name__}{where}")
+    except Exception as exc:  # noqa: BLE001 - a bug; still one line (ODRADEK_TRACEBACK=1 for the whole)
+        if os.environ.get("ODRADEK_TRACEBACK"):
+            raise
+        return _error(f"{INTERNAL_ERROR} {type(exc).__name__}: {exc} (please report it; "
+                      f"ODRADEK_TRACEBACK=1 shows where)")
     return 0
+
+
+def _command_path(args: argparse.Namespace) -> list[str]:
+    """The subcommand names the user typed, e.g. ['topics', 'describe']."""
+    return [v for k, v in vars(args).items() if k == "command" or k.endswith("_command")]
+
+
+#: How main() words an exception no command expected: tests look for it as for a traceback.
+INTERNAL_ERROR = "internal error:"
+
+
+def _error(message: str) -> int:
+    """One `odradek: error:` line; more lines (e.g. the tail of a broker log) follow as context."""
+    lines = message.splitlines() or [message]
+    print(f"odradek: error: {lines[0]}", file=sys.stderr)
+    if len(lines) > 1:
+        print("\n".join(lines[1:]), file=sys.stderr)
+    return 1
+
+
+def _autocomplete(parser: argparse.ArgumentParser) -> None:
+    """Answer the shell's completion request (argcomplete sets _ARGCOMPLETE) and exit."""
+    if "_ARGCOMPLETE" not in os.environ:
+        return
+    try:
+        import argcomplete
+    except ImportError:
+        return
+    argcomplete.autocomplete(parser)
 
 
 if __name__ == "__main__":

@@ -71,12 +71,19 @@ def describe(bootstrap: str, resource_type: int, name: str, timeout: float = 10.
 
 def topic_overrides(bootstrap: str, topics: list[str], timeout: float = 10.0) -> dict[str, dict[str, str]]:
     """Each topic's own configs (DYNAMIC_TOPIC_CONFIG), in one DescribeConfigs request."""
+    return {t: {name: value for name, (value, source) in configs.items() if source == 1}
+            for t, configs in topic_configs(bootstrap, topics, timeout).items()}
+
+
+def topic_configs(bootstrap: str, topics: list[str], timeout: float = 10.0) -> dict[str, dict[str, tuple[str, int]]]:
+    """Every config of each topic as (value, config source), in one DescribeConfigs request:
+    its own settings and the defaults it inherits (e.g. min.insync.replicas)."""
     if not topics:
         return {}
     response = _request(bootstrap, TOPIC, "", DESCRIBE_CONFIGS, 4, {
         "resources": [{"resource_type": TOPIC, "resource_name": t, "configuration_keys": None} for t in topics],
         "include_synonyms": False, "include_documentation": False}, timeout)
-    return {r.resource_name: {c.name: c.value for c in r.configs if int(c.config_source) == 1}
+    return {r.resource_name: {c.name: (c.value, int(c.config_source)) for c in r.configs}
             for r in response.results if r.error_code == 0}
 
 

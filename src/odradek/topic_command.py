@@ -10,19 +10,23 @@ and names the topics whose deletion did not complete in time.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import time
+
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewPartitions
 
-from odradek.admin import (MAX_REQUEST_TIMEOUT_S, AdminError, _admin, _timed_out, kafka_error_text,
-                           metadata_request)
+from odradek.admin import (MAX_REQUEST_TIMEOUT_S, AdminError, ProgressFn, _admin, _timed_out,
+                           kafka_error_text, metadata_request)
 from odradek.protocol.errors import ErrorCode
 
 
-def delete_topics(bootstrap: str, names: list[str], timeout: float = 60.0) -> None:
+def delete_topics(bootstrap: str, names: list[str], timeout: float = 60.0, progress: ProgressFn | None = None) -> None:
     """Delete ``names`` and wait until no broker ``bootstrap`` reaches lists them; AdminError
-    naming every topic that does not exist, was refused, or is not gone in time."""
+    naming every topic that does not exist, was refused, or is not gone in time.
+    ``progress`` is told how many of the topics are gone, about once a second."""
     deadline = time.monotonic() + timeout
     request_timeout = max(1.0, min(timeout, MAX_REQUEST_TIMEOUT_S))
     admin = _admin(bootstrap, request_timeout=request_timeout)
@@ -31,6 +35,8 @@ def delete_topics(bootstrap: str, names: list[str], timeout: float = 60.0) -> No
     errors: list[str] = []
     failed: set[str] = set()
     unfinished: list[str] = []
+    if progress is not None:
+        _report_while_pending(bootstrap, list(futures), futures.values(), request_timeout + 5, progress)
     for name, future in futures.items():
         try:
             future.result(timeout=request_timeout + 5)
@@ -47,7 +53,7 @@ def delete_topics(bootstrap: str, names: list[str], timeout: float = 60.0) -> No
         except TimeoutError:
             unfinished.append(name)
     waiting = [n for n in futures if n not in failed]
-    still = _wait_until_gone(bootstrap, waiting, deadline)
+    still = _wait_until_gone(bootstrap, waiting, deadline, progress, len(futures))
     still += [n for n in unfinished if n not in still]
     if still:
         errors.append(f"deletion of {', '.join(still)} asked for but not complete after {timeout:g} s "
@@ -56,17 +62,36 @@ def delete_topics(bootstrap: str, names: list[str], timeout: float = 60.0) -> No
         raise AdminError("; ".join(errors))
 
 
-def _wait_until_gone(bootstrap: str, names: list[str], deadline: float) -> list[str]:
+def _report_while_pending(bootstrap: str, names: list[str], futures: Any, timeout: float,
+                          progress: ProgressFn) -> None:
+    """While DeleteTopics is unanswered, count the topics no longer listed, once a second."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            progress(len(names) - len(_still_listed(bootstrap, names, 5.0)), len(names))
+        except AdminError:
+            pass
+        if not concurrent.futures.wait(list(futures), timeout=1.0).not_done:
+            return
+
+
+def _still_listed(bootstrap: str, names: list[str], timeout: float) -> list[str]:
+    known = metadata_request(bootstrap, names, timeout)
+    return [t.name for t in known.topics if t.error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+
+
+def _wait_until_gone(bootstrap: str, names: list[str], deadline: float, progress: ProgressFn | None = None,
+                     total: int = 0) -> list[str]:
     """The topics still listed at the deadline; AdminError if no broker ever answered."""
     pending = list(names)
     unreachable: AdminError | None = None
     reached = False
     while pending:
         try:
-            known = metadata_request(bootstrap, pending, max(1.0, deadline - time.monotonic()))
+            pending = _still_listed(bootstrap, pending, max(1.0, deadline - time.monotonic()))
             reached = True
-            pending = [t.name for t in known.topics
-                       if t.error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+            if progress is not None:
+                progress(total - len(pending), total)
         except AdminError as exc:
             unreachable = exc  # a broker restarting meanwhile: asked again until the deadline
         if not pending:
