@@ -1071,9 +1071,10 @@ def cmd_consume(args: argparse.Namespace) -> None:
             if missing:
                 raise UserError(f"topic {args.topic} has no partition {missing[0]} (it has "
                                 f"{plural(len(meta.partitions), 'partition')})")
-            start = {"beginning": OFFSET_BEGINNING, "end": OFFSET_END}.get(start_at, start_at)
-            if isinstance(start, int) and start < 0 and start not in (OFFSET_BEGINNING, OFFSET_END):
-                start = OFFSET_TAIL_BASE + start  # -N: N records before the end (librdkafka's OFFSET_TAIL)
+            if start_at in ("beginning", "end"):
+                start = OFFSET_BEGINNING if start_at == "beginning" else OFFSET_END
+            else:  # -N: N records before the end (librdkafka's OFFSET_TAIL)
+                start = OFFSET_TAIL_BASE + start_at if start_at < 0 else start_at
             consumer.assign([TopicPartition(args.topic, p, start) for p in sorted(args.partition or meta.partitions)])
         offline = _offline_partitions(meta, args.partition)
         if offline and args.follow:
