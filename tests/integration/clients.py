@@ -34,6 +34,17 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, time
     return out
 
 
+def end_offsets_total(bootstrap: str, topic: str, partitions: int) -> int:
+    """The sum of the partitions' high watermarks: how many records a read from offset 0 gets
+    (while nothing trimmed the logs' starts)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                   for p in range(partitions))
+    finally:
+        consumer.close()
+
+
 def produce_acks_all(bootstrap: str, topic: str, n: int, prefix: str = "m") -> list[tuple[int, int, bytes, bytes]]:
     """Produce n keyed messages with acks=all; returns the acknowledged (partition, offset, key, value)."""
     return produce(bootstrap, topic, [(f"{prefix}-k{i}".encode(), f"{prefix}-v{i}".encode() * 3, None)
