@@ -190,6 +190,7 @@ def test_a_reassignment_waiting_for_a_stopped_broker_is_listed_and_cancelled(clu
         admin.close()
 
 
+@pytest.mark.slow  # 40 s: make test-long; make test has the simulation's controller deposed at each write
 def test_znode_reassignment_completes_across_a_controller_kill_in_the_designs_sequence(
         cluster_factory: Any) -> None:
     """Seven brokers, so the killed controller holds no replica of the moving partition (a
