@@ -212,3 +212,10 @@ def test_version_and_help_defaults(capsys: pytest.CaptureFixture[str], monkeypat
 def test_completion_prints_shell_code(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["completion", "bash"]) == 0
     assert "complete " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("path", LEAVES, ids=IDS)
+def test_every_option_has_help(path: tuple[str, ...]) -> None:
+    """An option without help shows neither what it does nor its default in --help."""
+    bare = [a.option_strings or a.dest for a in LEAVES[path]._actions if not a.help]
+    assert not bare, f"odradek {' '.join(path)}: no help for {bare}"

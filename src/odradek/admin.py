@@ -21,6 +21,7 @@ ProgressFn = Callable[[int, int], None]
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.cli_output import duration
 from odradek.cluster import ClusterError, connect_zk
 from odradek.librdkafka_log import client_logger
 
@@ -255,7 +256,7 @@ def elect_leaders(bootstrap: str, partitions: list[tuple[str, int]] | None, uncl
     except KafkaException as exc:
         raise AdminError(f"leader election failed: {kafka_error_text(exc)}") from None
     except concurrent.futures.TimeoutError:
-        raise AdminError(f"leader election: no answer from the controller within {timeout:g} s") from None
+        raise AdminError(f"leader election: no answer from the controller within {duration(timeout)}") from None
     return {(tp.topic, tp.partition): None if err is None else kafka_error_text(err)
             for tp, err in results.items()}
 

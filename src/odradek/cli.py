@@ -464,6 +464,14 @@ _SHARED_HELP = {
     "data_dir": "the cluster's data directory",
     "host": "the address the brokers listen on",
     "id": "broker.id",
+    "partitions": "how many partitions",
+    "replication_factor": "replicas of each partition",
+    "names": "the topics",
+    "messages": "how many records",
+    "records": "how many records",
+    "members": "how many group members",
+    "acks": "replicas that must have a record before it counts as sent",
+    "shell": "the shell to complete in",
 }
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from odradek.cli_output import duration
 from odradek.admin import AdminError, format_table, kafka_error_text, quiet_logger
 
 Partition = tuple[str, int]
@@ -59,7 +60,7 @@ class GroupAdmin:
         except KafkaException as exc:
             raise AdminError(f"{what}: {kafka_error_text(exc)}") from None
         except concurrent.futures.TimeoutError:
-            raise AdminError(f"{what}: no answer from {self.bootstrap} within {self.timeout:g} s") from None
+            raise AdminError(f"{what}: no answer from {self.bootstrap} within {duration(self.timeout)}") from None
 
     def topics(self) -> dict[str, Any]:
         """The cluster's topics (Metadata), asked once; also tells an unreachable cluster apart
@@ -68,7 +69,7 @@ class GroupAdmin:
             try:
                 self._topics = self.client.list_topics(timeout=self.timeout).topics
             except KafkaException as exc:
-                raise AdminError(f"cannot reach {self.bootstrap} within {self.timeout:g} s "
+                raise AdminError(f"cannot reach {self.bootstrap} within {duration(self.timeout)} "
                                  f"({kafka_error_text(exc)})") from None
         return self._topics
 
@@ -99,7 +100,7 @@ class GroupAdmin:
                 return "Dead", None
             raise AdminError(f"DescribeGroups {group!r}: {kafka_error_text(exc)}") from None
         except concurrent.futures.TimeoutError:
-            raise AdminError(f"DescribeGroups {group!r}: no answer within {self.timeout:g} s") from None
+            raise AdminError(f"DescribeGroups {group!r}: no answer within {duration(self.timeout)}") from None
         return STATE_NAMES.get(description.state, str(description.state)), description
 
     def describe(self, group: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
 
+from odradek.cli_output import duration
 from odradek.admin import AdminError, _admin, kafka_error_text
 
 HIGH_WATERMARK = -1  # DeleteRecordsRequest.HIGH_WATERMARK: everything up to the high watermark
@@ -36,7 +37,7 @@ def delete_records(bootstrap: str, topic: str, partitions: list[int], before: in
         except KafkaException as exc:
             row["error"] = kafka_error_text(exc)
         except concurrent.futures.TimeoutError:
-            row["error"] = f"REQUEST_TIMED_OUT: no answer within {timeout:g} s"
+            row["error"] = f"REQUEST_TIMED_OUT: no answer within {duration(timeout)}"
         out.append(row)
     return out
 

@@ -18,6 +18,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewPartitions
 
+from odradek.cli_output import duration
 from odradek.admin import (MAX_REQUEST_TIMEOUT_S, AdminError, ProgressFn, _admin, _timed_out,
                            kafka_error_text, metadata_request)
 from odradek.protocol.errors import ErrorCode
@@ -56,7 +57,7 @@ def delete_topics(bootstrap: str, names: list[str], timeout: float = 60.0, progr
     still = _wait_until_gone(bootstrap, waiting, deadline, progress, len(futures))
     still += [n for n in unfinished if n not in still]
     if still:
-        errors.append(f"deletion of {', '.join(still)} asked for but not complete after {timeout:g} s "
+        errors.append(f"deletion of {', '.join(still)} asked for but not complete after {duration(timeout)} "
                       f"(a broker holding a replica may be down: it completes when the broker is back)")
     if errors:
         raise AdminError("; ".join(errors))
@@ -116,4 +117,4 @@ def create_partitions(bootstrap: str, name: str, count: int, timeout: float = 30
     except KafkaException as exc:
         raise AdminError(kafka_error_text(exc)) from None
     except TimeoutError:
-        raise AdminError(f"CreatePartitions of {name!r} got no answer within {timeout:g} s") from None
+        raise AdminError(f"CreatePartitions of {name!r} got no answer within {duration(timeout)}") from None
