@@ -43,9 +43,15 @@ def value_for(action: argparse.Action, tmp: Path) -> list[str]:
     return [by_type.get(action.type, "t")]
 
 
+#: commands that need one of several options argparse cannot mark required (their own
+#: argument checks come before they contact the cluster)
+ONE_OF_REQUIRED = {("topics", "alter"): ["--partitions", "9"], ("configs", "alter"): ["--set", "a=b"],
+                   ("reassign",): ["--topics", "t", "--brokers", "1,2"]}
+
+
 def required_args(parser: argparse.ArgumentParser, tmp: Path) -> list[str]:
     """The command's required positionals and options (one of each required group), filled in."""
-    argv: list[str] = []
+    argv: list[str] = list(ONE_OF_REQUIRED.get(tuple(parser.prog.split()[1:]), []))
     grouped = {a for g in parser._mutually_exclusive_groups for a in g._group_actions}
     for action in parser._actions:
         if action.required and action not in grouped:

@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -180,7 +181,15 @@ def test_ensemble_up_restarts_a_server_whose_recorded_port_is_free_again(data_di
     ensemble.kill(2)
     with socket.socket() as holder:
         holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past the killed server's TIME_WAITs
-        holder.bind(("127.0.0.1", election_port))
+        deadline = time.monotonic() + 5
+        while True:  # the killed server's sockets close a moment after it exits
+            try:
+                holder.bind(("127.0.0.1", election_port))
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
         holder.listen()
         proc = run("up", "--data-dir", str(data_dir))
     assert_one_line_error(proc, 1, f"127.0.0.1:{election_port} (ZooKeeper server 2 election)", "cluster.json")

@@ -1314,6 +1314,22 @@ def cmd_bench_groups(args: argparse.Namespace) -> None:
     print(json.dumps(result) if args.json else format_result(result))
 
 
+class _ProbedNamespace(argparse.Namespace):
+    """A client command's arguments whose first read of ``bootstrap_server`` checks that a
+    broker answers (one quick Metadata request): a dead cluster fails in about a second rather
+    than at the command's first long timeout, and the command's own argument checks, which
+    come before it talks to the cluster, still come first."""
+
+    def __getattribute__(self, name: str) -> Any:
+        value = super().__getattribute__(name)
+        if name == "bootstrap_server":
+            state = super().__getattribute__("__dict__")
+            if not state.get("_probed"):
+                state["_probed"] = True
+                _require_broker(value, min(state.get("timeout_s") or 10.0, 10.0))
+        return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     parser = build_parser()
@@ -1322,7 +1338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if getattr(args, "resolve_bootstrap", False):
             _resolve_bootstrap(args)
-            _require_broker(args.bootstrap_server, min(getattr(args, "timeout_s", None) or 10.0, 10.0))
+            args.__class__ = _ProbedNamespace
         args.func(args)
     except (UserError, AdminError, ClusterError) as exc:
         message = str(exc) or type(exc).__name__

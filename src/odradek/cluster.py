@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 STATE_FILE = "cluster.json"
 _POLL_S = 0.2
 
+#: how long `up` waits for a taken port to come free before refusing (the sockets of a process
+#: killed a moment ago close a little after it exits)
+PORT_SETTLE_S = 3.0
+
 #: the `odradek up` flag behind each recorded setting (LocalCluster.settings), for errors
 #: that tell the operator which flag contradicts cluster.json
 UP_FLAGS = {"brokers": "--brokers", "base_port": "--base-port", "zk_port": "--zk-port",
@@ -401,8 +405,14 @@ class LocalCluster:
                                    f"pick ports that do not overlap")
             owners[port] = whose
         starting = {f"ZooKeeper server {s.server_id or 1}" for s in servers} | {f"broker {b}" for b in brokers}
-        taken = [(port, whose, flag) for port, process, whose, flag in claims
-                 if process in starting and not port_free(self.host, port)]
+        wanted = [(port, whose, flag) for port, process, whose, flag in claims if process in starting]
+        taken = [claim for claim in wanted if not port_free(self.host, claim[0])]
+        deadline = time.monotonic() + PORT_SETTLE_S
+        while taken and time.monotonic() < deadline:
+            # a process killed a moment ago may hold its ports for a little while as its
+            # sockets close: seen as a restarted broker's port still taken
+            time.sleep(0.1)
+            taken = [claim for claim in taken if not port_free(self.host, claim[0])]
         if taken:
             ports = ", ".join(f"{self.host}:{port} ({whose})" for port, whose, _ in taken)
             if recorded:
