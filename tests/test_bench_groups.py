@@ -4,9 +4,12 @@ for 0.5 s): it runs and reports every figure. No timing assertions: speed goals 
 docs/benchmarks.md."""
 from __future__ import annotations
 
+import pytest
+
 from odradek.bench_groups import format_result, run_groups_bench
 
 
+@pytest.mark.slow  # 28 s: make test-long (make test runs the group tests with real clients)
 def test_bench_groups_small_run_reports_every_figure() -> None:
     result = run_groups_bench(3, 6, rounds=1, commit_seconds=0.5, initial_rebalance_delay_ms=0,
                               heartbeat_interval_ms=500, session_timeout_ms=10_000, timeout=60)

@@ -142,6 +142,7 @@ def recorded_pids(data_dir: Path) -> list[int]:
     return [p for p in [b["pid"] for b in state["brokers"]] + [z["pid"] for z in state["zookeeper_servers"]] if p]
 
 
+@pytest.mark.slow  # 45 s: make test-long (make test keeps the ensemble's deaths and quorum loss)
 def test_cli_ensemble_status_restart_and_a_bounded_stop_without_quorum(tmp_path: Path) -> None:
     """`up --zookeeper-nodes 3`, `status` with each server's mode, `up` restarting a killed
     server, then the quorum killed: a SIGTERM'd broker exits after its bounded controlled
