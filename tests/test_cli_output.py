@@ -49,6 +49,18 @@ def test_watch_redraws_until_ctrl_c() -> None:
     assert out.getvalue().count("every 2 s") == 2 and "one" in out.getvalue() and "two" in out.getvalue()
 
 
+def test_watch_stops_once_until_is_true() -> None:
+    out, frames = io.StringIO(), iter(["moving", "moving", "done"])
+    last: list[str] = []
+
+    def render() -> str:
+        last.append(next(frames))
+        return last[-1]
+
+    watch(render, 0.5, out=out, sleep=lambda _s: None, until=lambda: last[-1] == "done")
+    assert last == ["moving", "moving", "done"] and out.getvalue().count("every 0.5 s") == 3
+
+
 class _Msg:
     def topic(self) -> str: return "t"
     def partition(self) -> int: return 1

@@ -528,6 +528,25 @@ def _add_watch_option(parser: argparse.ArgumentParser) -> None:
                         help="redraw every S seconds (2 if not given) until Ctrl-C")
 
 
+def _verify_watched(args: argparse.Namespace, plan: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`reassign --verify --watch`: the per-partition progress redrawn until every partition
+    is done or failed (or Ctrl-C); the last rows, for the usual verdict and throttle removal."""
+    from odradek import reassign_client as rc
+    from odradek.cli_output import watch
+    from odradek.reassign_command import DONE, FAILED, format_states
+
+    latest = {"rows": rows}
+
+    def render() -> str:
+        if latest.get("shown"):
+            latest["rows"] = rc.verify(args.bootstrap_server, plan, args.timeout_s)
+        latest["shown"] = True
+        return format_states(latest["rows"])
+
+    watch(render, args.watch, until=lambda: all(r["state"] in (DONE, FAILED) for r in latest["rows"]))
+    return latest["rows"]
+
+
 def cmd_completion(args: argparse.Namespace) -> None:
     try:
         import argcomplete
@@ -838,6 +857,9 @@ def _add_reassign_command(sub: Any) -> None:
     r.add_argument("--allow-replication-factor-change", action="store_true", help="--execute accepts a plan "
                    "that changes a partition's number of replicas (Kafka allows it without asking)")
     r.add_argument("--json", action="store_true", help="--verify prints its rows as JSON")
+    r.add_argument("--watch", type=_seconds, nargs="?", const=2.0, metavar="S",
+                   help="--verify redraws every S seconds (2 if not given) until every partition is done "
+                        "or failed, or Ctrl-C")
     _add_bootstrap_options(r)
     r.add_argument("--timeout-s", type=_seconds, default=30.0, help="how long to wait for each request (default 30)")
     r.set_defaults(func=cmd_reassign)
@@ -881,6 +903,8 @@ def _reassign(args: argparse.Namespace) -> None:
         raise UserError("reassign: --execute, --verify and --cancel need --plan FILE")
     if args.throttle is not None and not args.execute:
         raise UserError("reassign: --throttle goes with --execute")
+    if args.watch is not None and (not args.verify or args.json):
+        raise UserError("reassign: --watch goes with --verify (and not --json)")
     try:
         plan = parse_plan(args.plan.read_text())
     except OSError as exc:
@@ -901,7 +925,10 @@ def _reassign(args: argparse.Namespace) -> None:
             raise UserError(f"reassign: {rc.refused_line(errors)}")
     elif args.verify:
         rows = rc.verify(args.bootstrap_server, plan, args.timeout_s)
-        print(json.dumps(rows) if args.json else format_states(rows))
+        if args.watch is None:
+            print(json.dumps(rows) if args.json else format_states(rows))
+        else:
+            rows = _verify_watched(args, plan, rows)
         failed = [r for r in rows if r["state"] == FAILED]
         pending = [r for r in rows if r["state"] not in (DONE, FAILED)]
         if failed:
@@ -913,7 +940,8 @@ def _reassign(args: argparse.Namespace) -> None:
         removed = rc.remove_throttles(args.bootstrap_server, topics, args.timeout_s)
         for line in removed:
             print(f"Removed throttle: {line}")
-        print(f"All {len(rows)} partitions are reassigned{'; throttles removed' if removed else ''}")
+        print(f"{'All ' + plural(len(rows), 'partition') + ' are' if len(rows) > 1 else 'The partition is'} "
+              f"reassigned{'; throttles removed' if removed else ''}")
     else:
         cancelled, errors = rc.cancel(args.bootstrap_server, plan, args.timeout_s)
         idle = sorted(tp for tp, e in errors.items() if e.startswith("NO_REASSIGNMENT_IN_PROGRESS"))

@@ -67,10 +67,11 @@ class Progress:
 
 
 def watch(render: Callable[[], str], interval_s: float, out: TextIO | None = None,
-          sleep: Callable[[float], None] = time.sleep) -> None:
+          sleep: Callable[[float], None] = time.sleep, until: Callable[[], bool] | None = None) -> None:
     """Redraw ``render()`` in place every ``interval_s`` until Ctrl-C (then return normally,
-    so the command exits 0). On a terminal the screen is cleared and redrawn as `watch(1)`
-    does; otherwise each frame is printed after a timestamp line, so a log keeps them all."""
+    so the command exits 0), or until ``until()`` is true after a frame. On a terminal the
+    screen is cleared and redrawn as `watch(1)` does; otherwise each frame is printed after a
+    timestamp line, so a log keeps them all."""
     out = out or sys.stdout
     tty = bool(getattr(out, "isatty", lambda: False)())
     try:
@@ -80,6 +81,8 @@ def watch(render: Callable[[], str], interval_s: float, out: TextIO | None = Non
             header = f"every {duration(interval_s)}: {stamp} (Ctrl-C to stop)"
             out.write(("\x1b[H\x1b[2J" if tty else "") + header + "\n" + frame + "\n" + ("" if tty else "\n"))
             out.flush()
+            if until is not None and until():
+                return
             sleep(interval_s)
     except KeyboardInterrupt:
         if tty:

@@ -223,6 +223,9 @@ def test_execute_moves_a_partition_and_verify_reports_it_done(cluster: LocalClus
 
     status, out, err = run(capsys, "--verify", "--json", "--plan", plan, "--bootstrap-server", bootstrap)
     assert status == 0 and json.loads(out.splitlines()[0])[0]["state"] == "done"
+    # --watch stops redrawing once every partition is done
+    status, out, err = run(capsys, "--verify", "--watch", "0.3", "--plan", plan, "--bootstrap-server", bootstrap)
+    assert status == 0 and "every 0.3 s" in out and "The partition is reassigned" in out, err
 
 
 def test_cancel_stops_a_reassignment_in_progress(cluster: LocalCluster, capsys: pytest.CaptureFixture[str],
