@@ -45,6 +45,7 @@ from typing import Any
 from odradek.admin import create_topic, creation_timeout_s
 from odradek.bench_common import cpu_probe_s, exit_on_sigterm, restart_broker, tear_down, wait_full_isrs, wait_record
 from odradek.bench_common import timing_records  # noqa: F401 - bench_reassign imports it from here
+from odradek.cli_output import Progress
 from odradek.cluster import ClusterError, LocalCluster, connect_zk
 from odradek.netutil import free_port, free_port_block
 
@@ -181,13 +182,17 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
             floors: list[float] = []
             runs: dict[str, list[tuple[float, dict[str, Any]]]] = {"broker_failover": [],
                                                                    "controller_failover": []}
+            progress = Progress(rounds, "failover rounds")
             for round_ in range(rounds):
+                progress.update(round_)
                 floors.append(round(zk_multi_floor(zk, partitions), 3))
                 runs["broker_failover"].append(_broker_failover(cluster, zk, bootstrap,
                                                                 list(topics), timeout))
                 floors.append(round(zk_multi_floor(zk, partitions), 3))
                 runs["controller_failover"].append(_controller_failover(
                     cluster, zk, bootstrap, list(topics), timeout, restart=round_ < rounds - 1))
+            progress.update(rounds)
+            progress.close()
             floors.sort()
             result["zk_multi_floor_runs_s"] = floors
             floor = result["zk_multi_floor_s"] = round(statistics.median(floors), 3)

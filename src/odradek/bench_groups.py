@@ -50,6 +50,7 @@ from odradek.bench_common import (cpu_probe_s, format_machine, machine, private_
                                   timing_records, wait_full_isrs)
 from odradek.bench_group_members import (ASYNC_IN_FLIGHT, AUTO_COMMIT_MS, RATE_PER_PARTITION, TOPIC, Group,
                                          Load)
+from odradek.cli_output import Progress
 from odradek.cluster import ClusterError, LocalCluster
 from odradek.group.group_metadata_manager import OFFSETS_TOPIC, partition_for
 
@@ -84,7 +85,9 @@ def _rebalances(bootstrap: str, partitions: int, members: int, rounds: int, stra
         out["form"] = group.form(members, timeout)
         if out["form"]:
             out["form"]["at"] = started
-        for _ in range(rounds):
+        progress = Progress(rounds, "rebalance rounds")
+        for round_ in range(rounds):
+            progress.update(round_)
             for kind in ("join", "leave"):
                 # a change comes at a random moment of the members' heartbeat cycle (the last
                 # rebalance lined their heartbeats up), so the wait for the next one is too
@@ -97,6 +100,8 @@ def _rebalances(bootstrap: str, partitions: int, members: int, rounds: int, stra
                     group.remove(group.members[0])
                     settled = group.settle(t0, timeout)
                 out[kind].append(settled and {**settled, "at": t0})
+        progress.update(rounds)
+        progress.close()
     finally:
         group.close()
     for kind in ("join", "leave"):

@@ -46,6 +46,7 @@ from typing import Any
 from odradek.admin import create_topic, creation_timeout_s
 from odradek.bench_common import cpu_probe_s, private_cluster, restart_broker, timing_records, wait_full_isrs
 from odradek.bench_failover import _controller_id, _phases
+from odradek.cli_output import Progress
 from odradek.cluster import ClusterError, LocalCluster, pid_alive
 
 DEFAULT_ROUNDS = 3
@@ -79,8 +80,14 @@ def run_shutdown_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
         time.sleep(2)  # followers start fetching; let the first round settle
         result["loadavg_1m_before"] = round(os.getloadavg()[0], 2)
         result["cpu_probe_s"] = cpu_probe_s()
-        measured = [_shutdown_round(cluster, zk, bootstrap, partitions, timeout, restart=round_ < rounds - 1)
-                    for round_ in range(rounds)]
+        progress = Progress(rounds, "shutdown rounds")
+        measured = []
+        for round_ in range(rounds):
+            progress.update(round_)
+            measured.append(_shutdown_round(cluster, zk, bootstrap, partitions, timeout,
+                                            restart=round_ < rounds - 1))
+        progress.update(rounds)
+        progress.close()
         result["loadavg_1m_after"] = round(os.getloadavg()[0], 2)
     for key in ("leaders_moved_s", "leaders_acked_s", "exit_s"):
         values = [r[key] for r in measured if key in r]
