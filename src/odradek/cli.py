@@ -523,9 +523,9 @@ def _resolve_bootstrap(args: argparse.Namespace) -> None:
     args.bootstrap_server = DEFAULT_BOOTSTRAP
 
 
-def _add_watch_option(parser: argparse.ArgumentParser) -> None:
+def _add_watch_option(parser: argparse.ArgumentParser, until: str = "Ctrl-C") -> None:
     parser.add_argument("--watch", type=_seconds, nargs="?", const=2.0, metavar="S",
-                        help="redraw every S seconds (2 if not given) until Ctrl-C")
+                        help=f"redraw every S seconds (2 if not given) until {until}")
 
 
 def _verify_watched(args: argparse.Namespace, plan: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -857,9 +857,7 @@ def _add_reassign_command(sub: Any) -> None:
     r.add_argument("--allow-replication-factor-change", action="store_true", help="--execute accepts a plan "
                    "that changes a partition's number of replicas (Kafka allows it without asking)")
     r.add_argument("--json", action="store_true", help="--verify prints its rows as JSON")
-    r.add_argument("--watch", type=_seconds, nargs="?", const=2.0, metavar="S",
-                   help="--verify redraws every S seconds (2 if not given) until every partition is done "
-                        "or failed, or Ctrl-C")
+    _add_watch_option(r, until="every partition of --verify is done or failed, or Ctrl-C")
     _add_bootstrap_options(r)
     r.add_argument("--timeout-s", type=_seconds, default=30.0, help="how long to wait for each request (default 30)")
     r.set_defaults(func=cmd_reassign)

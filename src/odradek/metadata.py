@@ -134,7 +134,3 @@ class TopicAssignment:
     adding_replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
     removing_replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
-    def replica_assignment(self, partition: int) -> ReplicaAssignment:
-        return ReplicaAssignment(self.partitions[partition],
-                                 self.adding_replicas.get(partition, ()),
-                                 self.removing_replicas.get(partition, ()))

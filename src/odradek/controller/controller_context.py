@@ -49,9 +49,10 @@ class ControllerContext:
         self._topics_to_be_deleted: set[str] = set()
         self._topics_with_deletion_started: set[str] = set()
         self._topics_ineligible_for_deletion: set[str] = set()
-        #: partitions being reassigned (KIP-455: adding and removing replicas); their full
-        #: replica list (OAR + RAR) is in _assignment like every other partition's
-        self._reassigning: dict[TopicPartition, ReplicaAssignment] = {}
+        #: partitions being reassigned: (adding, removing) replicas (KIP-455); their full
+        #: replica list (OAR + RAR) is in _assignment like every other partition's, and only
+        #: there, so the two cannot disagree
+        self._reassigning: dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...]]] = {}
 
     # -- controller epoch -------------------------------------------------------------------
     @property
@@ -125,7 +126,8 @@ class ControllerContext:
             tp = TopicPartition(assignment.name, partition)
             self._assignment[tp] = tuple(replicas)
             if partition in assignment.adding_replicas or partition in assignment.removing_replicas:
-                self._reassigning[tp] = assignment.replica_assignment(partition)
+                self._reassigning[tp] = (assignment.adding_replicas.get(partition, ()),
+                                         assignment.removing_replicas.get(partition, ()))
 
     def remove_topic(self, topic: str) -> None:
         """Drop the topic and everything known about its partitions and replicas."""
@@ -198,13 +200,15 @@ class ControllerContext:
     # -- partition reassignment (Kafka's ControllerContext.partitionsBeingReassigned) ---------
     def partition_full_replica_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
         """The replicas with, while reassigned, those being added and removed."""
-        return self._reassigning.get(tp) or ReplicaAssignment(self._assignment.get(tp, ()))
+        moving = self._reassigning.get(tp)
+        replicas = self._assignment.get(tp, ())
+        return ReplicaAssignment(replicas, *moving) if moving else ReplicaAssignment(replicas)
 
     def update_partition_full_replica_assignment(self, tp: TopicPartition,
                                                  assignment: ReplicaAssignment) -> None:
         self._assignment[tp] = assignment.replicas
         if assignment.is_being_reassigned:
-            self._reassigning[tp] = assignment
+            self._reassigning[tp] = (assignment.adding, assignment.removing)
         else:
             self._reassigning.pop(tp, None)
 
