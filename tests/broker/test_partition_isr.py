@@ -96,3 +96,22 @@ def test_a_follower_that_catches_up_while_its_removal_is_written_is_proposed_aga
     p.update_follower_position(2, 0)  # that visit, at the session's fetch offset
     assert noted == [TP]
     assert p.isr_change_wanted(LAG_S, later, shrink=False) == frozenset({1, 2})
+
+
+def test_a_follower_caught_up_at_its_fetch_joins_though_the_high_watermark_moved_on(tmp_path: Path) -> None:
+    """Kafka's maybeExpandIsr judges a follower at its fetch. Follower 3 (outside the ISR,
+    held back by a leader replication throttle at its later fetches) fetches at the high
+    watermark; before the ISR round, records arrive and in-sync follower 2 takes the high
+    watermark past 3. Re-judged in the round, 3 was dropped and, throttled while outside the
+    ISR, stayed out for as long as records kept arriving."""
+    from odradek.protocol.records import build_batch
+
+    p = leader(tmp_path, (1, 2))
+    p.append_as_leader(build_batch([(None, b"x")] * 5))
+    p.update_follower_position(2, 5)
+    assert p.high_watermark == 5
+    p.update_follower_position(3, 5)  # caught up at this fetch: a candidate
+    p.append_as_leader(build_batch([(None, b"y")] * 5))
+    p.update_follower_position(2, 10)
+    assert p.high_watermark == 10
+    assert p.isr_change_wanted(LAG_S, 0.0, shrink=False) == frozenset({1, 2, 3})

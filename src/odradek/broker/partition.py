@@ -185,7 +185,16 @@ class Partition:
         """The ISR this leader should write, or None to keep it (Kafka's maybeShrinkIsr and
         maybeExpandIsr): followers that have not caught up within the lag time leave (checked
         only when `shrink`); a follower that fetched at or past the high watermark, and this
-        epoch's start, joins (it stays a candidate until it is in the ISR or falls behind)."""
+        epoch's start, joins (it stays a candidate until it is in the ISR).
+
+        Whether a candidate caught up is judged at its fetch (update_follower_position), as
+        Kafka's maybeExpandIsr does during the fetch, not again here: by this round the high
+        watermark may have moved on. Re-judged here, a follower held back by a replication
+        throttle (which holds only replicas outside the ISR, ReplicaManager.shouldLeaderThrottle)
+        under a steady produce load reached the high watermark at a fetch, was held at its next
+        fetches, and was behind again when the round came, so it stayed out of the ISR and
+        throttled for as long as the load lasted. A joiner behind the high watermark holds it
+        (and acks=all) back only until its next fetch, as in Kafka."""
         if not self.is_leader:
             return None
         # Kafka 2.5+'s rule: a follower at the log end is in sync however long ago it fetched
@@ -195,10 +204,7 @@ class Partition:
         stale = {r for r in self.isr if r != self.broker_id
                  and self._follower_leo.get(r, -1) < leo
                  and now - self._last_caught_up.get(r, 0.0) > lag_time_max_s} if shrink else set()
-        self._isr_candidates = joining = {
-            r for r in self._isr_candidates if r not in self.isr
-            and self._follower_leo.get(r, -1) >= self.high_watermark
-            and self._follower_leo.get(r, -1) >= self._leader_epoch_start_offset}
+        self._isr_candidates = joining = {r for r in self._isr_candidates if r not in self.isr}
         if not stale and not joining:
             return None
         return (self.isr - stale) | joining
