@@ -10,7 +10,7 @@ from odradek.broker.fetcher import ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.log.log import LogConfig
 from odradek.log.log_manager import LogManager
-from odradek.metadata import PartitionState, TopicPartition
+from odradek.metadata import PartitionState, TopicAssignment, TopicPartition
 from odradek.protocol.controller_api import LeaderAndIsrRequest, StopReplicaRequest
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import build_batch
@@ -32,12 +32,12 @@ def _broker(data_dir: Path, ids: dict[str, str]) -> ReplicaManager:
     return rm
 
 
-def _lead(rm: ReplicaManager, leader_epoch: int = 0) -> int:
-    state = PartitionState(TP, 1, 1, leader_epoch, (1,), 0, (1,), True)
+def _lead(rm: ReplicaManager, leader_epoch: int = 0, tp: TopicPartition = TP) -> int:
+    state = PartitionState(tp, 1, 1, leader_epoch, (1,), 0, (1,), True)
     result = rm.become_leader_or_follower(LeaderAndIsrRequest(1, 1, -1, (state,), ()))
     if not hasattr(result, "partition_errors"):
         result = asyncio.run(result)  # type: ignore[arg-type]
-    return result.partition_errors[TP]  # type: ignore[union-attr]
+    return result.partition_errors[tp]  # type: ignore[union-attr]
 
 
 def test_a_log_of_another_topic_id_is_deleted_before_the_partition_is_created(tmp_path: Path) -> None:
@@ -74,3 +74,25 @@ def test_a_topic_gone_from_zookeeper_is_not_created_and_stop_replica_deletes_a_l
     assert answer.partition_errors == {TP: 0}
     gone.log_manager.finish_removals()
     assert not (tmp_path / "t-0").exists() and not list(tmp_path.glob("*-delete"))
+
+
+def _on_disk(rm: ReplicaManager, *tps: TopicPartition) -> None:
+    for tp in tps:
+        assert _lead(rm, tp=tp) == ErrorCode.NONE
+    rm.log_manager.close()
+
+
+def test_at_startup_a_stray_log_is_deleted_and_a_replica_being_moved_is_kept(tmp_path: Path) -> None:
+    """A reassignment moved partition 0 away while the broker was down (its StopReplica went to
+    nobody); partition 1 is being moved away right now (this broker is still among its
+    replicas, as a removing one); partition 2's topic was created again under another id."""
+    first = _broker(tmp_path, {"t": "id", "u": "old"})
+    moved, moving, recreated = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
+    _on_disk(first, moved, moving, recreated)
+    assignments = {"t": TopicAssignment("t", "id", {0: (2, 3), 1: (2, 3, 1)}, removing_replicas={1: (1,)}),
+                   "u": TopicAssignment("u", "new", {0: (1,)})}
+    again = _broker(tmp_path, {"t": "id", "u": "new"})
+    again.remove_stale_logs(lambda topics: {t: assignments[t] for t in topics})
+    again.log_manager.finish_removals()
+    assert not (tmp_path / "t-0").exists() and not (tmp_path / "u-0").exists()
+    assert (tmp_path / "t-1").is_dir()

@@ -230,23 +230,38 @@ class ReplicaManager:
         """Before the broker registers: delete the logs of topics that no longer exist, or
         exist under another topic id (deleted and created again while this broker was down),
         so nothing of an earlier incarnation is ever loaded or served. Logs without a stored
-        id (written before ids were kept) stay: nothing tells them apart. ``assignments_of``
-        reads the topics' znodes (KafkaZkClient.get_topic_assignments; blocking)."""
+        id (written before ids were kept) stay: nothing tells them apart.
+
+        Also the stray logs of partitions no longer assigned to this broker: a reassignment
+        that removed this replica while the broker was down sent its StopReplica to nobody,
+        so the log would stay on disk for good (Kafka 2.x leaves such logs; KRaft brokers
+        delete them at startup the same way). The assignment's replicas include the ones a
+        reassignment in progress is adding or removing, so a replica still taking part is kept.
+        ``assignments_of`` reads the topics' znodes (KafkaZkClient.get_topic_assignments;
+        blocking)."""
         on_disk = self.log_manager.partitions()
         if not on_disk:
             return
         existing = assignments_of({tp.topic for tp in on_disk})
         stale = []
         for tp in on_disk:
-            assignment = existing.get(tp.topic)
-            stored = self.log_manager.topic_id(tp)
-            if assignment is None or (stored is not None and stored != assignment.topic_id):
-                log.info("deleting the log of %s: its topic %s", tp,
-                         "no longer exists" if assignment is None
-                         else f"is now topic id {assignment.topic_id}, the log's is {stored}")
+            why = self._why_stale(tp, existing.get(tp.topic))
+            if why is not None:
+                log.info("deleting the log of %s: %s", tp, why)
                 stale.append(tp)
         if stale:
             self.drop_logs(stale)
+
+    def _why_stale(self, tp: TopicPartition, assignment: TopicAssignment | None) -> str | None:
+        """Why the log of ``tp`` on disk must go before the broker starts, or None to keep it."""
+        if assignment is None:
+            return "its topic no longer exists"
+        stored = self.log_manager.topic_id(tp)
+        if stored is not None and stored != assignment.topic_id:
+            return f"its topic is now topic id {assignment.topic_id}, the log's is {stored}"
+        if self.broker_id not in assignment.partitions.get(tp.partition, ()):
+            return "the partition is no longer assigned to this broker (a stray log)"
+        return None
 
     def drop_log(self, tp: TopicPartition) -> None:
         """``drop_logs`` of one partition; an OSError is raised."""
