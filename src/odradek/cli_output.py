@@ -1,7 +1,7 @@
 """How the `odradek` command line talks to a terminal: counted nouns, durations, a progress
 bar for long operations, `--watch` redraws, and kcat's `-f` record format for `consume`.
 
-Kept apart from cli.py, which builds the command tree and dispatches; nothing here speaks
+Kept apart from the cli package, which builds the command tree and dispatches; nothing here speaks
 Kafka or ZooKeeper.
 """
 from __future__ import annotations

@@ -1,0 +1,6 @@
+"""`python -m odradek.cli`, as `python -m odradek`."""
+import sys
+
+from odradek.cli import main
+
+sys.exit(main())

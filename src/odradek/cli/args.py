@@ -1,0 +1,171 @@
+"""What every `odradek` command parses with: the one-line-error parser, the argument types
+(each refuses a bad value with argparse's ArgumentTypeError, so the user sees one
+`odradek: error:` line), the --watch option, and UserError, the error a command raises for
+anything the operator can fix."""
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, NoReturn
+
+from odradek.consumer_groups import ResetTarget
+
+
+class UserError(Exception):
+    """Anything the operator can fix; printed as one line without a traceback."""
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default where it has a meaningful one (not None, False or [])
+    and its help does not already name it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        help_text = action.help or ""
+        default = action.default
+        if (default in (None, False, [], argparse.SUPPRESS) or "default" in help_text
+                or not (action.option_strings or action.nargs in ("?", "*"))):
+            return help_text
+        return f"{help_text} (default: %(default)s)".lstrip()
+
+
+class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        """One line instead of argparse's usage block, naming the subcommand and its --help."""
+        sub = self.prog.partition(" ")[2]
+        where = f"{sub}: " if sub else ""
+        self.exit(2, f"odradek: error: {where}{message} (see `{self.prog} --help`)\n")
+
+
+
+def _hostport(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return host, int(port)
+
+
+def _zk_connect(value: str) -> str:
+    """A ZooKeeper connect string, HOST:PORT[,HOST:PORT...][/chroot], with ports in range."""
+    hosts, _, chroot = value.partition("/")
+    for entry in hosts.split(","):
+        host, sep, port = entry.strip().rpartition(":")
+        if not host or not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            raise argparse.ArgumentTypeError(f"expected HOST:PORT[,HOST:PORT...][/chroot] with ports 1-65535, "
+                                             f"got {value!r}")
+    return value
+
+
+def _bootstrap_list(value: str) -> str:
+    """HOST:PORT[,HOST:PORT...], each checked as _hostport checks one."""
+    for entry in value.split(","):
+        _hostport(entry.strip())
+    return value
+
+
+def _directory(value: str) -> Path:
+    """A data directory: it may not exist yet, but it may not be a file."""
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value} exists and is not a directory (give a directory path)")
+    return path
+
+
+def _offset_start(value: str) -> str | int:
+    """`consume --offset`: beginning, end, or an offset N (negative: N before the end, as kcat -o)."""
+    if value in ("beginning", "end"):
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected beginning, end or an offset, got {value!r}") from None
+
+
+def _record_format(value: str) -> str:
+    from odradek.cli_output import check_format
+
+    try:
+        return check_format(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {value!r}")
+    return seconds
+
+
+def _positive(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    return int(value)
+
+
+def _port_or_zero(value: str) -> int:
+    if not value.isdigit() or int(value) > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number (0-65535), got {value!r}")
+    return int(value)
+
+
+def _keyvalue(value: str) -> tuple[str, str]:
+    key, sep, val = value.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {value!r}")
+    return key, val
+
+
+def _nonnegative(value: str) -> int:
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"expected an offset (0 or more), got {value!r}")
+    return int(value)
+
+
+def _timestamp_ms(value: str) -> int:
+    try:
+        return int(datetime.fromisoformat(value).timestamp() * 1000)  # naive: local time, as Kafka's tool
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an ISO 8601 time such as 2026-01-31T12:00:00, "
+                                         f"got {value!r}") from None
+
+
+def _reset_to(kind: str, parse: Callable[[str], int]) -> Callable[[str], ResetTarget]:
+    def convert(value: str) -> ResetTarget:
+        try:
+            return ResetTarget(kind, parse(value))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {value!r}") from None
+    return convert
+
+
+def _topic_partitions(value: str) -> tuple[str, list[int] | None]:
+    """`T` (every partition) or `T:0,2` (Kafka's reset-offsets --topic syntax)."""
+    topic, sep, parts = value.partition(":")
+    if not topic or (sep and not all(p.isdigit() for p in parts.split(","))):
+        raise argparse.ArgumentTypeError(f"expected TOPIC or TOPIC:P[,P...], got {value!r}")
+    return topic, [int(p) for p in parts.split(",")] if sep else None
+
+
+
+def _add_watch_option(parser: argparse.ArgumentParser, until: str = "Ctrl-C") -> None:
+    parser.add_argument("--watch", type=_seconds, nargs="?", const=2.0, metavar="S",
+                        help=f"redraw every S seconds (2 if not given) until {until}")
+
+
+
+def _show(render: Callable[[], str], watch_s: float | None) -> None:
+    """Print ``render()`` once, or with --watch redraw it until Ctrl-C."""
+    from odradek.cli_output import watch
+
+    if watch_s is None:
+        print(render())
+    else:
+        watch(render, watch_s)

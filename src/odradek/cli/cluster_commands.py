@@ -1,0 +1,164 @@
+"""`odradek broker`, `up`, `down`, `status` and `ui`: running brokers and local clusters (the
+processes are cluster.py's), and looking at a cluster through ZooKeeper."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from odradek.cli.args import (UserError, _add_watch_option, _directory, _hostport, _port_or_zero, _positive,
+                              _seconds, _show, _zk_connect)
+from odradek.cluster import LocalCluster
+
+
+def add_commands(sub: Any) -> None:
+    """broker, up, down, status and ui."""
+    b = sub.add_parser("broker", help="run one broker in the foreground until SIGTERM")
+    b.add_argument("--id", type=int, help="broker.id")
+    b.add_argument("--listen", type=_hostport, metavar="HOST:PORT", help="address to serve Kafka clients on")
+    b.add_argument("--zookeeper", type=_zk_connect, metavar="CONN", help="HOST:PORT[,HOST:PORT...][/chroot]")
+    b.add_argument("--data-dir", type=_directory, metavar="DIR", help="where partition logs live")
+    b.add_argument("--config", type=Path, metavar="FILE", help="Kafka-style key=value settings; flags win")
+    b.add_argument("--session-timeout-ms", type=_positive, metavar="N", help="zookeeper.session.timeout.ms")
+    b.set_defaults(func=cmd_broker)
+
+    u = sub.add_parser("up", help="start (or restart what is missing of) a local cluster in the background; "
+                       "on a data dir with a cluster.json, its recorded settings are reused")
+    size = u.add_mutually_exclusive_group()
+    size.add_argument("--brokers", type=_positive, metavar="N", help="brokers 1..N (required for a new cluster)")
+    size.add_argument("--add-broker", action="store_true",
+                      help="grow the recorded cluster by one broker, with the next id and port")
+    u.add_argument("--data-dir", type=_directory, required=True, metavar="DIR")
+    u.add_argument("--base-port", type=_positive, help="broker i listens on base-port + i - 1 (default 9092)")
+    u.add_argument("--zk-port", type=_positive, help="client port of the private ZooKeeper (default 2181; "
+                   "of its first server: server i of an ensemble uses zk-port + i - 1)")
+    u.add_argument("--zookeeper-nodes", type=_positive, metavar="N",
+                   help="run the private ZooKeeper as an ensemble of N servers (3 survives one death; default 1)")
+    u.add_argument("--zookeeper", metavar="CONN", help="use this ZooKeeper instead of a private one")
+    u.add_argument("--host", help="address every process listens on (default 127.0.0.1)")
+    u.add_argument("--metrics-base-port", type=_port_or_zero, metavar="PORT",
+                   help="broker i serves Prometheus metrics on PORT + i - 1 (default: base port + 1000; 0: none)")
+    u.add_argument("--timeout-s", type=float, default=60.0, help="how long to wait for the cluster")
+    u.set_defaults(func=cmd_up)
+
+    d = sub.add_parser("down", help="stop a local cluster started by `odradek up` (data is kept)")
+    d.add_argument("--data-dir", type=_directory, required=True, metavar="DIR")
+    d.set_defaults(func=cmd_down)
+
+    s = sub.add_parser("status", help="controller, live brokers and partition health, from ZooKeeper")
+    where = s.add_mutually_exclusive_group()
+    where.add_argument("--zookeeper", type=_zk_connect, metavar="CONN", help="default 127.0.0.1:2181")
+    where.add_argument("--data-dir", type=_directory, metavar="DIR", help="a cluster started by `odradek up` "
+                       "(its brokers that are down are named too)")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--timeout-s", type=_seconds, default=10.0, help="how long to try to reach ZooKeeper")
+    _add_watch_option(s)
+    s.set_defaults(func=cmd_status)
+
+    ui = sub.add_parser("ui", help="a live web dashboard: brokers, partition leaders and ISRs, state changes, "
+                        "consumer lag, reassignments and metrics")
+    ui_where = ui.add_mutually_exclusive_group()
+    ui_where.add_argument("--data-dir", type=_directory, metavar="DIR", help="a cluster started by `odradek up` "
+                          "(its expected brokers, state-change logs and metrics URLs come from cluster.json)")
+    ui_where.add_argument("--zookeeper", type=_zk_connect, metavar="CONN", help="default 127.0.0.1:2181")
+    ui.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
+                    help="for the Kafka requests (default: the live brokers ZooKeeper lists)")
+    ui.add_argument("--host", default="127.0.0.1", help="address to serve the dashboard on")
+    ui.add_argument("--port", type=_port_or_zero, default=8080, help="port to serve the dashboard on")
+    ui.add_argument("--interval-s", type=_seconds, default=1.0, help="how often ZooKeeper is read")
+    ui.set_defaults(func=cmd_ui)
+
+
+def cmd_broker(args: argparse.Namespace) -> None:
+    """Foreground broker; the BrokerConfig is built here so flags and files share one path."""
+    from odradek.broker.config import BrokerConfig
+
+    flags = {
+        "broker_id": args.id,
+        "host": args.listen[0] if args.listen else None,
+        "port": args.listen[1] if args.listen else None,
+        "zookeeper": args.zookeeper,
+        "data_dir": args.data_dir,
+        "zookeeper_session_timeout_ms": args.session_timeout_ms,
+    }
+    if args.config:
+        try:
+            config = BrokerConfig.from_file(args.config, **flags)
+        except (OSError, ValueError, TypeError) as exc:
+            raise UserError(f"--config {args.config}: {exc}") from None
+    else:
+        missing = [f for f, k in (("--id", "broker_id"), ("--listen", "host"), ("--zookeeper", "zookeeper"),
+                                  ("--data-dir", "data_dir")) if flags[k] is None]
+        if missing:
+            raise UserError(f"broker: missing {', '.join(missing)} (or give them in --config)")
+        config = BrokerConfig(**{k: v for k, v in flags.items() if v is not None})
+    from odradek.broker.server import run_broker
+    from odradek.netutil import port_free
+
+    if not port_free(config.host, config.port):
+        raise UserError(f"broker: {config.host}:{config.port} is already in use (stop what listens there, "
+                        f"or give another --listen)")
+    try:
+        run_broker(config)
+    except OSError as exc:  # the port taken between the check and the bind, a data dir not writable
+        raise UserError(f"broker {config.broker_id}: {exc.strerror or exc}"
+                        + (f": {exc.filename}" if exc.filename else "")) from None
+    except Exception as exc:
+        if type(exc).__module__.startswith("kazoo"):  # ZooKeeper not reachable at startup
+            raise UserError(f"broker {config.broker_id}: cannot reach ZooKeeper at {config.zookeeper} "
+                            f"({type(exc).__name__}: {exc}); is it running?") from None
+        raise
+
+
+def cmd_up(args: argparse.Namespace) -> None:
+    cluster = LocalCluster.for_up(args.data_dir, add_broker=args.add_broker, brokers=args.brokers,
+                                  base_port=args.base_port, zk_port=args.zk_port, zookeeper=args.zookeeper,
+                                  host=args.host, zookeeper_nodes=args.zookeeper_nodes,
+                                  metrics_base_port=args.metrics_base_port)
+    for process in cluster.start(timeout=args.timeout_s):
+        print(f"{process.name}: {process.action}, {process.address} pid {process.pid} log {process.log}"
+              + (f" metrics {process.metrics_url}" if process.metrics_url else ""))
+    print(f"zookeeper: {cluster.zookeeper_connect}")
+    print(f"bootstrap servers: {cluster.bootstrap_servers}")
+
+
+def cmd_down(args: argparse.Namespace) -> None:
+    cluster = LocalCluster.load(args.data_dir)
+    running = cluster.running()
+    if not running:
+        print(f"nothing is running in {args.data_dir} (already down)")
+        return
+    for line in cluster.down():
+        print(f"odradek: warning: {line}", file=sys.stderr)
+    print(f"stopped the cluster in {args.data_dir}: {', '.join(f'{name} (pid {pid})' for name, pid in running)}")
+
+
+def cmd_status(args: argparse.Namespace) -> None:
+    from odradek.admin import cluster_status, format_status
+
+    cluster = LocalCluster.load(args.data_dir) if args.data_dir else None
+    zookeeper = cluster.zookeeper_connect if cluster is not None else args.zookeeper
+    expected = None
+    if cluster is not None:  # the brokers it should have, so one that is down is named
+        expected = {b: (cluster.host, cluster.broker_port(b)) for b in cluster.broker_ids}
+
+    def render() -> str:
+        status = cluster_status(zookeeper or "127.0.0.1:2181", timeout=args.timeout_s, expected=expected)
+        for broker in status["live_brokers"] + status["brokers"]:
+            broker["metrics_url"] = cluster.metrics_url(broker["id"]) if cluster is not None else None
+        return json.dumps(status, indent=2) if args.json else format_status(status)
+
+    _show(render, args.watch)
+
+
+def cmd_ui(args: argparse.Namespace) -> None:
+    from odradek.ui.poller import ClusterSource, source_from_data_dir
+    from odradek.ui.server import serve
+
+    if args.data_dir:
+        source = source_from_data_dir(args.data_dir, args.bootstrap_server)
+    else:
+        source = ClusterSource(args.zookeeper or "127.0.0.1:2181", args.bootstrap_server)
+    serve(source, args.host, args.port, args.interval_s)

@@ -1,0 +1,260 @@
+"""`odradek topics create|list|describe|alter|delete|elect-leaders|delete-records` (Kafka's
+kafka-topics.sh, kafka-leader-election.sh and kafka-delete-records.sh): the arguments and the
+output; the requests are admin.py's, topic_command.py's, config_command.py's and
+delete_records_command.py's."""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, Callable
+
+from odradek.admin import AdminError
+from odradek.cli.args import (UserError, _add_watch_option, _keyvalue, _nonnegative, _positive, _seconds,
+                              _show)
+from odradek.cli.bootstrap import _add_bootstrap_options
+from odradek.cli_output import plural
+
+
+def add_commands(sub: Any) -> None:
+    """`odradek topics` and its subcommands."""
+    t = sub.add_parser("topics", help="create, list and describe topics")
+    tsub = t.add_subparsers(dest="topics_command", metavar="SUBCOMMAND", required=True)
+    tc = tsub.add_parser("create", help="create a topic")
+    tc.add_argument("name")
+    tc.add_argument("--partitions", type=_positive, required=True, metavar="P")
+    tc.add_argument("--replication-factor", type=_positive, required=True, metavar="R")
+    tc.add_argument("--config", type=_keyvalue, action="append", default=[], metavar="KEY=VALUE",
+                    help="topic config, e.g. retention.ms=60000 (repeatable)")
+    tc.add_argument("--if-not-exists", action="store_true", help="succeed if the topic already exists")
+    tc.set_defaults(func=cmd_topics_create)
+    tl = tsub.add_parser("list", help="list topic names")
+    tl.set_defaults(func=cmd_topics_list)
+    td = tsub.add_parser("describe", help="leader, leader epoch, replicas and ISR of each partition")
+    td.add_argument("name", nargs="?")
+    td.add_argument("--json", action="store_true")
+    td.add_argument("--under-replicated", action="store_true", help="only partitions whose ISR is smaller than "
+                    "their replica list")
+    td.add_argument("--offline", action="store_true", help="only partitions without a live leader")
+    td.add_argument("--under-min-isr", action="store_true", help="only partitions whose ISR is smaller than "
+                    "their topic's min.insync.replicas (acks=all producers are refused)")
+    td.add_argument("--at-min-isr", action="store_true", help="only partitions whose ISR is exactly their "
+                    "topic's min.insync.replicas (one more lost replica and acks=all producers are refused)")
+    td.add_argument("--offsets", action="store_true", help="also each partition's log start offset and high "
+                    "watermark (ListOffsets earliest and latest)")
+    _add_watch_option(td)
+    td.set_defaults(func=cmd_topics_describe)
+    ta = tsub.add_parser("alter", help="change a topic: its partition count (kafka-topics.sh --alter "
+                         "--partitions) or its configs (Kafka's kafka-configs.sh --alter)")
+    ta.add_argument("name")
+    _add_topic_config_options(ta)
+    _add_topic_partitions_option(ta)
+    ta.set_defaults(func=cmd_topics_alter)
+    tx = tsub.add_parser("delete", help="delete topics and wait until they are gone (DeleteTopics, "
+                         "Kafka's kafka-topics.sh --delete)")
+    tx.add_argument("names", nargs="+", metavar="NAME")
+    tx.add_argument("--timeout-s", type=_seconds, default=60.0,
+                    help="how long to wait for the topics to be gone")
+    tx.set_defaults(func=cmd_topics_delete)
+    te = tsub.add_parser("elect-leaders", help="move leadership back to preferred replicas (or, with "
+                         "--unclean, elect leaders for partitions without a live in-sync replica)")
+    te.add_argument("--topic", help="only this topic (default: every topic)")
+    te.add_argument("--partition", type=int, action="append", metavar="P",
+                    help="only this partition of --topic (repeatable)")
+    te.add_argument("--unclean", action="store_true", help="allow a replica outside the ISR to lead a "
+                    "partition that has no leader: messages it never received are lost")
+    te.add_argument("--timeout-s", type=_seconds, default=60.0, help="how long to wait for the elections")
+    te.set_defaults(func=cmd_topics_elect_leaders)
+    tr = tsub.add_parser("delete-records", help="delete the records of a partition below an offset "
+                         "(DeleteRecords, Kafka's kafka-delete-records.sh)")
+    tr.add_argument("name")
+    tr.add_argument("--partition", type=_nonnegative, action="append", required=True, metavar="P",
+                    help="the partition (repeatable)")
+    before = tr.add_mutually_exclusive_group(required=True)
+    before.add_argument("--before", type=int, metavar="OFFSET",
+                        help="the new log start offset; -1: the high watermark")
+    before.add_argument("--all", action="store_const", dest="before", const=-1,
+                        help="everything below the high watermark (same as --before -1)")
+    tr.add_argument("--timeout-s", type=_seconds, default=30.0, help="how long to wait for each request")
+    tr.add_argument("--json", action="store_true")
+    tr.set_defaults(func=cmd_topics_delete_records)
+    for parser in (tc, tl, td, ta, te, tr, tx):
+        _add_bootstrap_options(parser)
+
+
+def cmd_topics_create(args: argparse.Namespace) -> None:
+    from odradek.admin import create_topic
+    from odradek.cli_output import Progress
+
+    bar = Progress(args.partitions, f"creating {args.name}: partitions led")
+    try:
+        create_topic(args.bootstrap_server, args.name, args.partitions, args.replication_factor, dict(args.config),
+                     progress=_progress_fn(bar, args.partitions >= PROGRESS_MIN_PARTITIONS))
+    except AdminError as exc:
+        if not (args.if_not_exists and str(exc).startswith("TOPIC_ALREADY_EXISTS")):
+            raise
+        print(f"topic {args.name} already exists")
+        return
+    finally:
+        bar.close()
+    print(f"created topic {args.name} ({plural(args.partitions, 'partition')}, "
+          f"replication factor {args.replication_factor})")
+
+
+#: Topics of fewer partitions are created in about a second: no progress bar for them.
+PROGRESS_MIN_PARTITIONS = 1000
+
+
+def _progress_fn(bar: Any, wanted: bool) -> Callable[[int, int], None] | None:
+    """A progress callback drawing ``bar``, or None where no bar is wanted or drawn."""
+    return (lambda done, _total: bar.update(done)) if wanted and bar.enabled else None
+
+
+def cmd_topics_list(args: argparse.Namespace) -> None:
+    from odradek.admin import list_topics
+
+    for name in list_topics(args.bootstrap_server):
+        print(name)
+
+
+def cmd_topics_describe(args: argparse.Namespace) -> None:
+    _show(lambda: _describe_topics(args), args.watch)
+
+
+def _describe_topics(args: argparse.Namespace) -> str:
+    from odradek.admin import describe_topics, filter_partitions, format_describe, partition_offsets
+    from odradek.config_command import topic_configs
+
+    topics = describe_topics(args.bootstrap_server, [args.name] if args.name else None)
+    # one DescribeConfigs for all: the configs each topic sets itself (kafka-topics.sh --describe
+    # shows those) and the min.insync.replicas it has, set or inherited
+    configs = topic_configs(args.bootstrap_server, [t["name"] for t in topics])
+    for topic in topics:
+        own = configs.get(topic["name"], {})
+        topic["configs"] = {k: v for k, (v, source) in own.items() if source == 1}
+        min_isr = own.get("min.insync.replicas", ("1", 0))[0]
+        topic["min_insync_replicas"] = int(min_isr) if str(min_isr).isdigit() else 1
+    if args.under_replicated or args.offline or args.under_min_isr or args.at_min_isr:
+        topics = filter_partitions(topics, under_replicated=args.under_replicated, offline=args.offline,
+                                   under_min_isr=args.under_min_isr, at_min_isr=args.at_min_isr,
+                                   keep_empty=bool(args.name))
+    if args.offsets:
+        offsets = partition_offsets(args.bootstrap_server,
+                                    [(t["name"], p["partition"]) for t in topics for p in t["partitions"]])
+        for t in topics:
+            for p in t["partitions"]:
+                p["log_start_offset"], p["high_watermark"] = offsets[(t["name"], p["partition"])]
+    if args.json:
+        return json.dumps(topics[0] if args.name else topics)
+    lines = [format_describe(topics, offsets=args.offsets)]
+    for topic in topics:
+        if topic["configs"]:
+            shown = ",".join(f"{k}={v}" for k, v in sorted(topic["configs"].items()))
+            lines.append(f"Configs of topic {topic['name']}: {shown}")
+    return "\n".join(lines)
+
+
+def _add_topic_config_options(parser: argparse.ArgumentParser) -> None:
+    """`topics alter`'s config options (kept apart from its other options)."""
+    parser.add_argument("--config", type=_keyvalue, action="append", default=[], metavar="KEY=VALUE",
+                        help="set a topic config, e.g. retention.ms=60000 (repeatable)")
+    parser.add_argument("--delete-config", action="append", default=[], metavar="KEY",
+                        help="remove a topic config: the broker default applies again (repeatable)")
+    parser.add_argument("--timeout-s", type=_seconds, default=10.0, help="how long to wait for each request")
+
+
+def _alter_topic_configs(args: argparse.Namespace) -> bool:
+    """Apply `topics alter`'s --config and --delete-config; False if none was given."""
+    from odradek.config_command import TOPIC, alter
+
+    if not args.config and not args.delete_config:
+        return False
+    alter(args.bootstrap_server, TOPIC, args.name, dict(args.config), args.delete_config, args.timeout_s)
+    changes = [f"{k}={v}" for k, v in args.config] + [f"-{k}" for k in args.delete_config]
+    print(f"altered configs of topic {args.name}: {', '.join(changes)}")
+    return True
+
+
+def _add_topic_partitions_option(parser: argparse.ArgumentParser) -> None:
+    """`topics alter --partitions` (kept apart from its config options)."""
+    parser.add_argument("--partitions", type=_positive, metavar="P",
+                        help="grow the topic to P partitions (CreatePartitions; it cannot shrink)")
+
+
+def _alter_topic_partitions(args: argparse.Namespace) -> bool:
+    """Apply `topics alter --partitions`; False if it was not given."""
+    from odradek.topic_command import create_partitions
+
+    if args.partitions is None:
+        return False
+    create_partitions(args.bootstrap_server, args.name, args.partitions, max(args.timeout_s, 30.0))
+    print(f"topic {args.name} now has {plural(args.partitions, 'partition')}")
+    return True
+
+
+def cmd_topics_delete(args: argparse.Namespace) -> None:
+    from odradek.cli_output import Progress
+    from odradek.topic_command import delete_topics
+
+    names = list(dict.fromkeys(args.names))
+    bar = Progress(len(names), "deleting topics")
+    try:
+        delete_topics(args.bootstrap_server, names, args.timeout_s,
+                      progress=_progress_fn(bar, len(names) >= PROGRESS_MIN_TOPICS))
+    finally:
+        bar.close()
+    print(f"deleted topic{'s' if len(names) > 1 else ''} {', '.join(names)}")
+
+
+#: Deleting fewer topics takes a moment: no progress bar for them.
+PROGRESS_MIN_TOPICS = 10
+
+
+def cmd_topics_alter(args: argparse.Namespace) -> None:
+    partitions = _alter_topic_partitions(args)
+    if not _alter_topic_configs(args) and not partitions:
+        raise UserError("topics alter: nothing to change (give --partitions P, --config KEY=VALUE or "
+                        "--delete-config KEY)")
+
+
+
+def cmd_topics_elect_leaders(args: argparse.Namespace) -> None:
+    from odradek.admin import describe_topics, elect_leaders
+
+    if args.partition and not args.topic:
+        raise UserError("topics elect-leaders: --partition needs --topic")
+    partitions = None
+    if args.topic:
+        known = [p["partition"] for p in describe_topics(args.bootstrap_server, [args.topic])[0]["partitions"]]
+        partitions = [(args.topic, p) for p in (args.partition or known)]
+    results = elect_leaders(args.bootstrap_server, partitions, args.unclean, args.timeout_s)
+    kind = "unclean" if args.unclean else "preferred"
+    elected = sorted(tp for tp, err in results.items() if err is None)
+    not_needed = sorted(tp for tp, err in results.items() if err and err.startswith("ELECTION_NOT_NEEDED"))
+    failed = sorted((tp, err) for tp, err in results.items() if err and tp not in not_needed)
+    if partitions is None:  # ElectLeaders for every partition leaves out those that needed none
+        print(f"{kind} leader election: {len(elected)} elected, {len(failed)} failed, every other "
+              f"partition needed none")
+    else:
+        print(f"{kind} leader election: {len(elected)} elected, {len(not_needed)} not needed, "
+              f"{len(failed)} failed")
+    for (topic, partition), err in failed[:20]:
+        print(f"  {topic}-{partition}: {err}")
+    if len(failed) > 20:
+        print(f"  ... and {len(failed) - 20} more")
+    if failed:
+        raise UserError(f"leader election failed for {len(failed)} partition{'s' if len(failed) > 1 else ''}")
+
+
+def cmd_topics_delete_records(args: argparse.Namespace) -> None:
+    from odradek.delete_records_command import delete_records, format_result
+
+    if args.before < -1:
+        raise UserError(f"topics delete-records: --before {args.before}: an offset, or -1 for the high watermark")
+    rows = delete_records(args.bootstrap_server, args.name, sorted(set(args.partition)), args.before,
+                          args.timeout_s)
+    print(json.dumps(rows) if args.json else format_result(rows))
+    failed = [r for r in rows if r["error"]]
+    if failed:
+        first = failed[0]
+        raise UserError(f"delete-records failed for {len(failed)} partition(s): "
+                        f"{first['topic']}-{first['partition']}: {first['error']}")
