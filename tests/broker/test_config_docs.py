@@ -29,8 +29,8 @@ def test_every_broker_config_is_documented_and_no_stale_doc_is_left() -> None:
 
 def test_a_config_file_with_every_listed_key_gives_the_listed_defaults(tmp_path: Path) -> None:
     definitions = [d for d in broker_config_definitions() if d.file_key]
-    required = {"broker.id": "7", "host": "10.0.0.7", "port": "9092", "zookeeper": "zk1:2181/odradek",
-                "data.dir": str(tmp_path)}
+    required = {"broker.id": "7", "host.name": "10.0.0.7", "port": "9092", "zookeeper.connect": "zk1:2181/odradek",
+                "log.dirs": str(tmp_path)}
     lines = [f"{d.file_key}={required[d.file_key] if d.required else d.default}"
              for d in definitions if d.default is not None or d.required]
     (tmp_path / "server.properties").write_text("\n".join(lines) + "\n")

@@ -12,7 +12,7 @@ from odradek.broker.connection import CloseConnection
 from odradek.broker.config_helper import created_topic_configs, current_broker_config
 from odradek.broker.context import BrokerContext
 from odradek.broker.metadata_cache import MetadataCache, from_zookeeper
-from odradek.broker.topic_admin import (TopicError, assign_replicas,
+from odradek.broker.topic_admin import (INTERNAL_TOPICS, TopicError, assign_replicas,
                                         check_fits_in_zookeeper, check_partition_count_fits,
                                         is_legal_topic_name as _valid_topic_name,
                                         validate_assignment, validate_configs,
@@ -50,9 +50,69 @@ METADATA_FROM_ZOOKEEPER_S = 10.0
 def metadata(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes | Awaitable[bytes]:
     """Answered from the metadata cache; a broker the controller has not yet spoken to answers
     from ZooKeeper (metadata_cache.py says why)."""
-    if ctx.metadata.initialized:
-        return _metadata_response(ctx, ctx.metadata, header, req, version)
-    return _metadata_from_zookeeper(ctx, header, req, version)
+    if not ctx.metadata.initialized:
+        return _metadata_from_zookeeper(ctx, header, req, version)
+    missing = _topics_to_create(ctx, ctx.metadata, req, version)
+    if missing:
+        return _metadata_creating_topics(ctx, ctx.metadata, missing, header, req, version)
+    return _metadata_response(ctx, ctx.metadata, header, req, version)
+
+
+def _topics_to_create(ctx: BrokerContext, cache: MetadataCache, req: Any, version: int) -> list[str]:
+    """The topics a Metadata request creates (Kafka's auto.create.topics.enable): those it
+    names that do not exist, when the broker allows it and the request does too (Metadata v4+
+    carries allow_auto_topic_creation, KIP-204; older clients always allow). A request for
+    every topic creates none, and no other API creates topics (FindCoordinator and Produce
+    answer unknown topics as unknown)."""
+    if not ctx.config.auto_create_topics_enable or (version >= 4 and not req.allow_auto_topic_creation):
+        return []
+    names = _requested_topics(req, version) or []
+    return list(dict.fromkeys(n for n in names if n and cache.partitions(n) is None))
+
+
+async def _metadata_creating_topics(ctx: BrokerContext, cache: MetadataCache, names: list[str], header: Any,
+                                    req: Any, version: int) -> bytes:
+    created = await _auto_create_topics(ctx, names)
+    return _metadata_response(ctx, cache, header, req, version, created)
+
+
+async def _auto_create_topics(ctx: BrokerContext, names: list[str]) -> dict[str, int]:
+    """Kafka's KafkaApis.createTopic for Metadata: each topic written to ZooKeeper as CreateTopics
+    writes it (the controller takes it from there) with num.partitions and
+    default.replication.factor, and answered LEADER_NOT_AVAILABLE (the client asks again until
+    the controller has elected its leaders); one created meanwhile by another request too. A
+    name CreateTopics would refuse gets CreateTopics' error (INVALID_TOPIC_EXCEPTION,
+    INVALID_REPLICATION_FACTOR when fewer brokers are alive). Internal topics are created by
+    the brokers that use them (the group coordinator creates __consumer_offsets), never here."""
+    live = ([b.id for b in ctx.metadata.live_brokers] if ctx.metadata.initialized
+            else sorted(await asyncio.to_thread(ctx.zk.get_live_brokers)))
+
+    def create(name: str) -> int:
+        if name in INTERNAL_TOPICS:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        try:
+            validate_new_topic_name(name, ctx.zk.get_all_topics)
+            assignment = TopicAssignment(name, new_topic_id(), _default_partitions(
+                ctx, name, ctx.config.num_partitions, ctx.config.default_replication_factor, live))
+            ctx.zk.create_topic(assignment, {})
+        except TopicError as exc:
+            log.info("not creating topic %s for a Metadata request: %s", name, exc)
+            return exc.code
+        except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble, or created meanwhile
+            if _topic_exists_error(exc):
+                return ErrorCode.LEADER_NOT_AVAILABLE
+            log.warning("creating topic %s for a Metadata request failed: %r", name, exc)
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        log.info("created topic %s with %d partitions for a Metadata request (auto.create.topics.enable)",
+                 name, len(assignment.partitions))
+        return ErrorCode.LEADER_NOT_AVAILABLE
+
+    return {name: await asyncio.to_thread(create, name) for name in names}
+
+
+def _topic_exists_error(exc: Exception) -> bool:
+    """Whether ZooKeeper refused a topic's creation because the topic exists."""
+    return type(exc).__name__ in ("NodeExistsError", "TopicExistsError")
 
 
 async def _metadata_from_zookeeper(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
@@ -64,6 +124,9 @@ async def _metadata_from_zookeeper(ctx: BrokerContext, header: Any, req: Any, ve
         raise CloseConnection(f"no metadata yet from the controller or ZooKeeper ({exc!r})") from None
     if ctx.metadata.initialized:  # the controller spoke meanwhile: its word, not the read
         cache = ctx.metadata
+    missing = _topics_to_create(ctx, cache, req, version)
+    if missing:
+        return await _metadata_creating_topics(ctx, cache, missing, header, req, version)
     return _metadata_response(ctx, cache, header, req, version)
 
 
@@ -74,7 +137,10 @@ def _requested_topics(req: Any, version: int) -> list[str] | None:
     return [t.name for t in req.topics]
 
 
-def _metadata_response(ctx: BrokerContext, cache: MetadataCache, header: Any, req: Any, version: int) -> bytes:
+def _metadata_response(ctx: BrokerContext, cache: MetadataCache, header: Any, req: Any, version: int,
+                       created: dict[str, int] | None = None) -> bytes:
+    """The answer from `cache`; `created` has the error of each topic this request tried to
+    create (LEADER_NOT_AVAILABLE once written)."""
     live = {b.id for b in cache.live_brokers}
     names = _requested_topics(req, version)
     if names is None:
@@ -89,7 +155,8 @@ def _metadata_response(ctx: BrokerContext, cache: MetadataCache, header: Any, re
                            "topic_id": None, "is_internal": False, "partitions": []})
             continue
         if parts is None:
-            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if _valid_topic_name(name) else ErrorCode.INVALID_TOPIC_EXCEPTION
+            code = (created or {}).get(name) or (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if _valid_topic_name(name)
+                                                 else ErrorCode.INVALID_TOPIC_EXCEPTION)
             topics.append({"error_code": code, "name": name, "topic_id": None, "is_internal": False,
                            "partitions": []})
             continue
@@ -140,8 +207,7 @@ async def create_topics(ctx: BrokerContext, header: Any, req: Any, version: int)
         except TopicError as exc:
             result.update(error_code=exc.code, error_message=str(exc))
         except Exception as exc:  # ZooKeeper trouble, or the name was taken meanwhile
-            code = ErrorCode.TOPIC_ALREADY_EXISTS if type(exc).__name__ in ("NodeExistsError", "TopicExistsError") \
-                else ErrorCode.UNKNOWN_SERVER_ERROR
+            code = ErrorCode.TOPIC_ALREADY_EXISTS if _topic_exists_error(exc) else ErrorCode.UNKNOWN_SERVER_ERROR
             result.update(error_code=code, error_message=f"Topic '{topic.name}' already exists."
                           if code == ErrorCode.TOPIC_ALREADY_EXISTS else str(exc))
         results.append(result)
@@ -165,13 +231,19 @@ def _plan_topic(ctx: BrokerContext, topic: Any, live: list[int],
     else:
         count = ctx.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
         rf = ctx.config.default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
-        check_partition_count_fits(topic.name, count, rf, ctx.config.zookeeper_jute_maxbuffer)
-        partitions = assign_replicas(live, count, rf)
+        partitions = _default_partitions(ctx, topic.name, count, rf, live)
     min_isr = int(configs.get("min.insync.replicas", ctx.config.min_insync_replicas))
     if min_isr > len(partitions[0]):
         raise TopicError(ErrorCode.INVALID_CONFIG,
                          f"min.insync.replicas {min_isr} is larger than the replication factor {len(partitions[0])}")
     return TopicAssignment(topic.name, new_topic_id(), partitions), configs
+
+
+def _default_partitions(ctx: BrokerContext, name: str, count: int, rf: int,
+                        live: list[int]) -> dict[int, tuple[int, ...]]:
+    """Kafka's rack-unaware assignment of a new topic, once its znode is known to fit."""
+    check_partition_count_fits(name, count, rf, ctx.config.zookeeper_jute_maxbuffer)
+    return assign_replicas(live, count, rf)
 
 
 async def _wait_for_leaders(ctx: BrokerContext, topics: list[str], timeout_s: float) -> None:

@@ -4,8 +4,10 @@ Names follow Kafka's server.properties where a Kafka operator would look for the
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Callable
 
 
 @dataclass(slots=True)
@@ -40,6 +42,16 @@ class BrokerConfig:
     log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024
     log_flush_interval_messages: int = 2**63 - 1
     log_flush_interval_ms: int = 2**63 - 1
+    # the other broker defaults of topic configs (Kafka's LogConfig takes every default from the
+    # broker's KafkaConfig): a topic without its own cleanup.policy gets log.cleanup.policy ...
+    log_cleanup_policy: str = "delete"
+    log_roll_ms: int = 7 * 24 * 3600 * 1000
+    log_cleaner_min_cleanable_ratio: float = 0.5
+    log_cleaner_min_compaction_lag_ms: int = 0
+    log_cleaner_max_compaction_lag_ms: int = 2**63 - 1
+    log_cleaner_delete_retention_ms: int = 24 * 3600 * 1000
+    log_message_timestamp_type: str = "CreateTime"
+    unclean_leader_election_enable: bool = False
     replica_lag_time_max_ms: int = 30000
     replica_fetch_max_bytes: int = 1024 * 1024
     replica_fetch_wait_max_ms: int = 500
@@ -82,34 +94,160 @@ class BrokerConfig:
     offset_metadata_max_bytes: int = 4096
 
     @classmethod
-    def from_file(cls, path: Path, **overrides: object) -> "BrokerConfig":
-        """Read Kafka-style `key.name=value` lines; flags given on the command line win."""
-        known = {f.name: f for f in fields(cls)}
-        values: dict[str, object] = {}
-        for lineno, raw in enumerate(path.read_text().splitlines(), 1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            key, sep, value = line.partition("=")
-            name = key.strip().replace(".", "_")
-            if not sep or name not in known:
-                raise ValueError(f"{path}:{lineno}: unknown setting {key.strip()!r}")
-            values[name] = value.strip()
+    def from_file(cls, path: Path, warn: Callable[[str], None] | None = None,
+                  **overrides: object) -> "BrokerConfig":
+        """Read a Kafka server.properties (or odradek's own `key.name=value` lines); flags given
+        on the command line win. A bad value raises ValueError naming its line; unknown keys
+        are ignored with one warning naming them all, as Kafka's AbstractConfig.logUnused
+        does, so an operator's server.properties with thread-pool or SSL settings odradek has
+        no use for still starts a broker."""
+        values, unknown = parse_properties(path.read_text())
+        if unknown:
+            (warn or _warn_on_stderr)(f"{path}: ignoring settings odradek does not know (as Kafka ignores "
+                                      f"unknown ones): {', '.join(unknown)}")
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**{k: _coerce(known[k].type, v) for k, v in values.items()})  # type: ignore[arg-type]
+        missing = [key for key, name in _REQUIRED if name not in values]
+        if missing:
+            raise ValueError(f"missing {', '.join(missing)}")
+        return cls(**values)  # type: ignore[arg-type]
 
 
-def _coerce(type_name: object, value: object) -> object:
-    if not isinstance(value, str):
-        return value
-    match str(type_name):
-        case "int":
-            return int(value)
-        case "bool":
-            return value.lower() in ("1", "true", "yes")
-        case "Path":
-            return Path(value)
-    return value
+#: Kafka's server.properties keys whose field is not the key with '.' as '_'; odradek's own
+#: older spellings (zookeeper=, data.dir=, host=) are the field names and still read
+KAFKA_KEYS = {"zookeeper.connect": "zookeeper", "log.dirs": "data_dir", "log.dir": "data_dir"}
+#: coarser spellings of a .ms setting, with Kafka's precedence: log.retention.ms over
+#: log.retention.minutes over log.retention.hours (KafkaConfig.logRetentionTimeMillis)
+_COARSE_MS = {"log.retention.minutes": ("log_retention_ms", 60_000, 1),
+              "log.retention.hours": ("log_retention_ms", 3_600_000, 2),
+              "log.roll.hours": ("log_roll_ms", 3_600_000, 2)}
+#: the listener keys: the address the broker binds, and the one it registers for clients
+_LISTENER_KEYS = ("listeners", "advertised.listeners", "host.name", "host", "port", "advertised.host.name",
+                  "advertised.port")
+_REQUIRED = (("broker.id", "broker_id"), ("zookeeper.connect", "zookeeper"), ("log.dirs", "data_dir"))
+_WILDCARD_HOSTS = ("", "0.0.0.0", "::", "[::]")
+
+
+def _warn_on_stderr(message: str) -> None:
+    print(f"odradek: warning: {message}", file=sys.stderr)
+
+
+def parse_properties(text: str) -> tuple[dict[str, object], list[str]]:
+    """The typed BrokerConfig fields a server.properties sets, and the keys it has that odradek
+    does not know. ValueError, naming the line, for a value odradek cannot use."""
+    known = {f.name: f for f in fields(BrokerConfig)}
+    values: dict[str, object] = {}
+    ranks: dict[str, int] = {}
+    listener: dict[str, tuple[int, str]] = {}
+    unknown: list[str] = []
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep:
+            raise ValueError(f"line {lineno}: {line!r} is not key=value")
+        if key in _LISTENER_KEYS:
+            listener[key] = (lineno, value)
+            continue
+        name, scale, rank = _COARSE_MS.get(key, (KAFKA_KEYS.get(key, key.replace(".", "_")), 1, 0))
+        if name not in known:
+            unknown.append(key)
+            continue
+        try:
+            typed = _coerce(known[name].type, value, key)
+        except ValueError as exc:
+            raise ValueError(f"line {lineno}: {exc}") from None
+        if rank <= ranks.get(name, rank):  # a finer unit wins whatever the order of the lines
+            # a negative retention in any unit is Kafka's -1, unlimited
+            values[name], ranks[name] = (max(-1, typed * scale) if scale != 1 else typed), rank  # type: ignore[operator]
+    values.update(_listener_address(listener))
+    return values, unknown
+
+
+def _coerce(type_name: object, value: str, key: str) -> object:
+    """`value` as the field's type; ValueError naming the key, and the broker value of a topic
+    config checked by that topic config's rules (log.segment.bytes as segment.bytes)."""
+    kind = str(type_name)
+    if kind == "Path" and "," in value:
+        raise ValueError(f"{key}={value}: odradek keeps every log in one directory; give only one")
+    try:
+        typed = {"int": int, "float": float, "bool": _bool, "Path": Path}.get(kind, str)(value)
+    except ValueError:
+        expected = {"int": "an integer", "float": "a number", "bool": "true or false"}[kind]
+        raise ValueError(f"{key}={value}: {expected} is expected") from None
+    # late import: dynamic_broker_config builds its tables from this module's BrokerConfig
+    from odradek.broker.dynamic_broker_config import check_static_value
+    check_static_value(key, value)
+    return typed
+
+
+def _bool(value: str) -> bool:
+    """Kafka's boolean: true or false, in any case."""
+    if value.lower() not in ("true", "false"):
+        raise ValueError(value)
+    return value.lower() == "true"
+
+
+def _listener_address(found: dict[str, tuple[int, str]]) -> dict[str, object]:
+    """host and port from Kafka's listeners / advertised.listeners (or the older host.name,
+    port, advertised.host.name, advertised.port). odradek binds the address it registers in
+    /brokers/ids, so an advertised address is where the broker listens: with listeners on a
+    wildcard host (0.0.0.0) it binds the advertised host instead; an advertised port other
+    than the listener's is refused (it would need a port forward odradek cannot see)."""
+    out: dict[str, object] = {}
+
+    def where(key: str) -> str:
+        return f"line {found[key][0]}: {key}={found[key][1]}"
+
+    def old_style(host_keys: tuple[str, ...], port_key: str) -> tuple[str, int] | None:
+        """Kafka's host.name and port (9092 unless given), which listeners replaced."""
+        hosts = [found[k][1] for k in host_keys if k in found]
+        if not hosts and port_key not in found:
+            return None
+        try:
+            return (hosts[0] if hosts else "", int(found[port_key][1]) if port_key in found else 9092)
+        except ValueError:
+            raise ValueError(f"{where(port_key)}: an integer is expected") from None
+
+    bind = (_parse_listener(where("listeners"), found["listeners"][1]) if "listeners" in found
+            else old_style(("host.name", "host"), "port"))
+    advertised = (_parse_listener(where("advertised.listeners"), found["advertised.listeners"][1])
+                  if "advertised.listeners" in found else old_style(("advertised.host.name",), "advertised.port"))
+    if bind is not None and advertised is not None:
+        if bind[1] != advertised[1] or (bind[0] not in _WILDCARD_HOSTS and bind[0] != advertised[0]):
+            raise ValueError(f"advertised {advertised[0]}:{advertised[1]} differs from the listener "
+                             f"{bind[0]}:{bind[1]}: odradek listens on the address it advertises, so give "
+                             f"the same port, and the same host or a wildcard listener host (0.0.0.0)")
+    chosen = advertised or bind
+    if chosen is not None:
+        host, port = chosen
+        if host in _WILDCARD_HOSTS:
+            raise ValueError(f"listener host {host or '(empty)'!r}: odradek registers the address it binds, "
+                             f"and clients cannot reach a wildcard: give a host name or address, or "
+                             f"advertised.listeners")
+        if not 0 < port < 65536:
+            raise ValueError(f"listener port {port} is not a port number")
+        out.update(host=host, port=port)
+    return out
+
+
+def _parse_listener(where: str, value: str) -> tuple[str, int]:
+    """(host, port) of Kafka's one PLAINTEXT listener, PLAINTEXT://HOST:PORT."""
+    listeners = [v.strip() for v in value.split(",") if v.strip()]
+    if len(listeners) != 1:
+        raise ValueError(f"{where}: odradek has one listener; give exactly one PLAINTEXT://HOST:PORT")
+    name, sep, address = listeners[0].partition("://")
+    if not sep:
+        raise ValueError(f"{where}: PLAINTEXT://HOST:PORT is expected")
+    if name.upper() != "PLAINTEXT":
+        raise ValueError(f"{where}: odradek speaks PLAINTEXT only, without TLS or SASL; "
+                         f"the {name} listener is not supported")
+    host, _, port = address.rpartition(":")
+    try:
+        return host.strip("[]") if host.startswith("[") else host, int(port)
+    except ValueError:
+        raise ValueError(f"{where}: the port {port!r} is not a number") from None
 
 
 #: What each setting does, by field, for DescribeConfigs' documentation and the config table of
@@ -117,12 +255,14 @@ def _coerce(type_name: object, value: object) -> object:
 #: config's broker default (log.retention.ms ...) are documented by that topic config instead.
 FIELD_DOCS: dict[str, str] = {
     "broker_id": "This broker's id, unique in the cluster (flag --id)",
-    "host": "The address clients and other brokers reach this broker on; it is registered in "
-            "/brokers/ids as given, so not 0.0.0.0 (flag --listen HOST:PORT)",
-    "port": "The Kafka port (flag --listen HOST:PORT)",
+    "host": "The address clients and other brokers reach this broker on, bound and registered in "
+            "/brokers/ids as given, so not 0.0.0.0 (flag --listen HOST:PORT; in a config file Kafka's "
+            "listeners=PLAINTEXT://HOST:PORT, advertised.listeners, or the older host.name and port)",
+    "port": "The Kafka port (flag --listen HOST:PORT; in a config file the port of listeners)",
     "zookeeper": "The ZooKeeper ensemble, HOST:PORT[,HOST:PORT...][/chroot]; the broker creates the "
                  "chroot if it is missing (flag --zookeeper)",
-    "data_dir": "The one directory that holds this broker's partition logs and checkpoints (flag --data-dir)",
+    "data_dir": "The one directory that holds this broker's partition logs and checkpoints (flag --data-dir; "
+                "log.dir is read too; several comma-separated directories are refused)",
     "zookeeper_session_timeout_ms": "How long a dead broker keeps its registration (the floor of failover "
                                     "time) against how long a pause may last before a live broker is declared "
                                     "dead (flag --session-timeout-ms; Kafka's default is 18000)",
@@ -130,8 +270,10 @@ FIELD_DOCS: dict[str, str] = {
                                 "topics and multis are sized to fit under it",
     "default_replication_factor": "The replication factor of a topic created without one",
     "num_partitions": "The partition count of a topic created without one",
-    "auto_create_topics_enable": "Accepted, not acted on: odradek never creates a topic because a client "
-                                 "asked for its metadata (Kafka's default is true)",
+    "auto_create_topics_enable": "Whether a Metadata request for a topic that does not exist creates it with "
+                                 "num.partitions and default.replication.factor (the client retries on "
+                                 "LEADER_NOT_AVAILABLE meanwhile). Off by default, unlike Kafka: a typo in a "
+                                 "producer's topic name would otherwise create a topic nobody reads",
     "delete_topic_enable": "false refuses DeleteTopics (TOPIC_DELETION_DISABLED)",
     "log_retention_check_interval_ms": "How often segments past retention are deleted",
     "log_cleaner_enable": "Whether the log cleaner compacts cleanup.policy=compact topics",

@@ -60,10 +60,10 @@ def topic_config_defaults() -> dict[str, str]:
 def markdown() -> str:
     """Both tables, between the markers, as docs/operations.md holds them."""
     lines = [BEGIN, "",
-             "| broker config | key in a `--config` file | default | changes live | what it does |",
+             "| broker config | in server.properties (`--config`) | default | changes live | what it does |",
              "|---|---|---|---|---|"]
     for d in broker_config_definitions():
-        key = f"`{d.file_key}`" if d.file_key else "none: `odradek configs alter`"
+        key = "yes" if d.file_key else "no: `odradek configs alter`"
         live = "yes" if d.dynamic else "no (restart)"
         lines.append(f"| `{d.name}` | {key} | {_readable(d.name, d.default, d.required)} | {live} "
                      f"| {_cell(d.documentation)} |")

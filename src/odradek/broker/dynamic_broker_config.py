@@ -73,9 +73,9 @@ _TOPIC_OF_SYNONYM = {syn: topic for topic, (syn, _t, _d) in TOPIC_CONFIGS.items(
 #: Kafka's dotted names of BrokerConfig fields whose dotted field name is not Kafka's
 _RENAMED = {"zookeeper": "zookeeper.connect", "data_dir": "log.dirs", "host": "host.name"}
 
-#: broker configs that exist only as topic-config synonyms (no BrokerConfig field): their default
-_SYNONYM_ONLY = {syn: TOPIC_CONFIG_DEFAULTS[topic] for topic, (syn, _t, _d) in TOPIC_CONFIGS.items()
-                 if syn and syn.replace(".", "_") not in {f.name for f in fields(BrokerConfig)}}
+_FIELD_OF = {_RENAMED.get(f.name, f.name.replace("_", ".")): f for f in fields(BrokerConfig)}
+# every topic config's broker default is a BrokerConfig field, so a config file can set it
+assert set(_TOPIC_OF_SYNONYM) <= set(_FIELD_OF)
 
 #: the replication throttles (Kafka's DynamicConfig.Broker), enforced by replication_quota.py
 THROTTLES = {LEADER_RATE: _LONG_MAX, FOLLOWER_RATE: _LONG_MAX}
@@ -83,11 +83,9 @@ THROTTLES = {LEADER_RATE: _LONG_MAX, FOLLOWER_RATE: _LONG_MAX}
 #: broker configs that may change at runtime, per broker or cluster-wide
 DYNAMIC = frozenset(set(_TOPIC_OF_SYNONYM) | {"log.cleaner.backoff.ms"} | set(THROTTLES))
 
-_FIELD_OF = {_RENAMED.get(f.name, f.name.replace("_", ".")): f for f in fields(BrokerConfig)}
-
 
 def broker_config_names() -> list[str]:
-    return sorted(set(_FIELD_OF) | set(_SYNONYM_ONLY) | set(THROTTLES))
+    return sorted(set(_FIELD_OF) | set(THROTTLES))
 
 
 def _config_type(name: str) -> int:
@@ -140,9 +138,9 @@ def broker_config_definitions() -> list[BrokerConfigDefinition]:
         if f is not None:
             default = None if required else f.default
             text = None if default is None else str(default).lower() if isinstance(default, bool) else str(default)
-            key: str | None = f.name.replace("_", ".")
+            key: str | None = name
         else:
-            text, key = {**_SYNONYM_ONLY, **THROTTLES}[name], None
+            text, key = THROTTLES[name], None
         out.append(BrokerConfigDefinition(name, key, text, required, name in DYNAMIC,
                                           documentation(name, False) or ""))
     return out
@@ -163,13 +161,8 @@ def validate_broker_config(name: str, value: str | None) -> str:
     check_broker_config_name(name)
     if value is None:
         raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value for broker config {name}")
-    topic = _TOPIC_OF_SYNONYM.get(name)
-    if topic is not None:
-        try:
-            validate_configs({topic: value})
-        except TopicError as exc:
-            raise TopicError(exc.code, f"Invalid value {value} for config {name}: "
-                                       f"{str(exc).replace(topic, name)}") from None
+    if name in _TOPIC_OF_SYNONYM:
+        _check_synonym_value(name, value)
         return value
     try:
         number = int(value)
@@ -179,6 +172,28 @@ def validate_broker_config(name: str, value: str | None) -> str:
         raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for config {name}: "
                                                    f"a non-negative integer is expected")
     return value
+
+
+def _check_synonym_value(name: str, value: str) -> None:
+    """A TopicError(INVALID_CONFIG) unless `value` suits the topic config `name` is the broker
+    default of (log.segment.bytes by segment.bytes' rules)."""
+    topic = _TOPIC_OF_SYNONYM[name]
+    try:
+        validate_configs({topic: value})
+    except TopicError as exc:
+        reason = str(exc).replace(topic, name)
+        raise TopicError(exc.code, reason if reason.startswith("Invalid value")
+                         else f"Invalid value {value} for config {name}: {reason}") from None
+
+
+def check_static_value(name: str, value: str) -> None:
+    """For a config file: ValueError if `name` is a topic config's broker default and `value`
+    breaks that topic config's rules (a broker must not start with log.segment.bytes=1)."""
+    if name in _TOPIC_OF_SYNONYM:
+        try:
+            _check_synonym_value(name, value)
+        except TopicError as exc:
+            raise ValueError(str(exc)) from None
 
 
 def _static(config: BrokerConfig) -> dict[str, tuple[str, int]]:
@@ -191,7 +206,7 @@ def _static(config: BrokerConfig) -> dict[str, tuple[str, int]]:
         default = f.default if f.default is not dataclasses.MISSING else None
         text = str(value).lower() if isinstance(value, bool) else str(value)
         out[name] = (text, DEFAULT_CONFIG if value == default else STATIC_BROKER_CONFIG)
-    for name, value in {**_SYNONYM_ONLY, **THROTTLES}.items():
+    for name, value in THROTTLES.items():
         out[name] = (value, DEFAULT_CONFIG)
     return out
 

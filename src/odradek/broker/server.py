@@ -33,7 +33,6 @@ from odradek.broker.replication_quota import ReplicationQuotas
 from odradek.controller.controller_service import ControllerService
 from odradek.group.group_coordinator import GroupConfig, GroupCoordinator
 from odradek.group.group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
-from odradek.log.log import LogConfig
 from odradek.log.log_cleaner import LogCleaner
 from odradek.log.log_manager import LogManager
 from odradek.metadata import BrokerInfo, TopicPartition
@@ -52,10 +51,9 @@ class Broker:
         self.zk = KafkaZkClient(config.zookeeper, config.zookeeper_session_timeout_ms / 1000,
                                 config.zookeeper_jute_maxbuffer)
         self.metadata = MetadataCache()
-        default_log = LogConfig(segment_bytes=config.log_segment_bytes, retention_ms=config.log_retention_ms,
-                                retention_bytes=config.log_retention_bytes,
-                                flush_messages=config.log_flush_interval_messages,
-                                flush_ms=config.log_flush_interval_ms)
+        # every topic config's broker default (log.segment.bytes, log.cleanup.policy, ...), as
+        # Kafka's LogConfig takes them from KafkaConfig; the dynamic layers follow at startup
+        default_log = DynamicBrokerConfig(config).log_config()
         self.log_manager = LogManager(config.data_dir, default_log, max_open_files=config.max_open_files)
         self.log_cleaner = LogCleaner(self.log_manager, lambda tp: (p := self.replica_manager.get(tp)) and p.high_watermark,
                                       config.log_cleaner_backoff_ms, config.log_cleaner_dedupe_buffer_size,
