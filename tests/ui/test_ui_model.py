@@ -123,19 +123,27 @@ def test_metric_samples_become_rates_and_gauges() -> None:
     assert model.chart_point(None, 100.0, first)["messages_in"] is None
 
 
-def test_log_tail_returns_complete_new_lines_and_starts_over_when_the_log_shrinks(tmp_path) -> None:
-    from odradek.ui.poller import LogTail
+def test_log_tail_takes_complete_new_lines_and_jumps_to_the_tail_when_far_behind(tmp_path) -> None:
+    from odradek.broker.metrics import read_log_chunk
+    from odradek.ui.poller import TAIL_START_BYTES, LogTail
 
     log = tmp_path / "state-change.log"
     log.write_text("a" * 20 + "\nold\n")
-    tail = LogTail(log, start_bytes=8)  # starts inside the first line: that cut line is skipped
-    assert tail.read_new() == ["old"]
+    tail = LogTail()
+
+    def read_new() -> list[str]:
+        return tail.took(read_log_chunk(log, tail.offset, 8))
+
+    assert read_new() == ["old"]  # starts inside the first line: that cut line is skipped
     with open(log, "a") as f:
         f.write("new\npart")
-    assert tail.read_new() == ["new"]
+    assert read_new() == ["new"]
     with open(log, "a") as f:
         f.write("ial\n")
-    assert tail.read_new() == ["partial"] and tail.read_new() == []
+    assert read_new() == ["partial"] and read_new() == []
     log.write_text("fresh\n")  # a new, shorter log
-    assert tail.read_new() == ["fresh"]
-    assert LogTail(tmp_path / "missing.log").read_new() == []
+    assert read_new() == ["fresh"]
+    with open(log, "a") as f:
+        f.write("x\n" * TAIL_START_BYTES)
+    read_new()
+    assert tail.offset is None  # far behind: the next read is the tail, not the backlog

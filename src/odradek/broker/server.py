@@ -85,6 +85,7 @@ class Broker:
         self._server: asyncio.base_events.Server | None = None
         self._stopping = asyncio.Event()
         self._session_lost = False
+        self._metrics_url: str | None = None  # published in the registration once serving
 
     def _start_metrics(self) -> BrokerMetrics | None:
         """Prometheus metrics on metrics.port (broker/metrics.py), or None without one."""
@@ -97,12 +98,13 @@ class Broker:
             cache.offline_and_all_partitions,
             lambda: self.group_coordinator.lags(lambda tp: (p := rm.get(tp)) and p.high_watermark)))
         try:
-            metrics.serve(self.config.host, self.config.metrics_port)
+            metrics.serve(self.config.host, self.config.metrics_port, self.config.data_dir / "state-change.log")
         except OSError as exc:  # a taken port costs the metrics, not the broker
             log.error("broker %d: cannot serve metrics on port %d (%s); running without them",
                       self.config.broker_id, self.config.metrics_port, exc)
             return None
         metrics.listen_to_controller()
+        self._metrics_url = f"http://{self.config.host}:{self.config.metrics_port}/metrics"
         return metrics
 
     def _offsets_partition_count(self) -> int:
@@ -204,7 +206,7 @@ class Broker:
         broker holding our id is fatal."""
         while True:
             try:
-                return await asyncio.to_thread(self.zk.register_broker, self._info)
+                return await asyncio.to_thread(self.zk.register_broker, self._info, self._metrics_url)
             except BrokerIdInUseError:
                 raise
             except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable or restarting

@@ -54,9 +54,11 @@ def cluster_state(view: ZkView, expected_brokers: Iterable[int] = ()) -> dict[st
     controller = _decode(paths.decode_controller_id, view.controller)
     epoch = _decode(paths.decode_controller_epoch, view.controller_epoch)
     live: dict[int, Any] = {}
+    metrics_urls: dict[int, str | None] = {}
     for broker_id, data in view.brokers.items():
         info = _decode(lambda d, b=broker_id: paths.decode_broker_info(b, d, 0), data)
         live[broker_id] = info
+        metrics_urls[broker_id] = _decode(paths.decode_broker_metrics_url, data)
     topics = []
     referenced: set[int] = set()
     leaders: dict[int, int] = {}
@@ -88,7 +90,8 @@ def cluster_state(view: ZkView, expected_brokers: Iterable[int] = ()) -> dict[st
     brokers = [{"id": b, "live": b in live,
                 "host": live[b].host if live.get(b) is not None else None,
                 "port": live[b].port if live.get(b) is not None else None,
-                "controller": b == controller, "leaders": leaders.get(b, 0)} for b in ids]
+                "controller": b == controller, "leaders": leaders.get(b, 0),
+                "metrics_url": metrics_urls.get(b)} for b in ids]
     return {"controller": controller, "controller_epoch": epoch, "brokers": brokers, "topics": topics,
             # marked for deletion with the topic's znode already gone: the deletion is finishing
             "deleting_unknown": sorted(deleting - set(view.topics)),

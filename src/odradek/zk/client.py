@@ -288,8 +288,9 @@ class KafkaZkClient:
 
     # brokers -------------------------------------------------------------------------------
 
-    def register_broker(self, info: BrokerInfo) -> int:
-        """Create ephemeral /brokers/ids/N; return the broker epoch (its czxid).
+    def register_broker(self, info: BrokerInfo, metrics_url: str | None = None) -> int:
+        """Create ephemeral /brokers/ids/N (with where the broker serves its metrics, if it
+        does: paths.encode_broker_info); return the broker epoch (its czxid).
 
         A registration with our host and port is our previous incarnation (no other live
         process can listen there), so it is waited out, however long ZooKeeper takes to expire
@@ -305,7 +306,7 @@ class KafkaZkClient:
 
         try:
             stat = self._create_ephemeral(
-                path, paths.encode_broker_info(info, _now_ms()), is_ours, None
+                path, paths.encode_broker_info(info, _now_ms(), metrics_url), is_ours, None
             )
         except NodeExistsError:
             raise BrokerIdInUseError(f"broker id {info.id} is registered by another live broker") from None

@@ -116,8 +116,14 @@ def _tp_set(entries: Iterable[Mapping[str, Any]]) -> set[TopicPartition]:
 # /brokers/ids/N ---------------------------------------------------------------------------
 
 
-def encode_broker_info(info: BrokerInfo, timestamp_ms: int) -> bytes:
-    return _dumps({
+def encode_broker_info(info: BrokerInfo, timestamp_ms: int, metrics_url: str | None = None) -> bytes:
+    """Kafka's version 4 registration, plus ``metrics_url`` when the broker serves Prometheus
+    metrics: the full URL a scraper fetches, beside Kafka's own ``jmx_port`` (which names only a
+    port and leaves protocol, host and path implied). A URL, not a port, because an HTTP
+    endpoint needs all three to be found without guessing; the broker's other HTTP route
+    (/state-change-log) is on the same server. Kafka's and other tools' decoders read the
+    fields they know and ignore the rest, so the registration stays Kafka-compatible."""
+    obj: dict[str, object] = {
         "version": 4,
         "host": info.host,
         "port": info.port,
@@ -126,7 +132,16 @@ def encode_broker_info(info: BrokerInfo, timestamp_ms: int) -> bytes:
         "jmx_port": -1,
         "timestamp": str(timestamp_ms),
         "rack": info.rack,
-    })
+    }
+    if metrics_url:
+        obj["metrics_url"] = metrics_url
+    return _dumps(obj)
+
+
+def decode_broker_metrics_url(data: bytes) -> str | None:
+    """The registration's ``metrics_url`` (encode_broker_info), None when it has none."""
+    url = _loads(data).get("metrics_url")
+    return url if isinstance(url, str) and url.startswith(("http://", "https://")) else None
 
 
 def decode_broker_info(broker_id: int, data: bytes, czxid: int) -> BrokerInfo:

@@ -1,0 +1,80 @@
+"""`odradek ui` given only --zookeeper and --bootstrap-server, as on a host without the brokers'
+files: the brokers' registrations name their metrics endpoints, so the charts get points, and the
+timeline follows the controller's state-change log over each broker's HTTP route."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clients import create_topic
+
+from odradek.cluster import LocalCluster
+from odradek.netutil import free_port, free_port_block
+from odradek.zk.server import ZooKeeperServer
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "ui-remote"
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """The module's 3-broker cluster, with metrics ports (the shared fixture's brokers have none)."""
+    c = LocalCluster(tmp_path_factory.mktemp("cluster"), 3, base_port=free_port_block(3),
+                     zookeeper=f"{zookeeper.connect_string}/odradek-ui-{uuid.uuid4().hex[:8]}",
+                     broker_args={"zookeeper_session_timeout_ms": 4000}, metrics_base_port=free_port_block(3))
+    try:
+        c.up(timeout=60)
+        yield c
+    finally:
+        c.down()
+
+
+def _state(port: int) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/state", timeout=5) as response:
+        return json.loads(response.read())
+
+
+def test_remote_dashboard_has_timeline_and_metrics(cluster: LocalCluster, tmp_path: Path) -> None:
+    create_topic(cluster.bootstrap_servers, TOPIC, 3, 3)
+    port, log = free_port(), tmp_path / "ui.log"
+    with open(log, "wb") as out:
+        ui = subprocess.Popen([sys.executable, "-m", "odradek", "ui", "--zookeeper", cluster.zookeeper_connect,
+                               "--bootstrap-server", cluster.bootstrap_servers, "--port", str(port),
+                               "--interval-s", "0.5"], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline, state = time.monotonic() + 30, {}
+        while True:
+            try:
+                state = _state(port)
+            except (urllib.error.URLError, OSError):
+                pass
+            elections = [r for r in state.get("timeline", []) if r.get("topic") == TOPIC]
+            charted = {b for b, points in state.get("metrics", {}).get("brokers", {}).items() if len(points) >= 2}
+            if elections and charted == {"1", "2", "3"}:
+                break
+            assert ui.poll() is None and time.monotonic() < deadline, \
+                f"no remote timeline or metrics: {json.dumps(state)[:2000]}\n{log.read_text()}"
+            time.sleep(0.3)
+        assert {b["id"]: b["metrics_url"] for b in state["cluster"]["brokers"]} == \
+            {b: cluster.metrics_url(b) for b in cluster.broker_ids}  # registered by each broker
+        assert {r["log_broker"] for r in elections} == {state["cluster"]["controller"]}
+        assert "state_change_log" not in state["errors"] and "metrics" not in state["errors"]
+    finally:
+        ui.send_signal(signal.SIGTERM)
+        try:
+            ui.wait(10)
+        except subprocess.TimeoutExpired:
+            ui.kill()
+            ui.wait()
+    assert ui.returncode == 0, log.read_text()
