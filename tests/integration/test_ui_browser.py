@@ -23,10 +23,12 @@ CHROMIUM = "/usr/bin/chromium"
 TOPIC = "ui-grid"
 
 
-def _start_ui(data_dir: Path, port: int, log: Path) -> subprocess.Popen:
+def start_ui(where: list[str], port: int, log: Path) -> subprocess.Popen:
+    """`odradek ui` reading the cluster ``where`` names (--data-dir, or --zookeeper and
+    --bootstrap-server), once it serves; stop it with stop_ui."""
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "odradek", "ui", "--data-dir", str(data_dir),
-                                 "--port", str(port), "--interval-s", "0.5"],
+        proc = subprocess.Popen([sys.executable, "-m", "odradek", "ui", *where, "--port", str(port),
+                                 "--interval-s", "0.5"],
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 20
     while True:
@@ -40,6 +42,17 @@ def _start_ui(data_dir: Path, port: int, log: Path) -> subprocess.Popen:
             time.sleep(0.2)
 
 
+def stop_ui(ui: subprocess.Popen, log: Path) -> None:
+    """SIGTERM, as an operator's Ctrl-C: the dashboard must end cleanly."""
+    ui.send_signal(signal.SIGTERM)
+    try:
+        ui.wait(10)
+    except subprocess.TimeoutExpired:
+        ui.kill()
+        ui.wait()
+    assert ui.returncode == 0, log.read_text()
+
+
 def test_dashboard_follows_a_killed_leader(cluster_factory, tmp_path: Path) -> None:
     if not os.access(CHROMIUM, os.X_OK):
         pytest.skip(f"{CHROMIUM} is missing: `make setup` installs Debian's chromium package (as root)")
@@ -47,7 +60,7 @@ def test_dashboard_follows_a_killed_leader(cluster_factory, tmp_path: Path) -> N
     cluster = cluster_factory(3)
     create_topic(cluster.bootstrap_servers, TOPIC, 3, 3)
     port = free_port()
-    ui = _start_ui(cluster.data_dir, port, tmp_path / "ui.log")
+    ui = start_ui(["--data-dir", str(cluster.data_dir)], port, tmp_path / "ui.log")
     try:
         with sync_api.sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM)
@@ -79,10 +92,4 @@ def test_dashboard_follows_a_killed_leader(cluster_factory, tmp_path: Path) -> N
             page.screenshot(path=str(tmp_path / "ui.png"), full_page=True)
             browser.close()
     finally:
-        ui.send_signal(signal.SIGTERM)
-        try:
-            ui.wait(10)
-        except subprocess.TimeoutExpired:
-            ui.kill()
-            ui.wait()
-    assert ui.returncode == 0, (tmp_path / "ui.log").read_text()
+        stop_ui(ui, tmp_path / "ui.log")

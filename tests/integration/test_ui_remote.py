@@ -4,11 +4,7 @@ timeline follows the controller's state-change log over each broker's HTTP route
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 import time
-import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -17,6 +13,7 @@ from typing import Any
 
 import pytest
 from clients import create_topic
+from test_ui_browser import start_ui, stop_ui
 
 from odradek.cluster import LocalCluster
 from odradek.netutil import free_port, free_port_block
@@ -48,17 +45,12 @@ def _state(port: int) -> dict[str, Any]:
 def test_remote_dashboard_has_timeline_and_metrics(cluster: LocalCluster, tmp_path: Path) -> None:
     create_topic(cluster.bootstrap_servers, TOPIC, 3, 3)
     port, log = free_port(), tmp_path / "ui.log"
-    with open(log, "wb") as out:
-        ui = subprocess.Popen([sys.executable, "-m", "odradek", "ui", "--zookeeper", cluster.zookeeper_connect,
-                               "--bootstrap-server", cluster.bootstrap_servers, "--port", str(port),
-                               "--interval-s", "0.5"], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    ui = start_ui(["--zookeeper", cluster.zookeeper_connect, "--bootstrap-server", cluster.bootstrap_servers],
+                  port, log)
     try:
         deadline, state = time.monotonic() + 30, {}
         while True:
-            try:
-                state = _state(port)
-            except (urllib.error.URLError, OSError):
-                pass
+            state = _state(port)
             elections = [r for r in state.get("timeline", []) if r.get("topic") == TOPIC]
             charted = {b for b, points in state.get("metrics", {}).get("brokers", {}).items() if len(points) >= 2}
             if elections and charted == {"1", "2", "3"}:
@@ -71,10 +63,4 @@ def test_remote_dashboard_has_timeline_and_metrics(cluster: LocalCluster, tmp_pa
         assert {r["log_broker"] for r in elections} == {state["cluster"]["controller"]}
         assert "state_change_log" not in state["errors"] and "metrics" not in state["errors"]
     finally:
-        ui.send_signal(signal.SIGTERM)
-        try:
-            ui.wait(10)
-        except subprocess.TimeoutExpired:
-            ui.kill()
-            ui.wait()
-    assert ui.returncode == 0, log.read_text()
+        stop_ui(ui, log)
