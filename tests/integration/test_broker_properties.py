@@ -171,19 +171,22 @@ def test_auto_create_off_leaves_a_missing_topic_missing(zookeeper: ZooKeeperServ
     """Broker 1 keeps the default (off); broker 2 has it on with a replication factor larger than
     the live brokers, which Kafka answers INVALID_REPLICATION_FACTOR for."""
     zk = _chroot(zookeeper)
-    brokers = [_start(tmp_path, zk, 1, ""),
-               _start(tmp_path, zk, 2, "auto.create.topics.enable=true\ndefault.replication.factor=3\n")]
+    off = _start(tmp_path, zk, 1, "")
+    brokers = [off]
     try:
         _wait_ready(brokers)
-        off, on = brokers
-        assert off.metadata(["never-made"], version=1) == {"never-made": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
-        assert on.metadata(["too-replicated"]) == {"too-replicated": ErrorCode.INVALID_REPLICATION_FACTOR}
         producer = KafkaProducer(bootstrap_servers=off.bootstrap, max_block_ms=3000)
         try:
             with pytest.raises(KafkaTimeoutError):
                 producer.send("never-made", b"x").get(10)
         finally:
             producer.close(timeout=5)
+        assert off.metadata(["never-made"], version=1) == {"never-made": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        # started only now, so that the producer's metadata requests all went to broker 1
+        on = _start(tmp_path, zk, 2, "auto.create.topics.enable=true\ndefault.replication.factor=3\n")
+        brokers.append(on)
+        _wait_ready(brokers)
+        assert on.metadata(["too-replicated"]) == {"too-replicated": ErrorCode.INVALID_REPLICATION_FACTOR}
         assert off.metadata(None) == {}
     finally:
         _stop(brokers)

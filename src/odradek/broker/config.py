@@ -102,18 +102,18 @@ class BrokerConfig:
         does, so an operator's server.properties with thread-pool or SSL settings odradek has
         no use for still starts a broker."""
         values, unknown = parse_properties(path.read_text())
-        if unknown:
-            (warn or _warn_on_stderr)(f"{path}: ignoring settings odradek does not know (as Kafka ignores "
-                                      f"unknown ones): {', '.join(unknown)}")
+        ignored = f"settings odradek does not know: {', '.join(unknown)}"
         values.update({k: v for k, v in overrides.items() if v is not None})
         missing = [key for key, name in _REQUIRED if name not in values]
-        if missing:
-            raise ValueError(f"missing {', '.join(missing)}")
+        if missing:  # the unknown keys in the same line: a misspelt broker.id is one of them
+            raise ValueError(f"missing {', '.join(missing)}" + (f" (ignored {ignored})" if unknown else ""))
+        if unknown:
+            (warn or _warn_on_stderr)(f"{path}: ignoring {ignored} (as Kafka ignores unknown ones)")
         return cls(**values)  # type: ignore[arg-type]
 
 
 #: Kafka's server.properties keys whose field is not the key with '.' as '_'; odradek's own
-#: older spellings (zookeeper=, data.dir=, host=) are the field names and still read
+#: older spellings (zookeeper=, data.dir=) are the field names and still read
 KAFKA_KEYS = {"zookeeper.connect": "zookeeper", "log.dirs": "data_dir", "log.dir": "data_dir"}
 #: coarser spellings of a .ms setting, with Kafka's precedence: log.retention.ms over
 #: log.retention.minutes over log.retention.hours (KafkaConfig.logRetentionTimeMillis)
@@ -123,7 +123,8 @@ _COARSE_MS = {"log.retention.minutes": ("log_retention_ms", 60_000, 1),
 #: the listener keys: the address the broker binds, and the one it registers for clients
 _LISTENER_KEYS = ("listeners", "advertised.listeners", "host.name", "host", "port", "advertised.host.name",
                   "advertised.port")
-_REQUIRED = (("broker.id", "broker_id"), ("zookeeper.connect", "zookeeper"), ("log.dirs", "data_dir"))
+_REQUIRED = (("broker.id", "broker_id"), ("listeners", "host"), ("zookeeper.connect", "zookeeper"),
+             ("log.dirs", "data_dir"))
 _WILDCARD_HOSTS = ("", "0.0.0.0", "::", "[::]")
 
 
@@ -158,9 +159,10 @@ def parse_properties(text: str) -> tuple[dict[str, object], list[str]]:
             typed = _coerce(known[name].type, value, key)
         except ValueError as exc:
             raise ValueError(f"line {lineno}: {exc}") from None
+        if scale != 1:  # a negative retention in any unit is Kafka's -1, unlimited
+            typed = max(-1, int(typed) * scale)  # type: ignore[call-overload]
         if rank <= ranks.get(name, rank):  # a finer unit wins whatever the order of the lines
-            # a negative retention in any unit is Kafka's -1, unlimited
-            values[name], ranks[name] = (max(-1, typed * scale) if scale != 1 else typed), rank  # type: ignore[operator]
+            values[name], ranks[name] = typed, rank
     values.update(_listener_address(listener))
     return values, unknown
 
@@ -200,20 +202,22 @@ def _listener_address(found: dict[str, tuple[int, str]]) -> dict[str, object]:
     def where(key: str) -> str:
         return f"line {found[key][0]}: {key}={found[key][1]}"
 
-    def old_style(host_keys: tuple[str, ...], port_key: str) -> tuple[str, int] | None:
-        """Kafka's host.name and port (9092 unless given), which listeners replaced."""
+    def old_style(host_keys: tuple[str, ...], port_key: str, default_port: int) -> tuple[str, int] | None:
+        """Kafka's host.name and port, which listeners replaced (advertised.port defaults to
+        port, port to 9092)."""
         hosts = [found[k][1] for k in host_keys if k in found]
         if not hosts and port_key not in found:
             return None
         try:
-            return (hosts[0] if hosts else "", int(found[port_key][1]) if port_key in found else 9092)
+            return (hosts[0] if hosts else "", int(found[port_key][1]) if port_key in found else default_port)
         except ValueError:
             raise ValueError(f"{where(port_key)}: an integer is expected") from None
 
     bind = (_parse_listener(where("listeners"), found["listeners"][1]) if "listeners" in found
-            else old_style(("host.name", "host"), "port"))
+            else old_style(("host.name", "host"), "port", 9092))
     advertised = (_parse_listener(where("advertised.listeners"), found["advertised.listeners"][1])
-                  if "advertised.listeners" in found else old_style(("advertised.host.name",), "advertised.port"))
+                  if "advertised.listeners" in found
+                  else old_style(("advertised.host.name",), "advertised.port", bind[1] if bind else 9092))
     if bind is not None and advertised is not None:
         if bind[1] != advertised[1] or (bind[0] not in _WILDCARD_HOSTS and bind[0] != advertised[0]):
             raise ValueError(f"advertised {advertised[0]}:{advertised[1]} differs from the listener "
