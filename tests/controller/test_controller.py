@@ -170,6 +170,30 @@ def test_broker_failure_without_live_isr_stays_offline_unless_unclean_enabled() 
         assert controller.context.partition_state(tp("t", 0)) is expected_state
 
 
+def test_the_brokers_unclean_leader_election_default_applies_where_the_topic_is_silent() -> None:
+    """unclean.leader.election.enable in server.properties (or changed for the cluster) is the
+    default of every topic that does not set it; a topic's own "false" still wins. The default
+    is read at each election, so a dynamic change takes effect at the next one."""
+    broker_default = [False]
+    zk = cluster()
+    zk.create_topic("silent", {0: (1, 2)})
+    zk.create_topic("strict", {0: (1, 2)}, {"unclean.leader.election.enable": "false"})
+    for topic in ("silent", "strict"):
+        zk.states[tp(topic, 0)] = LeaderAndIsr(1, 0, (1,), 1, 0)
+    controller, _, _ = new_controller(zk, broker_id=3,
+                                      unclean_leader_election_default=lambda: broker_default[0])
+    controller.on_become_controller(epoch=1, epoch_zk_version=0)
+    zk.kill_broker(1)
+    controller.process(BrokerChange())
+    assert zk.states[tp("silent", 0)].leader == -1
+    broker_default[0] = True
+    zk.kill_broker(2)
+    zk.register_broker(2, epoch=50)
+    controller.process(BrokerChange())
+    assert zk.states[tp("silent", 0)].leader == 2
+    assert zk.states[tp("strict", 0)].leader == -1
+
+
 def test_broker_startup_brings_replicas_and_partitions_online() -> None:
     zk = cluster(brokers=(1,))
     zk.create_topic("t", {0: (2, 1), 1: (2,)})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import pytest
 
@@ -274,10 +274,11 @@ def tp(topic: str, partition: int) -> TopicPartition:
     return TopicPartition(topic, partition)
 
 
-def new_controller(zk: FakeZk, broker_id: int = 1) -> tuple[Controller, FakeChannel, io.StringIO]:
+def new_controller(zk: FakeZk, broker_id: int = 1, **options: Any) -> tuple[Controller, FakeChannel, io.StringIO]:
+    """``options``: Controller's keyword arguments (the broker configs it is given)."""
     channel = FakeChannel()
     sink = io.StringIO()
-    return Controller(broker_id, zk, channel, StateChangeLog(sink)), channel, sink
+    return Controller(broker_id, zk, channel, StateChangeLog(sink), **options), channel, sink
 
 
 # -- the fakes honour the seam contract ----------------------------------------------------

@@ -13,7 +13,8 @@ cleaner reads the log's config at each clean and the retention task at each chec
 min.insync.replicas; for every topic named, hosted or not (as Kafka's TopicConfigHandler), its
 throttled-replica lists (replication_quota.py). unclean.leader.election.enable is not the
 broker's business: the controller reads the topic's config from ZooKeeper when an election
-needs it. A broker config
+needs it, and for a topic that does not set it the broker default from this broker's
+DynamicBrokerConfig (which this manager keeps current). A broker config
 change (cluster default or this broker's) replaces the defaults of every topic that does not
 set the config itself, log.cleaner.backoff.ms the cleaner's idle wait, and the two
 replication throttle rates the quotas' bounds.

@@ -53,7 +53,8 @@ class Broker:
         self.metadata = MetadataCache()
         # every topic config's broker default (log.segment.bytes, log.cleanup.policy, ...), as
         # Kafka's LogConfig takes them from KafkaConfig; the dynamic layers follow at startup
-        default_log = DynamicBrokerConfig(config).log_config()
+        broker_config = DynamicBrokerConfig(config)
+        default_log = broker_config.log_config()
         self.log_manager = LogManager(config.data_dir, default_log, max_open_files=config.max_open_files)
         self.log_cleaner = LogCleaner(self.log_manager, lambda tp: (p := self.replica_manager.get(tp)) and p.high_watermark,
                                       config.log_cleaner_backoff_ms, config.log_cleaner_dedupe_buffer_size,
@@ -66,7 +67,8 @@ class Broker:
         self.controller = ControllerService(
             config.broker_id, self.zk, config.data_dir / "state-change.log",
             config.leader_imbalance_check_interval_seconds if config.auto_leader_rebalance_enable else None,
-            config.leader_imbalance_per_broker_percentage, config.delete_topic_enable)
+            config.leader_imbalance_per_broker_percentage, config.delete_topic_enable,
+            lambda: broker_config.value("unclean.leader.election.enable").lower() == "true")
         self.group_coordinator = GroupCoordinator(
             GroupMetadataManager(self._offsets_partition_count, self.replica_manager.get,
                                  config.offsets_commit_timeout_ms / 1000, config.message_max_bytes),
@@ -77,7 +79,7 @@ class Broker:
         self.replica_manager.load_topic_ids = self._load_topic_ids
         self.replication_quotas = ReplicationQuotas(config.broker_id, config.replication_quota_window_num,
                                                     config.replication_quota_window_size_seconds)
-        self.dynamic_config = DynamicConfigManager(config.broker_id, self.zk, DynamicBrokerConfig(config),
+        self.dynamic_config = DynamicConfigManager(config.broker_id, self.zk, broker_config,
                                                    self.replica_manager, self.log_cleaner, self.replication_quotas)
         self.producer_ids = ProducerIdManager(config.broker_id, self.zk)
         self.controller_apis = ControllerApis(self.replica_manager, self.metadata, self.group_coordinator,

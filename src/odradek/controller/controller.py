@@ -63,7 +63,8 @@ class Controller:
                  leader_imbalance_per_broker_percentage: int = 10,
                  defer_state_change_flush: bool = False,
                  enqueue: Callable[[ControllerEvent], None] | None = None,
-                 delete_topic_enable: bool = True) -> None:
+                 delete_topic_enable: bool = True,
+                 unclean_leader_election_default: Callable[[], bool] = lambda: False) -> None:
         """``defer_state_change_flush``: leave an event's state-change lines pending when it
         ends, for ``flush_state_change_log`` once the event thread is idle (ControllerService
         does so). Formatting a failover's ~43,000 lines right after its requests were sent
@@ -74,7 +75,8 @@ class Controller:
 
         ``enqueue`` puts an event on this controller's queue from any thread (the event
         manager's ``put``): StopReplica answers come back through it. ``delete_topic_enable``
-        is the broker's delete.topic.enable."""
+        is the broker's delete.topic.enable; ``unclean_leader_election_default`` reads its
+        unclean.leader.election.enable, the default of topics that do not set it."""
         self.broker_id = broker_id
         #: leader.imbalance.per.broker.percentage: the share of the partitions a broker is
         #: preferred for that it may fail to lead before AutoLeaderRebalance moves them back
@@ -84,7 +86,7 @@ class Controller:
         zk = TimedZk(zk, lambda: self._timer)
         self._zk = zk
         self._channel = channel
-        self._ctx = ControllerContext()
+        self._ctx = ControllerContext(unclean_leader_election_default)
         self._batch = ControllerBrokerRequestBatch(broker_id, self._ctx, channel)
         self._partitions = PartitionStateMachine(broker_id, self._ctx, zk, self._batch,
                                                  state_change_log)

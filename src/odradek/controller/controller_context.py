@@ -7,7 +7,7 @@ controller's event thread touches it, so it needs no locks.
 """
 from __future__ import annotations
 
-from typing import Iterable, KeysView
+from typing import Callable, Iterable, KeysView
 
 from odradek.controller.states import PartitionReplica, PartitionStatus, ReplicaStatus
 from odradek.metadata import (BrokerInfo, LeaderAndIsr, ReplicaAssignment, TopicAssignment,
@@ -22,7 +22,11 @@ UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 class ControllerContext:
     """The controller's cache of ZooKeeper plus the two state machines' states."""
 
-    def __init__(self) -> None:
+    def __init__(self, unclean_leader_election_default: Callable[[], bool] = lambda: False) -> None:
+        """``unclean_leader_election_default`` reads the controller's broker's
+        unclean.leader.election.enable, for topics that do not set it (Kafka's LogConfig
+        defaults come from the broker's KafkaConfig the same way)."""
+        self._unclean_default = unclean_leader_election_default
         self._reset()
 
     def clear(self) -> None:
@@ -186,7 +190,9 @@ class ControllerContext:
 
     def unclean_leader_election_enabled(self, topic: str) -> bool:
         """Kafka 2.4's default is false: availability over durability must be opted into."""
-        value = self._topic_configs.get(topic, {}).get(UNCLEAN_LEADER_ELECTION, "false")
+        value = self._topic_configs.get(topic, {}).get(UNCLEAN_LEADER_ELECTION)
+        if value is None:
+            return self._unclean_default()
         return value.strip().lower() == "true"
 
     def partition_replica_assignment(self, tp: TopicPartition) -> tuple[int, ...]:

@@ -37,8 +37,12 @@ class ControllerService:
     def __init__(self, broker_id: int, zk: KafkaZkClient, state_change_log_path: Path | None = None,
                  leader_rebalance_interval_s: float | None = 300.0,
                  leader_imbalance_per_broker_percentage: int = 10,
-                 delete_topic_enable: bool = True) -> None:
-        """``leader_rebalance_interval_s`` None: no automatic leader rebalance."""
+                 delete_topic_enable: bool = True,
+                 unclean_leader_election_default: Callable[[], bool] = lambda: False) -> None:
+        """``leader_rebalance_interval_s`` None: no automatic leader rebalance.
+        ``unclean_leader_election_default``: the broker's unclean.leader.election.enable as it
+        is now (static, or changed dynamically for the cluster or this broker), for topics
+        that do not set it; Kafka's controller reads its broker's KafkaConfig the same way."""
         self.broker_id = broker_id
         self.zk = zk
         self._rebalance_interval_s = leader_rebalance_interval_s
@@ -52,7 +56,8 @@ class ControllerService:
         self.core = Controller(broker_id, zk, self.channel, StateChangeLog(self._log_file),
                                leader_imbalance_per_broker_percentage=leader_imbalance_per_broker_percentage,
                                defer_state_change_flush=True, enqueue=self.events.put,
-                               delete_topic_enable=delete_topic_enable)
+                               delete_topic_enable=delete_topic_enable,
+                               unclean_leader_election_default=unclean_leader_election_default)
         # one data watch per topic znode (Kafka's PartitionModificationsHandler), armed off
         # kazoo's thread: registering reads the znode, which must not block a watch callback
         self._topic_watches: dict[str, Watch] = {}
