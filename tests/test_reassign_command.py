@@ -189,3 +189,8 @@ def test_partition_states():
     rows = partition_states(plan, current, ongoing, sizes, {("t", 0): 1, ("t", 1): 1, ("t", 2): 1})
     assert [(r["state"], r["bytes_to_copy"], r["bytes_copied"]) for r in rows] == [
         (IN_PROGRESS, 1000, 400), (DONE, 50, 50), (FAILED, 70, None)]
+    # records arrived between reading the leader (1000 bytes) and the new replica (1200): all
+    # of what there was to copy is copied, not more
+    rows = partition_states(plan, current, ongoing, {**sizes, (("t", 0), 3): 1200},
+                            {("t", 0): 1, ("t", 1): 1, ("t", 2): 1})
+    assert (rows[0]["bytes_to_copy"], rows[0]["bytes_copied"]) == (1000, 1000)

@@ -340,7 +340,11 @@ def partition_states(plan: Assignment, current: Assignment, ongoing: dict[TP, On
                      sizes: dict[tuple[TP, int], int], leaders: dict[TP, int]) -> list[dict[str, Any]]:
     """One row per partition of the plan: its state, current and target replicas, and the bytes
     to copy (the leader's log size) and copied so far (the smallest log among the replicas being
-    added; everything once done). ``sizes``: (partition, broker) -> log size from DescribeLogDirs."""
+    added, never more than the leader's: the sizes are read one broker after another, and a
+    replica read after records arrived may hold more than the leader did when it was read;
+    everything once done). ``sizes``: (partition, broker) -> log size from DescribeLogDirs.
+    Sizes, not DescribeLogDirs' offset_lag: Kafka reports that as the high watermark minus the
+    log end offset, 0 for every follower however far behind (describe_log_dirs.py)."""
     rows = []
     for tp in sorted(plan):
         now = current.get(tp, [])
@@ -351,6 +355,8 @@ def partition_states(plan: Assignment, current: Assignment, ongoing: dict[TP, On
             adding = ongoing[tp].adding or tuple(b for b in plan[tp] if b not in now)
             got = [sizes.get((tp, b), 0) for b in adding]
             copied = min(got) if got else to_copy
+            if copied is not None and to_copy is not None:
+                copied = min(copied, to_copy)
         else:
             state = DONE if now == plan[tp] else FAILED
             copied = to_copy if state == DONE else None

@@ -8,6 +8,13 @@ is ever a future one (is_future_key: AlterReplicaLogDirs moves nothing). A parti
 the sum of its segment files (Log.size), and its offset lag is Kafka's getLogEndOffsetLag for a
 current log: the high watermark minus the log end offset, floored at 0. The request names topics
 and partitions (null: all); those this broker does not host are left out, as Kafka does.
+
+So a follower's offset lag is 0 however far behind its leader it is, as in Kafka: that is the
+replica's own high watermark, which a follower never moves past its log end
+(Partition.append_as_follower). Kafka measures against the leader only for a future replica
+(the current log's end minus the future log's end, during AlterReplicaLogDirs), which odradek
+never has. How far a replica being added has got is its size against the leader's, which is
+what `odradek reassign --verify` compares (reassign_command.partition_states).
 """
 from __future__ import annotations
 
