@@ -3,10 +3,13 @@ the partitions really moved (their logs on disk are where the bench says). No ti
 speed goals live in docs/benchmarks.md."""
 from __future__ import annotations
 
+import io
 import json
 import re
 
+from odradek import bench_reassign, reassign_client
 from odradek.cli import main
+from odradek.cli_output import Progress
 
 
 def _logs(broker_dir, topic_re: str) -> set[str]:
@@ -36,3 +39,33 @@ def test_bench_reassign_small_run_moves_every_partition(capsys, tmp_path) -> Non
         here = tmp_path / f"broker-{broker}"
         assert len(_logs(here, "reassign-bench")) == (0 if broker <= 3 else 20), broker
         assert len(_logs(here, "reassign-bench-data")) == (6 if broker <= 3 else 0), broker
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_data_move_bar_counts_the_new_replicas_bytes_only_on_a_terminal(monkeypatch) -> None:
+    """The bar of the throttled move: the adding replicas' log sizes (DescribeLogDirs) averaged
+    over the new brokers, against one copy of the data; no request at all without a terminal."""
+    asked: list[dict[int, set]] = []
+    MiB = 1024 ** 2
+
+    def log_sizes(_view, wanted, _timeout):
+        asked.append(wanted)
+        return {(tp, b): 3 * MiB for b, tps in wanted.items() for tp in tps}
+
+    monkeypatch.setattr(reassign_client, "log_sizes", log_sizes)
+    before = {("t", 0): [1, 2, 3], ("t", 1): [2, 3, 1]}
+    after = {("t", 0): [4, 5, 6], ("t", 1): [5, 6, 4]}
+    tty = _Tty()
+    now = [0.0]
+    bar = Progress(12, "MiB copied per new broker", stream=tty, clock=lambda: now[0])
+    now[0] = 1.0
+    bench_reassign._copied_meter(None, before, after, bar)(2)
+    assert asked == [{4: set(before), 5: set(before), 6: set(before)}]
+    assert "MiB copied per new broker [" in tty.getvalue() and " 6/12 " in tty.getvalue()
+    asked.clear()
+    bench_reassign._copied_meter(None, before, after, Progress(12, "MiB", stream=io.StringIO()))(2)
+    assert asked == []

@@ -23,6 +23,7 @@ from typing import Iterator
 from confluent_kafka import Producer
 
 from odradek.admin import AdminError, create_topic, describe_topics, quiet_logger
+from odradek.cli_output import Progress
 from odradek.cluster import LocalCluster
 from odradek.netutil import free_port, free_port_block
 
@@ -106,6 +107,7 @@ def produce_bench(bootstrap: str, messages: int, size: int, acks: str, replicati
             latencies.append(clock() - sent)
 
     produce = producer.produce
+    progress = Progress(messages, "records sent")
     start = clock()
     for i in range(messages):
         while True:
@@ -120,8 +122,11 @@ def produce_bench(bootstrap: str, messages: int, size: int, acks: str, replicati
                 producer.poll(0.01)
         if not i & 0x3FF:
             producer.poll(0)
+            progress.update(i)
     left = producer.flush(120)
     seconds = clock() - start
+    progress.update(messages)
+    progress.close()
     if left or failures:
         detail = failures[0] if failures else "flush timed out"
         raise AdminError(f"{len(failures) + left} of {messages} messages not delivered ({detail})")
@@ -188,8 +193,15 @@ def run_produce_command(bootstrap: str | None, *, messages: int, size: int, acks
         if not compare:
             results = [produce_bench(bootstrap, messages, size, acks, replication_factor, partitions)]
         else:
-            results = [_child_run(bootstrap, messages, size, a, rf, partitions)
-                       for _ in range(rounds) for rf, a in ((3, "all"), (1, "1"))]
+            # each child's own bar goes to a pipe (not drawn): this one counts the runs
+            runs = [(rf, a) for _ in range(rounds) for rf, a in ((3, "all"), (1, "1"))]
+            progress = Progress(len(runs), "produce runs")
+            results = []
+            for done, (rf, a) in enumerate(runs):
+                progress.update(done)
+                results.append(_child_run(bootstrap, messages, size, a, rf, partitions))
+            progress.update(len(runs))
+            progress.close()
     if not compare:
         text = format_results(results)
         return json.dumps({k: asdict(results[0])[k] for k in _JSON_KEYS}) if as_json else text

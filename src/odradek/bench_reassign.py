@@ -20,8 +20,9 @@ One run on a private cluster of 6 brokers (its own ZooKeeper, brokers on free po
    the controller finish each batch).
 2. With data. A topic of DATA_PARTITIONS partitions at RF 3 on brokers 1-3 (leaders spread: two
    per broker) is filled with --data-mb MB of random (incompressible) 64 KiB records, acks=1,
-   not timed; once every ISR is full it is moved to brokers 4-6 with reassign_client.execute and
-   a throttle of --throttle-mb-per-s, exactly as `odradek reassign --execute --throttle` does:
+   not timed; once every replica holds all of its leader's log (_wait_replicated) it is moved
+   to brokers 4-6 with reassign_client.execute and a throttle of --throttle-mb-per-s, exactly
+   as `odradek reassign --execute --throttle` does:
    leader/follower.replication.throttled.replicas on the topic and the two rate configs on every
    broker involved, in bytes/s. moved_s runs from just before those configs are written until
    the move completed (as completed_s above); the throttles are removed afterwards
@@ -45,7 +46,7 @@ import os
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from confluent_kafka import Producer
 
@@ -53,6 +54,7 @@ from odradek import reassign_client
 from odradek.admin import AdminError, create_topic, creation_timeout_s, quiet_logger
 from odradek.bench_common import cpu_probe_s, machine, private_cluster, wait_full_isrs
 from odradek.bench_failover import _controller_id, _phases, timing_records
+from odradek.cli_output import Progress
 from odradek.cluster import ClusterError
 from odradek.reassign_command import TP, Assignment
 
@@ -64,6 +66,8 @@ DATA_TOPIC = "reassign-bench-data"
 DATA_PARTITIONS = 6
 RECORD_BYTES = 64 * 1024
 POLL_S = 0.1
+#: how often the data move's progress bar asks the new replicas their log sizes (DescribeLogDirs)
+SIZES_EVERY_S = 0.5
 #: how long each request to the cluster may take (``timeout`` bounds each wait)
 REQUEST_TIMEOUT_S = 30.0
 
@@ -102,7 +106,10 @@ def run_reassign_bench(partitions: int, data_mb: int = 1024, throttle_mb_per_s: 
         answered = time.time()
         if refused:
             raise ClusterError(f"AlterPartitionReassignments: {reassign_client.refused_line(refused)}")
-        completed, ar_written = _wait_moved(bootstrap, zk, TOPIC, target, timeout)
+        progress = Progress(len(target), "partitions moved")
+        completed, ar_written = _wait_moved(bootstrap, zk, TOPIC, target, timeout,
+                                            lambda listed: progress.update(len(target) - listed))
+        progress.close()
         result.update(partitions_moved=len(target), answered_s=round(answered - started, 3),
                       ar_written_s=round(ar_written - started, 3), completed_s=round(completed - started, 3))
         windows = {"controller_events": (started, completed)}
@@ -110,14 +117,17 @@ def run_reassign_bench(partitions: int, data_mb: int = 1024, throttle_mb_per_s: 
         result["data_produced_bytes"] = _fill(bootstrap, DATA_TOPIC, DATA_PARTITIONS, data_mb * 1024 * 1024, timeout)
         wait_full_isrs(bootstrap, [DATA_TOPIC], timeout)
         view = reassign_client.cluster_view(bootstrap, [DATA_TOPIC], REQUEST_TIMEOUT_S)
-        sizes = reassign_client.log_sizes(view, _by_leader(view.leaders, data), REQUEST_TIMEOUT_S)
-        data_bytes = sum(sizes.get((tp, view.leaders[tp]), 0) for tp in data)
+        sizes = _wait_replicated(view, data, timeout)
+        data_bytes = sum(sizes[(tp, view.leaders[tp])] for tp in data)
         data_target = {tp: rotated(NEW, tp[1]) for tp in data}
         started = time.time()
         refused = reassign_client.execute(bootstrap, data_target, view, throttle, REQUEST_TIMEOUT_S)
         if refused:
             raise ClusterError(f"AlterPartitionReassignments: {reassign_client.refused_line(refused)}")
-        completed, ar_written = _wait_moved(bootstrap, zk, DATA_TOPIC, data_target, timeout)
+        progress = Progress(max(1, round(data_bytes / 1024 ** 2)), "MiB copied per new broker")
+        completed, ar_written = _wait_moved(bootstrap, zk, DATA_TOPIC, data_target, timeout,
+                                            _copied_meter(view, data, data_target, progress))
+        progress.close()
         moved = completed - started
         windows["data_controller_events"] = (started, completed)
         result["throttles_removed"] = reassign_client.remove_throttles(bootstrap, [DATA_TOPIC], REQUEST_TIMEOUT_S)
@@ -132,7 +142,10 @@ def run_reassign_bench(partitions: int, data_mb: int = 1024, throttle_mb_per_s: 
         refused = reassign_client.execute(bootstrap, data, view, None, REQUEST_TIMEOUT_S)
         if refused:
             raise ClusterError(f"AlterPartitionReassignments: {reassign_client.refused_line(refused)}")
-        completed, _ = _wait_moved(bootstrap, zk, DATA_TOPIC, data, timeout)
+        progress = Progress(max(1, round(data_bytes / 1024 ** 2)), "MiB copied back per old broker")
+        completed, _ = _wait_moved(bootstrap, zk, DATA_TOPIC, data, timeout,
+                                   _copied_meter(view, data_target, data, progress))
+        progress.close()
         result.update(unthrottled_moved_s=round(completed - started, 3),
                       unthrottled_mib_per_s_per_new_broker=round(data_bytes / (completed - started) / 1024 ** 2, 2))
         after = reassign_client.cluster_view(bootstrap, [TOPIC, DATA_TOPIC], REQUEST_TIMEOUT_S)
@@ -155,20 +168,68 @@ def _count(brokers: Iterable[int]) -> dict[str, int]:
     return {str(b): counts[b] for b in sorted(counts)}
 
 
-def _by_leader(leaders: dict[TP, int], assignment: Assignment) -> dict[int, set[TP]]:
-    out: dict[int, set[TP]] = {}
-    for tp in assignment:
-        out.setdefault(leaders[tp], set()).add(tp)
-    return out
+def _wait_replicated(view: reassign_client.ClusterView, assignment: Assignment,
+                     timeout: float) -> dict[tuple[TP, int], int]:
+    """Every replica's log size (DescribeLogDirs) once each holds all of its leader's log.
+
+    A full ISR is not enough: the fill is produced with acks=1, and a follower within
+    replica.lag.time.max.ms of its leader is in the ISR while it still copies the last
+    records. The move throttles every existing replica on the leader side (as Kafka's
+    reassign command does), and an in-sync replica's bytes count against the quota though
+    they are never held (ReplicationQuotaManager): started then, the move waited for them
+    (512 MiB at 32 MiB/s: the new replicas got 3 MiB in the first 1.5 s)."""
+    wanted: dict[int, set[TP]] = {}
+    for tp, replicas in assignment.items():
+        for broker in replicas:
+            wanted.setdefault(broker, set()).add(tp)
+    deadline = time.monotonic() + timeout
+    while True:
+        sizes = reassign_client.log_sizes(view, wanted, REQUEST_TIMEOUT_S)
+        behind = [tp for tp, replicas in assignment.items()
+                  if (tp, view.leaders[tp]) not in sizes
+                  or any(sizes.get((tp, b)) != sizes[(tp, view.leaders[tp])] for b in replicas)]
+        if not behind:
+            return sizes
+        if time.monotonic() > deadline:
+            raise ClusterError(f"{len(behind)} partitions of {behind[0][0]} still have replicas behind "
+                               f"their leader's log after {timeout:g} s")
+        time.sleep(POLL_S)
 
 
-def _wait_moved(bootstrap: str, zk: Any, topic: str, target: Assignment, timeout: float) -> tuple[float, float]:
+def _copied_meter(view: reassign_client.ClusterView, before: Assignment, after: Assignment,
+                  progress: Progress) -> Callable[[int], None]:
+    """What _wait_moved calls at each poll to draw the data move's bar: the new replicas' log
+    sizes (DescribeLogDirs, as `reassign --verify` reads them) averaged over the new brokers,
+    in MiB, asked every SIZES_EVERY_S and only when the bar is drawn (a run whose stderr is
+    not a terminal sends the brokers nothing more than before)."""
+    adding: dict[int, set[TP]] = {}
+    for tp, replicas in after.items():
+        for b in set(replicas) - set(before[tp]):
+            adding.setdefault(b, set()).add(tp)
+    asked = [0.0]
+
+    def update(_listed: int) -> None:
+        now = time.monotonic()
+        if not progress.enabled or now - asked[0] < SIZES_EVERY_S:
+            return
+        asked[0] = now
+        sizes = reassign_client.log_sizes(view, adding, REQUEST_TIMEOUT_S)
+        progress.update(round(sum(sizes.values()) / max(len(adding), 1) / 1024 ** 2))
+    return update
+
+
+def _wait_moved(bootstrap: str, zk: Any, topic: str, target: Assignment, timeout: float,
+                progress: Callable[[int], None] | None = None) -> tuple[float, float]:
     """(when the bench saw the move complete, the topic znode's mtime then): ListPartitionReassignments
-    lists none of ``target``'s partitions and the topic znode's AR is every target."""
+    lists none of ``target``'s partitions and the topic znode's AR is every target. ``progress``
+    is told, at each poll, how many partitions are still listed."""
     deadline = time.monotonic() + timeout
     tps = sorted(target)
     while True:
-        if not reassign_client.list_reassignments(bootstrap, tps, REQUEST_TIMEOUT_S):
+        listed = reassign_client.list_reassignments(bootstrap, tps, REQUEST_TIMEOUT_S)
+        if progress is not None:
+            progress(len(listed))
+        if not listed:
             data, stat = zk.get(f"/brokers/topics/{topic}")
             written = json.loads(data)["partitions"]
             if all(written.get(str(p)) == replicas for (_, p), replicas in target.items()):
