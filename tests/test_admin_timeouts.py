@@ -50,7 +50,7 @@ def recording(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 def test_a_long_timeout_builds_a_client_librdkafka_accepts() -> None:
     """Built for real (it connects to nothing until asked): socket.timeout.ms capped, where
     100,000 partitions' 400 s used to raise from librdkafka's configuration."""
-    client = admin._admin(f"127.0.0.1:{free_port()}", request_timeout=400.0)
+    client = admin.admin_client(f"127.0.0.1:{free_port()}", request_timeout=400.0)
     assert client is not None
     with pytest.raises(KafkaException):
         admin.AdminClient({"bootstrap.servers": "127.0.0.1:1", "socket.timeout.ms": MAX_SOCKET_TIMEOUT_MS + 1})

@@ -38,8 +38,8 @@ def value_for(action: argparse.Action, tmp: Path) -> list[str]:
         return []
     if action.choices:
         return [str(next(iter(action.choices)))]
-    by_type = {cli._positive: "1", cli._nonnegative: "0", int: "0", cli._keyvalue: "a=b", cli._seconds: "1",
-               cli._directory: str(tmp), Path: str(tmp / "plan.json"), cli._hostport: "127.0.0.1:1"}
+    by_type = {cli.positive_int: "1", cli.nonnegative_int: "0", int: "0", cli.keyvalue_arg: "a=b", cli.seconds_arg: "1",
+               cli.directory_arg: str(tmp), Path: str(tmp / "plan.json"), cli.hostport_arg: "127.0.0.1:1"}
     return [by_type.get(action.type, "t")]
 
 
@@ -105,7 +105,7 @@ def test_values_the_types_refuse(path: tuple[str, ...], capsys: pytest.CaptureFi
     for action in parser._actions:
         if action.type in (None, str, Path) or not action.option_strings:
             continue
-        for bad in BAD_VALUES + ([str(tmp_path / "a-file")] if action.type is cli._directory else []):
+        for bad in BAD_VALUES + ([str(tmp_path / "a-file")] if action.type is cli.directory_arg else []):
             try:
                 action.type(bad)
                 continue  # accepted: not a bad value for this option
@@ -149,7 +149,7 @@ def test_bootstrap_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
     def resolved(bootstrap: str | None, cluster_dir: Path | None) -> str:
         args = argparse.Namespace(bootstrap_server=bootstrap, cluster_dir=cluster_dir)
-        cli._resolve_bootstrap(args)
+        cli.resolve_bootstrap(args)
         return args.bootstrap_server
 
     monkeypatch.delenv(cli.BOOTSTRAP_ENV, raising=False)

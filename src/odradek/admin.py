@@ -58,7 +58,7 @@ MAX_SOCKET_TIMEOUT_MS = 300_000
 MAX_REQUEST_TIMEOUT_S = MAX_SOCKET_TIMEOUT_MS / 1000 - 10
 
 
-def _admin(bootstrap: str, request_timeout: float = 0.0) -> AdminClient:
+def admin_client(bootstrap: str, request_timeout: float = 0.0) -> AdminClient:
     """``request_timeout``: how long one request may wait for its answer; librdkafka's own
     socket.timeout.ms (60 s) would otherwise cut off a longer CreateTopics operation timeout.
     Capped at librdkafka's maximum (MAX_SOCKET_TIMEOUT_MS)."""
@@ -100,7 +100,7 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication_factor:
         topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
                          config=config or {})
     # must outlive the future: a collected client fails it with _DESTROY
-    admin = _admin(bootstrap, request_timeout=request_timeout)
+    admin = admin_client(bootstrap, request_timeout=request_timeout)
     future = admin.create_topics([topic], request_timeout=request_timeout,
                                  operation_timeout=request_timeout)[name]
     answered = True
@@ -109,7 +109,7 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication_factor:
     try:
         future.result(timeout=request_timeout + 5)
     except KafkaException as exc:
-        if not _timed_out(exc):
+        if not timed_out(exc):
             raise AdminError(kafka_error_text(exc)) from None
         answered = False  # the write may still have happened: look for the topic below
     except TimeoutError:
@@ -146,7 +146,7 @@ def creation_timeout_s(partitions: int) -> float:
     return max(30.0, partitions / 250)
 
 
-def _timed_out(exc: KafkaException) -> bool:
+def timed_out(exc: KafkaException) -> bool:
     """Whether a request failed only by not being answered in time (librdkafka's _TIMED_OUT,
     or the broker's REQUEST_TIMED_OUT), so its effect is unknown rather than refused."""
     err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
@@ -187,7 +187,7 @@ def _wait_until_every_broker_knows(bootstrap: str, topic: str, partitions: int,
 def list_topics(bootstrap: str, timeout: float = 10.0) -> list[str]:
     """Topic names from the cluster's metadata, sorted."""
     try:
-        meta = _admin(bootstrap).list_topics(timeout=timeout)
+        meta = admin_client(bootstrap).list_topics(timeout=timeout)
     except KafkaException as exc:
         raise AdminError(f"cannot reach {bootstrap}: {kafka_error_text(exc)}") from None
     return sorted(meta.topics)
@@ -226,7 +226,7 @@ def partition_offsets(bootstrap: str, partitions: list[tuple[str, int]],
 
     if not partitions:
         return {}
-    admin = _admin(bootstrap)
+    admin = admin_client(bootstrap)
     found: dict[tuple[str, int], list[int | None]] = {tp: [None, None] for tp in partitions}
     for i, spec in enumerate((OffsetSpec.earliest(), OffsetSpec.latest())):
         futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions}, request_timeout=timeout)
@@ -251,7 +251,7 @@ def elect_leaders(bootstrap: str, partitions: list[tuple[str, int]] | None, uncl
         # confluent-kafka 2.16's elect_leaders rejects its own timeout options (a SystemError),
         # so the broker waits its default 60 s at most and we bound the wait here; the client must
         # outlive the future (a collected client fails it with _DESTROY)
-        client = _admin(bootstrap, timeout)
+        client = admin_client(bootstrap, timeout)
         results = client.elect_leaders(election, tps).result(timeout=timeout)
     except KafkaException as exc:
         raise AdminError(f"leader election failed: {kafka_error_text(exc)}") from None

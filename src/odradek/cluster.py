@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from kazoo.client import KazooClient
 
 from odradek.cli_output import duration
-from odradek.cluster_spec import STATE_FILE, ClusterError, ClusterSpec, _peer_of, _read_pid
+from odradek.cluster_spec import STATE_FILE, ClusterError, ClusterSpec, peer_of, read_pid
 from odradek.netutil import port_free
 from odradek.process import process_alive
 from odradek.zk import paths
@@ -132,7 +132,7 @@ class LocalCluster(ClusterSpec):
 
     def broker_pid(self, broker_id: int) -> int | None:
         """The pid of the running broker, or None if it is not running."""
-        pid = _read_pid(self.broker_dir(broker_id) / "broker.pid")
+        pid = read_pid(self.broker_dir(broker_id) / "broker.pid")
         return pid if pid_alive(pid) else None
 
     def up(self, timeout: float = 60.0) -> str:
@@ -202,7 +202,7 @@ class LocalCluster(ClusterSpec):
         for server in self.zookeeper_servers():
             zk = f"ZooKeeper server {server.server_id or 1}"
             claims.append((server.port, zk, zk, "--zk-port"))
-            if (peer := _peer_of(server)) is not None:
+            if (peer := peer_of(server)) is not None:
                 claims += [(peer.quorum_port, zk, f"{zk} quorum", ""), (peer.election_port, zk, f"{zk} election", "")]
         for broker_id in self.broker_ids:
             broker = f"broker {broker_id}"

@@ -250,7 +250,7 @@ class ClusterSpec:
             "zookeeper_servers": [
                 {"id": s.server_id or 1, "client_port": s.port, "pid": s.pid,
                  **({"quorum_port": p.quorum_port, "election_port": p.election_port}
-                    if (p := _peer_of(s)) else {})}
+                    if (p := peer_of(s)) else {})}
                 for s in servers
             ],
             "host": self.host,
@@ -259,7 +259,7 @@ class ClusterSpec:
             "broker_args": self.broker_args,
             "metrics_base_port": self.metrics_base_port,
             "brokers": [
-                {"id": b, "port": self.broker_port(b), "pid": _read_pid(self.broker_dir(b) / "broker.pid"),
+                {"id": b, "port": self.broker_port(b), "pid": read_pid(self.broker_dir(b) / "broker.pid"),
                  "metrics_url": self.metrics_url(b)}
                 for b in self.broker_ids
             ],
@@ -269,7 +269,7 @@ class ClusterSpec:
         tmp.replace(self.data_dir / STATE_FILE)
 
 
-def _read_pid(path: Path) -> int | None:
+def read_pid(path: Path) -> int | None:
     try:
         return int(path.read_text().strip())
     except (OSError, ValueError):
@@ -307,5 +307,5 @@ def _contradiction(data_dir: Path, key: str, given: object, recorded: object) ->
     return f"{shown(given)} contradicts the cluster in {data_dir}, recorded in {STATE_FILE} with {shown(recorded)}; {advice}"
 
 
-def _peer_of(server: "ZooKeeperServer") -> "QuorumPeer | None":
+def peer_of(server: "ZooKeeperServer") -> "QuorumPeer | None":
     return next((p for p in server.quorum if p.server_id == server.server_id), None)

@@ -12,7 +12,7 @@ from typing import Any
 from confluent_kafka import KafkaException, TopicPartition
 
 from odradek.cli_output import duration
-from odradek.admin import AdminError, _admin, kafka_error_text
+from odradek.admin import AdminError, admin_client, kafka_error_text
 
 HIGH_WATERMARK = -1  # DeleteRecordsRequest.HIGH_WATERMARK: everything up to the high watermark
 
@@ -21,7 +21,7 @@ def delete_records(bootstrap: str, topic: str, partitions: list[int], before: in
                    timeout: float = 30.0) -> list[dict[str, Any]]:
     """Delete the records of each partition below ``before`` (-1: the high watermark). Returns
     [{"topic", "partition", "low_watermark", "error"}] with error None or `NAME: message`."""
-    client = _admin(bootstrap, timeout)
+    client = admin_client(bootstrap, timeout)
     requested = [TopicPartition(topic, p, before) for p in partitions]
     try:
         futures = client.delete_records(requested, request_timeout=timeout,

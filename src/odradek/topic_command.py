@@ -19,7 +19,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewPartitions
 
 from odradek.cli_output import duration
-from odradek.admin import (MAX_REQUEST_TIMEOUT_S, AdminError, ProgressFn, _admin, _timed_out,
+from odradek.admin import (MAX_REQUEST_TIMEOUT_S, AdminError, ProgressFn, admin_client, timed_out,
                            kafka_error_text, metadata_request)
 from odradek.protocol.errors import ErrorCode
 
@@ -30,7 +30,7 @@ def delete_topics(bootstrap: str, names: list[str], timeout: float = 60.0, progr
     ``progress`` is told how many of the topics are gone, about once a second."""
     deadline = time.monotonic() + timeout
     request_timeout = max(1.0, min(timeout, MAX_REQUEST_TIMEOUT_S))
-    admin = _admin(bootstrap, request_timeout=request_timeout)
+    admin = admin_client(bootstrap, request_timeout=request_timeout)
     futures = admin.delete_topics(list(dict.fromkeys(names)), request_timeout=request_timeout,
                                   operation_timeout=request_timeout)
     errors: list[str] = []
@@ -46,7 +46,7 @@ def delete_topics(bootstrap: str, names: list[str], timeout: float = 60.0, progr
             if err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 errors.append(f"topic {name!r} does not exist")
                 failed.add(name)
-            elif not _timed_out(exc):
+            elif not timed_out(exc):
                 errors.append(f"{name}: {kafka_error_text(exc)}")
                 failed.add(name)
             else:
@@ -109,7 +109,7 @@ def create_partitions(bootstrap: str, name: str, count: int, timeout: float = 30
     """Grow ``name`` to ``count`` partitions (CreatePartitions); AdminError with Kafka's error
     (INVALID_PARTITIONS for a count that does not grow it, UNKNOWN_TOPIC_OR_PARTITION...)."""
     request_timeout = max(1.0, min(timeout, MAX_REQUEST_TIMEOUT_S))
-    admin = _admin(bootstrap, request_timeout=request_timeout)
+    admin = admin_client(bootstrap, request_timeout=request_timeout)
     future = admin.create_partitions([NewPartitions(name, count)], request_timeout=request_timeout,
                                      operation_timeout=request_timeout)[name]
     try:

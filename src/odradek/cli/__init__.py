@@ -21,15 +21,15 @@ from typing import Sequence
 from confluent_kafka import KafkaException
 
 from odradek.admin import AdminError, kafka_error_text
-from odradek.cli.args import (UserError, _directory, _hostport, _keyvalue, _nonnegative, _positive,
-                              _seconds)
-from odradek.cli.bootstrap import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, _ProbedNamespace, _resolve_bootstrap
+from odradek.cli.args import (UserError, directory_arg, hostport_arg, keyvalue_arg, nonnegative_int, positive_int,
+                              seconds_arg)
+from odradek.cli.bootstrap import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, ProbedNamespace, resolve_bootstrap
 from odradek.cli.parser import build_parser
 from odradek.cluster import ClusterError
 
 # what tests and other callers import from odradek.cli
-__all__ = ["BOOTSTRAP_ENV", "DEFAULT_BOOTSTRAP", "INTERNAL_ERROR", "UserError", "_directory", "_hostport",
-           "_keyvalue", "_nonnegative", "_positive", "_resolve_bootstrap", "_seconds", "build_parser", "main"]
+__all__ = ["BOOTSTRAP_ENV", "DEFAULT_BOOTSTRAP", "INTERNAL_ERROR", "UserError", "directory_arg", "hostport_arg",
+           "keyvalue_arg", "nonnegative_int", "positive_int", "resolve_bootstrap", "seconds_arg", "build_parser", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -39,8 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if getattr(args, "resolve_bootstrap", False):
-            _resolve_bootstrap(args)
-            args.__class__ = _ProbedNamespace
+            resolve_bootstrap(args)
+            args.__class__ = ProbedNamespace
         args.func(args)
     except (UserError, AdminError, ClusterError) as exc:
         message = str(exc) or type(exc).__name__

@@ -29,7 +29,7 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return f"{help_text} (default: %(default)s)".lstrip()
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
@@ -42,14 +42,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 
-def _hostport(value: str) -> tuple[str, int]:
+def hostport_arg(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
     return host, int(port)
 
 
-def _zk_connect(value: str) -> str:
+def zk_connect_arg(value: str) -> str:
     """A ZooKeeper connect string, HOST:PORT[,HOST:PORT...][/chroot], with ports in range."""
     hosts, _, chroot = value.partition("/")
     for entry in hosts.split(","):
@@ -60,14 +60,14 @@ def _zk_connect(value: str) -> str:
     return value
 
 
-def _bootstrap_list(value: str) -> str:
-    """HOST:PORT[,HOST:PORT...], each checked as _hostport checks one."""
+def bootstrap_list_arg(value: str) -> str:
+    """HOST:PORT[,HOST:PORT...], each checked as hostport_arg checks one."""
     for entry in value.split(","):
-        _hostport(entry.strip())
+        hostport_arg(entry.strip())
     return value
 
 
-def _directory(value: str) -> Path:
+def directory_arg(value: str) -> Path:
     """A data directory: it may not exist yet, but it may not be a file."""
     path = Path(value)
     if path.exists() and not path.is_dir():
@@ -75,7 +75,7 @@ def _directory(value: str) -> Path:
     return path
 
 
-def _offset_start(value: str) -> str | int:
+def offset_start_arg(value: str) -> str | int:
     """`consume --offset`: beginning, end, or an offset N (negative: N before the end, as kcat -o)."""
     if value in ("beginning", "end"):
         return value
@@ -85,7 +85,7 @@ def _offset_start(value: str) -> str | int:
         raise argparse.ArgumentTypeError(f"expected beginning, end or an offset, got {value!r}") from None
 
 
-def _record_format(value: str) -> str:
+def record_format_arg(value: str) -> str:
     from odradek.cli_output import check_format
 
     try:
@@ -94,7 +94,7 @@ def _record_format(value: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _seconds(value: str) -> float:
+def seconds_arg(value: str) -> float:
     try:
         seconds = float(value)
     except ValueError:
@@ -104,32 +104,32 @@ def _seconds(value: str) -> float:
     return seconds
 
 
-def _positive(value: str) -> int:
+def positive_int(value: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
     return int(value)
 
 
-def _port_or_zero(value: str) -> int:
+def port_or_zero_arg(value: str) -> int:
     if not value.isdigit() or int(value) > 65535:
         raise argparse.ArgumentTypeError(f"expected a port number (0-65535), got {value!r}")
     return int(value)
 
 
-def _keyvalue(value: str) -> tuple[str, str]:
+def keyvalue_arg(value: str) -> tuple[str, str]:
     key, sep, val = value.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {value!r}")
     return key, val
 
 
-def _nonnegative(value: str) -> int:
+def nonnegative_int(value: str) -> int:
     if not value.isdigit():
         raise argparse.ArgumentTypeError(f"expected an offset (0 or more), got {value!r}")
     return int(value)
 
 
-def _timestamp_ms(value: str) -> int:
+def timestamp_ms_arg(value: str) -> int:
     try:
         return int(datetime.fromisoformat(value).timestamp() * 1000)  # naive: local time, as Kafka's tool
     except ValueError:
@@ -137,7 +137,7 @@ def _timestamp_ms(value: str) -> int:
                                          f"got {value!r}") from None
 
 
-def _reset_to(kind: str, parse: Callable[[str], int]) -> Callable[[str], ResetTarget]:
+def reset_to_arg(kind: str, parse: Callable[[str], int]) -> Callable[[str], ResetTarget]:
     def convert(value: str) -> ResetTarget:
         try:
             return ResetTarget(kind, parse(value))
@@ -146,7 +146,7 @@ def _reset_to(kind: str, parse: Callable[[str], int]) -> Callable[[str], ResetTa
     return convert
 
 
-def _topic_partitions(value: str) -> tuple[str, list[int] | None]:
+def topic_partitions_arg(value: str) -> tuple[str, list[int] | None]:
     """`T` (every partition) or `T:0,2` (Kafka's reset-offsets --topic syntax)."""
     topic, sep, parts = value.partition(":")
     if not topic or (sep and not all(p.isdigit() for p in parts.split(","))):
@@ -155,13 +155,13 @@ def _topic_partitions(value: str) -> tuple[str, list[int] | None]:
 
 
 
-def _add_watch_option(parser: argparse.ArgumentParser, until: str = "Ctrl-C") -> None:
-    parser.add_argument("--watch", type=_seconds, nargs="?", const=2.0, metavar="S",
+def add_watch_option(parser: argparse.ArgumentParser, until: str = "Ctrl-C") -> None:
+    parser.add_argument("--watch", type=seconds_arg, nargs="?", const=2.0, metavar="S",
                         help=f"redraw every S seconds (2 if not given) until {until}")
 
 
 
-def _show(render: Callable[[], str], watch_s: float | None) -> None:
+def show_or_watch(render: Callable[[], str], watch_s: float | None) -> None:
     """Print ``render()`` once, or with --watch redraw it until Ctrl-C."""
     from odradek.cli_output import watch
 

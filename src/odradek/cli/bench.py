@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from odradek.cli.args import UserError, _bootstrap_list, _positive, _seconds
-from odradek.cli.bootstrap import _require_broker
+from odradek.cli.args import UserError, bootstrap_list_arg, positive_int, seconds_arg
+from odradek.cli.bootstrap import require_broker
 
 
 def add_commands(sub: Any) -> None:
@@ -16,24 +16,24 @@ def add_commands(sub: Any) -> None:
     be = sub.add_parser("bench", help="benchmarks")
     bsub = be.add_subparsers(dest="bench_command", metavar="SUBCOMMAND", required=True)
     bp = bsub.add_parser("produce", help="producer throughput and latency")
-    bp.add_argument("--messages", type=_positive, default=200_000, metavar="N")
-    bp.add_argument("--size", type=_positive, default=100, help="bytes per message")
+    bp.add_argument("--messages", type=positive_int, default=200_000, metavar="N")
+    bp.add_argument("--size", type=positive_int, default=100, help="bytes per message")
     bp.add_argument("--acks", choices=("all", "1"), default="all")
-    bp.add_argument("--replication-factor", type=_positive, default=3, metavar="R")
-    bp.add_argument("--partitions", type=_positive, default=6, metavar="P")
+    bp.add_argument("--replication-factor", type=positive_int, default=3, metavar="R")
+    bp.add_argument("--partitions", type=positive_int, default=6, metavar="P")
     bp.add_argument("--compare", action="store_true",
                     help="alternate RF3 acks=all and RF1 acks=1 runs on one cluster, each in its own "
                          "process, and print the ratio of the median throughputs")
-    bp.add_argument("--rounds", type=_positive, default=3, metavar="N", help="runs of each kind with --compare")
+    bp.add_argument("--rounds", type=positive_int, default=3, metavar="N", help="runs of each kind with --compare")
     bp.add_argument("--json", action="store_true")
     bp.set_defaults(func=cmd_bench_produce)
 
     bf = bsub.add_parser("failover", help="broker and controller failover time on a private cluster, "
                                           "with the ZooKeeper multi-write floor")
-    bf.add_argument("--partitions", type=_positive, default=10_000, metavar="P")
-    bf.add_argument("--brokers", type=_positive, default=3, metavar="N")
-    bf.add_argument("--timeout-s", type=_seconds, default=600.0, help="how long to wait for each step")
-    bf.add_argument("--rounds", type=_positive, default=3, metavar="N",
+    bf.add_argument("--partitions", type=positive_int, default=10_000, metavar="P")
+    bf.add_argument("--brokers", type=positive_int, default=3, metavar="N")
+    bf.add_argument("--timeout-s", type=seconds_arg, default=600.0, help="how long to wait for each step")
+    bf.add_argument("--rounds", type=positive_int, default=3, metavar="N",
                     help="failovers of each kind; the medians are reported (default 3)")
     _add_private_cluster_options(bf)
     bf.set_defaults(func=cmd_bench_failover)
@@ -42,40 +42,40 @@ def add_commands(sub: Any) -> None:
     bsd = bsub.add_parser("shutdown", help="controlled shutdown (SIGTERM) on a private cluster: time until "
                                           "the broker's leadership has moved, and until it exits",
                           parents=[bf], add_help=False, conflict_handler="resolve")
-    bsd.add_argument("--rounds", type=_positive, default=3, metavar="N",
+    bsd.add_argument("--rounds", type=positive_int, default=3, metavar="N",
                      help="shutdowns, each of the broker leading a third; the medians are reported (default 3)")
     bsd.set_defaults(func=cmd_bench_shutdown)
 
     bra = bsub.add_parser("reassign", help="partition reassignment on a private cluster of 6 brokers: "
                                           "moving empty partitions, and a throttled move of data")
-    bra.add_argument("--partitions", type=_positive, default=1000, metavar="P",
+    bra.add_argument("--partitions", type=positive_int, default=1000, metavar="P",
                      help="empty partitions moved in one AlterPartitionReassignments (default 1000)")
-    bra.add_argument("--data-mb", type=_positive, default=1024, metavar="MB",
+    bra.add_argument("--data-mb", type=positive_int, default=1024, metavar="MB",
                      help="MiB of data in the topic moved under the throttle (default 1024)")
     bra.add_argument("--throttle-mb-per-s", type=float, default=50.0, metavar="MB",
                      help="replication throttle in MiB/s, as odradek reassign --throttle sets it (default 50)")
-    bra.add_argument("--timeout-s", type=_seconds, default=900.0, help="how long to wait for each step")
+    bra.add_argument("--timeout-s", type=seconds_arg, default=900.0, help="how long to wait for each step")
     _add_private_cluster_options(bra)
     bra.set_defaults(func=cmd_bench_reassign)
 
     bg = bsub.add_parser("groups", help="consumer group rebalance, coordinator failover and commit rate "
                                         "on a private cluster")
-    bg.add_argument("--members", type=_positive, default=10, metavar="N")
-    bg.add_argument("--partitions", type=_positive, default=60, metavar="P")
-    bg.add_argument("--rounds", type=_positive, default=3, metavar="N",
+    bg.add_argument("--members", type=positive_int, default=10, metavar="N")
+    bg.add_argument("--partitions", type=positive_int, default=60, metavar="P")
+    bg.add_argument("--rounds", type=positive_int, default=3, metavar="N",
                     help="measurements of each kind; the medians are reported (default 3)")
     _add_private_cluster_options(bg)
     bg.set_defaults(func=cmd_bench_groups)
 
     bs = bsub.add_parser("spark-read", help="rows/s reading a topic through Spark vs a plain consumer")
-    bs.add_argument("--records", type=_positive, default=1_000_000, metavar="N")
-    bs.add_argument("--size", type=_positive, default=100, help="bytes per record")
-    bs.add_argument("--partitions", type=_positive, default=6, metavar="P")
+    bs.add_argument("--records", type=positive_int, default=1_000_000, metavar="N")
+    bs.add_argument("--size", type=positive_int, default=100, help="bytes per record")
+    bs.add_argument("--partitions", type=positive_int, default=6, metavar="P")
     bs.add_argument("--master", default="local[2]", help="Spark master URL")
     bs.add_argument("--json", action="store_true")
     bs.set_defaults(func=cmd_bench_spark_read)
     for parser in (bp, bs):
-        parser.add_argument("--bootstrap-server", type=_bootstrap_list, metavar="HOST:PORT[,...]",
+        parser.add_argument("--bootstrap-server", type=bootstrap_list_arg, metavar="HOST:PORT[,...]",
                             help="the cluster to measure (default: a private 3-broker cluster)")
 
 
@@ -89,7 +89,7 @@ def _add_private_cluster_options(parser: argparse.ArgumentParser) -> None:
 def cmd_bench_produce(args: argparse.Namespace) -> None:
     from odradek.bench import run_produce_command
 
-    _require_broker(args.bootstrap_server)
+    require_broker(args.bootstrap_server)
     print(run_produce_command(args.bootstrap_server, messages=args.messages, size=args.size, acks=args.acks,
                               replication_factor=args.replication_factor, partitions=args.partitions,
                               compare=args.compare, as_json=args.json, rounds=args.rounds))
@@ -98,7 +98,7 @@ def cmd_bench_produce(args: argparse.Namespace) -> None:
 def cmd_bench_spark_read(args: argparse.Namespace) -> None:
     from odradek.spark.bench import format_result, run_spark_read
 
-    _require_broker(args.bootstrap_server)
+    require_broker(args.bootstrap_server)
     print(format_result(run_spark_read(args.bootstrap_server, args.records, args.size, args.partitions,
                                        args.master), args.json))
 

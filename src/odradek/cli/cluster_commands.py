@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from odradek.cli.args import (UserError, _add_watch_option, _directory, _hostport, _port_or_zero, _positive,
-                              _seconds, _show, _zk_connect)
+from odradek.cli.args import (UserError, add_watch_option, directory_arg, hostport_arg, port_or_zero_arg, positive_int,
+                              seconds_arg, show_or_watch, zk_connect_arg)
 from odradek.cluster import LocalCluster
 
 
@@ -17,57 +17,57 @@ def add_commands(sub: Any) -> None:
     """broker, up, down, status and ui."""
     b = sub.add_parser("broker", help="run one broker in the foreground until SIGTERM")
     b.add_argument("--id", type=int, help="broker.id")
-    b.add_argument("--listen", type=_hostport, metavar="HOST:PORT", help="address to serve Kafka clients on")
-    b.add_argument("--zookeeper", type=_zk_connect, metavar="CONN", help="HOST:PORT[,HOST:PORT...][/chroot]")
-    b.add_argument("--data-dir", type=_directory, metavar="DIR", help="where partition logs live")
+    b.add_argument("--listen", type=hostport_arg, metavar="HOST:PORT", help="address to serve Kafka clients on")
+    b.add_argument("--zookeeper", type=zk_connect_arg, metavar="CONN", help="HOST:PORT[,HOST:PORT...][/chroot]")
+    b.add_argument("--data-dir", type=directory_arg, metavar="DIR", help="where partition logs live")
     b.add_argument("--config", type=Path, metavar="FILE", help="Kafka-style key=value settings; flags win")
-    b.add_argument("--session-timeout-ms", type=_positive, metavar="N", help="zookeeper.session.timeout.ms")
+    b.add_argument("--session-timeout-ms", type=positive_int, metavar="N", help="zookeeper.session.timeout.ms")
     b.set_defaults(func=cmd_broker)
 
     u = sub.add_parser("up", help="start (or restart what is missing of) a local cluster in the background; "
                        "on a data dir with a cluster.json, its recorded settings are reused")
     size = u.add_mutually_exclusive_group()
-    size.add_argument("--brokers", type=_positive, metavar="N", help="brokers 1..N (required for a new cluster)")
+    size.add_argument("--brokers", type=positive_int, metavar="N", help="brokers 1..N (required for a new cluster)")
     size.add_argument("--add-broker", action="store_true",
                       help="grow the recorded cluster by one broker, with the next id and port")
-    u.add_argument("--data-dir", type=_directory, required=True, metavar="DIR")
-    u.add_argument("--base-port", type=_positive, help="broker i listens on base-port + i - 1 (default 9092)")
-    u.add_argument("--zk-port", type=_positive, help="client port of the private ZooKeeper (default 2181; "
+    u.add_argument("--data-dir", type=directory_arg, required=True, metavar="DIR")
+    u.add_argument("--base-port", type=positive_int, help="broker i listens on base-port + i - 1 (default 9092)")
+    u.add_argument("--zk-port", type=positive_int, help="client port of the private ZooKeeper (default 2181; "
                    "of its first server: server i of an ensemble uses zk-port + i - 1)")
-    u.add_argument("--zookeeper-nodes", type=_positive, metavar="N",
+    u.add_argument("--zookeeper-nodes", type=positive_int, metavar="N",
                    help="run the private ZooKeeper as an ensemble of N servers (3 survives one death; default 1)")
     u.add_argument("--zookeeper", metavar="CONN", help="use this ZooKeeper instead of a private one")
     u.add_argument("--host", help="address every process listens on (default 127.0.0.1)")
-    u.add_argument("--metrics-base-port", type=_port_or_zero, metavar="PORT",
+    u.add_argument("--metrics-base-port", type=port_or_zero_arg, metavar="PORT",
                    help="broker i serves Prometheus metrics on PORT + i - 1 (default: base port + 1000; 0: none)")
     u.add_argument("--timeout-s", type=float, default=60.0, help="how long to wait for the cluster")
     u.set_defaults(func=cmd_up)
 
     d = sub.add_parser("down", help="stop a local cluster started by `odradek up` (data is kept)")
-    d.add_argument("--data-dir", type=_directory, required=True, metavar="DIR")
+    d.add_argument("--data-dir", type=directory_arg, required=True, metavar="DIR")
     d.set_defaults(func=cmd_down)
 
     s = sub.add_parser("status", help="controller, live brokers and partition health, from ZooKeeper")
     where = s.add_mutually_exclusive_group()
-    where.add_argument("--zookeeper", type=_zk_connect, metavar="CONN", help="default 127.0.0.1:2181")
-    where.add_argument("--data-dir", type=_directory, metavar="DIR", help="a cluster started by `odradek up` "
+    where.add_argument("--zookeeper", type=zk_connect_arg, metavar="CONN", help="default 127.0.0.1:2181")
+    where.add_argument("--data-dir", type=directory_arg, metavar="DIR", help="a cluster started by `odradek up` "
                        "(its brokers that are down are named too)")
     s.add_argument("--json", action="store_true")
-    s.add_argument("--timeout-s", type=_seconds, default=10.0, help="how long to try to reach ZooKeeper")
-    _add_watch_option(s)
+    s.add_argument("--timeout-s", type=seconds_arg, default=10.0, help="how long to try to reach ZooKeeper")
+    add_watch_option(s)
     s.set_defaults(func=cmd_status)
 
     ui = sub.add_parser("ui", help="a live web dashboard: brokers, partition leaders and ISRs, state changes, "
                         "consumer lag, reassignments and metrics")
     ui_where = ui.add_mutually_exclusive_group()
-    ui_where.add_argument("--data-dir", type=_directory, metavar="DIR", help="a cluster started by `odradek up` "
+    ui_where.add_argument("--data-dir", type=directory_arg, metavar="DIR", help="a cluster started by `odradek up` "
                           "(its expected brokers, state-change logs and metrics URLs come from cluster.json)")
-    ui_where.add_argument("--zookeeper", type=_zk_connect, metavar="CONN", help="default 127.0.0.1:2181")
+    ui_where.add_argument("--zookeeper", type=zk_connect_arg, metavar="CONN", help="default 127.0.0.1:2181")
     ui.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
                     help="for the Kafka requests (default: the live brokers ZooKeeper lists)")
     ui.add_argument("--host", default="127.0.0.1", help="address to serve the dashboard on")
-    ui.add_argument("--port", type=_port_or_zero, default=8080, help="port to serve the dashboard on")
-    ui.add_argument("--interval-s", type=_seconds, default=1.0, help="how often ZooKeeper is read")
+    ui.add_argument("--port", type=port_or_zero_arg, default=8080, help="port to serve the dashboard on")
+    ui.add_argument("--interval-s", type=seconds_arg, default=1.0, help="how often ZooKeeper is read")
     ui.set_defaults(func=cmd_ui)
 
 
@@ -150,7 +150,7 @@ def cmd_status(args: argparse.Namespace) -> None:
             broker["metrics_url"] = cluster.metrics_url(broker["id"]) if cluster is not None else None
         return json.dumps(status, indent=2) if args.json else format_status(status)
 
-    _show(render, args.watch)
+    show_or_watch(render, args.watch)
 
 
 def cmd_ui(args: argparse.Namespace) -> None:

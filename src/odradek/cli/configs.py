@@ -6,8 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from odradek.cli.args import UserError, _keyvalue, _nonnegative, _seconds
-from odradek.cli.bootstrap import _add_bootstrap_options
+from odradek.cli.args import UserError, keyvalue_arg, nonnegative_int, seconds_arg
+from odradek.cli.bootstrap import add_bootstrap_options
 
 
 def add_commands(sub: Any) -> None:
@@ -20,17 +20,17 @@ def add_commands(sub: Any) -> None:
     cd.add_argument("--json", action="store_true")
     cd.set_defaults(func=cmd_configs_describe)
     ca = csub.add_parser("alter", help="set or delete dynamic configs of a topic, a broker or every broker")
-    ca.add_argument("--set", type=_keyvalue, action="append", default=[], metavar="KEY=VALUE", help="(repeatable)")
+    ca.add_argument("--set", type=keyvalue_arg, action="append", default=[], metavar="KEY=VALUE", help="(repeatable)")
     ca.add_argument("--delete", action="append", default=[], metavar="KEY",
                     help="remove a dynamic config: the next layer's value applies (repeatable)")
     ca.set_defaults(func=cmd_configs_alter)
     for parser in (cd, ca):
         which = parser.add_mutually_exclusive_group(required=True)
         which.add_argument("--topic", metavar="T")
-        which.add_argument("--broker", type=_nonnegative, metavar="N", help="broker N's own configs")
+        which.add_argument("--broker", type=nonnegative_int, metavar="N", help="broker N's own configs")
         which.add_argument("--broker-defaults", action="store_true", help="the cluster-wide broker defaults")
-        _add_bootstrap_options(parser)
-        parser.add_argument("--timeout-s", type=_seconds, default=10.0, help="how long to wait for each request")
+        add_bootstrap_options(parser)
+        parser.add_argument("--timeout-s", type=seconds_arg, default=10.0, help="how long to wait for each request")
 
 
 def cmd_configs_describe(args: argparse.Namespace) -> None:

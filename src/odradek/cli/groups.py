@@ -7,8 +7,8 @@ import json
 import sys
 from typing import Any
 
-from odradek.cli.args import _nonnegative, _reset_to, _seconds, _timestamp_ms, _topic_partitions
-from odradek.cli.bootstrap import _add_bootstrap_options
+from odradek.cli.args import nonnegative_int, reset_to_arg, seconds_arg, timestamp_ms_arg, topic_partitions_arg
+from odradek.cli.bootstrap import add_bootstrap_options
 from odradek.consumer_groups import ResetTarget
 
 
@@ -28,18 +28,18 @@ def add_commands(sub: Any) -> None:
     gr = gsub.add_parser("reset-offsets", help="move a group's committed offsets (a dry run without "
                          "--execute); only while the group has no members")
     gr.add_argument("group")
-    gr.add_argument("--topic", type=_topic_partitions, action="append", required=True, metavar="T[:P,...]",
+    gr.add_argument("--topic", type=topic_partitions_arg, action="append", required=True, metavar="T[:P,...]",
                     help="the topic, or some of its partitions (repeatable)")
     to = gr.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_const", dest="target", const=ResetTarget("earliest"),
                     help="the log start offset")
     to.add_argument("--to-latest", action="store_const", dest="target", const=ResetTarget("latest"),
                     help="the log end offset")
-    to.add_argument("--to-offset", type=_reset_to("offset", _nonnegative), dest="target", metavar="N",
+    to.add_argument("--to-offset", type=reset_to_arg("offset", nonnegative_int), dest="target", metavar="N",
                     help="offset N (clamped into [log start, log end])")
-    to.add_argument("--shift-by", type=_reset_to("shift", int), dest="target", metavar="N",
+    to.add_argument("--shift-by", type=reset_to_arg("shift", int), dest="target", metavar="N",
                     help="the committed offset plus N (may be negative; clamped)")
-    to.add_argument("--to-datetime", type=_reset_to("datetime", _timestamp_ms), dest="target", metavar="ISO",
+    to.add_argument("--to-datetime", type=reset_to_arg("datetime", timestamp_ms_arg), dest="target", metavar="ISO",
                     help="the first record at or after this time, e.g. 2026-01-31T12:00:00 (local time "
                          "unless it names a zone); the log end where there is none")
     gr.add_argument("--execute", action="store_true", help="commit the new offsets (default: only print them)")
@@ -49,8 +49,8 @@ def add_commands(sub: Any) -> None:
     gx.add_argument("group")
     gx.set_defaults(func=cmd_groups_delete)
     for parser in (gl, gd, gr, gx):
-        _add_bootstrap_options(parser)
-        parser.add_argument("--timeout-s", type=_seconds, default=10.0, help="how long to wait for each request")
+        add_bootstrap_options(parser)
+        parser.add_argument("--timeout-s", type=seconds_arg, default=10.0, help="how long to wait for each request")
 
 
 def cmd_groups_list(args: argparse.Namespace) -> None:

@@ -11,12 +11,12 @@ import odradek.cli.groups as groups
 import odradek.cli.reassign as reassign
 import odradek.cli.records as records
 import odradek.cli.topics as topics
-from odradek.cli.args import UserError, _Parser
+from odradek.cli.args import UserError, Parser
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command tree; each leaf carries its handler in `func`."""
-    p = _Parser(prog="odradek", description="A Kafka-compatible broker cluster on ZooKeeper.")
+    p = Parser(prog="odradek", description="A Kafka-compatible broker cluster on ZooKeeper.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     cluster_commands.add_commands(sub)
     topics.add_commands(sub)

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from odradek.cli.args import UserError, _add_watch_option, _positive, _seconds
-from odradek.cli.bootstrap import _add_bootstrap_options
+from odradek.cli.args import UserError, add_watch_option, positive_int, seconds_arg
+from odradek.cli.bootstrap import add_bootstrap_options
 from odradek.cli_output import plural
 
 
@@ -37,15 +37,15 @@ def add_commands(sub: Any) -> None:
     r.add_argument("--output", type=Path, metavar="FILE", help="--generate also writes the proposal to FILE "
                    "and the current assignment to FILE.rollback.json")
     r.add_argument("--disable-rack-aware", action="store_true", help="--generate ignores broker.rack")
-    r.add_argument("--throttle", type=_positive, metavar="BYTES_PER_S", help="--execute limits the copying to "
+    r.add_argument("--throttle", type=positive_int, metavar="BYTES_PER_S", help="--execute limits the copying to "
                    "this rate: sets leader/follower.replication.throttled.rate on the brokers involved and "
                    "leader/follower.replication.throttled.replicas on the topics (default: no throttle)")
     r.add_argument("--allow-replication-factor-change", action="store_true", help="--execute accepts a plan "
                    "that changes a partition's number of replicas (Kafka allows it without asking)")
     r.add_argument("--json", action="store_true", help="--verify prints its rows as JSON")
-    _add_watch_option(r, until="every partition of --verify is done or failed, or Ctrl-C")
-    _add_bootstrap_options(r)
-    r.add_argument("--timeout-s", type=_seconds, default=30.0, help="how long to wait for each request (default 30)")
+    add_watch_option(r, until="every partition of --verify is done or failed, or Ctrl-C")
+    add_bootstrap_options(r)
+    r.add_argument("--timeout-s", type=seconds_arg, default=30.0, help="how long to wait for each request (default 30)")
     r.set_defaults(func=cmd_reassign)
 
 

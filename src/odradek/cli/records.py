@@ -12,8 +12,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 
 from odradek.admin import kafka_error_text, quiet_logger
-from odradek.cli.args import UserError, _keyvalue, _nonnegative, _offset_start, _positive, _record_format, _seconds
-from odradek.cli.bootstrap import _add_bootstrap_options
+from odradek.cli.args import UserError, keyvalue_arg, nonnegative_int, offset_start_arg, positive_int, record_format_arg, seconds_arg
+from odradek.cli.bootstrap import add_bootstrap_options
 from odradek.cli_output import duration, plural
 
 
@@ -24,29 +24,29 @@ def add_commands(sub: Any) -> None:
     pr.add_argument("--key-separator", metavar="SEP", help="split each line into key SEP value")
     pr.add_argument("--acks", choices=("all", "1", "0"), default="all", help="how many replicas must have "
                     "a record before it counts as sent")
-    pr.add_argument("--partition", type=_nonnegative, metavar="P", help="send every record to partition P "
+    pr.add_argument("--partition", type=nonnegative_int, metavar="P", help="send every record to partition P "
                     "(default: by key hash, keyless records spread)")
-    pr.add_argument("--header", type=_keyvalue, action="append", default=[], metavar="KEY=VALUE",
+    pr.add_argument("--header", type=keyvalue_arg, action="append", default=[], metavar="KEY=VALUE",
                     help="add this header to every record (repeatable)")
-    pr.add_argument("--timeout-s", type=_seconds, default=30.0, help="give up on a record after this long")
+    pr.add_argument("--timeout-s", type=seconds_arg, default=30.0, help="give up on a record after this long")
     pr.set_defaults(func=cmd_produce)
 
     co = sub.add_parser("consume", help="print records as lines")
     co.add_argument("topic")
     co.add_argument("--from-beginning", action="store_true", help="start at the log start, not the end "
                     "(same as --offset beginning)")
-    co.add_argument("--partition", type=_nonnegative, action="append", metavar="P",
+    co.add_argument("--partition", type=nonnegative_int, action="append", metavar="P",
                     help="read only partition P (repeatable; default: every partition)")
-    co.add_argument("--offset", type=_offset_start, metavar="beginning|end|N",
+    co.add_argument("--offset", type=offset_start_arg, metavar="beginning|end|N",
                     help="where to start in each partition read: the log start, the end (the default), "
                          "offset N, or with -N N records before the end")
-    co.add_argument("--max-messages", type=_positive, metavar="N",
+    co.add_argument("--max-messages", type=positive_int, metavar="N",
                     help="stop after N records; exit 1 if fewer arrive before the idle timeout")
     co.add_argument("-f", "--follow", action="store_true", help="never stop for lack of records: wait for "
                     "new ones until Ctrl-C (no idle timeout)")
-    co.add_argument("--timeout-s", type=_seconds, default=10.0, help="exit after this long without a record "
+    co.add_argument("--timeout-s", type=seconds_arg, default=10.0, help="exit after this long without a record "
                     "(unless --follow)")
-    co.add_argument("--format", type=_record_format, metavar="FMT", help="print each record in kcat's -f format: "
+    co.add_argument("--format", type=record_format_arg, metavar="FMT", help="print each record in kcat's -f format: "
                     "%%t topic, %%p partition, %%o offset, %%k key, %%v value, %%T timestamp (ms), %%h headers "
                     "(k=v,...), %%K/%%S key/value length, \\n \\t; e.g. '%%p:%%o %%k=%%v\\n'")
     co.add_argument("--group", metavar="G", help="subscribe as a member of consumer group G, starting at its "
@@ -54,7 +54,7 @@ def add_commands(sub: Any) -> None:
     co.add_argument("--print-key", action="store_true", help="print key<TAB>value (without --format)")
     co.set_defaults(func=cmd_consume)
     for parser in (pr, co):
-        _add_bootstrap_options(parser)
+        add_bootstrap_options(parser)
 
 
 def _check_topic(client: Any, bootstrap: str, topic: str, timeout: float) -> Any:

@@ -9,9 +9,9 @@ import json
 from typing import Any, Callable
 
 from odradek.admin import AdminError
-from odradek.cli.args import (UserError, _add_watch_option, _keyvalue, _nonnegative, _positive, _seconds,
-                              _show)
-from odradek.cli.bootstrap import _add_bootstrap_options
+from odradek.cli.args import (UserError, add_watch_option, keyvalue_arg, nonnegative_int, positive_int, seconds_arg,
+                              show_or_watch)
+from odradek.cli.bootstrap import add_bootstrap_options
 from odradek.cli_output import plural
 
 
@@ -21,9 +21,9 @@ def add_commands(sub: Any) -> None:
     tsub = t.add_subparsers(dest="topics_command", metavar="SUBCOMMAND", required=True)
     tc = tsub.add_parser("create", help="create a topic")
     tc.add_argument("name")
-    tc.add_argument("--partitions", type=_positive, required=True, metavar="P")
-    tc.add_argument("--replication-factor", type=_positive, required=True, metavar="R")
-    tc.add_argument("--config", type=_keyvalue, action="append", default=[], metavar="KEY=VALUE",
+    tc.add_argument("--partitions", type=positive_int, required=True, metavar="P")
+    tc.add_argument("--replication-factor", type=positive_int, required=True, metavar="R")
+    tc.add_argument("--config", type=keyvalue_arg, action="append", default=[], metavar="KEY=VALUE",
                     help="topic config, e.g. retention.ms=60000 (repeatable)")
     tc.add_argument("--if-not-exists", action="store_true", help="succeed if the topic already exists")
     tc.set_defaults(func=cmd_topics_create)
@@ -41,7 +41,7 @@ def add_commands(sub: Any) -> None:
                     "topic's min.insync.replicas (one more lost replica and acks=all producers are refused)")
     td.add_argument("--offsets", action="store_true", help="also each partition's log start offset and high "
                     "watermark (ListOffsets earliest and latest)")
-    _add_watch_option(td)
+    add_watch_option(td)
     td.set_defaults(func=cmd_topics_describe)
     ta = tsub.add_parser("alter", help="change a topic: its partition count (kafka-topics.sh --alter "
                          "--partitions) or its configs (Kafka's kafka-configs.sh --alter)")
@@ -52,7 +52,7 @@ def add_commands(sub: Any) -> None:
     tx = tsub.add_parser("delete", help="delete topics and wait until they are gone (DeleteTopics, "
                          "Kafka's kafka-topics.sh --delete)")
     tx.add_argument("names", nargs="+", metavar="NAME")
-    tx.add_argument("--timeout-s", type=_seconds, default=60.0,
+    tx.add_argument("--timeout-s", type=seconds_arg, default=60.0,
                     help="how long to wait for the topics to be gone")
     tx.set_defaults(func=cmd_topics_delete)
     te = tsub.add_parser("elect-leaders", help="move leadership back to preferred replicas (or, with "
@@ -62,23 +62,23 @@ def add_commands(sub: Any) -> None:
                     help="only this partition of --topic (repeatable)")
     te.add_argument("--unclean", action="store_true", help="allow a replica outside the ISR to lead a "
                     "partition that has no leader: messages it never received are lost")
-    te.add_argument("--timeout-s", type=_seconds, default=60.0, help="how long to wait for the elections")
+    te.add_argument("--timeout-s", type=seconds_arg, default=60.0, help="how long to wait for the elections")
     te.set_defaults(func=cmd_topics_elect_leaders)
     tr = tsub.add_parser("delete-records", help="delete the records of a partition below an offset "
                          "(DeleteRecords, Kafka's kafka-delete-records.sh)")
     tr.add_argument("name")
-    tr.add_argument("--partition", type=_nonnegative, action="append", required=True, metavar="P",
+    tr.add_argument("--partition", type=nonnegative_int, action="append", required=True, metavar="P",
                     help="the partition (repeatable)")
     before = tr.add_mutually_exclusive_group(required=True)
     before.add_argument("--before", type=int, metavar="OFFSET",
                         help="the new log start offset; -1: the high watermark")
     before.add_argument("--all", action="store_const", dest="before", const=-1,
                         help="everything below the high watermark (same as --before -1)")
-    tr.add_argument("--timeout-s", type=_seconds, default=30.0, help="how long to wait for each request")
+    tr.add_argument("--timeout-s", type=seconds_arg, default=30.0, help="how long to wait for each request")
     tr.add_argument("--json", action="store_true")
     tr.set_defaults(func=cmd_topics_delete_records)
     for parser in (tc, tl, td, ta, te, tr, tx):
-        _add_bootstrap_options(parser)
+        add_bootstrap_options(parser)
 
 
 def cmd_topics_create(args: argparse.Namespace) -> None:
@@ -117,7 +117,7 @@ def cmd_topics_list(args: argparse.Namespace) -> None:
 
 
 def cmd_topics_describe(args: argparse.Namespace) -> None:
-    _show(lambda: _describe_topics(args), args.watch)
+    show_or_watch(lambda: _describe_topics(args), args.watch)
 
 
 def _describe_topics(args: argparse.Namespace) -> str:
@@ -155,11 +155,11 @@ def _describe_topics(args: argparse.Namespace) -> str:
 
 def _add_topic_config_options(parser: argparse.ArgumentParser) -> None:
     """`topics alter`'s config options (kept apart from its other options)."""
-    parser.add_argument("--config", type=_keyvalue, action="append", default=[], metavar="KEY=VALUE",
+    parser.add_argument("--config", type=keyvalue_arg, action="append", default=[], metavar="KEY=VALUE",
                         help="set a topic config, e.g. retention.ms=60000 (repeatable)")
     parser.add_argument("--delete-config", action="append", default=[], metavar="KEY",
                         help="remove a topic config: the broker default applies again (repeatable)")
-    parser.add_argument("--timeout-s", type=_seconds, default=10.0, help="how long to wait for each request")
+    parser.add_argument("--timeout-s", type=seconds_arg, default=10.0, help="how long to wait for each request")
 
 
 def _alter_topic_configs(args: argparse.Namespace) -> bool:
@@ -176,7 +176,7 @@ def _alter_topic_configs(args: argparse.Namespace) -> bool:
 
 def _add_topic_partitions_option(parser: argparse.ArgumentParser) -> None:
     """`topics alter --partitions` (kept apart from its config options)."""
-    parser.add_argument("--partitions", type=_positive, metavar="P",
+    parser.add_argument("--partitions", type=positive_int, metavar="P",
                         help="grow the topic to P partitions (CreatePartitions; it cannot shrink)")
 
 
