@@ -360,6 +360,22 @@ def zookeeper_modes(zookeeper: str) -> list[dict[str, str]]:
             for host, port in connect_string_servers(zookeeper)]
 
 
+def refused_servers(zookeeper: str, timeout: float = 1.0) -> list[str]:
+    """The servers of a connect string that refuse a connection outright (nothing listens):
+    kazoo would retry them until its whole timeout and then only say "Connection time-out"."""
+    from odradek.zk.server import connect_string_servers
+
+    refused = []
+    for host, port in connect_string_servers(zookeeper):
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+        except ConnectionRefusedError:
+            refused.append(f"{host}:{port}")
+        except OSError:
+            pass  # unreachable or slow: kazoo's timeout decides
+    return refused
+
+
 def cluster_status(zookeeper: str, timeout: float = 10.0,
                    expected: dict[int, tuple[str, int]] | None = None) -> dict[str, Any]:
     """Controller, live brokers and partition health, read straight from ZooKeeper's znodes,
@@ -370,18 +386,27 @@ def cluster_status(zookeeper: str, timeout: float = 10.0,
     replicas in a partition assignment. A dead broker has deregistered from /brokers/ids, so
     only these other sources can name it."""
     modes = zookeeper_modes(zookeeper)
+    refused = refused_servers(zookeeper)
+    if refused and len(refused) == len(modes):  # fail now rather than after kazoo's whole timeout
+        raise AdminError(f"nothing listens on {', '.join(refused)} (is ZooKeeper running there?)")
     try:
         zk = connect_zk(zookeeper, timeout)
     except ClusterError as exc:
         shown = ", ".join(f"{m['server']} {m['mode']}" for m in modes)
         raise AdminError(f"{exc}; ZooKeeper servers: {shown}") from None
     try:
+        if not zk.exists("/brokers/ids"):  # every broker registers there: nothing of a cluster here
+            chroot = "/" in zookeeper
+            raise AdminError(f"no odradek/Kafka cluster under ZooKeeper {zookeeper}"
+                             + (" (wrong chroot?)" if chroot else " (no broker ever registered; a chroot missing?)"))
         controller = _json(zk, "/controller")
         epoch = _json(zk, "/controller_epoch")
         brokers = []
         for bid in sorted(_children(zk, "/brokers/ids"), key=int):
             info = _json(zk, f"/brokers/ids/{bid}") or {}
-            brokers.append({"id": int(bid), "host": info.get("host"), "port": info.get("port")})
+            # the broker publishes where it serves metrics in its own registration (zk.paths.encode_broker_info)
+            brokers.append({"id": int(bid), "host": info.get("host"), "port": info.get("port"),
+                            "metrics_url": info.get("metrics_url")})
         live = {b["id"] for b in brokers}
         topics = sorted(_children(zk, "/brokers/topics"))
         assignments = {t: (_json(zk, f"/brokers/topics/{t}") or {}).get("partitions", {}) for t in topics}
@@ -404,11 +429,12 @@ def cluster_status(zookeeper: str, timeout: float = 10.0,
         zk.close()
     known = {b["id"]: {**b, "live": True} for b in brokers}
     for bid, (host, port) in (expected or {}).items():
-        known.setdefault(bid, {"id": bid, "host": host, "port": port, "live": False})
+        known.setdefault(bid, {"id": bid, "host": host, "port": port, "metrics_url": None, "live": False})
     for parts in assignments.values():
         for replicas in parts.values():
             for bid in replicas:
-                known.setdefault(int(bid), {"id": int(bid), "host": None, "port": None, "live": False})
+                known.setdefault(int(bid), {"id": int(bid), "host": None, "port": None, "metrics_url": None,
+                                            "live": False})
     return {
         "zookeeper": zookeeper,
         "zookeeper_servers": modes,

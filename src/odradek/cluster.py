@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,7 +54,9 @@ def connect_zk(hosts: str, timeout: float = 10.0) -> KazooClient:
         log.propagate = False
     client = KazooClient(hosts=hosts, logger=log)
     try:
-        client.start(timeout=timeout)
+        with warnings.catch_warnings():  # kazoo warns of a missing chroot; callers check what they need
+            warnings.simplefilter("ignore")
+            client.start(timeout=timeout)
     except Exception as exc:  # kazoo raises its own timeout type, or socket errors for bad hosts
         client.close()
         raise ClusterError(f"cannot reach ZooKeeper at {hosts} within {duration(timeout)} ({exc})") from None

@@ -15,12 +15,16 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from odradek import cli
-from odradek.cluster import LocalCluster
+from odradek.cluster import LocalCluster, connect_zk
+from odradek.metadata import BrokerInfo
+from odradek.zk import paths
+from odradek.zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
 ODRADEK = str(Path(sys.executable).with_name("odradek"))
@@ -138,6 +142,27 @@ def test_status_watch_redraws_until_ctrl_c(cluster: LocalCluster) -> None:
         watcher.send_signal(signal.SIGINT)
         _, err = watcher.communicate(timeout=30)
     assert frames == 2 and watcher.returncode == 0 and "Traceback" not in err
+
+
+def test_status_from_zookeeper_alone_reads_registrations_and_refuses_a_wrong_chroot(
+        zookeeper: ZooKeeperServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """A registration written as a broker writes it (zk.paths.encode_broker_info), in a chroot
+    of its own: the module's cluster serves no metrics."""
+    zk = f"{zookeeper.connect_string}/status-{uuid.uuid4().hex[:8]}"
+    client = connect_zk(zk)
+    try:
+        client.ensure_path("/")
+        client.create("/brokers/ids/7", paths.encode_broker_info(BrokerInfo(7, "127.0.0.1", 1), 0,
+                                                                "http://127.0.0.1:2/metrics"), makepath=True)
+        # no cluster.json here: the metrics URL comes from the registration
+        state = json.loads(odradek(capsys, "status", "--zookeeper", zk, "--json")[1])
+        assert [(b["id"], b["metrics_url"]) for b in state["brokers"]] == [(7, "http://127.0.0.1:2/metrics")]
+    finally:
+        client.stop()
+        client.close()
+    status, out, err = odradek(capsys, "status", "--zookeeper", zk + "/nochroot")
+    assert status == 1 and out == "" and err.count("\n") == 1
+    assert f"no odradek/Kafka cluster under ZooKeeper {zk}/nochroot (wrong chroot?)" in err
 
 
 def test_a_dead_broker_is_named_and_its_offline_partition_fails_consume(

@@ -147,7 +147,8 @@ def cmd_status(args: argparse.Namespace) -> None:
     def render() -> str:
         status = cluster_status(zookeeper or "127.0.0.1:2181", timeout=args.timeout_s, expected=expected)
         for broker in status["live_brokers"] + status["brokers"]:
-            broker["metrics_url"] = cluster.metrics_url(broker["id"]) if cluster is not None else None
+            if not broker.get("metrics_url") and cluster is not None:  # not registered: cluster.json's
+                broker["metrics_url"] = cluster.metrics_url(broker["id"])
         return json.dumps(status, indent=2) if args.json else format_status(status)
 
     show_or_watch(render, args.watch)
