@@ -76,15 +76,23 @@ def test_produce_to_a_partition_with_headers_and_consume_it_in_kcat_format(
     assert status == 1 and "no partition 7" in err
 
 
-def test_a_record_over_one_megabyte_is_one_error_line(cluster: LocalCluster, capsys: pytest.CaptureFixture[str],
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_broker_decides_how_large_a_record_may_be(cluster: LocalCluster, capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    bs = cluster.bootstrap_servers
     odradek(capsys, "topics", "create", "big", "--partitions", "1", "--replication-factor", "1",
-            "--bootstrap-server", cluster.bootstrap_servers)
-    status, _, err = odradek(capsys, "produce", "big", "--bootstrap-server", cluster.bootstrap_servers,
+            "--bootstrap-server", bs)
+    status, _, err = odradek(capsys, "produce", "big", "--bootstrap-server", bs,
                              stdin=b"small\n" + b"x" * (1 << 20) + b"\n", monkeypatch=monkeypatch)
-    assert status == 1
-    assert err.count("\n") == 1 and err.startswith("odradek: error: record 2 (1,048,576 bytes)")
-    assert "MSG_SIZE_TOO_LARGE" in err and "1 record before it were sent" in err
+    assert status == 1 and err.count("\n") == 1
+    assert err.startswith("odradek: error: 1 of 2 records not delivered to big: MSG_SIZE_TOO_LARGE")
+    assert "record 2, 1,048,576 bytes, is over topic big's max.message.bytes" in err
+    odradek(capsys, "topics", "alter", "big", "--config", "max.message.bytes=3000000", "--bootstrap-server", bs)
+    large = b"y" * 2_500_000  # over librdkafka's default message.max.bytes and max.partition.fetch.bytes
+    assert odradek(capsys, "produce", "big", "--bootstrap-server", bs, stdin=large + b"\n",
+                   monkeypatch=monkeypatch)[0] == 0
+    status, out, _ = odradek(capsys, "consume", "big", "--from-beginning", "--max-messages", "2",
+                             "--bootstrap-server", bs)
+    assert status == 0 and out.encode() == b"small\n" + large + b"\n"
 
 
 def test_describe_offsets_and_min_isr_filters(cluster: LocalCluster, capsys: pytest.CaptureFixture[str],
@@ -165,12 +173,14 @@ def test_status_from_zookeeper_alone_reads_registrations_and_refuses_a_wrong_chr
     assert f"no odradek/Kafka cluster under ZooKeeper {zk}/nochroot (wrong chroot?)" in err
 
 
-def test_a_dead_broker_is_named_and_its_offline_partition_fails_consume(
-        cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_dead_broker_is_named_and_its_offline_partition_fails_consume_and_produce(
+        cluster: LocalCluster, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """Last in the module: it kills broker 3 (and starts it again)."""
     bs, dd = cluster.bootstrap_servers, str(cluster.data_dir)
     odradek(capsys, "topics", "create", "lonely", "--partitions", "1", "--replication-factor", "1",
             "--bootstrap-server", bs)
+    odradek(capsys, "topics", "create", "needs3", "--partitions", "1", "--replication-factor", "3",
+            "--config", "min.insync.replicas=3", "--bootstrap-server", bs)
     leader = json.loads(odradek(capsys, "topics", "describe", "lonely", "--json", "--bootstrap-server", bs)[1])
     victim = leader["partitions"][0]["leader"]
     cluster.kill_broker(victim)
@@ -188,7 +198,15 @@ def test_a_dead_broker_is_named_and_its_offline_partition_fails_consume(
         assert f"dead brokers:       {victim} (" in odradek(capsys, "status", "--data-dir", dd)[1]
         status, _, err = odradek(capsys, "consume", "lonely", "--from-beginning", "--timeout-s", "1",
                                  "--data-dir", dd)
-        assert status == 1 and "partition 0 offline" in err and err.count("\n") == 1
+        assert status == 1 and "partition 0 offline (no leader): its records were not read" in err
+        assert err.count("\n") == 1
+        # the broker answers NOT_ENOUGH_REPLICAS, which librdkafka retries until the timeout
+        status, _, err = odradek(capsys, "produce", "needs3", "--timeout-s", "2", "--data-dir", dd, stdin=b"z\n",
+                                 monkeypatch=monkeypatch)
+        assert status == 1 and err.count("\n") == 1
+        assert ("1 of 1 record not delivered to needs3: _MSG_TIMED_OUT: Local: Message timed out; partition 0 "
+                "has 2 in-sync replicas, min.insync.replicas is 3: start the stopped brokers, or produce with "
+                "--acks 1") in err
     finally:
         cluster.start_broker(victim)
         cluster.wait_ready(cluster.broker_ids, timeout=60)

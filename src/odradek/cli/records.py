@@ -3,6 +3,7 @@ kafka-console-producer/consumer and kcat do), over librdkafka (confluent_kafka).
 from __future__ import annotations
 
 import argparse
+import functools
 import signal
 import sys
 import threading
@@ -74,7 +75,8 @@ def cmd_produce(args: argparse.Namespace) -> None:
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": args.bootstrap_server, "acks": args.acks, "linger.ms": 5,
-                         "message.timeout.ms": int(args.timeout_s * 1000), "logger": quiet_logger()})
+                         "message.timeout.ms": int(args.timeout_s * 1000), "logger": quiet_logger(),
+                         "message.max.bytes": CLIENT_MESSAGE_MAX_BYTES})
     meta = _check_topic(producer, args.bootstrap_server, args.topic, args.timeout_s)
     if args.partition is not None and args.partition not in meta.partitions:
         raise UserError(f"topic {args.topic} has no partition {args.partition} (it has "
@@ -82,11 +84,11 @@ def cmd_produce(args: argparse.Namespace) -> None:
     extra: dict[str, Any] = {} if args.partition is None else {"partition": args.partition}
     if args.header:
         extra["headers"] = [(k, v.encode()) for k, v in args.header]
-    failures: list[str] = []
+    failures: list[tuple[int, Any, Any]] = []  # (record number, error, message)
 
-    def on_delivery(err: Any, _msg: Any) -> None:
+    def on_delivery(number: int, err: Any, msg: Any) -> None:
         if err is not None:
-            failures.append(kafka_error_text(err))
+            failures.append((number, err, msg))
 
     sent = 0
     for line in sys.stdin.buffer:
@@ -97,7 +99,8 @@ def cmd_produce(args: argparse.Namespace) -> None:
             key, value = (k, v) if sep else (None, value)
         while True:
             try:
-                producer.produce(args.topic, value, key, on_delivery=on_delivery, **extra)
+                producer.produce(args.topic, value, key, on_delivery=functools.partial(on_delivery, sent + 1),
+                                 **extra)
                 break
             except BufferError:  # local queue full: let deliveries drain
                 producer.poll(0.1)
@@ -110,17 +113,68 @@ def cmd_produce(args: argparse.Namespace) -> None:
         sent += 1
     left = producer.flush(args.timeout_s + 5)
     if left or failures:
-        first = f": {failures[0]}" if failures else ""
+        first = ""
+        if failures:
+            number, err, msg = failures[0]
+            first = f": {kafka_error_text(err)}{_delivery_hint(args, number, err, msg, failures)}"
         raise UserError(f"{len(failures) + left} of {plural(sent, 'record')} not delivered to {args.topic}{first}")
     print(f"produced {plural(sent, 'record')} to {args.topic}", file=sys.stderr)
+
+
+#: The producer's message.max.bytes: the broker decides what is too large (the topic's
+#: max.message.bytes, answered MESSAGE_TOO_LARGE), so the client's own limit (librdkafka's
+#: default 1,000,000) must not come first. 100,000,000 keeps a request of one such record under
+#: the broker's socket.request.max.bytes (104,857,600, which closes the connection instead of
+#: answering) and far below librdkafka's maximum of 1,000,000,000.
+CLIENT_MESSAGE_MAX_BYTES = 100_000_000
 
 
 def _produce_hint(exc: KafkaException) -> str:
     """What to do about an error the producer raises before sending."""
     err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
     if err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-        return " (records must be under 1 MB, librdkafka's message.max.bytes; split the line)"
+        return (f" (the producer sends records up to {CLIENT_MESSAGE_MAX_BYTES:,} bytes, under the broker's "
+                f"socket.request.max.bytes; split the line)")
     return ""
+
+
+def _delivery_hint(args: argparse.Namespace, number: int, err: Any, msg: Any,
+                   failures: list[tuple[int, Any, Any]]) -> str:
+    """Why the first record failed and what to do about it: the broker's size limit, or a
+    delivery timeout behind which librdkafka hid the real cause (it retries NOT_ENOUGH_REPLICAS
+    and a missing leader until message.timeout.ms, then reports only _MSG_TIMED_OUT)."""
+    if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:  # the broker's MESSAGE_TOO_LARGE
+        size = len(msg.value() or b"") + len(msg.key() or b"")
+        return (f" (record {number}, {size:,} bytes, is over topic {args.topic}'s max.message.bytes: raise it "
+                f"with `odradek topics alter {args.topic} --config max.message.bytes=N`)")
+    if err.code() != KafkaError._MSG_TIMED_OUT:
+        return ""
+    from odradek.admin import AdminError, describe_topics
+    from odradek.config_command import topic_configs
+
+    wanted = {m.partition() for _, e, m in failures if e.code() == KafkaError._MSG_TIMED_OUT}
+    try:
+        partitions = describe_topics(args.bootstrap_server, [args.topic], 5.0)[0]["partitions"]
+        own = topic_configs(args.bootstrap_server, [args.topic], 5.0).get(args.topic, {})
+    except (AdminError, KafkaException, OSError):
+        return ""
+    min_isr_text = own.get("min.insync.replicas", ("1", 0))[0]
+    min_isr = int(min_isr_text) if str(min_isr_text).isdigit() else 1
+    offline, short = [], []
+    for p in partitions:
+        if wanted - {-1} and p["partition"] not in wanted:
+            continue
+        if p["leader"] < 0:
+            offline.append(f"partition {p['partition']} has no leader")
+        elif args.acks == "all" and len(p["isr"]) < min_isr:
+            short.append(f"partition {p['partition']} has {plural(len(p['isr']), 'in-sync replica')}, "
+                         f"min.insync.replicas is {min_isr}")
+    if not offline and not short:
+        return ""
+    found = offline + short
+    more = f" (+{len(found) - 2} more)" if len(found) > 2 else ""
+    todo = "start the stopped brokers" + (", or produce with --acks 1" if short else "")
+    return f"; {'; '.join(found[:2])}{more}: {todo}"
 
 
 def cmd_consume(args: argparse.Namespace) -> None:
@@ -134,7 +188,11 @@ def cmd_consume(args: argparse.Namespace) -> None:
     start_at = "beginning" if args.from_beginning else args.offset if args.offset is not None else "end"
     conf = {"bootstrap.servers": args.bootstrap_server, "enable.auto.commit": False,
             "enable.auto.offset.store": False, "logger": quiet_logger(),
-            "auto.offset.reset": "earliest" if start_at == "beginning" else "latest"}
+            "auto.offset.reset": "earliest" if start_at == "beginning" else "latest",
+            # a response may carry one batch as large as a producer sends (KIP-74: a batch over
+            # fetch.max.bytes is still returned when it comes first); librdkafka's default
+            # 100,000,000 would refuse it with its protocol overhead
+            "receive.message.max.bytes": 2 * CLIENT_MESSAGE_MAX_BYTES}
     # librdkafka insists on a group.id even for assign(); nothing is committed without --group.
     conf["group.id"] = args.group or "odradek-console"
     consumer = Consumer(conf)
@@ -167,7 +225,8 @@ def cmd_consume(args: argparse.Namespace) -> None:
             offline = _offline_partitions(consumer.list_topics(args.topic, timeout=args.timeout_s).topics[args.topic],
                                           args.partition)
             if offline:
-                raise UserError(f"{_offline_text(args.topic, offline)}: their records were not read "
+                raise UserError(f"{_offline_text(args.topic, offline)}: "
+                                f"{'their records were' if len(offline) > 1 else 'its records were'} not read "
                                 f"(see `odradek topics describe {args.topic} --offline`)")
     finally:
         consumer.close()  # a group member leaves the group (LeaveGroup)
