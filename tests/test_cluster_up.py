@@ -109,6 +109,12 @@ def test_up_reuses_its_record_grows_only_when_asked_and_down_twice(data_dir: Pat
     # a broker that died is restarted as recorded
     cluster = LocalCluster.load(data_dir)
     cluster.kill_broker(2)
+    # too short to wait out the killed process's registration: the error names broker 2 and shows its log
+    short = run("up", "--data-dir", str(data_dir), "--timeout-s", "0.3", timeout=120)
+    assert short.returncode == 1 and "no controller" not in short.stderr, short.stderr
+    assert "broker 2 has not registered yet: /brokers/ids/2 is still its previous process's" in short.stderr
+    assert f"tail of {data_dir / 'broker-2' / 'broker.log'}:" in short.stderr
+    assert "broker-1" not in short.stderr
     assert actions(up(data_dir))["broker 2"] == "restarted"
     pids = [pid for _, pid in cluster.running()]
     assert len(pids) == 3

@@ -14,6 +14,7 @@ adds the processes: start, stop, roll back a failed start, check ports.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from odradek.cli_output import duration
 from odradek.cluster_spec import STATE_FILE, ClusterError, ClusterSpec, peer_of, read_pid
@@ -172,7 +174,7 @@ class LocalCluster(ClusterSpec):
             for broker_id in brokers:
                 launched.append((f"broker {broker_id}", self.start_broker(broker_id), None))
             self._write_state()
-            self.wait_ready(self.broker_ids, max(1.0, deadline - time.monotonic()))
+            self.wait_ready(self.broker_ids, max(1.0, deadline - time.monotonic()), started=brokers)
         except BaseException as exc:
             undone = self._roll_back(launched, previous)
             if not isinstance(exc, (ClusterError, RuntimeError, OSError)):
@@ -268,13 +270,15 @@ class LocalCluster(ClusterSpec):
         self._procs.clear()
         return ", ".join(f"{what} pid {pid}" for what, pid, _ in launched)
 
-    def wait_ready(self, broker_ids: list[int], timeout: float) -> None:
+    def wait_ready(self, broker_ids: list[int], timeout: float, started: list[int] | None = None) -> None:
         """Block until `broker_ids` are all in /brokers/ids, /controller exists, and each of
         them answers Metadata with a controller and every one of them (the controller's first
         UpdateMetadata reached it): before that, clients find no controller to create topics
         with, and librdkafka's admin client waits a long time before asking again.
 
-        Fails fast, with the log tail, when a broker process dies while we wait."""
+        Fails fast, with the log tail, when a broker process dies while we wait. At the
+        deadline the error says what is still missing (_not_ready) and shows the logs of the
+        brokers concerned, else of those just ``started``."""
         deadline = time.monotonic() + timeout
         zk = connect_zk(self._zookeeper, timeout)
         try:
@@ -283,35 +287,63 @@ class LocalCluster(ClusterSpec):
                     if self.broker_pid(broker_id) is None:
                         log = self.broker_dir(broker_id) / "broker.log"
                         raise ClusterError(f"broker {broker_id} exited; tail of {log}:\n{tail(log)}")
-                registered = {int(c) for c in (zk.exists("/brokers/ids") and zk.get_children("/brokers/ids")) or []}
-                missing = [b for b in broker_ids if b not in registered]
-                if not missing and zk.exists("/controller") and self._brokers_know_cluster(broker_ids):
+                reasons = self._not_ready(zk, broker_ids)
+                if not reasons:
                     return
                 if time.monotonic() > deadline:
-                    culprit = missing[0] if missing else broker_ids[0]
-                    log = self.broker_dir(culprit) / "broker.log"
-                    what = (f"{'broker' if len(missing) == 1 else 'brokers'} {', '.join(map(str, missing))} not "
-                            f"registered" if missing else "no controller elected")
+                    culprits = sorted({b for b, _ in reasons if b is not None}) or started or broker_ids[:1]
+                    logs = [self.broker_dir(b) / "broker.log" for b in culprits]
                     raise ClusterError(
-                        f"cluster not ready after {duration(timeout)}: {what} in ZooKeeper {self._zookeeper}; "
-                        f"tail of {log}:\n{tail(log)}"
-                    )
+                        f"cluster not ready after {duration(timeout)}: {'; '.join(r for _, r in reasons)}\n"
+                        + "\n".join(f"tail of {log}:\n{tail(log, 20 if len(logs) == 1 else 10)}" for log in logs))
                 time.sleep(_POLL_S)
         finally:
             zk.stop()
             zk.close()
 
-    def _brokers_know_cluster(self, broker_ids: list[int]) -> bool:
+    def _not_ready(self, zk: KazooClient, broker_ids: list[int]) -> list[tuple[int | None, str]]:
+        """What keeps the cluster from being ready, each with the broker it concerns (None: the
+        cluster as a whole); empty once it is ready. A broker restarted after a crash finds
+        its previous process's registration still there until ZooKeeper expires that session
+        (zookeeper.session.timeout.ms) and waits it out, so a registration written before the
+        broker's pid file is not the running broker's (ZooKeeper's own ctime would compare
+        another machine's clock when --zookeeper is remote)."""
+        reasons: list[tuple[int | None, str]] = []
+        for broker_id in broker_ids:
+            try:
+                registration = json.loads(zk.get(paths.broker_path(broker_id))[0])
+            except NoNodeError:
+                reasons.append((broker_id, f"broker {broker_id} has not registered in ZooKeeper {self._zookeeper}"))
+                continue
+            try:  # both times from this machine's clock: the broker writes its registration's timestamp
+                registered_at = int(registration["timestamp"]) / 1000
+                started_at = (self.broker_dir(broker_id) / "broker.pid").stat().st_mtime
+            except (OSError, ValueError, TypeError, KeyError):
+                continue
+            if registered_at < started_at:
+                reasons.append((broker_id, f"broker {broker_id} has not registered yet: /brokers/ids/{broker_id} is "
+                                           f"still its previous process's, until ZooKeeper expires that session"))
+        if not zk.exists(paths.CONTROLLER):
+            reasons.append((None, "no controller elected"))
+        if reasons:
+            return reasons
         from odradek.admin import AdminError, metadata_request
 
         for broker_id in broker_ids:
+            address = f"{self.host}:{self.broker_port(broker_id)}"
             try:
-                md = metadata_request(f"{self.host}:{self.broker_port(broker_id)}", [], 2.0)
+                md = metadata_request(address, [], 2.0)
             except AdminError:
-                return False
-            if md.controller_id < 0 or not set(broker_ids) <= {b.node_id for b in md.brokers}:
-                return False
-        return True
+                reasons.append((broker_id, f"broker {broker_id} does not answer Metadata on {address}"))
+                continue
+            unknown = sorted(set(broker_ids) - {b.node_id for b in md.brokers})
+            if md.controller_id < 0:
+                reasons.append((broker_id, f"broker {broker_id} does not know the controller yet"))
+            elif unknown:
+                reasons.append((broker_id, f"broker {broker_id} does not know "
+                                           f"{'broker' if len(unknown) == 1 else 'brokers'} "
+                                           f"{', '.join(map(str, unknown))} yet"))
+        return reasons
 
     def start_broker(self, broker_id: int) -> int:
         """Launch broker `broker_id` in the background (no waiting) and return its pid."""
