@@ -46,12 +46,14 @@ class ResetTarget:
 
 
 class GroupAdmin:
-    """The requests of one `odradek groups` command, each bounded by ``timeout`` seconds."""
+    """The requests of one `odradek groups` command, each bounded by ``timeout`` seconds.
+    ``client``: a long-lived AdminClient to reuse (the dashboard's, ui/kafka_reader.py), else
+    one of its own."""
 
-    def __init__(self, bootstrap: str, timeout: float) -> None:
+    def __init__(self, bootstrap: str, timeout: float, client: AdminClient | None = None) -> None:
         self.bootstrap = bootstrap
         self.timeout = timeout
-        self.client = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
+        self.client = client or AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
         self._topics: dict[str, Any] | None = None
 
     def _wait(self, future: concurrent.futures.Future[Any], what: str) -> Any:

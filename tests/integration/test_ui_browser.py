@@ -3,6 +3,7 @@ a partition it led shows its new leader, and the timeline shows the election, wi
 (the page follows the server-sent events)."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,6 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from clients import create_topic
@@ -40,6 +42,12 @@ def start_ui(where: list[str], port: int, log: Path) -> subprocess.Popen:
                 proc.kill()
                 pytest.fail(f"odradek ui did not serve on port {port}:\n{log.read_text()}")
             time.sleep(0.2)
+
+
+def api_state(port: int) -> dict[str, Any]:
+    """Every section of the dashboard on ``port`` (/api/state)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/state", timeout=5) as response:
+        return json.loads(response.read())
 
 
 def stop_ui(ui: subprocess.Popen, log: Path) -> None:

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from clients import create_topic
-from test_ui_browser import start_ui, stop_ui
+from test_ui_browser import api_state, start_ui, stop_ui
 
 from odradek.cluster import LocalCluster
 from odradek.netutil import free_port, free_port_block
@@ -37,11 +35,6 @@ def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
         c.down()
 
 
-def _state(port: int) -> dict[str, Any]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/state", timeout=5) as response:
-        return json.loads(response.read())
-
-
 def test_remote_dashboard_has_timeline_and_metrics(cluster: LocalCluster, tmp_path: Path) -> None:
     create_topic(cluster.bootstrap_servers, TOPIC, 3, 3)
     port, log = free_port(), tmp_path / "ui.log"
@@ -50,7 +43,7 @@ def test_remote_dashboard_has_timeline_and_metrics(cluster: LocalCluster, tmp_pa
     try:
         deadline, state = time.monotonic() + 30, {}
         while True:
-            state = _state(port)
+            state = api_state(port)
             elections = [r for r in state.get("timeline", []) if r.get("topic") == TOPIC]
             charted = {b for b, points in state.get("metrics", {}).get("brokers", {}).items() if len(points) >= 2}
             if elections and charted == {"1", "2", "3"}:

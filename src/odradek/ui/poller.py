@@ -4,11 +4,12 @@ connection shares (a ZooKeeper read per second for the server, not per open page
 Each section has its own loop and pace: ZooKeeper's znodes (the grid, brokers, controller) every
 second; the state-change logs' new lines every second; the Kafka requests (consumer groups with
 lag, reassignments, deletions) every few seconds; the brokers' Prometheus metrics every two.
-Blocking clients (kazoo, confluent-kafka's AdminClient, the admin tools' socket requests, file
-reads) run through asyncio.to_thread so the aiohttp loop never waits on the cluster; the metrics
-and remote logs are fetched with aiohttp's own client. A section that cannot be read keeps its
-last value and reports the error beside it, so a dead broker or a ZooKeeper outage shows on the
-page instead of stopping it.
+Blocking clients (kazoo, the admin tools' socket requests, file reads) run through
+asyncio.to_thread so the aiohttp loop never waits on the cluster; the metrics and remote logs are
+fetched with aiohttp's own client. confluent-kafka's AdminClient (the consumer groups) lives in
+a child process of its own (kafka_reader.py): librdkafka can abort the process holding it. A
+section that cannot be read keeps its last value and reports the error beside it, so a dead
+broker, a ZooKeeper outage or a crashed Kafka client shows on the page instead of stopping it.
 
 The partition grid reads each topic znode and partition state znode once and then only when a
 ZooKeeper data watch says it changed (ZnodeCache), as Kafka's controller follows its own znodes.
@@ -51,12 +52,11 @@ from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
 from odradek import reassign_client
-from odradek.admin import AdminError
 from odradek.broker.metrics import LogChunk, read_log_chunk
 from odradek.cluster import LocalCluster, connect_zk
-from odradek.consumer_groups import GroupAdmin
 from odradek.metadata import TopicPartition
 from odradek.ui import model
+from odradek.ui.kafka_reader import GroupReader
 from odradek.zk import paths
 
 log = logging.getLogger("odradek.ui")
@@ -67,8 +67,6 @@ TIMELINE_RECORDS = 300
 TAIL_START_BYTES = 256 * 1024
 #: metric points kept per broker (at the 2 s pace: five minutes)
 METRIC_POINTS = 150
-#: consumer groups described per round (each costs a DescribeGroups, OffsetFetch and ListOffsets)
-MAX_GROUPS = 50
 #: a browser connection this many sections behind is dropped (it reconnects and starts afresh)
 MAX_BACKLOG = 64
 
@@ -223,25 +221,6 @@ def state_change_log_url(metrics_url: str) -> str:
     return urljoin(metrics_url, "/state-change-log")
 
 
-def read_groups(bootstrap: str, timeout: float) -> list[dict[str, Any]]:
-    """Each consumer group with its members and per-partition lag, as `odradek groups describe`
-    computes it (ListGroups, DescribeGroups, OffsetFetch, ListOffsets)."""
-    admin = GroupAdmin(bootstrap, timeout)
-    out = []
-    for group in admin.list_groups()[:MAX_GROUPS]:
-        try:
-            described = admin.describe(group["group"])
-        except AdminError as exc:
-            out.append({"group": group["group"], "state": group["state"], "members": 0, "lag": None,
-                        "offsets": [], "error": str(exc)})
-            continue
-        lags = [o["lag"] for o in described["offsets"] if o["lag"] is not None]
-        out.append({"group": described["group"], "state": described["state"],
-                    "members": len(described["members"]), "coordinator": described["coordinator"],
-                    "lag": sum(lags) if lags else None, "offsets": described["offsets"]})
-    return out
-
-
 def read_reassignments(bootstrap: str, timeout: float) -> list[dict[str, Any]]:
     """The reassignments in progress, with the bytes copied as `odradek reassign --verify` counts
     them (DescribeLogDirs of the leader and of the replicas being added)."""
@@ -292,6 +271,9 @@ class Poller:
         self._subscribers: set[asyncio.Queue[tuple[str, str]]] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._zk: KazooClient | None = None
+        self._groups = GroupReader()
+        self._kafka_bootstrap: str | None = None
+        self._zk_read = asyncio.Event()  # set after the first ZooKeeper read, failed or not
         self.zk_reader: ZkReader | None = None
         self._http: aiohttp.ClientSession | None = None
         self._history: dict[int, deque[dict[str, float | None]]] = {}
@@ -319,6 +301,7 @@ class Poller:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._http is not None:
             await self._http.close()
+        await asyncio.to_thread(self._groups.close)
         if self._zk is not None:
             zk, self._zk = self._zk, None
             await asyncio.to_thread(lambda: (zk.stop(), zk.close()))
@@ -380,6 +363,7 @@ class Poller:
             self._cluster = model.cluster_state(view, self.source.expected_brokers)
             self._set("cluster", self._cluster)
         await self._guarded("zookeeper", read())
+        self._zk_read.set()
 
     def _metrics_urls(self) -> dict[int, str]:
         """cluster.json's (with a data directory), then what each live broker registered."""
@@ -435,19 +419,30 @@ class Poller:
         return aiohttp.ClientTimeout(total=min(self.timeout, self.metrics_interval * 2))
 
     def _bootstrap(self) -> str | None:
+        """--bootstrap-server, else the live brokers ZooKeeper lists."""
         if self.source.bootstrap:
             return self.source.bootstrap
         live = [b for b in (self._cluster or {}).get("brokers", []) if b["live"] and b["host"]]
         return ",".join(f"{b['host']}:{b['port']}" for b in live) or None
 
+    def _groups_bootstrap(self, bootstrap: str) -> str:
+        """The list the group reader was last given while any broker in it is in ``bootstrap``:
+        its AdminClient is kept per list (kafka_reader.py), and librdkafka finds the other
+        brokers, and the restarted ones, in the Metadata it gets."""
+        if not self._kafka_bootstrap or not set(self._kafka_bootstrap.split(",")) & set(bootstrap.split(",")):
+            self._kafka_bootstrap = bootstrap
+        return self._kafka_bootstrap
+
     async def _read_kafka(self) -> None:
+        await self._zk_read.wait()  # the live brokers come from the ZooKeeper read
         bootstrap = self._bootstrap()
+        self._report("kafka", None if bootstrap else "no live broker to ask")
         if bootstrap is None:
-            self._report("kafka", "no live broker to ask")
             return
 
         async def groups() -> None:
-            self._set("groups", await asyncio.to_thread(read_groups, bootstrap, self.timeout))
+            self._set("groups", await asyncio.to_thread(self._groups.read, self._groups_bootstrap(bootstrap),
+                                                        self.timeout))
 
         async def reassignments() -> None:
             self._set("reassignments", await asyncio.to_thread(read_reassignments, bootstrap, self.timeout))
