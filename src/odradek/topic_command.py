@@ -19,15 +19,19 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewPartitions
 
 from odradek.cli_output import duration
-from odradek.admin import (MAX_REQUEST_TIMEOUT_S, AdminError, ProgressFn, admin_client, timed_out,
-                           kafka_error_text, metadata_request)
+from odradek.admin import (MAX_REQUEST_TIMEOUT_S, AdminError, ProgressFn, ZooKeeperProgress, admin_client,
+                           kafka_error_text, metadata_request, timed_out, zookeeper_progress)
 from odradek.protocol.errors import ErrorCode
 
 
-def delete_topics(bootstrap: str, names: list[str], timeout: float = 60.0, progress: ProgressFn | None = None) -> None:
+def delete_topics(bootstrap: str, names: list[str], timeout: float = 60.0, progress: ProgressFn | None = None,
+                  zookeeper: str | None = None) -> None:
     """Delete ``names`` and wait until no broker ``bootstrap`` reaches lists them; AdminError
     naming every topic that does not exist, was refused, or is not gone in time.
-    ``progress`` is told how many of the topics are gone, about once a second."""
+    ``progress`` is told how many of the topics are deleted: where ``zookeeper`` is given,
+    those whose deletion completed (admin.ZooKeeperProgress), else those the brokers no
+    longer list, which they stop doing when the deletion starts; so without ZooKeeper the
+    count stays below the total until DeleteTopics is answered."""
     deadline = time.monotonic() + timeout
     request_timeout = max(1.0, min(timeout, MAX_REQUEST_TIMEOUT_S))
     admin = admin_client(bootstrap, request_timeout=request_timeout)
@@ -37,7 +41,12 @@ def delete_topics(bootstrap: str, names: list[str], timeout: float = 60.0, progr
     failed: set[str] = set()
     unfinished: list[str] = []
     if progress is not None:
-        _report_while_pending(bootstrap, list(futures), futures.values(), request_timeout + 5, progress)
+        zk = zookeeper_progress(zookeeper)
+        try:
+            _report_while_pending(bootstrap, list(futures), futures.values(), request_timeout + 5, progress, zk)
+        finally:
+            if zk is not None:
+                zk.close()
     for name, future in futures.items():
         try:
             future.result(timeout=request_timeout + 5)
@@ -64,15 +73,18 @@ def delete_topics(bootstrap: str, names: list[str], timeout: float = 60.0, progr
 
 
 def _report_while_pending(bootstrap: str, names: list[str], futures: Any, timeout: float,
-                          progress: ProgressFn) -> None:
-    """While DeleteTopics is unanswered, count the topics no longer listed, once a second."""
+                          progress: ProgressFn, zk: ZooKeeperProgress | None) -> None:
+    """While DeleteTopics is unanswered, count the topics deleted, twice a second."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        deleted = zk.deleted(names) if zk is not None else None
         try:
-            progress(len(names) - len(_still_listed(bootstrap, names, 5.0)), len(names))
+            if deleted is None:
+                deleted = len(names) - len(_still_listed(bootstrap, names, 5.0))
+            progress(min(deleted, len(names) - 1), len(names))  # the total once DeleteTopics is answered
         except AdminError:
             pass
-        if not concurrent.futures.wait(list(futures), timeout=1.0).not_done:
+        if not concurrent.futures.wait(list(futures), timeout=0.5).not_done:
             return
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from odradek import cli
+from odradek.admin import ZooKeeperProgress
 from odradek.cluster import LocalCluster, connect_zk
 from odradek.metadata import BrokerInfo
 from odradek.zk import paths
@@ -93,6 +94,30 @@ def test_the_broker_decides_how_large_a_record_may_be(cluster: LocalCluster, cap
     status, out, _ = odradek(capsys, "consume", "big", "--from-beginning", "--max-messages", "2",
                              "--bootstrap-server", bs)
     assert status == 0 and out.encode() == b"small\n" + large + b"\n"
+
+
+def test_progress_counts_what_advances_and_reaches_the_total_only_when_done(cluster: LocalCluster) -> None:
+    """Leaders elected in ZooKeeper as the controller writes them, topics whose deletion
+    completed; the total only once the command's work is done."""
+    from odradek.admin import create_topic
+    from odradek.topic_command import delete_topics
+
+    bs, zk = cluster.bootstrap_servers, cluster.zookeeper_connect
+    created: list[tuple[int, int]] = []
+    create_topic(bs, "bar", 1000, 1, progress=lambda done, total: created.append((done, total)), zookeeper=zk)
+    assert created[-1] == (1000, 1000) and all(done < 1000 for done, _ in created[:-1])
+    for name in ("gone1", "gone2", "gone3"):
+        create_topic(bs, name, 1, 1)
+    deleted: list[tuple[int, int]] = []
+    delete_topics(bs, ["bar", "gone1", "gone2", "gone3"], progress=lambda done, total: deleted.append((done, total)),
+                  zookeeper=zk)
+    assert deleted[-1] == (4, 4) and all(done < 4 for done, _ in deleted[:-1])
+    assert [done for done, _ in deleted] == sorted(done for done, _ in deleted)
+    zk_progress = ZooKeeperProgress(zk)
+    try:
+        assert zk_progress.deleted(["bar", "gone1", "gone2", "gone3"]) == 4 and zk_progress.elected("bar", 3) == 0
+    finally:
+        zk_progress.close()
 
 
 def test_describe_offsets_and_min_isr_filters(cluster: LocalCluster, capsys: pytest.CaptureFixture[str],

@@ -88,7 +88,8 @@ def cmd_topics_create(args: argparse.Namespace) -> None:
     bar = Progress(args.partitions, f"creating {args.name}: partitions led")
     try:
         create_topic(args.bootstrap_server, args.name, args.partitions, args.replication_factor, dict(args.config),
-                     progress=_progress_fn(bar, args.partitions >= PROGRESS_MIN_PARTITIONS))
+                     progress=_progress_fn(bar, args.partitions >= PROGRESS_MIN_PARTITIONS),
+                     zookeeper=_zookeeper_for_progress(args, bar))
     except AdminError as exc:
         if not (args.if_not_exists and str(exc).startswith("TOPIC_ALREADY_EXISTS")):
             raise
@@ -107,6 +108,17 @@ PROGRESS_MIN_PARTITIONS = 1000
 def _progress_fn(bar: Any, wanted: bool) -> Callable[[int, int], None] | None:
     """A progress callback drawing ``bar``, or None where no bar is wanted or drawn."""
     return (lambda done, _total: bar.update(done)) if wanted and bar.enabled else None
+
+
+def _zookeeper_for_progress(args: argparse.Namespace, bar: Any) -> str | None:
+    """The ZooKeeper of --data-dir's cluster, for a bar drawn from what only ZooKeeper shows
+    as it happens (admin.ZooKeeperProgress); None with only bootstrap servers: the command
+    still speaks only the Kafka protocol then."""
+    if not bar.enabled or args.cluster_dir is None:
+        return None
+    from odradek.cluster import LocalCluster
+
+    return LocalCluster.load(args.cluster_dir).zookeeper_connect
 
 
 def cmd_topics_list(args: argparse.Namespace) -> None:
@@ -199,7 +211,8 @@ def cmd_topics_delete(args: argparse.Namespace) -> None:
     bar = Progress(len(names), "deleting topics")
     try:
         delete_topics(args.bootstrap_server, names, args.timeout_s,
-                      progress=_progress_fn(bar, len(names) >= PROGRESS_MIN_TOPICS))
+                      progress=_progress_fn(bar, len(names) >= PROGRESS_MIN_TOPICS),
+                      zookeeper=_zookeeper_for_progress(args, bar))
     finally:
         bar.close()
     print(f"deleted topic{'s' if len(names) > 1 else ''} {', '.join(names)}")
