@@ -162,7 +162,7 @@ def test_bootstrap_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 # Commands that do not bootstrap from Kafka brokers, each with a bad input of its own.
 OWN_BAD_INPUT = {
-    ("status",): (["--zookeeper", "CLOSED", "--timeout-s", "1"], "cannot reach ZooKeeper"),
+    ("status",): (["--zookeeper", "CLOSED", "--timeout-s", "1"], "nothing listens on"),
     ("down",): (["--data-dir", "TMP"], "no cluster in"),
     ("up",): (["--brokers", "1", "--data-dir", "FILE"], "not a directory"),
     ("bench", "failover"): (["--brokers", "1"], "at least 2"),
@@ -225,3 +225,25 @@ def test_every_option_has_help(path: tuple[str, ...]) -> None:
     """An option without help shows neither what it does nor its default in --help."""
     bare = [a.option_strings or a.dest for a in LEAVES[path]._actions if not a.help]
     assert not bare, f"odradek {' '.join(path)}: no help for {bare}"
+
+
+@pytest.mark.parametrize("path", LEAVES, ids=IDS)
+def test_options_stay_options(path: tuple[str, ...]) -> None:
+    """An option that lost its flags (argparse's parents= shares action objects, and a child's
+    conflict_handler="resolve" strips the parent's) becomes a positional with a default: a bare
+    N in --help, and errors about `argument N` instead of the flag."""
+    stripped = [a.dest for a in LEAVES[path]._actions if not a.option_strings and not a.required
+                and a.nargs not in ("?", "*") and not isinstance(a, argparse._SubParsersAction)]
+    assert not stripped, f"odradek {' '.join(path)}: options without flags: {stripped}"
+
+
+@pytest.mark.parametrize("argv, fragment, help_of", [
+    (["status", "--bogus"], "unrecognized arguments: --bogus", "odradek status --help"),
+    (["up", "--bogus"], "unrecognized arguments: --bogus", "odradek up --help"),  # not the missing --data-dir
+    (["bench", "failover", "--rounds", "0"], "argument --rounds", "odradek bench failover --help"),
+])
+def test_usage_errors_name_the_flag_and_the_command(argv: list[str], fragment: str, help_of: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    status, err = run(argv, capsys)
+    assert status == 2
+    assert_one_error_line(status, err, fragment, f"(see `{help_of}`)")

@@ -24,7 +24,7 @@ from odradek.admin import AdminError, kafka_error_text
 from odradek.cli.args import (UserError, directory_arg, hostport_arg, keyvalue_arg, nonnegative_int, positive_int,
                               seconds_arg)
 from odradek.cli.bootstrap import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, ProbedNamespace, resolve_bootstrap
-from odradek.cli.parser import build_parser
+from odradek.cli.parser import build_parser, leaf_parser
 from odradek.cluster import ClusterError
 
 # what tests and other callers import from odradek.cli
@@ -36,7 +36,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     parser = build_parser()
     _autocomplete(parser)
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # named by the command that got them, pointing to its own --help
+        leaf_parser(parser, _command_path(args)).error(f"unrecognized arguments: {' '.join(extras)}")
     try:
         if getattr(args, "resolve_bootstrap", False):
             resolve_bootstrap(args)

@@ -34,11 +34,27 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
 
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._arg_strings = list(args) if args is not None else None  # for error()
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
-        """One line instead of argparse's usage block, naming the subcommand and its --help."""
+        """One line instead of argparse's usage block, naming the subcommand and its --help.
+        A flag this command does not know is named before any argument it misses (argparse
+        checks required arguments first, so `up --bogus` would complain of --data-dir)."""
+        unknown = self.unknown_options() if message.startswith("the following arguments are required") else []
+        if unknown:
+            message = f"unrecognized arguments: {' '.join(unknown)}"
         sub = self.prog.partition(" ")[2]
         where = f"{sub}: " if sub else ""
         self.exit(2, f"odradek: error: {where}{message} (see `{self.prog} --help`)\n")
+
+    def unknown_options(self) -> list[str]:
+        """The flags among this parser's arguments that none of its options starts with."""
+        known = [s for a in self._actions for s in a.option_strings]
+        return [arg for arg in getattr(self, "_arg_strings", None) or []
+                if arg.startswith("--") and arg != "--"
+                and not any(k.startswith(arg.partition("=")[0]) for k in known)]
 
 
 

@@ -30,20 +30,12 @@ def add_commands(sub: Any) -> None:
 
     bf = bsub.add_parser("failover", help="broker and controller failover time on a private cluster, "
                                           "with the ZooKeeper multi-write floor")
-    bf.add_argument("--partitions", type=positive_int, default=10_000, metavar="P")
-    bf.add_argument("--brokers", type=positive_int, default=3, metavar="N")
-    bf.add_argument("--timeout-s", type=seconds_arg, default=600.0, help="how long to wait for each step")
-    bf.add_argument("--rounds", type=positive_int, default=3, metavar="N",
-                    help="failovers of each kind; the medians are reported (default 3)")
-    _add_private_cluster_options(bf)
+    _add_leadership_options(bf, "failovers of each kind; the medians are reported")
     bf.set_defaults(func=cmd_bench_failover)
 
-    # the options of bench failover (the parser above), with its defaults
     bsd = bsub.add_parser("shutdown", help="controlled shutdown (SIGTERM) on a private cluster: time until "
-                                          "the broker's leadership has moved, and until it exits",
-                          parents=[bf], add_help=False, conflict_handler="resolve")
-    bsd.add_argument("--rounds", type=positive_int, default=3, metavar="N",
-                     help="shutdowns, each of the broker leading a third; the medians are reported (default 3)")
+                                          "the broker's leadership has moved, and until it exits")
+    _add_leadership_options(bsd, "shutdowns, each of the broker leading a third; the medians are reported")
     bsd.set_defaults(func=cmd_bench_shutdown)
 
     bra = bsub.add_parser("reassign", help="partition reassignment on a private cluster of 6 brokers: "
@@ -77,6 +69,17 @@ def add_commands(sub: Any) -> None:
     for parser in (bp, bs):
         parser.add_argument("--bootstrap-server", type=bootstrap_list_arg, metavar="HOST:PORT[,...]",
                             help="the cluster to measure (default: a private 3-broker cluster)")
+
+
+def _add_leadership_options(parser: argparse.ArgumentParser, rounds_help: str) -> None:
+    """The options bench failover and bench shutdown share, each parser its own actions:
+    argparse's parents= shares the action objects, and its conflict_handler="resolve" then
+    stripped --rounds from the parent's, which became a positional N."""
+    parser.add_argument("--partitions", type=positive_int, default=10_000, metavar="P")
+    parser.add_argument("--brokers", type=positive_int, default=3, metavar="N")
+    parser.add_argument("--timeout-s", type=seconds_arg, default=600.0, help="how long to wait for each step")
+    parser.add_argument("--rounds", type=positive_int, default=3, metavar="N", help=rounds_help)
+    _add_private_cluster_options(parser)
 
 
 def _add_private_cluster_options(parser: argparse.ArgumentParser) -> None:

@@ -35,6 +35,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def leaf_parser(parser: argparse.ArgumentParser, names: list[str]) -> argparse.ArgumentParser:
+    """The parser of the subcommand ``names`` (e.g. ['topics', 'describe']) under ``parser``."""
+    for name in names:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs or name not in subs[0].choices:
+            break
+        parser = subs[0].choices[name]
+    return parser
+
+
 #: Help for the options that many commands share, filled in where a command gave none.
 _SHARED_HELP = {
     "json": "print JSON instead of text",
