@@ -204,6 +204,19 @@ def test_broker_on_a_port_in_use(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert_one_error_line(status, err, "already in use", str(port))
 
 
+def test_broker_on_a_metrics_port_in_use(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused as a taken listen port is, not a broker running without its metrics."""
+    config = tmp_path / "server.properties"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config.write_text(f"metrics.port={port}\n")
+        status, err = run(["broker", "--id", "1", "--listen", f"127.0.0.1:{free_port()}", "--zookeeper",
+                           "127.0.0.1:1", "--data-dir", str(tmp_path / "data"), "--config", str(config)], capsys)
+    assert_one_error_line(status, err, f"metrics port 127.0.0.1:{port} is already in use")
+
+
 def test_version_and_help_defaults(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     with pytest.raises(SystemExit) as exit_:

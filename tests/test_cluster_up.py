@@ -139,6 +139,13 @@ def test_a_taken_port_is_refused_before_anything_starts(data_dir: Path) -> None:
         holder.listen()
         proc = run("up", "--data-dir", str(data_dir), "--brokers", "2", *flags)
     assert_one_line_error(proc, 1, f"127.0.0.1:{taken} (broker 2)", "nothing was started", "--base-port")
+    metrics = free_port_block(2) + 1  # broker 2's metrics port
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", metrics))
+        holder.listen()
+        proc = run("up", "--data-dir", str(data_dir), "--brokers", "2", *flags[:4], "--metrics-base-port",
+                   str(metrics - 1))
+    assert_one_line_error(proc, 1, f"127.0.0.1:{metrics} (broker 2 metrics)", "--metrics-base-port")
     assert not processes_under(data_dir)
     assert not (data_dir / "cluster.json").exists()
 

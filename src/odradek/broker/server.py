@@ -101,10 +101,9 @@ class Broker:
             lambda: self.group_coordinator.lags(lambda tp: (p := rm.get(tp)) and p.high_watermark)))
         try:
             metrics.serve(self.config.host, self.config.metrics_port, self.config.data_dir / "state-change.log")
-        except OSError as exc:  # a taken port costs the metrics, not the broker
-            log.error("broker %d: cannot serve metrics on port %d (%s); running without them",
-                      self.config.broker_id, self.config.metrics_port, exc)
-            return None
+        except OSError as exc:  # refused as a taken listen port is: a broker silently without metrics misleads
+            raise OSError(exc.errno, f"cannot serve metrics on {self.config.host}:{self.config.metrics_port} "
+                                     f"(metrics.port): {exc.strerror or exc}") from None
         metrics.listen_to_controller()
         self._metrics_url = f"http://{self.config.host}:{self.config.metrics_port}/metrics"
         return metrics

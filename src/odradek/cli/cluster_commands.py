@@ -21,7 +21,8 @@ def add_commands(sub: Any) -> None:
     b.add_argument("--zookeeper", type=zk_connect_arg, metavar="CONN", help="HOST:PORT[,HOST:PORT...][/chroot]")
     b.add_argument("--data-dir", type=directory_arg, metavar="DIR", help="where partition logs live")
     b.add_argument("--config", type=Path, metavar="FILE", help="Kafka-style key=value settings; flags win")
-    b.add_argument("--session-timeout-ms", type=positive_int, metavar="N", help="zookeeper.session.timeout.ms")
+    b.add_argument("--session-timeout-ms", type=positive_int, metavar="N",
+                   help=f"zookeeper.session.timeout.ms (default: {_default_session_timeout_ms()})")
     b.set_defaults(func=cmd_broker)
 
     u = sub.add_parser("up", help="start (or restart what is missing of) a local cluster in the background; "
@@ -71,6 +72,16 @@ def add_commands(sub: Any) -> None:
     ui.set_defaults(func=cmd_ui)
 
 
+def _default_session_timeout_ms() -> int:
+    """BrokerConfig's default, shown in --help (the flag's own default stays None, so a value
+    from --config is not overridden)."""
+    import dataclasses
+
+    from odradek.broker.config import BrokerConfig
+
+    return next(f.default for f in dataclasses.fields(BrokerConfig) if f.name == "zookeeper_session_timeout_ms")
+
+
 def cmd_broker(args: argparse.Namespace) -> None:
     """Foreground broker; the BrokerConfig is built here so flags and files share one path."""
     from odradek.broker.config import BrokerConfig
@@ -100,6 +111,9 @@ def cmd_broker(args: argparse.Namespace) -> None:
     if not port_free(config.host, config.port):
         raise UserError(f"broker: {config.host}:{config.port} is already in use (stop what listens there, "
                         f"or give another --listen)")
+    if config.metrics_port and not port_free(config.host, config.metrics_port):
+        raise UserError(f"broker: metrics port {config.host}:{config.metrics_port} is already in use (stop what "
+                        f"listens there, or set another metrics.port in --config)")
     try:
         run_broker(config)
     except OSError as exc:  # the port taken between the check and the bind, a data dir not writable
