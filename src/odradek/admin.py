@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.cli_output import duration
 from odradek.cluster import ClusterError, connect_zk
 from odradek.librdkafka_log import client_logger
+from odradek.protocol.errors import ErrorCode
 
 
 class AdminError(RuntimeError):
@@ -272,6 +273,8 @@ def describe_topics(bootstrap: str, names: list[str] | None = None, timeout: flo
     response = metadata_request(bootstrap, names, timeout)
     topics = []
     for t in sorted(response.topics, key=lambda t: t.name or ""):
+        if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            raise AdminError(f"topic {t.name!r} does not exist (odradek topics list shows the topics)")
         if t.error_code != 0:
             raise AdminError(f"{t.error_code.name.upper()}: topic {t.name!r}")
         topics.append({

@@ -74,13 +74,33 @@ def wait_for_leaders(bootstrap: str, topic: str, timeout: float = 30.0) -> None:
 
 
 def produce_bench(bootstrap: str, messages: int, size: int, acks: str, replication_factor: int,
-                  partitions: int = 6) -> ProduceResult:
-    """Produce `messages` records of `size` bytes to a new topic and measure the run.
+                  partitions: int = 6, keep: bool = False) -> ProduceResult:
+    """Produce `messages` records of `size` bytes to a new topic and measure the run; the
+    topic is deleted afterwards (a user's cluster keeps no bench-* topics) unless ``keep``.
 
     Latency is delivery-callback time minus send time for every k-th message; throughput is
     messages over the time from the first send to the end of flush()."""
     topic = f"bench-rf{replication_factor}-acks{acks}-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, partitions, replication_factor)
+    try:
+        return _measure(bootstrap, topic, messages, size, acks, replication_factor, partitions)
+    finally:
+        if not keep:
+            _delete_quietly(bootstrap, topic)
+
+
+def _delete_quietly(bootstrap: str, topic: str) -> None:
+    """Delete the benchmark's topic; a failure is a warning, not a lost measurement."""
+    from odradek.topic_command import delete_topics
+
+    try:
+        delete_topics(bootstrap, [topic], timeout=30.0)
+    except AdminError as exc:
+        print(f"odradek: warning: benchmark topic {topic} not deleted: {exc}", file=sys.stderr)
+
+
+def _measure(bootstrap: str, topic: str, messages: int, size: int, acks: str, replication_factor: int,
+             partitions: int) -> ProduceResult:
     wait_for_leaders(bootstrap, topic)
     failures: list[str] = []
 
@@ -166,11 +186,12 @@ def _ratio(results: list[ProduceResult]) -> float:
 
 
 def _child_run(bootstrap: str, messages: int, size: int, acks: str, replication_factor: int,
-               partitions: int) -> ProduceResult:
+               partitions: int, keep: bool) -> ProduceResult:
     """One measurement in a fresh interpreter, so no run inherits another's heap or threads."""
     cmd = [sys.executable, "-m", "odradek", "bench", "produce", "--bootstrap-server", bootstrap,
            "--messages", str(messages), "--size", str(size), "--acks", acks,
-           "--replication-factor", str(replication_factor), "--partitions", str(partitions), "--json"]
+           "--replication-factor", str(replication_factor), "--partitions", str(partitions), "--json",
+           *(["--keep"] if keep else [])]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise AdminError(f"benchmark run failed: {out.stderr.strip().splitlines()[-1:]}")
@@ -183,15 +204,17 @@ def _median_run(runs: list[ProduceResult]) -> ProduceResult:
 
 
 def run_produce_command(bootstrap: str | None, *, messages: int, size: int, acks: str, replication_factor: int,
-                        partitions: int, compare: bool, as_json: bool, rounds: int = 3) -> str:
+                        partitions: int, compare: bool, as_json: bool, rounds: int = 3, keep: bool = False) -> str:
     """What `odradek bench produce` prints: one run, or with `compare` RF3 acks=all and RF1
     acks=1 alternated for `rounds` rounds, each run in its own process, and the ratio of the
-    median throughputs (the first run in a process is measurably faster than later ones)."""
+    median throughputs (the first run in a process is measurably faster than later ones).
+    The topics of each run are deleted unless ``keep`` (a private cluster goes as a whole)."""
     with contextlib.ExitStack() as stack:
         if bootstrap is None:
             bootstrap = stack.enter_context(private_cluster())
+            keep = True
         if not compare:
-            results = [produce_bench(bootstrap, messages, size, acks, replication_factor, partitions)]
+            results = [produce_bench(bootstrap, messages, size, acks, replication_factor, partitions, keep)]
         else:
             # each child's own bar goes to a pipe (not drawn): this one counts the runs
             runs = [(rf, a) for _ in range(rounds) for rf, a in ((3, "all"), (1, "1"))]
@@ -199,7 +222,7 @@ def run_produce_command(bootstrap: str | None, *, messages: int, size: int, acks
             results = []
             for done, (rf, a) in enumerate(runs):
                 progress.update(done)
-                results.append(_child_run(bootstrap, messages, size, a, rf, partitions))
+                results.append(_child_run(bootstrap, messages, size, a, rf, partitions, keep))
             progress.update(len(runs))
             progress.close()
     if not compare:

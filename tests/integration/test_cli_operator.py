@@ -120,6 +120,19 @@ def test_progress_counts_what_advances_and_reaches_the_total_only_when_done(clus
         zk_progress.close()
 
 
+def test_bench_produce_on_a_data_dir_deletes_its_topic_unless_kept(cluster: LocalCluster,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    dd = str(cluster.data_dir)
+    run = ["bench", "produce", "--data-dir", dd, "--messages", "100", "--partitions", "1", "--replication-factor",
+           "1", "--json"]
+    status, out, _ = odradek(capsys, *run)
+    assert status == 0 and json.loads(out)["messages"] == 100
+    assert not [t for t in odradek(capsys, "topics", "list", "--data-dir", dd)[1].split() if t.startswith("bench-")]
+    assert odradek(capsys, *run, "--keep")[0] == 0
+    kept = [t for t in odradek(capsys, "topics", "list", "--data-dir", dd)[1].split() if t.startswith("bench-")]
+    assert len(kept) == 1 and kept[0].startswith("bench-rf1-acksall-")
+
+
 def test_describe_offsets_and_min_isr_filters(cluster: LocalCluster, capsys: pytest.CaptureFixture[str],
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     bs = cluster.bootstrap_servers

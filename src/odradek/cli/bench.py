@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from odradek.cli.args import UserError, bootstrap_list_arg, positive_int, seconds_arg
+from odradek.cli.args import UserError, bootstrap_list_arg, directory_arg, positive_int, seconds_arg
 from odradek.cli.bootstrap import require_broker
 
 
@@ -25,6 +25,8 @@ def add_commands(sub: Any) -> None:
                     help="alternate RF3 acks=all and RF1 acks=1 runs on one cluster, each in its own "
                          "process, and print the ratio of the median throughputs")
     bp.add_argument("--rounds", type=positive_int, default=3, metavar="N", help="runs of each kind with --compare")
+    bp.add_argument("--keep", action="store_true", help="keep the benchmark's bench-* topics (default: each "
+                    "is deleted after its run)")
     bp.add_argument("--json", action="store_true")
     bp.set_defaults(func=cmd_bench_produce)
 
@@ -67,8 +69,11 @@ def add_commands(sub: Any) -> None:
     bs.add_argument("--json", action="store_true")
     bs.set_defaults(func=cmd_bench_spark_read)
     for parser in (bp, bs):
-        parser.add_argument("--bootstrap-server", type=bootstrap_list_arg, metavar="HOST:PORT[,...]",
-                            help="the cluster to measure (default: a private 3-broker cluster)")
+        where = parser.add_mutually_exclusive_group()
+        where.add_argument("--bootstrap-server", type=bootstrap_list_arg, metavar="HOST:PORT[,...]",
+                           help="the cluster to measure (default: a private 3-broker cluster)")
+        where.add_argument("--data-dir", type=directory_arg, metavar="DIR", dest="cluster_dir",
+                           help="measure the cluster `odradek up` runs in DIR")
 
 
 def _add_leadership_options(parser: argparse.ArgumentParser, rounds_help: str) -> None:
@@ -89,20 +94,30 @@ def _add_private_cluster_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true")
 
 
+def _measured_cluster(args: argparse.Namespace) -> str | None:
+    """--bootstrap-server, else every broker of --data-dir's cluster, else None (the benchmark
+    starts a private cluster); checked to answer before the run."""
+    bootstrap = args.bootstrap_server
+    if args.cluster_dir is not None:
+        from odradek.cluster import LocalCluster
+
+        bootstrap = LocalCluster.load(args.cluster_dir).bootstrap_servers
+    require_broker(bootstrap)
+    return bootstrap
+
+
 def cmd_bench_produce(args: argparse.Namespace) -> None:
     from odradek.bench import run_produce_command
 
-    require_broker(args.bootstrap_server)
-    print(run_produce_command(args.bootstrap_server, messages=args.messages, size=args.size, acks=args.acks,
+    print(run_produce_command(_measured_cluster(args), messages=args.messages, size=args.size, acks=args.acks,
                               replication_factor=args.replication_factor, partitions=args.partitions,
-                              compare=args.compare, as_json=args.json, rounds=args.rounds))
+                              compare=args.compare, as_json=args.json, rounds=args.rounds, keep=args.keep))
 
 
 def cmd_bench_spark_read(args: argparse.Namespace) -> None:
     from odradek.spark.bench import format_result, run_spark_read
 
-    require_broker(args.bootstrap_server)
-    print(format_result(run_spark_read(args.bootstrap_server, args.records, args.size, args.partitions,
+    print(format_result(run_spark_read(_measured_cluster(args), args.records, args.size, args.partitions,
                                        args.master), args.json))
 
 
