@@ -42,7 +42,7 @@ from odradek.controller.events import (AlterPartitionReassignments, BrokerChange
                                        TopicChange, TopicDeletion)
 from odradek.controller.seams import ControllerMovedError
 from odradek.controller.state_change_log import StateChangeLog
-from odradek.metadata import LeaderAndIsr, PartitionState, TopicAssignment, TopicPartition
+from odradek.metadata import LeaderAndIsr, PartitionState, TopicPartition
 from odradek.protocol.controller_api import (ControllerResponse, LeaderAndIsrRequest,
                                              StopReplicaRequest)
 
