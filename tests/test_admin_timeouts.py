@@ -42,7 +42,7 @@ def recording(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     _RecordingAdmin.made = []
     monkeypatch.setattr(admin, "AdminClient", _RecordingAdmin)
     monkeypatch.setattr(admin, "_wait_until_every_broker_knows",
-                        lambda bootstrap, topic, partitions, deadline, answered=True, progress=None:
+                        lambda bootstrap, topic, partitions, deadline, answered=True, progress=None, zk=None:
                         polled.update(topic=topic, answered=answered))
     return polled
 
