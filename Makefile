@@ -40,7 +40,7 @@ $(STAMP): pyproject.toml
 	touch $@
 
 test: setup
-	$(VENV)/bin/pytest -q -p no:cacheprovider -m "not slow" --durations=15
+	$(VENV)/bin/pytest -q -p no:cacheprovider -m "not slow" --durations=40
 
 # The long variants (marked slow): more brokers, more data, more seeds. Not in `make test`,
 # which must stay under 15 minutes on 2 cores.
