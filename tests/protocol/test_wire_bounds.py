@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import random
 import struct
+import uuid
 
 import pytest
 
 from odradek.broker import apis
 from odradek.fuzz import harness, structured, templates
 from odradek.protocol import fast_paths, kio_util, wire_bounds
-from odradek.protocol.schema import SchemaError
+from odradek.protocol.schema import SchemaError, UnsignedVarInt
 
 
 def check(frame: bytes) -> int:
@@ -49,3 +50,29 @@ def test_what_kio_would_trust_is_refused(frame: bytes, why: str) -> None:
         check(frame)
     with pytest.raises(ValueError):
         kio_util.decode_request(frame)
+
+
+def _tag(tag: int, value: bytes) -> bytes:
+    out: list[bytes] = []
+    UnsignedVarInt.encode(tag, out)
+    UnsignedVarInt.encode(len(value), out)
+    return b"".join(out) + value
+
+
+def test_tagged_fields_the_schema_does_not_know_are_skipped_as_kafka_skips_them() -> None:
+    """A newer client may send a tagged field this schema lacks (KIP-482): Kafka's readers skip
+    it; kio's raised KeyError and the broker closed the connection. Cut out of the request
+    header, of the body and of an array element, each request decodes as it would without."""
+    frame = kio_util.encode_request(3, 12, 7, "c", {"topics": [{"topic_id": uuid.UUID(int=0), "name": "t"}], "allow_auto_topic_creation": False,
+                                                    "include_topic_authorized_operations": False})[4:]
+    header_tags = 8 + 2 + 1  # api key, version, correlation id, client id "c"
+    element_tags = header_tags + 1 + 1 + 16 + 2  # header's empty section, topics count, topic id, name "t"
+    assert frame[header_tags] == frame[element_tags] == frame[-1] == 0  # empty tagged sections
+    expected = kio_util.decode_request(frame)
+    for at in (header_tags, element_tags, len(frame) - 1):
+        for extra in ([_tag(10000, b"new")], [_tag(5, b""), _tag(200, b"x" * 300)]):
+            sent = frame[:at] + bytes([len(extra)]) + b"".join(extra) + frame[at + 1:]
+            with pytest.raises(wire_bounds.UnknownTaggedField):
+                check(sent)
+            assert kio_util.decode_request(sent) == expected
+

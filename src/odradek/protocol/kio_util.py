@@ -99,11 +99,13 @@ def decode_request(frame: memoryview | bytes) -> tuple[Any, Any]:
 
     Raises kio's errors for unknown keys/versions and ValueError/struct.error for garbage.
     Lengths and counts are checked against the frame first (wire_bounds.py): kio's reader
-    trusts them when it allocates, and a failed allocation aborts the process.
+    trusts them when it allocates, and a failed allocation aborts the process. Tagged fields
+    the schema does not know are cut out there too, as Kafka's readers skip them.
     """
     api_key, version = struct.unpack_from(">hh", frame, 0)
     cls = request_class(api_key, version)
-    wire_bounds.check_message(cls, frame, wire_bounds.check_message(cls.__header_schema__, frame, 0))
+    frame, body_at = wire_bounds.checked(cls.__header_schema__, frame, 0)
+    frame, _end = wire_bounds.checked(cls, frame, body_at)
     header, offset = _reader(cls.__header_schema__)(frame, 0)
     body, _size = _reader(cls)(frame, offset)
     return header, body

@@ -38,9 +38,39 @@ class WireBoundsError(SchemaError):
     """A length or count says more than the message holds."""
 
 
+class UnknownTaggedField(Exception):
+    """A tagged field whose tag the schema does not know (a newer client's field): Kafka's
+    readers skip it (KIP-482), kio's raises KeyError, so ``checked`` cuts it out first."""
+
+    def __init__(self, count_at: int, count_end: int, count: int, start: int, end: int) -> None:
+        super().__init__(f"unknown tagged field at offset {start}")
+        self.count_at, self.count_end, self.count = count_at, count_end, count
+        self.start, self.end = start, end
+
+    def cut(self, buf: Any) -> bytes:
+        """``buf`` without the field, its section's count one less."""
+        count: list[bytes] = []
+        UnsignedVarInt.encode(self.count - 1, count)
+        return b"".join((bytes(buf[:self.count_at]), *count, bytes(buf[self.count_end:self.start]),
+                         bytes(buf[self.end:])))
+
+
 def check_message(cls: type, buf: Any, offset: int = 0) -> int:
-    """Check the message of kio class ``cls`` at ``offset``; the offset after it."""
+    """Check the message of kio class ``cls`` at ``offset``; the offset after it. Raises
+    UnknownTaggedField at the first tagged field the schema does not know (``checked`` cuts
+    them out)."""
     return _compiled(cls)(buf, offset, len(buf))
+
+
+def checked(cls: type, buf: Any, offset: int = 0) -> tuple[Any, int]:
+    """``check_message``, with every tagged field the schema does not know cut out, as Kafka's
+    readers skip them: (the message's bytes, the offset after it). ``buf`` itself unless a
+    field was cut. One pass per unknown field: clients of today send none."""
+    while True:
+        try:
+            return buf, check_message(cls, buf, offset)
+        except UnknownTaggedField as unknown:
+            buf = unknown.cut(buf)
 
 
 def _uvarint(buf: Any, pos: int, end: int) -> tuple[int, int]:
@@ -129,15 +159,22 @@ def _array(item: Check, item_size: int | None, flexible: bool, nullable: bool,
 def _tagged(known: dict[int, Check]) -> Check:
     """The tagged-field section closing a flexible struct: count, then (tag, size, value)."""
     def check(buf: Any, pos: int, end: int) -> int:
+        count_at = pos
         n, pos = _uvarint(buf, pos, end)
+        count_end = pos
         if n > end - pos:
             raise WireBoundsError(f"{n} tagged fields at offset {pos} with {end - pos} bytes left")
         for _ in range(n):
+            start = pos
             tag, pos = _uvarint(buf, pos, end)
             size, pos = _uvarint(buf, pos, end)
             field_end = _fits(pos, size, end, "tagged field")
-            if tag in known:
+            if tag not in known:
+                raise UnknownTaggedField(count_at, count_end, n, start, field_end)
+            try:
                 known[tag](buf, pos, field_end)
+            except UnknownTaggedField:  # cutting it would leave this field's size wrong
+                raise WireBoundsError(f"an unknown tagged field inside tagged field {tag}") from None
             pos = field_end
         return pos
     return check
