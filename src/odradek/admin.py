@@ -20,11 +20,13 @@ ProgressFn = Callable[[int, int], None]
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.exceptions import NoNodeError
 
 from odradek.cli_output import duration
 from odradek.cluster import ClusterError, connect_zk
 from odradek.librdkafka_log import client_logger
 from odradek.protocol.errors import ErrorCode
+from odradek.zk import paths
 
 
 class AdminError(RuntimeError):
@@ -164,7 +166,6 @@ class ZooKeeperProgress:
     def elected(self, topic: str, partitions: int) -> int | None:
         """Partitions of ``topic`` whose leader is elected: their state znode exists."""
         from odradek.metadata import TopicPartition
-        from odradek.zk import paths
 
         wanted = [TopicPartition(topic, p) for p in range(partitions)]
         if not self._count(self._elected, wanted, lambda tp: [paths.partition_state_path(tp)], present=True):
@@ -173,7 +174,6 @@ class ZooKeeperProgress:
 
     def deleted(self, topics: list[str]) -> int | None:
         """Topics whose deletion completed: gone from /brokers/topics and /admin/delete_topics."""
-        from odradek.zk import paths
 
         if not self._count(self._deleted, topics, lambda t: [paths.topic_path(t), paths.delete_topic_path(t)],
                            present=False):
@@ -472,17 +472,23 @@ def cluster_status(zookeeper: str, timeout: float = 10.0,
             chroot = "/" in zookeeper
             raise AdminError(f"no odradek/Kafka cluster under ZooKeeper {zookeeper}"
                              + (" (wrong chroot?)" if chroot else " (no broker ever registered; a chroot missing?)"))
-        controller = _json(zk, "/controller")
-        epoch = _json(zk, "/controller_epoch")
+        broker_ids = sorted(zk.get_children("/brokers/ids"), key=int)
+        topics = sorted(_children(zk, "/brokers/topics"))
+        # Pipelined reads: one round trip for the controller, every registration and every topic
+        read = _read_many(zk, ["/controller", "/controller_epoch"] + [f"/brokers/ids/{b}" for b in broker_ids]
+                          + [f"/brokers/topics/{t}" for t in topics], timeout)
+        controller = _loads_or_none(read["/controller"])
+        epoch = _loads_or_none(read["/controller_epoch"])
         brokers = []
-        for bid in sorted(_children(zk, "/brokers/ids"), key=int):
-            info = _json(zk, f"/brokers/ids/{bid}") or {}
+        for bid in broker_ids:
+            data = read[f"/brokers/ids/{bid}"]
+            info = _loads_or_none(data) or {}
             # the broker publishes where it serves metrics in its own registration (zk.paths.encode_broker_info)
             brokers.append({"id": int(bid), "host": info.get("host"), "port": info.get("port"),
-                            "metrics_url": info.get("metrics_url")})
+                            "metrics_url": paths.decode_broker_metrics_url(data) if data else None})
         live = {b["id"] for b in brokers}
-        topics = sorted(_children(zk, "/brokers/topics"))
-        assignments = {t: (_json(zk, f"/brokers/topics/{t}") or {}).get("partitions", {}) for t in topics}
+        assignments = {t: (_loads_or_none(read[f"/brokers/topics/{t}"]) or {}).get("partitions", {})
+                       for t in topics}
         # Pipelined reads: one round trip per partition would dominate with thousands of them.
         pending = {(t, int(p)): zk.get_async(f"/brokers/topics/{t}/partitions/{p}/state")
                    for t, parts in assignments.items() for p in parts}
@@ -523,10 +529,20 @@ def cluster_status(zookeeper: str, timeout: float = 10.0,
     }
 
 
-def _json(zk: Any, path: str) -> Any:
-    if not zk.exists(path):
-        return None
-    return json.loads(zk.get(path)[0])
+def _read_many(zk: Any, znodes: list[str], timeout: float) -> dict[str, bytes | None]:
+    """Each znode's data (None: it does not exist), read in one pipelined round trip."""
+    pending = {path: zk.get_async(path) for path in znodes}
+    out: dict[str, bytes | None] = {}
+    for path, result in pending.items():
+        try:
+            out[path] = result.get(timeout=timeout)[0]
+        except NoNodeError:
+            out[path] = None
+    return out
+
+
+def _loads_or_none(data: bytes | None) -> Any:
+    return json.loads(data) if data else None
 
 
 def _children(zk: Any, path: str) -> list[str]:

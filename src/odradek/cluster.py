@@ -309,9 +309,12 @@ class LocalCluster(ClusterSpec):
         broker's pid file is not the running broker's (ZooKeeper's own ctime would compare
         another machine's clock when --zookeeper is remote)."""
         reasons: list[tuple[int | None, str]] = []
-        for broker_id in broker_ids:
+        # one round trip for every registration and the controller, every poll
+        registrations = {b: zk.get_async(paths.broker_path(b)) for b in broker_ids}
+        controller = zk.exists_async(paths.CONTROLLER)
+        for broker_id, pending in registrations.items():
             try:
-                registration = json.loads(zk.get(paths.broker_path(broker_id))[0])
+                registration = json.loads(pending.get()[0])
             except NoNodeError:
                 reasons.append((broker_id, f"broker {broker_id} has not registered in ZooKeeper {self._zookeeper}"))
                 continue
@@ -323,7 +326,7 @@ class LocalCluster(ClusterSpec):
             if registered_at < started_at:
                 reasons.append((broker_id, f"broker {broker_id} has not registered yet: /brokers/ids/{broker_id} is "
                                            f"still its previous process's, until ZooKeeper expires that session"))
-        if not zk.exists(paths.CONTROLLER):
+        if not controller.get():
             reasons.append((None, "no controller elected"))
         if reasons:
             return reasons

@@ -84,17 +84,19 @@ async def _auto_create_topics(ctx: BrokerContext, names: list[str]) -> dict[str,
     name CreateTopics would refuse gets CreateTopics' error (INVALID_TOPIC_EXCEPTION,
     INVALID_REPLICATION_FACTOR when fewer brokers are alive). Internal topics are created by
     the brokers that use them (the group coordinator creates __consumer_offsets), never here."""
-    live = ([b.id for b in ctx.metadata.live_brokers] if ctx.metadata.initialized
-            else sorted(await asyncio.to_thread(ctx.zk.get_live_brokers)))
+    live = await _live_broker_ids(ctx)
+    existing = await _existing_topics_if_needed(ctx, names)
+    created: list[str] = []
 
     def create(name: str) -> int:
         if name in INTERNAL_TOPICS:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         try:
-            validate_new_topic_name(name, ctx.zk.get_all_topics)
+            validate_new_topic_name(name, existing | set(created))
             assignment = TopicAssignment(name, new_topic_id(), _default_partitions(
                 ctx, name, ctx.config.num_partitions, ctx.config.default_replication_factor, live))
             ctx.zk.create_topic(assignment, {})
+            created.append(name)
         except TopicError as exc:
             log.info("not creating topic %s for a Metadata request: %s", name, exc)
             return exc.code
@@ -180,15 +182,25 @@ def _metadata_response(ctx: BrokerContext, cache: MetadataCache, header: Any, re
     return kio_util.encode_response(apis.METADATA, version, header.correlation_id, body)
 
 
-async def create_topics(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
-    # the live brokers to assign replicas to: ZooKeeper's list until the controller has spoken
-    live = ([b.id for b in ctx.metadata.live_brokers] if ctx.metadata.initialized
+async def _live_broker_ids(ctx: BrokerContext) -> list[int]:
+    """The live brokers to assign new replicas to: ZooKeeper's list until the controller has spoken."""
+    return ([b.id for b in ctx.metadata.live_brokers] if ctx.metadata.initialized
             else sorted(await asyncio.to_thread(ctx.zk.get_live_brokers)))
+
+
+async def _existing_topics_if_needed(ctx: BrokerContext, names: list[str]) -> set[str]:
+    """Every topic name, for Kafka's '.'/'_' collision rule: read once per request, and only if
+    one of ``names`` needs it."""
+    if any("." in n or "_" in n for n in names):
+        return set(await asyncio.to_thread(ctx.zk.get_all_topics))
+    return set()
+
+
+async def create_topics(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    live = await _live_broker_ids(ctx)
     results = []
     created: list[str] = []
-    # every topic name, for Kafka's '.'/'_' collision rule: read once, only if a name needs it
-    existing = (await asyncio.to_thread(ctx.zk.get_all_topics)
-                if any("." in t.name or "_" in t.name for t in req.topics) else set())
+    existing = await _existing_topics_if_needed(ctx, [t.name for t in req.topics])
     # the defaults a new topic's configs fall back to (CreateTopics v5+ lists them)
     broker_config = await asyncio.to_thread(current_broker_config, ctx) if version >= 5 and req.topics else None
     for topic in req.topics:

@@ -270,6 +270,11 @@ class DynamicBrokerConfig:
         return int(self.value("min.insync.replicas"))
 
     @property
+    def unclean_leader_election_enable(self) -> bool:
+        """The default of topics that do not set it, read by the controller at each election."""
+        return self.value("unclean.leader.election.enable").strip().lower() == "true"
+
+    @property
     def log_cleaner_backoff_ms(self) -> int:
         return int(self.value("log.cleaner.backoff.ms"))
 

@@ -68,7 +68,7 @@ class Broker:
             config.broker_id, self.zk, config.data_dir / "state-change.log",
             config.leader_imbalance_check_interval_seconds if config.auto_leader_rebalance_enable else None,
             config.leader_imbalance_per_broker_percentage, config.delete_topic_enable,
-            lambda: broker_config.value("unclean.leader.election.enable").lower() == "true")
+            lambda: broker_config.unclean_leader_election_enable)
         self.group_coordinator = GroupCoordinator(
             GroupMetadataManager(self._offsets_partition_count, self.replica_manager.get,
                                  config.offsets_commit_timeout_ms / 1000, config.message_max_bytes),
