@@ -20,10 +20,9 @@ ProgressFn = Callable[[int, int], None]
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
-from kazoo.exceptions import NoNodeError
 
 from odradek.cli_output import duration
-from odradek.cluster import ClusterError, connect_zk
+from odradek.cluster import ClusterError, collect_data, connect_zk
 from odradek.librdkafka_log import client_logger
 from odradek.protocol.errors import ErrorCode
 from odradek.zk import paths
@@ -475,8 +474,9 @@ def cluster_status(zookeeper: str, timeout: float = 10.0,
         broker_ids = sorted(zk.get_children("/brokers/ids"), key=int)
         topics = sorted(_children(zk, "/brokers/topics"))
         # Pipelined reads: one round trip for the controller, every registration and every topic
-        read = _read_many(zk, ["/controller", "/controller_epoch"] + [f"/brokers/ids/{b}" for b in broker_ids]
-                          + [f"/brokers/topics/{t}" for t in topics], timeout)
+        read = collect_data({path: zk.get_async(path) for path in
+                             ["/controller", "/controller_epoch"] + [f"/brokers/ids/{b}" for b in broker_ids]
+                             + [f"/brokers/topics/{t}" for t in topics]}, timeout)
         controller = _loads_or_none(read["/controller"])
         epoch = _loads_or_none(read["/controller_epoch"])
         brokers = []
@@ -527,18 +527,6 @@ def cluster_status(zookeeper: str, timeout: float = 10.0,
         "offline_partitions": offline,
         "under_replicated_partitions": under,
     }
-
-
-def _read_many(zk: Any, znodes: list[str], timeout: float) -> dict[str, bytes | None]:
-    """Each znode's data (None: it does not exist), read in one pipelined round trip."""
-    pending = {path: zk.get_async(path) for path in znodes}
-    out: dict[str, bytes | None] = {}
-    for path, result in pending.items():
-        try:
-            out[path] = result.get(timeout=timeout)[0]
-        except NoNodeError:
-            out[path] = None
-    return out
 
 
 def _loads_or_none(data: bytes | None) -> Any:

@@ -24,7 +24,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -46,6 +46,19 @@ _POLL_S = 0.2
 #: how long `up` waits for a taken port to come free before refusing (the sockets of a process
 #: killed a moment ago close a little after it exits)
 PORT_SETTLE_S = 3.0
+
+K = TypeVar("K")
+
+
+def collect_data(pending: Mapping[K, Any], timeout: float) -> dict[K, bytes | None]:
+    """The data of pipelined kazoo ``get_async`` reads, by key (None: no such znode)."""
+    out: dict[K, bytes | None] = {}
+    for key, result in pending.items():
+        try:
+            out[key] = result.get(timeout=timeout)[0]
+        except NoNodeError:
+            out[key] = None
+    return out
 
 
 def connect_zk(hosts: str, timeout: float = 10.0) -> KazooClient:
@@ -310,16 +323,14 @@ class LocalCluster(ClusterSpec):
         another machine's clock when --zookeeper is remote)."""
         reasons: list[tuple[int | None, str]] = []
         # one round trip for every registration and the controller, every poll
-        registrations = {b: zk.get_async(paths.broker_path(b)) for b in broker_ids}
         controller = zk.exists_async(paths.CONTROLLER)
-        for broker_id, pending in registrations.items():
-            try:
-                registration = json.loads(pending.get()[0])
-            except NoNodeError:
+        registrations = collect_data({b: zk.get_async(paths.broker_path(b)) for b in broker_ids}, 10.0)
+        for broker_id, data in registrations.items():
+            if data is None:
                 reasons.append((broker_id, f"broker {broker_id} has not registered in ZooKeeper {self._zookeeper}"))
                 continue
             try:  # both times from this machine's clock: the broker writes its registration's timestamp
-                registered_at = int(registration["timestamp"]) / 1000
+                registered_at = int(json.loads(data)["timestamp"]) / 1000
                 started_at = (self.broker_dir(broker_id) / "broker.pid").stat().st_mtime
             except (OSError, ValueError, TypeError, KeyError):
                 continue

@@ -53,7 +53,7 @@ from kazoo.protocol.states import WatchedEvent
 
 from odradek import reassign_client
 from odradek.broker.metrics import LogChunk, read_log_chunk
-from odradek.cluster import LocalCluster, connect_zk
+from odradek.cluster import LocalCluster, collect_data, connect_zk
 from odradek.metadata import TopicPartition
 from odradek.ui import model
 from odradek.ui.kafka_reader import GroupReader
@@ -172,13 +172,7 @@ class ZkReader:
 
         def results(pending: dict[Any, Any]) -> dict[Any, bytes | None]:
             self.requests += len(pending)
-            out = {}
-            for key, result in pending.items():
-                try:
-                    out[key] = result.get(timeout=timeout)[0]
-                except NoNodeError:
-                    out[key] = None
-            return out
+            return collect_data(pending, timeout)
 
         brokers = {int(b): zk.get_async(paths.broker_path(int(b))) for b in children(paths.BROKER_IDS) if b.isdigit()}
         singles = {paths.CONTROLLER: zk.get_async(paths.CONTROLLER),
