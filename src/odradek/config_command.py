@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.admin import AdminError, metadata_request, request_first, send_request
+from odradek.admin import AdminError, describe_topics, metadata_request, request_first, send_request
 
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
 TOPIC, BROKER = 2, 4
@@ -122,3 +122,19 @@ def format_configs(what: str, entries: list[dict[str, Any]], show_all: bool) -> 
         value = "null" if e["value"] is None else e["value"]
         lines.append(f"  {e['name']}={value} sensitive={str(e['sensitive']).lower()} synonyms={{{synonyms}}}")
     return "\n".join(lines)
+
+
+def describe_topics_with_configs(bootstrap: str, names: list[str] | None,
+                                 timeout: float = 10.0) -> list[dict[str, Any]]:
+    """``admin.describe_topics`` plus, per topic, the configs it sets itself ("configs", as
+    kafka-topics.sh --describe shows them) and the min.insync.replicas it has, set or
+    inherited ("min_insync_replicas", which ``admin.filter_partitions`` reads): one
+    DescribeConfigs for all the topics."""
+    topics = describe_topics(bootstrap, names, timeout)
+    configs = topic_configs(bootstrap, [t["name"] for t in topics], timeout)
+    for topic in topics:
+        own = configs.get(topic["name"], {})
+        topic["configs"] = {k: v for k, (v, source) in own.items() if source == 1}
+        min_isr = own.get("min.insync.replicas", ("1", 0))[0]
+        topic["min_insync_replicas"] = int(min_isr) if str(min_isr).isdigit() else 1
+    return topics

@@ -149,24 +149,24 @@ def _delivery_hint(args: argparse.Namespace, number: int, err: Any, msg: Any,
                 f"with `odradek topics alter {args.topic} --config max.message.bytes=N`)")
     if err.code() != KafkaError._MSG_TIMED_OUT:
         return ""
-    from odradek.admin import AdminError, describe_topics
-    from odradek.config_command import topic_configs
+    from odradek.admin import AdminError, filter_partitions
+    from odradek.config_command import describe_topics_with_configs
 
     wanted = {m.partition() for _, e, m in failures if e.code() == KafkaError._MSG_TIMED_OUT}
     try:
-        partitions = describe_topics(args.bootstrap_server, [args.topic], 5.0)[0]["partitions"]
-        own = topic_configs(args.bootstrap_server, [args.topic], 5.0).get(args.topic, {})
-    except (AdminError, KafkaException, OSError):
+        [topic] = filter_partitions(describe_topics_with_configs(args.bootstrap_server, [args.topic], 5.0),
+                                    under_replicated=False, offline=True, under_min_isr=args.acks == "all",
+                                    keep_empty=True)
+    except (AdminError, KafkaException, OSError, ValueError):
         return ""
-    min_isr_text = own.get("min.insync.replicas", ("1", 0))[0]
-    min_isr = int(min_isr_text) if str(min_isr_text).isdigit() else 1
+    min_isr = topic["min_insync_replicas"]
     offline, short = [], []
-    for p in partitions:
+    for p in topic["partitions"]:
         if wanted - {-1} and p["partition"] not in wanted:
             continue
         if p["leader"] < 0:
             offline.append(f"partition {p['partition']} has no leader")
-        elif args.acks == "all" and len(p["isr"]) < min_isr:
+        else:
             short.append(f"partition {p['partition']} has {plural(len(p['isr']), 'in-sync replica')}, "
                          f"min.insync.replicas is {min_isr}")
     if not offline and not short:

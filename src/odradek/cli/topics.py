@@ -133,18 +133,10 @@ def cmd_topics_describe(args: argparse.Namespace) -> None:
 
 
 def _describe_topics(args: argparse.Namespace) -> str:
-    from odradek.admin import describe_topics, filter_partitions, format_describe, partition_offsets
-    from odradek.config_command import topic_configs
+    from odradek.admin import filter_partitions, format_describe, partition_offsets
+    from odradek.config_command import describe_topics_with_configs
 
-    topics = describe_topics(args.bootstrap_server, [args.name] if args.name else None)
-    # one DescribeConfigs for all: the configs each topic sets itself (kafka-topics.sh --describe
-    # shows those) and the min.insync.replicas it has, set or inherited
-    configs = topic_configs(args.bootstrap_server, [t["name"] for t in topics])
-    for topic in topics:
-        own = configs.get(topic["name"], {})
-        topic["configs"] = {k: v for k, (v, source) in own.items() if source == 1}
-        min_isr = own.get("min.insync.replicas", ("1", 0))[0]
-        topic["min_insync_replicas"] = int(min_isr) if str(min_isr).isdigit() else 1
+    topics = describe_topics_with_configs(args.bootstrap_server, [args.name] if args.name else None)
     if args.under_replicated or args.offline or args.under_min_isr or args.at_min_isr:
         topics = filter_partitions(topics, under_replicated=args.under_replicated, offline=args.offline,
                                    under_min_isr=args.under_min_isr, at_min_isr=args.at_min_isr,
