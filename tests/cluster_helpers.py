@@ -6,8 +6,8 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from odradek.cluster import LocalCluster
-from odradek.netutil import free_port_block
+from odradek.cluster.local_cluster import LocalCluster
+from odradek.common.netutil import free_port_block
 from odradek.zk.server import ZooKeeperServer
 
 

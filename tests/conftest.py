@@ -11,7 +11,7 @@ librdkafka_guard.install()  # before any test module imports confluent_kafka's c
 
 import pytest  # noqa: E402
 
-from odradek.netutil import free_port  # noqa: E402
+from odradek.common.netutil import free_port  # noqa: E402
 from odradek.zk.server import ZooKeeperEnsemble, ZooKeeperServer, check_installed  # noqa: E402
 
 

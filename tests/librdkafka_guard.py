@@ -23,7 +23,7 @@ from typing import Any
 import confluent_kafka
 import confluent_kafka.admin
 
-from odradek.librdkafka_log import PROTOCOL_ERROR_LOG_ENV, ProtocolErrorRecorder
+from odradek.client.librdkafka_log import PROTOCOL_ERROR_LOG_ENV, ProtocolErrorRecorder
 
 LOGGER = logging.getLogger("librdkafka")
 _recorder = ProtocolErrorRecorder()

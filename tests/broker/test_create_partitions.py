@@ -5,7 +5,7 @@ import pytest
 
 from odradek.broker.create_partitions import plan_partitions
 from odradek.broker.topic_admin import TopicError, assign_replicas
-from odradek.metadata import TopicAssignment
+from odradek.common.metadata import TopicAssignment
 from odradek.protocol.errors import ErrorCode
 
 CURRENT = TopicAssignment("t", "id", {0: (2, 3), 1: (3, 1), 2: (1, 2)}, None)

@@ -9,9 +9,14 @@ from types import SimpleNamespace
 import pytest
 
 from odradek.broker.config import BrokerConfig
-from odradek.broker.dynamic_broker_config import (DEFAULT_CONFIG, DEFAULT_ENTITY, DYNAMIC_BROKER_CONFIG,
-                                                  DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG,
-                                                  DynamicBrokerConfig)
+from odradek.broker.dynamic_broker_config import (
+    DEFAULT_CONFIG,
+    DEFAULT_ENTITY,
+    DYNAMIC_BROKER_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
+    STATIC_BROKER_CONFIG,
+    DynamicBrokerConfig,
+)
 from odradek.broker.topic_admin import TopicError, validate_new_topic_name
 from odradek.broker.zk_admin_manager import APPEND, DELETE, SET, SUBTRACT, _incremental
 from odradek.protocol.errors import ErrorCode

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from odradek.broker.fetch_session import FetchSessionCache, FetchSessionError, FetchTarget
-from odradek.metadata import TopicPartition
+from odradek.common.metadata import TopicPartition
 from odradek.protocol.errors import ErrorCode
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 from odradek.broker.fetcher import ReplicaFetcher, ReplicaFetcherManager
 from odradek.broker.partition import Partition
+from odradek.common.metadata import BrokerInfo, PartitionState, TopicPartition
 from odradek.log.log import Log, LogConfig
-from odradek.metadata import BrokerInfo, PartitionState, TopicPartition
 
 TP = TopicPartition("t", 0)
 B2, B3 = BrokerInfo(2, "h", 9002), BrokerInfo(3, "h", 9003)

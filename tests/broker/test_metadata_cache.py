@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from odradek.broker.metadata_cache import MetadataCache, from_zookeeper
-from odradek.metadata import BrokerInfo, LeaderAndIsr, PartitionState, TopicAssignment, TopicPartition
+from odradek.common.metadata import BrokerInfo, LeaderAndIsr, PartitionState, TopicAssignment, TopicPartition
 from odradek.protocol.errors import ErrorCode
 from odradek.zk import paths
 from odradek.zk.client import KafkaZkClient

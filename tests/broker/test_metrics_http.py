@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from odradek.broker import apis
+from odradek.broker import api_keys
 from odradek.broker.metrics import BrokerMetrics, read_log_chunk
 
 
 @pytest.fixture
 def endpoint(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     metrics = BrokerMetrics()
-    metrics.request_done(apis.METADATA, 12, 0.0)
+    metrics.request_done(api_keys.METADATA, 12, 0.0)
     log = tmp_path / "state-change.log"
     server = metrics.serve("127.0.0.1", 0, log)
     try:

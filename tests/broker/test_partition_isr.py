@@ -5,8 +5,8 @@ import time
 from pathlib import Path
 
 from odradek.broker.partition import Partition
+from odradek.common.metadata import PartitionState, TopicPartition
 from odradek.log.log import Log, LogConfig
-from odradek.metadata import PartitionState, TopicPartition
 
 TP = TopicPartition("t", 0)
 LAG_S = 30.0

@@ -8,9 +8,14 @@ import pytest
 
 from odradek.broker.partition import Partition
 from odradek.broker.producer_state import (
-    MAX_SEQUENCE, Duplicate, ProducerStateError, ProducerStateManager, last_sequence)
+    MAX_SEQUENCE,
+    Duplicate,
+    ProducerStateError,
+    ProducerStateManager,
+    last_sequence,
+)
+from odradek.common.metadata import PartitionState, TopicPartition
 from odradek.log.log import Log, LogConfig
-from odradek.metadata import PartitionState, TopicPartition
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import BatchHeader, build_batch, iter_batches
 

@@ -10,12 +10,19 @@ import pytest
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.dynamic_broker_config import DEFAULT_ENTITY, DynamicBrokerConfig
-from odradek.broker.replication_quota import (ALL_PARTITIONS, FOLLOWER_REPLICAS, LEADER_REPLICAS, UNLIMITED,
-                                              ReplicationQuotaManager, ReplicationQuotas, SimpleRate,
-                                              throttled_partitions)
+from odradek.broker.replication_quota import (
+    ALL_PARTITIONS,
+    FOLLOWER_REPLICAS,
+    LEADER_REPLICAS,
+    UNLIMITED,
+    ReplicationQuotaManager,
+    ReplicationQuotas,
+    SimpleRate,
+    throttled_partitions,
+)
 from odradek.broker.topic_admin import TopicError, validate_configs
 from odradek.broker.zk_admin_manager import APPEND, SUBTRACT, _incremental
-from odradek.metadata import TopicPartition
+from odradek.common.metadata import TopicPartition
 from odradek.protocol.errors import ErrorCode
 from odradek.zk import admin_zk_client as azk
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from odradek.broker.fetcher import ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.common.metadata import PartitionState, TopicAssignment, TopicPartition
 from odradek.log.log import LogConfig
 from odradek.log.log_manager import LogManager
-from odradek.metadata import PartitionState, TopicAssignment, TopicPartition
 from odradek.protocol.controller_api import LeaderAndIsrRequest, StopReplicaRequest
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import build_batch

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from odradek.broker.topic_admin import TopicError, assign_replicas, check_fits_in_zookeeper
-from odradek.metadata import TopicAssignment
+from odradek.common.metadata import TopicAssignment
 from odradek.protocol.errors import ErrorCode
 from odradek.zk import paths
 from odradek.zk.request_size import JUTE_MAXBUFFER, payload_budget

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+from test_controller_fakes import FakeZk, new_controller, tp
+
+from odradek.common.metadata import LeaderAndIsr
 from odradek.controller.events import (
     BrokerChange,
     ControlledShutdown,
@@ -14,13 +17,11 @@ from odradek.controller.events import (
 )
 from odradek.controller.partition_state_machine import PartitionStatus
 from odradek.controller.replica_state_machine import PartitionReplica, ReplicaStatus
-from odradek.metadata import LeaderAndIsr
 from odradek.protocol.controller_api import (
     LeaderAndIsrRequest,
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from test_controller_fakes import FakeZk, new_controller, tp
 
 P, R = PartitionStatus, ReplicaStatus
 

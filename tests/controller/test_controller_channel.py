@@ -7,11 +7,15 @@ import time
 
 import pytest
 
+from odradek.common.metadata import BrokerInfo, PartitionState, TopicPartition
 from odradek.controller.controller_channel import ChannelClosedError, ControllerChannel
-from odradek.metadata import BrokerInfo, PartitionState, TopicPartition
 from odradek.protocol.controller_api import (
-    ControllerResponse, LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest,
-    decode_request, encode_response,
+    ControllerResponse,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+    decode_request,
+    encode_response,
 )
 from odradek.protocol.framing import FrameBuffer, parse_request_header
 

@@ -12,11 +12,10 @@ from typing import Any, Callable, Iterable, Mapping
 
 import pytest
 
+from odradek.common.metadata import BrokerInfo, LeaderAndIsr, ReplicaAssignment, TopicAssignment, TopicPartition
 from odradek.controller.controller import Controller
 from odradek.controller.seams import ControllerMovedError
 from odradek.controller.state_change_log import StateChangeLog
-from odradek.metadata import (BrokerInfo, LeaderAndIsr, ReplicaAssignment, TopicAssignment,
-                              TopicPartition)
 from odradek.protocol.controller_api import (
     LeaderAndIsrRequest,
     StopReplicaRequest,

@@ -5,7 +5,9 @@ from __future__ import annotations
 import io
 
 import pytest
+from test_controller_fakes import FakeChannel, FakeZk, new_controller, tp
 
+from odradek.common.metadata import LeaderAndIsr
 from odradek.controller.controller import Controller
 from odradek.controller.events import (
     AutoLeaderRebalance,
@@ -19,8 +21,6 @@ from odradek.controller.events import (
 )
 from odradek.controller.leader_selectors import StateChangeFailedError
 from odradek.controller.state_change_log import StateChangeLog
-from odradek.metadata import LeaderAndIsr
-from test_controller_fakes import FakeChannel, FakeZk, new_controller, tp
 
 
 def piled_up_cluster(brokers=(1, 2, 3)) -> FakeZk:

@@ -1,11 +1,14 @@
 """ControllerEventManager: ordered processing on one thread, preemption, error isolation."""
 from __future__ import annotations
 
-import json
 import io
+import json
 import threading
 import time
 
+from test_controller_fakes import FakeChannel, FakeZk, tp
+
+from odradek.common.metadata import LeaderAndIsr
 from odradek.controller.controller import Controller
 from odradek.controller.event_manager import ControllerEventManager
 from odradek.controller.events import (
@@ -17,8 +20,6 @@ from odradek.controller.events import (
     TopicChange,
 )
 from odradek.controller.state_change_log import StateChangeLog
-from odradek.metadata import LeaderAndIsr
-from test_controller_fakes import FakeChannel, FakeZk, tp
 
 
 def test_events_are_processed_in_order_and_errors_are_not_fatal() -> None:

@@ -3,7 +3,9 @@ and PendingStateChange, driven through the fakes."""
 from __future__ import annotations
 
 import pytest
+from test_controller_fakes import Rig, tp
 
+from odradek.common.metadata import LeaderAndIsr, TopicPartition
 from odradek.controller.leader_and_isr_update import (
     MAX_ATTEMPTS,
     LeaderAndIsrUpdate,
@@ -11,8 +13,6 @@ from odradek.controller.leader_and_isr_update import (
 )
 from odradek.controller.leader_selectors import StateChangeFailedError
 from odradek.controller.states import PartitionStatus
-from odradek.metadata import LeaderAndIsr, TopicPartition
-from test_controller_fakes import Rig, tp
 
 A, B, C = tp("t", 0), tp("t", 1), tp("t", 2)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from odradek.common.metadata import LeaderAndIsr
 from odradek.controller.leader_selectors import (
     LeaderElectionError,
     controlled_shutdown_leader,
@@ -15,7 +16,6 @@ from odradek.controller.leader_selectors import (
     select_preferred,
     select_reassigned,
 )
-from odradek.metadata import LeaderAndIsr
 
 CURRENT = LeaderAndIsr(leader=1, leader_epoch=4, isr=(1, 2, 3), controller_epoch=2, zk_version=7)
 

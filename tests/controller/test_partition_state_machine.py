@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_controller_fakes import Rig, tp
 
+from odradek.common.metadata import LeaderAndIsr
 from odradek.controller.leader_and_isr_update import MAX_ATTEMPTS
 from odradek.controller.leader_selectors import ElectionStrategy, StateChangeFailedError
 from odradek.controller.partition_state_machine import (
@@ -13,8 +15,6 @@ from odradek.controller.partition_state_machine import (
     IllegalStateTransitionError,
     PartitionStatus,
 )
-from odradek.metadata import LeaderAndIsr
-from test_controller_fakes import Rig, tp
 
 P = PartitionStatus
 T0 = tp("t", 0)

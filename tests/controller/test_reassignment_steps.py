@@ -13,12 +13,17 @@ from typing import Any
 import pytest
 from test_simulation import World
 
-from odradek.controller.events import (AlterPartitionReassignments, ListPartitionReassignments,
-                                       InvalidReplicaAssignmentError,
-                                       NoReassignmentInProgressError, PartitionReassignment,
-                                       TopicDeletion, UnknownPartitionError)
+from odradek.common.metadata import TopicPartition
+from odradek.controller.events import (
+    AlterPartitionReassignments,
+    InvalidReplicaAssignmentError,
+    ListPartitionReassignments,
+    NoReassignmentInProgressError,
+    PartitionReassignment,
+    TopicDeletion,
+    UnknownPartitionError,
+)
 from odradek.controller.seams import ControllerMovedError
-from odradek.metadata import TopicPartition
 
 TP = TopicPartition("t", 0)
 OAR, RAR = (1, 2, 3), (4, 5, 6)

@@ -3,7 +3,9 @@ through the fakes."""
 from __future__ import annotations
 
 import pytest
+from test_controller_fakes import Rig, tp
 
+from odradek.common.metadata import NO_LEADER, LeaderAndIsr
 from odradek.controller.leader_selectors import StateChangeFailedError
 from odradek.controller.replica_state_machine import (
     VALID_PREVIOUS,
@@ -11,8 +13,6 @@ from odradek.controller.replica_state_machine import (
     PartitionReplica,
     ReplicaStatus,
 )
-from odradek.metadata import NO_LEADER, LeaderAndIsr
-from test_controller_fakes import Rig, tp
 
 R = ReplicaStatus
 T0 = tp("t", 0)

@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import pytest
+from test_controller_fakes import Rig, tp
 
+from odradek.common.metadata import LeaderAndIsr
 from odradek.controller.request_batch import IllegalBatchStateError
-from odradek.metadata import LeaderAndIsr
 from odradek.protocol.controller_api import (
     LeaderAndIsrRequest,
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from test_controller_fakes import Rig, tp
 
 LAI = LeaderAndIsr(1, 3, (1, 2), 5, 2)
 

@@ -33,18 +33,26 @@ from typing import Any, Callable
 
 from test_controller_fakes import FakeChannel, FakeZk
 
+from odradek.common.metadata import LeaderAndIsr, PartitionState, TopicPartition
 from odradek.controller.controller import Controller
 from odradek.controller.controller_context import UNCLEAN_LEADER_ELECTION
-from odradek.controller.events import (AlterPartitionReassignments, BrokerChange,
-                                       ControlledShutdown, ControllerEvent, ElectionType,
-                                       IsrChangeNotification, PartitionModifications,
-                                       PartitionReassignment, ReplicaLeaderElection, Startup,
-                                       TopicChange, TopicDeletion)
+from odradek.controller.events import (
+    AlterPartitionReassignments,
+    BrokerChange,
+    ControlledShutdown,
+    ControllerEvent,
+    ElectionType,
+    IsrChangeNotification,
+    PartitionModifications,
+    PartitionReassignment,
+    ReplicaLeaderElection,
+    Startup,
+    TopicChange,
+    TopicDeletion,
+)
 from odradek.controller.seams import ControllerMovedError
 from odradek.controller.state_change_log import StateChangeLog
-from odradek.metadata import LeaderAndIsr, PartitionState, TopicPartition
-from odradek.protocol.controller_api import (ControllerResponse, LeaderAndIsrRequest,
-                                             StopReplicaRequest)
+from odradek.protocol.controller_api import ControllerResponse, LeaderAndIsrRequest, StopReplicaRequest
 
 BROKERS = (1, 2, 3, 4)
 TOPICS = {"a": (6, 3), "b": (4, 2), "c": (3, 1), "d": (3, 2)}  # name: (partitions, RF)

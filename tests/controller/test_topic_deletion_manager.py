@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from test_simulation import World
 
+from odradek.common.metadata import TopicAssignment, TopicPartition
 from odradek.controller.events import PartitionModifications, TopicChange, TopicDeletion
 from odradek.controller.replica_state_machine import PartitionReplica, ReplicaStatus
-from odradek.metadata import TopicAssignment, TopicPartition
 from odradek.protocol.controller_api import StopReplicaRequest, UpdateMetadataRequest
 
 

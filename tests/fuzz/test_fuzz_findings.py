@@ -11,9 +11,9 @@ from pathlib import Path
 import crc32c
 import pytest
 
+from odradek.common.metadata import PartitionState, TopicPartition
 from odradek.fuzz import harness, inprocess, templates
 from odradek.fuzz.report import FAILURES
-from odradek.metadata import PartitionState, TopicPartition
 from odradek.protocol import controller_api, kio_util
 from odradek.protocol.errors import ErrorCode
 

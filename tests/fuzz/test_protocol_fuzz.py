@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cluster_helpers import start_cluster
-from odradek.broker import apis
+from odradek.broker import api_keys
 from odradek.fuzz import harness, inprocess, mutate, structured, tcp
 from odradek.fuzz.report import FAILURES, Report
 from odradek.zk.server import ZooKeeperServer
@@ -49,7 +49,7 @@ def fuzz_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[inprocess.InP
         run.close()
 
 
-API_VERSIONS = [(k, v) for k, (lo, hi) in sorted(apis.VERSIONS.items()) for v in range(lo, hi + 1)]
+API_VERSIONS = [(k, v) for k, (lo, hi) in sorted(api_keys.VERSIONS.items()) for v in range(lo, hi + 1)]
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, database=None,

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import time
 
-from client_helpers import produce
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.cluster import LocalCluster
+from client_helpers import produce
+from odradek.cluster.local_cluster import LocalCluster
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, rf: int, config: dict[str, str] | None = None) -> None:

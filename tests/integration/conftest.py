@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_helpers import start_cluster
 
-from odradek.cluster import LocalCluster
+from cluster_helpers import start_cluster
+from odradek.cluster.local_cluster import LocalCluster
 from odradek.zk.server import ZooKeeperServer
 
 

@@ -11,7 +11,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka import TopicPartition as TP
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 
-from odradek.cluster import LocalCluster
+from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
 
@@ -99,7 +99,7 @@ def test_a_topic_too_large_for_zookeeper_is_refused_and_nothing_is_written(clust
     from confluent_kafka import KafkaError
     from confluent_kafka.admin import NewTopic
 
-    from odradek.cluster import connect_zk
+    from odradek.admin.zookeeper import connect_zk
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     for validate_only in (True, False):

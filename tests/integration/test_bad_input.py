@@ -5,15 +5,14 @@ from __future__ import annotations
 import struct
 
 import pytest
+from clients import consume_all, create_topic, end_offsets_total, produce_acks_all, segment_bytes
 from confluent_kafka.admin import AdminClient, NewTopic
+from wire import RawConnection
 
-from odradek.cluster import LocalCluster
+from odradek.cluster.local_cluster import LocalCluster
 from odradek.protocol import controller_api
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import build_batch
-
-from clients import consume_all, create_topic, end_offsets_total, produce_acks_all, segment_bytes
-from wire import RawConnection
 
 pytestmark = pytest.mark.integration
 
@@ -169,7 +168,7 @@ def test_unknown_topic_config_is_invalid_config(cluster: LocalCluster) -> None:
 
 def test_leader_and_isr_from_an_older_controller_epoch_is_ignored(cluster: LocalCluster, topic: str) -> None:
     """A deposed controller (older epoch) cannot change a broker's view (epoch fencing, KAFKA-6082)."""
-    from odradek.metadata import BrokerInfo, PartitionState, TopicPartition
+    from odradek.common.metadata import BrokerInfo, PartitionState, TopicPartition
 
     leader = leader_of(cluster, topic, 0)
     conn = raw(cluster, leader)

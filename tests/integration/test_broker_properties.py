@@ -19,8 +19,8 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
 from wire import RawConnection
 
-from odradek.broker import apis
-from odradek.netutil import free_port
+from odradek.broker import api_keys
+from odradek.common.netutil import free_port
 from odradek.protocol.errors import ErrorCode
 from odradek.zk.server import ZooKeeperServer
 
@@ -43,7 +43,7 @@ class PropertiesBroker:
     def metadata(self, topics: list[str] | None, version: int = 4, allow: bool = True) -> dict[str, int]:
         conn = RawConnection("127.0.0.1", self.port)
         try:
-            resp = conn.request(apis.METADATA, version, {
+            resp = conn.request(api_keys.METADATA, version, {
                 "topics": None if topics is None else [{"name": t} for t in topics],
                 "allow_auto_topic_creation": allow})
         finally:
@@ -83,7 +83,7 @@ def _wait_ready(brokers: list[PropertiesBroker], timeout_s: float = 60) -> None:
             try:
                 conn = RawConnection("127.0.0.1", broker.port, timeout=2)
                 try:
-                    resp = conn.request(apis.METADATA, 1, {"topics": []})
+                    resp = conn.request(api_keys.METADATA, 1, {"topics": []})
                 finally:
                     conn.close()
                 if resp.controller_id >= 0 and len(resp.brokers) == len(brokers):

@@ -20,10 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from odradek import cli
-from odradek.admin import ZooKeeperProgress
-from odradek.cluster import LocalCluster, connect_zk
-from odradek.metadata import BrokerInfo
+import odradek.cli.main as cli
+from odradek.admin.admin_client import ZooKeeperProgress
+from odradek.admin.zookeeper import connect_zk
+from odradek.cluster.local_cluster import LocalCluster
+from odradek.common.metadata import BrokerInfo
 from odradek.zk import paths
 from odradek.zk.server import ZooKeeperServer
 
@@ -99,8 +100,8 @@ def test_the_broker_decides_how_large_a_record_may_be(cluster: LocalCluster, cap
 def test_progress_counts_what_advances_and_reaches_the_total_only_when_done(cluster: LocalCluster) -> None:
     """Leaders elected in ZooKeeper as the controller writes them, topics whose deletion
     completed; the total only once the command's work is done."""
-    from odradek.admin import create_topic
-    from odradek.topic_command import delete_topics
+    from odradek.admin.admin_client import create_topic
+    from odradek.admin.topic_command import delete_topics
 
     bs, zk = cluster.bootstrap_servers, cluster.zookeeper_connect
     created: list[tuple[int, int]] = []

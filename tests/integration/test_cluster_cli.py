@@ -7,17 +7,17 @@ broker, watch status, `up` again, `down`.
 from __future__ import annotations
 
 import json
-import urllib.request
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from odradek.cluster import LocalCluster
-from odradek.netutil import free_port, free_port_block
+from odradek.cluster.local_cluster import LocalCluster
+from odradek.common.netutil import free_port, free_port_block
 from odradek.zk.server import check_installed
 
 pytestmark = pytest.mark.integration

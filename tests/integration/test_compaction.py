@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from client_helpers import produce
 from clients import create_topic
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from test_failover import full_isr, wait_until
 
-from odradek.cluster import LocalCluster
+from client_helpers import produce
+from odradek.cluster.local_cluster import LocalCluster
 from odradek.log.log import Log, LogConfig
 from odradek.protocol.records import decode_records
 

@@ -15,15 +15,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from cluster_helpers import start_cluster
 from clients import create_topic, produce_acks_all
 from confluent_kafka import Consumer, ConsumerGroupState, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from test_failover import full_isr, wait_until
 from wire import RawConnection
 
-from odradek.cluster import LocalCluster
-from odradek.group.group_metadata_manager import OFFSETS_TOPIC, partition_for
+from cluster_helpers import start_cluster
+from odradek.cluster.local_cluster import LocalCluster
+from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC, partition_for
 from odradek.protocol.errors import ErrorCode
 from odradek.zk.server import ZooKeeperServer
 
@@ -321,7 +321,7 @@ def test_a_static_member_restarts_without_a_rebalance(cluster: LocalCluster) -> 
 # -- the coordinator dies ----------------------------------------------------------------------
 
 def coordinator_of(c: LocalCluster, group: str) -> int:
-    from odradek.admin import describe_topics
+    from odradek.admin.admin_client import describe_topics
 
     partition = partition_for(group, 50)
     parts = describe_topics(c.bootstrap_servers, [OFFSETS_TOPIC])[0]["partitions"]

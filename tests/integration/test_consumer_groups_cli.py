@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 from clients import create_topic, produce_acks_all
-from cluster_helpers import start_cluster
 
-from odradek.cluster import LocalCluster
+from cluster_helpers import start_cluster
+from odradek.cluster.local_cluster import LocalCluster
 from odradek.zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration

@@ -9,10 +9,10 @@ from collections.abc import Callable
 
 import pytest
 from clients import create_topic
-from test_failover import ContinuousProducer, check_exactly_once_in_order, full_isr, wait_until
 from test_elect_leaders import controller_id, leaders
+from test_failover import ContinuousProducer, check_exactly_once_in_order, full_isr, wait_until
 
-from odradek.cluster import LocalCluster
+from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
 

@@ -10,20 +10,19 @@ import subprocess
 import sys
 import time
 import uuid
-
 from collections.abc import Iterator
 
 import pytest
-from client_helpers import produce
-from cluster_helpers import start_cluster
 from clients import create_topic
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from test_failover import full_isr, wait_until
 from wire import RawConnection
 
-from odradek.broker import apis
-from odradek.cluster import LocalCluster
+from client_helpers import produce
+from cluster_helpers import start_cluster
+from odradek.broker import api_keys
+from odradek.cluster.local_cluster import LocalCluster
 from odradek.log.checkpoint import read_offset
 from odradek.log.log import LOG_START_FILE
 from odradek.protocol.errors import ErrorCode
@@ -139,22 +138,22 @@ def test_bad_requests_get_kafkas_errors_and_change_nothing(cluster: LocalCluster
     conn = RawConnection("127.0.0.1", cluster.broker_port(follower))
     try:
         for version in (0, 2):
-            result = conn.request(apis.DELETE_RECORDS, version, body).topics[0].partitions[0]
+            result = conn.request(api_keys.DELETE_RECORDS, version, body).topics[0].partitions[0]
             assert (result.error_code, result.low_watermark) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)
     finally:
         conn.close()
     conn = RawConnection("127.0.0.1", cluster.broker_port(leader))
     try:
         low = {"timeout": 5000, "topics": [{"name": topic, "partitions": [{"partition_index": 0, "offset": -2}]}]}
-        assert conn.request(apis.DELETE_RECORDS, 1, low).topics[0].partitions[0].error_code == \
+        assert conn.request(api_keys.DELETE_RECORDS, 1, low).topics[0].partitions[0].error_code == \
             ErrorCode.OFFSET_OUT_OF_RANGE
         offsets_topic = {"timeout": 5000, "topics": [{"name": "__consumer_offsets",
                                                       "partitions": [{"partition_index": 0, "offset": 0}]}]}
-        assert conn.request(apis.DELETE_RECORDS, 0, offsets_topic).topics[0].partitions[0].error_code == \
+        assert conn.request(api_keys.DELETE_RECORDS, 0, offsets_topic).topics[0].partitions[0].error_code == \
             ErrorCode.INVALID_TOPIC_EXCEPTION
         unknown = {"timeout": 5000, "topics": [{"name": "delrec-no-such-topic",
                                                 "partitions": [{"partition_index": 0, "offset": 0}]}]}
-        assert conn.request(apis.DELETE_RECORDS, 2, unknown).topics[0].partitions[0].error_code == \
+        assert conn.request(api_keys.DELETE_RECORDS, 2, unknown).topics[0].partitions[0].error_code == \
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     finally:
         conn.close()

@@ -17,13 +17,15 @@ from typing import Any, Callable
 
 import pytest
 from clients import create_topic
-from wire import RawConnection
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic)
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from wire import RawConnection
 
-from odradek.admin import AdminError, elect_leaders
-from odradek.cluster import LocalCluster, connect_zk
-from odradek.config_command import BROKER, TOPIC, alter, describe
+from odradek.admin.admin_client import elect_leaders
+from odradek.admin.config_command import BROKER, TOPIC, alter, describe
+from odradek.admin.errors import AdminError
+from odradek.admin.zookeeper import connect_zk
+from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
 

@@ -15,10 +15,10 @@ from kafka.admin import KafkaAdminClient
 from test_failover import controller_of, full_isr, wait_until, zk
 from wire import RawConnection
 
-from odradek.admin import elect_leaders
-from odradek.broker import apis
-from odradek.cluster import LocalCluster
-from odradek.metadata import TopicPartition
+from odradek.admin.admin_client import elect_leaders
+from odradek.broker import api_keys
+from odradek.cluster.local_cluster import LocalCluster
+from odradek.common.metadata import TopicPartition
 from odradek.zk import paths
 
 pytestmark = pytest.mark.integration
@@ -96,7 +96,7 @@ def test_elect_leaders_moves_leadership_back_to_preferred_replicas(
     other = next(b for b in c.broker_ids if b != controller)
     conn = RawConnection("127.0.0.1", c.broker_port(other))
     try:
-        raw = conn.request(apis.ELECT_LEADERS, 1, {"election_type": 0, "timeout": 5000,
+        raw = conn.request(api_keys.ELECT_LEADERS, 1, {"election_type": 0, "timeout": 5000,
                                                    "topic_partitions": [{"topic": "pref", "partitions": [2]}]})
     finally:
         conn.close()

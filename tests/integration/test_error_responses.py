@@ -18,7 +18,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from wire import RawConnection
 
-from odradek.cluster import LocalCluster
+from odradek.cluster.local_cluster import LocalCluster
 from odradek.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.integration

@@ -19,8 +19,9 @@ from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from odradek.admin import AdminError, metadata_request
-from odradek.cluster import LocalCluster
+from odradek.admin.admin_client import metadata_request
+from odradek.admin.errors import AdminError
+from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
 

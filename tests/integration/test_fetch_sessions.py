@@ -7,7 +7,7 @@ from clients import create_topic
 from confluent_kafka.admin import AdminClient
 from wire import RawConnection
 
-from odradek.cluster import LocalCluster
+from odradek.cluster.local_cluster import LocalCluster
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import build_batch
 

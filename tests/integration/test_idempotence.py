@@ -13,7 +13,7 @@ from confluent_kafka import TopicPartition as TP
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from wire import RawConnection
 
-from odradek.cluster import LocalCluster
+from odradek.cluster.local_cluster import LocalCluster
 from odradek.protocol.errors import ErrorCode, is_retriable
 from odradek.protocol.records import build_batch
 

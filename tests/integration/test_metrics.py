@@ -18,8 +18,8 @@ from clients import create_topic, produce_acks_all
 from confluent_kafka import Consumer, Producer, TopicPartition
 from test_failover import wait_until
 
-from odradek.cluster import LocalCluster
-from odradek.netutil import free_port_block
+from odradek.cluster.local_cluster import LocalCluster
+from odradek.common.netutil import free_port_block
 from odradek.zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration

@@ -23,12 +23,12 @@ from clients import consume_all
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
 from kafka import KafkaAdminClient
-from kafka.admin import NewTopic as KNewTopic
 from kafka import TopicPartition as KTopicPartition
-from kafka.errors import (InvalidReplicationAssignmentError, NoReassignmentInProgressError,
-                          UnknownTopicOrPartitionError)
+from kafka.admin import NewTopic as KNewTopic
+from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProgressError, UnknownTopicOrPartitionError
 
-from odradek.cluster import LocalCluster, connect_zk
+from odradek.admin.zookeeper import connect_zk
+from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
 

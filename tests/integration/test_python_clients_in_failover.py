@@ -12,7 +12,7 @@ import pytest
 from clients import create_topic
 from test_failover import full_isr, live_leaders, metadata, wait_until
 
-from odradek.cluster import LocalCluster
+from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
 

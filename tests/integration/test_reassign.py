@@ -12,16 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from client_helpers import produce
 from clients import produce_acks_all
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient
 from wire import RawConnection
 
-from odradek import cli, reassign_client
-from odradek.admin import describe_topics, metadata_request
-from odradek.cluster import LocalCluster
-from odradek.config_command import BROKER, TOPIC, describe
+import odradek.cli.main as cli
+from client_helpers import produce
+from odradek.admin import reassign_client
+from odradek.admin.admin_client import describe_topics, metadata_request
+from odradek.admin.config_command import BROKER, TOPIC, describe
+from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
 

@@ -9,12 +9,12 @@ import signal
 import time
 
 import pytest
-from client_helpers import produce
 from clients import create_topic
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-from odradek.cluster import LocalCluster
+from client_helpers import produce
+from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
 

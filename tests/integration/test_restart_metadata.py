@@ -19,7 +19,7 @@ from test_elect_leaders import controller_id
 from test_failover import ContinuousProducer, check_exactly_once_in_order
 from wire import RawConnection
 
-from odradek.cluster import LocalCluster
+from odradek.cluster.local_cluster import LocalCluster
 from odradek.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.integration

@@ -8,7 +8,7 @@ from typing import Callable
 import pytest
 from clients import consume_all, create_topic, produce_acks_all, segment_bytes, wait_identical_replicas
 
-from odradek.cluster import LocalCluster
+from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
 

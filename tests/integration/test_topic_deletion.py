@@ -12,13 +12,14 @@ import time
 from pathlib import Path
 
 import pytest
-from client_helpers import produce
 from clients import consume_all, create_topic
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
 from wire import RawConnection
 
-from odradek.cluster import LocalCluster, connect_zk
+from client_helpers import produce
+from odradek.admin.zookeeper import connect_zk
+from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
 

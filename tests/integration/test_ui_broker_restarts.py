@@ -14,9 +14,9 @@ import pytest
 from clients import create_topic
 from test_ui_browser import api_state, start_ui, stop_ui
 
-from odradek.cluster import LocalCluster
-from odradek.consumer_groups import GroupAdmin
-from odradek.netutil import free_port
+from odradek.admin.consumer_group_command import GroupAdmin
+from odradek.cluster.local_cluster import LocalCluster
+from odradek.common.netutil import free_port
 
 pytestmark = pytest.mark.integration
 

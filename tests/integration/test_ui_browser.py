@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from clients import create_topic
 
-from odradek.netutil import free_port
+from odradek.common.netutil import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,8 @@ import pytest
 from clients import create_topic
 from test_ui_browser import api_state, start_ui, stop_ui
 
-from odradek.cluster import LocalCluster
-from odradek.netutil import free_port, free_port_block
+from odradek.cluster.local_cluster import LocalCluster
+from odradek.common.netutil import free_port, free_port_block
 from odradek.zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration

@@ -20,10 +20,10 @@ from clients import consume_all, create_topic
 from kazoo.client import KazooClient
 from test_failover import ContinuousProducer, check_exactly_once_in_order, full_isr, wait_until
 
-from odradek.admin import describe_topics
-from odradek.cluster import LocalCluster, pid_alive
-from odradek.netutil import free_port_block
-from odradek.process import process_alive
+from odradek.admin.admin_client import describe_topics
+from odradek.cluster.local_cluster import LocalCluster, pid_alive
+from odradek.common.netutil import free_port_block
+from odradek.common.process import process_alive
 from odradek.zk.server import ZooKeeperEnsemble, check_installed
 
 pytestmark = pytest.mark.integration

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from odradek.common.metadata import TopicPartition
 from odradek.log.log import Log, LogConfig
 from odradek.log.log_cleaner import LogCleaner
 from odradek.log.log_manager import LogManager
-from odradek.metadata import TopicPartition
 from odradek.protocol.records import build_batch, decode_records, iter_batches
 
 TP = TopicPartition("compacted", 0)

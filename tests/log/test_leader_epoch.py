@@ -82,6 +82,7 @@ def test_truncate_from_start(cache):
 
 def test_log_wiring(tmp_path):
     from log_helpers import batch
+
     from odradek.log.log import Log, LogConfig
 
     log = Log.open(tmp_path / "p", LogConfig())

@@ -7,9 +7,9 @@ import threading
 
 from log_helpers import batch
 
+from odradek.common.metadata import TopicPartition
 from odradek.log.log import LogConfig
 from odradek.log.log_manager import PARTITION_METADATA, LogManager
-from odradek.metadata import TopicPartition
 
 
 def test_delete_renames_then_removes_open_or_not(tmp_path) -> None:

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 from log_helpers import batch, offsets_in
 
+from odradek.common.metadata import TopicPartition
 from odradek.log.fd_cache import FdCache
 from odradek.log.log import LogConfig
 from odradek.log.log_manager import LogManager
-from odradek.metadata import TopicPartition
 
 
 def open_fds() -> int:

@@ -5,13 +5,26 @@ import time
 
 import pytest
 
-from odradek.metadata import BrokerInfo, PartitionState, TopicPartition
+from odradek.common.metadata import BrokerInfo, PartitionState, TopicPartition
 from odradek.protocol import controller_api, schema
 from odradek.protocol.controller_api import (
-    API_CONTROLLED_SHUTDOWN, API_LEADER_AND_ISR, API_STOP_REPLICA, API_UPDATE_METADATA, VERSIONS,
-    ControlledShutdownRequest, ControlledShutdownResponse, ControllerResponse,
-    LeaderAndIsrRequest, StopReplicaRequest, UnsupportedVersionError, UpdateMetadataRequest,
-    decode_request, decode_response, encode_request, encode_response, parse_response_header,
+    API_CONTROLLED_SHUTDOWN,
+    API_LEADER_AND_ISR,
+    API_STOP_REPLICA,
+    API_UPDATE_METADATA,
+    VERSIONS,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    ControllerResponse,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UnsupportedVersionError,
+    UpdateMetadataRequest,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    parse_response_header,
 )
 from odradek.protocol.errors import RETRIABLE, ErrorCode, is_retriable
 from odradek.protocol.framing import FrameBuffer, parse_request_header

@@ -5,8 +5,16 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from odradek.protocol.records import (
-    HEADER_SIZE, CorruptRecordError, build_batch, check_crc, decode_records, iter_batches,
-    set_base_offset, set_partition_leader_epoch, validate_batches)
+    HEADER_SIZE,
+    CorruptRecordError,
+    build_batch,
+    check_crc,
+    decode_records,
+    iter_batches,
+    set_base_offset,
+    set_partition_leader_epoch,
+    validate_batches,
+)
 
 
 def test_build_batch_is_readable_by_kafka_python():

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from odradek.broker import apis
+from odradek.broker import api_keys
 from odradek.fuzz import harness, structured, templates
 from odradek.protocol import fast_paths, kio_util, wire_bounds
 from odradek.protocol.schema import SchemaError, UnsignedVarInt
@@ -21,10 +21,10 @@ def check(frame: bytes) -> int:
 
 def test_every_template_and_many_well_formed_requests_pass() -> None:
     frames = [t.payload for t in templates.build(harness.TOPOLOGY)
-              if t.api_key in apis.VERSIONS and apis.supported(t.api_key, t.version)]
+              if t.api_key in api_keys.VERSIONS and api_keys.supported(t.api_key, t.version)]
     choices = structured.RandomChoices(random.Random(3))
     frames += [structured.request(choices, harness.TOPOLOGY, k, v) for k, v in
-               [(k, v) for k, (lo, hi) in sorted(apis.VERSIONS.items()) for v in range(lo, hi + 1)] * 20]
+               [(k, v) for k, (lo, hi) in sorted(api_keys.VERSIONS.items()) for v in range(lo, hi + 1)] * 20]
     for frame in frames:
         assert check(frame) == len(frame)
 

@@ -6,11 +6,11 @@ from collections import Counter
 
 import pytest
 from pyspark.sql import functions as F
+from spark_helpers import consume_all, create_topic, topic_name
 
+from client_helpers import produce
 from odradek.spark.kafka_io import DataLossError, OffsetRange, check_start, split_ranges
 from odradek.spark.options import OptionError, parse_sink_options, parse_source_options
-from client_helpers import produce
-from spark_helpers import consume_all, create_topic, topic_name
 
 pytestmark = pytest.mark.integration
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from spark_helpers import create_topic, topic_name
 
 from client_helpers import produce
-from spark_helpers import create_topic, topic_name
 
 pytestmark = pytest.mark.integration
 

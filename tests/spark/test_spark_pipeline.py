@@ -7,7 +7,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-
 from pipelines import events, report, sessionize
 from spark_helpers import consume_all, create_topic, topic_name
 

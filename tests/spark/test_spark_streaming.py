@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 from pyspark.errors import StreamingQueryException
+from spark_helpers import consume_all, create_topic, topic_name
 
+from client_helpers import produce
 from odradek.spark.commits import CommitMarkers
 from odradek.spark.options import MARKER_TOPIC
-from client_helpers import produce
-from spark_helpers import consume_all, create_topic, topic_name
 
 pytestmark = pytest.mark.integration
 

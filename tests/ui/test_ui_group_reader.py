@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.admin import AdminError
+from odradek.admin.errors import AdminError
 from odradek.ui.kafka_reader import GroupReader
 
 #: answers each request by its bootstrap: "ok" a group, "abort" librdkafka's way out, "hang" never

@@ -5,8 +5,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment
-from odradek.reassign_command import Ongoing
+from odradek.admin.reassign_partitions_command import Ongoing
+from odradek.common.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment
 from odradek.ui import model
 from odradek.zk import paths
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from odradek.cluster import connect_zk
-from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+from odradek.admin.zookeeper import connect_zk
+from odradek.common.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from odradek.ui import model
 from odradek.ui.poller import ZkReader
 from odradek.zk import paths

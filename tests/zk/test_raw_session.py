@@ -6,7 +6,7 @@ import socket
 import pytest
 from kazoo.client import KazooClient
 
-from odradek.metadata import LeaderAndIsr, TopicPartition
+from odradek.common.metadata import LeaderAndIsr, TopicPartition
 from odradek.zk import paths
 from odradek.zk.client import KafkaZkClient
 from odradek.zk.raw_session import RawSession

@@ -8,15 +8,15 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from zk_helpers import crashed_broker
 
-from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
-from odradek.netutil import free_port
+from odradek.common.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+from odradek.common.netutil import free_port
+from odradek.controller.seams import ControllerMovedError
 from odradek.zk import paths
 from odradek.zk.client import KafkaZkClient
-from odradek.controller.seams import ControllerMovedError
 from odradek.zk.errors import BrokerIdInUseError, RequestTooLargeError, TopicExistsError
 from odradek.zk.request_size import payload_budget
-from zk_helpers import crashed_broker
 
 pytestmark = pytest.mark.integration
 

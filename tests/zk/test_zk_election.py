@@ -4,10 +4,10 @@ from __future__ import annotations
 import queue
 
 import pytest
+from zk_helpers import expire_session, wait_until
 
 from odradek.controller.election import ControllerElector
 from odradek.zk.client import KafkaZkClient
-from zk_helpers import expire_session, wait_until
 
 pytestmark = pytest.mark.integration
 

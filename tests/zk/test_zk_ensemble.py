@@ -8,13 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from kazoo.retry import ForceRetryError
 
-from odradek.netutil import free_port
+from odradek.common.netutil import free_port
 from odradek.zk.client import RECONNECT_MAX_DELAY_S, KafkaZkClient, reconnect_retry
-from odradek.zk.server import (ZooKeeperEnsemble, ZooKeeperServer, connect_string_servers, four_letter_word,
-                               server_mode)
+from odradek.zk.server import ZooKeeperEnsemble, ZooKeeperServer, connect_string_servers, four_letter_word, server_mode
 
 pytestmark = pytest.mark.integration
 

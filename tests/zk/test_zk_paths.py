@@ -4,7 +4,7 @@ from __future__ import annotations
 import base64
 import json
 
-from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+from odradek.common.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from odradek.zk import paths
 
 TP0 = TopicPartition("t", 0)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.netutil import free_port
+from odradek.common.netutil import free_port
 from odradek.zk.server import ZooKeeperServer, check_installed, four_letter_word
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ from odradek.zk.client import KafkaZkClient
 
 _CRASHING_BROKER = """
 import sys, time
-from odradek.metadata import BrokerInfo
+from odradek.common.metadata import BrokerInfo
 from odradek.zk.client import KafkaZkClient
 zk = KafkaZkClient(sys.argv[1], session_timeout_s=2.0)
 zk.start()

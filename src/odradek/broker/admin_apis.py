@@ -7,38 +7,50 @@ import logging
 import time
 from typing import Any, Awaitable
 
-from odradek.broker import apis
-from odradek.broker.connection import CloseConnection
+from odradek.broker import api_keys
 from odradek.broker.config_helper import created_topic_configs, current_broker_config
+from odradek.broker.connection import CloseConnection
 from odradek.broker.context import BrokerContext
 from odradek.broker.metadata_cache import MetadataCache, from_zookeeper
-from odradek.broker.topic_admin import (INTERNAL_TOPICS, TopicError, assign_replicas,
-                                        check_fits_in_zookeeper, check_partition_count_fits,
-                                        is_legal_topic_name as _valid_topic_name,
-                                        validate_assignment, validate_configs,
-                                        validate_new_topic_name)
-from odradek.controller.events import (ElectionNotNeededError, ElectionTrigger, ElectionType,
-                                       EventPreemptedError, NotControllerError,
-                                       ReplicaLeaderElection, UnknownPartitionError)
-from odradek.group.group_metadata_manager import OFFSETS_TOPIC
-from odradek.metadata import LeaderAndIsr, TopicAssignment, TopicPartition
+from odradek.broker.topic_admin import (
+    INTERNAL_TOPICS,
+    TopicError,
+    assign_replicas,
+    check_fits_in_zookeeper,
+    check_partition_count_fits,
+    validate_assignment,
+    validate_configs,
+    validate_new_topic_name,
+)
+from odradek.broker.topic_admin import is_legal_topic_name as _valid_topic_name
+from odradek.common.metadata import LeaderAndIsr, TopicAssignment, TopicPartition
+from odradek.controller.events import (
+    ElectionNotNeededError,
+    ElectionTrigger,
+    ElectionType,
+    EventPreemptedError,
+    NotControllerError,
+    ReplicaLeaderElection,
+    UnknownPartitionError,
+)
+from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
 from odradek.zk.paths import new_topic_id
 
 log = logging.getLogger("odradek.broker.admin")
 
-_API_KEYS = [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(apis.VERSIONS.items())]
+_API_KEYS = [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(api_keys.VERSIONS.items())]
 
 
 def api_versions(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
-    return kio_util.encode_response(apis.API_VERSIONS, version, header.correlation_id,
+    return kio_util.encode_response(api_keys.API_VERSIONS, version, header.correlation_id,
                                     {"error_code": 0, "api_keys": _API_KEYS, "throttle_time": 0})
 
 
 def unsupported_api_versions(correlation_id: int) -> bytes:
     """A client asking for a newer ApiVersions gets a v0 answer with UNSUPPORTED_VERSION and retries."""
-    return kio_util.encode_response(apis.API_VERSIONS, 0, correlation_id,
+    return kio_util.encode_response(api_keys.API_VERSIONS, 0, correlation_id,
                                     {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": _API_KEYS})
 
 
@@ -179,7 +191,7 @@ def _metadata_response(ctx: BrokerContext, cache: MetadataCache, header: Any, re
     body = {"throttle_time": 0, "cluster_id": ctx.cluster_id, "controller_id": cache.controller_id,
             "brokers": [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack} for b in cache.live_brokers],
             "topics": topics}
-    return kio_util.encode_response(apis.METADATA, version, header.correlation_id, body)
+    return kio_util.encode_response(api_keys.METADATA, version, header.correlation_id, body)
 
 
 async def _live_broker_ids(ctx: BrokerContext) -> list[int]:
@@ -225,7 +237,7 @@ async def create_topics(ctx: BrokerContext, header: Any, req: Any, version: int)
         results.append(result)
     if created:
         await _wait_for_leaders(ctx, created, req.timeout.total_seconds())
-    return kio_util.encode_response(apis.CREATE_TOPICS, version, header.correlation_id,
+    return kio_util.encode_response(api_keys.CREATE_TOPICS, version, header.correlation_id,
                                     {"throttle_time": 0, "topics": results})
 
 
@@ -278,7 +290,7 @@ async def init_producer_id(ctx: BrokerContext, header: Any, req: Any, version: i
         body.update(producer_id=await ctx.next_producer_id(), producer_epoch=0)
     else:
         body.update(producer_id=await ctx.next_producer_id(), producer_epoch=0)
-    return kio_util.encode_response(apis.INIT_PRODUCER_ID, version, header.correlation_id, body)
+    return kio_util.encode_response(api_keys.INIT_PRODUCER_ID, version, header.correlation_id, body)
 
 
 def describe_cluster(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
@@ -286,7 +298,7 @@ def describe_cluster(ctx: BrokerContext, header: Any, req: Any, version: int) ->
             "controller_id": ctx.metadata.controller_id,
             "brokers": [{"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
                         for b in ctx.metadata.live_brokers]}
-    return kio_util.encode_response(apis.DESCRIBE_CLUSTER, version, header.correlation_id, body)
+    return kio_util.encode_response(api_keys.DESCRIBE_CLUSTER, version, header.correlation_id, body)
 
 
 async def elect_leaders(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
@@ -350,6 +362,6 @@ def _elect_leaders_response(header: Any, version: int, error: int,
     for tp, (code, message) in sorted(results.items()):
         by_topic.setdefault(tp.topic, []).append(
             {"partition_id": tp.partition, "error_code": code, "error_message": message})
-    return kio_util.encode_response(apis.ELECT_LEADERS, version, header.correlation_id, {
+    return kio_util.encode_response(api_keys.ELECT_LEADERS, version, header.correlation_id, {
         "throttle_time": 0, "error_code": error,
         "replica_election_results": [{"topic": t, "partition_result": r} for t, r in by_topic.items()]})

@@ -13,11 +13,18 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from odradek.broker import apis
+from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
-from odradek.broker.dynamic_broker_config import (DEFAULT_CONFIG, DEFAULT_ENTITY, DYNAMIC, DYNAMIC_TOPIC_CONFIG,
-                                                  DynamicBrokerConfig, Synonym, config_type,
-                                                  documentation)
+from odradek.broker.dynamic_broker_config import (
+    DEFAULT_CONFIG,
+    DEFAULT_ENTITY,
+    DYNAMIC,
+    DYNAMIC_TOPIC_CONFIG,
+    DynamicBrokerConfig,
+    Synonym,
+    config_type,
+    documentation,
+)
 from odradek.broker.topic_admin import TOPIC_CONFIG_DEFAULTS, is_legal_topic_name
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
@@ -113,5 +120,5 @@ async def describe_configs(ctx: BrokerContext, header: Any, req: Any, version: i
              "config_type": config_type(k, is_topic), "documentation": documentation(k, is_topic) if docs_wanted else None}
             for k, layers in sorted(values.items()) if keys is None or k in keys]
         results.append(entry)
-    return kio_util.encode_response(apis.DESCRIBE_CONFIGS, version, header.correlation_id,
+    return kio_util.encode_response(api_keys.DESCRIBE_CONFIGS, version, header.correlation_id,
                                     {"throttle_time": 0, "results": results})

@@ -10,7 +10,7 @@ from odradek.broker.metrics import BrokerMetrics
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication_quota import ReplicationQuotas
 from odradek.controller.events import ControllerEvent
-from odradek.group.group_coordinator import GroupCoordinator
+from odradek.coordinator.group.group_coordinator import GroupCoordinator
 
 
 @dataclass(slots=True)

@@ -25,8 +25,8 @@ import socket
 import time
 from typing import Callable
 
+from odradek.common.metadata import BrokerInfo, TopicPartition
 from odradek.controller.controller_channel import exchange
-from odradek.metadata import BrokerInfo, TopicPartition
 from odradek.protocol import controller_api
 from odradek.protocol.controller_api import ControlledShutdownRequest, ControlledShutdownResponse
 from odradek.protocol.errors import ErrorCode

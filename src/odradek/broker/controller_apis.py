@@ -12,13 +12,11 @@ from typing import Any, Awaitable, Callable
 
 from odradek.broker.metadata_cache import LEADER_DURING_DELETE, MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
-from odradek.controller.events import (ControlledShutdown, ControllerEvent, EventPreemptedError,
-                                       NotControllerError)
+from odradek.controller.events import ControlledShutdown, ControllerEvent, EventPreemptedError, NotControllerError
 from odradek.controller.leader_selectors import StateChangeFailedError
-from odradek.group.group_coordinator import GroupCoordinator
+from odradek.coordinator.group.group_coordinator import GroupCoordinator
 from odradek.protocol import controller_api
-from odradek.protocol.controller_api import (ControlledShutdownRequest, ControlledShutdownResponse,
-                                             ControllerResponse)
+from odradek.protocol.controller_api import ControlledShutdownRequest, ControlledShutdownResponse, ControllerResponse
 from odradek.protocol.errors import ErrorCode
 
 AskController = Callable[[Callable[[Callable[[object], None]], ControllerEvent]], Awaitable[object]]

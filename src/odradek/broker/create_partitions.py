@@ -18,12 +18,11 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NoNodeError
 
-from odradek.broker import apis
+from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
 from odradek.broker.delete_topics import wait_until
-from odradek.broker.topic_admin import (TopicError, assign_replicas, check_fits_in_zookeeper,
-                                        check_partition_count_fits)
-from odradek.metadata import TopicAssignment
+from odradek.broker.topic_admin import TopicError, assign_replicas, check_fits_in_zookeeper, check_partition_count_fits
+from odradek.common.metadata import TopicAssignment
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
 from odradek.zk.request_size import JUTE_MAXBUFFER
@@ -72,7 +71,7 @@ async def create_partitions(ctx: BrokerContext, header: Any, req: Any, version: 
             if result["name"] == name:
                 result.update(error_code=ErrorCode.REQUEST_TIMED_OUT,
                               error_message="The partitions were created; their leaders are not known yet.")
-    return kio_util.encode_response(apis.CREATE_PARTITIONS, version, header.correlation_id,
+    return kio_util.encode_response(api_keys.CREATE_PARTITIONS, version, header.correlation_id,
                                     {"throttle_time": 0, "results": results})
 
 

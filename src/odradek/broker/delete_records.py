@@ -14,12 +14,12 @@ import asyncio
 import logging
 from typing import Any, Awaitable
 
-from odradek.broker import apis
+from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
 from odradek.broker.partition import DeleteRecordsPolicyError, NotLeaderError
-from odradek.group.group_metadata_manager import OFFSETS_TOPIC
+from odradek.common.metadata import TopicPartition
+from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC
 from odradek.log.errors import OffsetOutOfRangeError
-from odradek.metadata import TopicPartition
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
 
@@ -90,7 +90,7 @@ def _collect(waits: list[tuple[list[int], asyncio.Future[int]]]) -> None:
 
 
 def _response(correlation_id: int, version: int, results: Results) -> bytes:
-    return kio_util.encode_response(apis.DELETE_RECORDS, version, correlation_id, {
+    return kio_util.encode_response(api_keys.DELETE_RECORDS, version, correlation_id, {
         "throttle_time": 0,
         "topics": [{"name": name, "partitions": [
             {"partition_index": index, "low_watermark": low, "error_code": error}

@@ -17,7 +17,7 @@ import logging
 import time
 from typing import Any
 
-from odradek.broker import apis
+from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
@@ -70,7 +70,7 @@ async def delete_topics(ctx: BrokerContext, header: Any, req: Any, version: int)
         if result["name"] in pending:
             result.update(error_code=ErrorCode.REQUEST_TIMED_OUT,
                           error_message="The deletion was asked for and goes on (a broker holding a replica may be down); it has not completed yet.")
-    return kio_util.encode_response(apis.DELETE_TOPICS, version, header.correlation_id,
+    return kio_util.encode_response(api_keys.DELETE_TOPICS, version, header.correlation_id,
                                     {"throttle_time": 0, "responses": results})
 
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
-from odradek.broker import apis
+from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
 from odradek.broker.partition import Partition
-from odradek.metadata import TopicPartition
+from odradek.common.metadata import TopicPartition
 from odradek.protocol import kio_util
 
 
@@ -45,7 +45,7 @@ def describe_log_dirs(ctx: BrokerContext, header: Any, req: Any, version: int) -
         total = usable = -1
     result = {"error_code": 0, "log_dir": str(log_dir), "total_bytes": total, "usable_bytes": usable,
               "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
-    return kio_util.encode_response(apis.DESCRIBE_LOG_DIRS, version, header.correlation_id,
+    return kio_util.encode_response(api_keys.DESCRIBE_LOG_DIRS, version, header.correlation_id,
                                     {"throttle_time": 0, "error_code": 0, "results": [result]})
 
 

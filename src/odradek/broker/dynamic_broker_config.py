@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, fields
+
 from odradek.broker.config import FIELD_DOCS, BrokerConfig
 from odradek.broker.replication_quota import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from odradek.broker.topic_admin import TOPIC_CONFIG_DEFAULTS, TopicError, validate_configs

@@ -19,8 +19,8 @@ from odradek.broker.connection import Response
 from odradek.broker.context import BrokerContext
 from odradek.broker.fetch_session import FetchSession, FetchSessionCache, FetchSessionError, FetchTarget
 from odradek.broker.partition import Partition
+from odradek.common.metadata import TopicPartition
 from odradek.log.errors import OffsetOutOfRangeError
-from odradek.metadata import TopicPartition
 from odradek.protocol import fast_paths
 from odradek.protocol.errors import ErrorCode
 

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.metadata import TopicPartition
+from odradek.common.metadata import TopicPartition
 from odradek.protocol.errors import ErrorCode
 
 INITIAL_EPOCH = 0

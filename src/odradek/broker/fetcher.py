@@ -17,11 +17,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from odradek.broker.kafka_client import KafkaClientConnection
 from odradek.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH
+from odradek.broker.kafka_client import KafkaClientConnection
 from odradek.broker.partition import Partition
 from odradek.broker.replication_quota import ReplicationQuotaManager
-from odradek.metadata import BrokerInfo, TopicPartition
+from odradek.common.metadata import BrokerInfo, TopicPartition
 from odradek.protocol import fast_paths
 from odradek.protocol.errors import ErrorCode
 

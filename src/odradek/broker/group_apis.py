@@ -13,12 +13,12 @@ import asyncio
 import logging
 from typing import Any, Awaitable
 
-from odradek.broker import apis
+from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
 from odradek.broker.topic_admin import assign_replicas
-from odradek.group.group_metadata import OffsetAndMetadata
-from odradek.group.group_metadata_manager import OFFSETS_TOPIC, now_ms
-from odradek.metadata import TopicAssignment, TopicPartition
+from odradek.common.metadata import TopicAssignment, TopicPartition
+from odradek.coordinator.group.group_metadata import OffsetAndMetadata
+from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC, now_ms
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
 from odradek.zk.paths import new_topic_id
@@ -101,11 +101,11 @@ def _find_coordinator_response(ctx: BrokerContext, header: Any, version: int, ke
                                key_type: int) -> bytes:
     answers = [_coordinator_for(ctx, key, key_type) for key in keys]
     if version >= 4:
-        return _encode(apis.FIND_COORDINATOR, version, header, {"coordinators": [
+        return _encode(api_keys.FIND_COORDINATOR, version, header, {"coordinators": [
             {"key": key, "node_id": node, "host": host, "port": port, "error_code": error, "error_message": message}
             for key, (error, message, node, host, port) in zip(keys, answers)]})
     error, message, node, host, port = answers[0]
-    return _encode(apis.FIND_COORDINATOR, version, header, {
+    return _encode(api_keys.FIND_COORDINATOR, version, header, {
         "error_code": error, "error_message": message, "node_id": node, "host": host, "port": port})
 
 
@@ -135,7 +135,7 @@ async def join_group(ctx: BrokerContext, header: Any, req: Any, version: int, pe
                                                                                     req.session_timeout)),
         session_timeout_ms=_ms(req.session_timeout), protocol_type=req.protocol_type,
         protocols=[(p.name, p.metadata) for p in req.protocols], supports_skip_assignment=version >= 9)
-    return _encode(apis.JOIN_GROUP, version, header, {
+    return _encode(api_keys.JOIN_GROUP, version, header, {
         "error_code": result.error, "generation_id": result.generation_id,
         "protocol_type": result.protocol_type, "protocol_name": result.protocol_name if version >= 7
         else (result.protocol_name or ""), "leader": result.leader_id, "skip_assignment": result.skip_assignment,
@@ -146,13 +146,13 @@ async def join_group(ctx: BrokerContext, header: Any, req: Any, version: int, pe
 async def sync_group(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     if version >= 5 and (req.protocol_type is None or req.protocol_name is None):
         # Kafka's KafkaApis: from v5 both are mandatory
-        return _encode(apis.SYNC_GROUP, version, header, {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+        return _encode(api_keys.SYNC_GROUP, version, header, {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                                                           "assignment": b""})
     result = await ctx.group_coordinator.sync_group(
         req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None),
         getattr(req, "protocol_type", None), getattr(req, "protocol_name", None),
         {a.member_id: a.assignment for a in req.assignments})
-    return _encode(apis.SYNC_GROUP, version, header, {
+    return _encode(api_keys.SYNC_GROUP, version, header, {
         "error_code": result.error, "protocol_type": result.protocol_type, "protocol_name": result.protocol_name,
         "assignment": result.assignment})
 
@@ -160,7 +160,7 @@ async def sync_group(ctx: BrokerContext, header: Any, req: Any, version: int) ->
 def heartbeat(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     error = ctx.group_coordinator.heartbeat(req.group_id, req.member_id, getattr(req, "group_instance_id", None),
                                             req.generation_id)
-    return _encode(apis.HEARTBEAT, version, header, {"error_code": error})
+    return _encode(api_keys.HEARTBEAT, version, header, {"error_code": error})
 
 
 def leave_group(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
@@ -171,7 +171,7 @@ def leave_group(ctx: BrokerContext, header: Any, req: Any, version: int) -> byte
     error, results = ctx.group_coordinator.leave_group(req.group_id, leaving)
     if version < 3 and error == ErrorCode.NONE and results:
         error = results[0]
-    return _encode(apis.LEAVE_GROUP, version, header, {
+    return _encode(api_keys.LEAVE_GROUP, version, header, {
         "error_code": error,
         "members": [{"member_id": m, "group_instance_id": i, "error_code": e}
                     for (m, i), e in zip(leaving, results)]})
@@ -191,7 +191,7 @@ async def offset_commit(ctx: BrokerContext, header: Any, req: Any, version: int)
         results.update(await ctx.group_coordinator.commit_offsets(
             req.group_id, req.member_id if version >= 1 else "", getattr(req, "group_instance_id", None),
             req.generation_id_or_member_epoch if version >= 1 else -1, known))
-    return _encode(apis.OFFSET_COMMIT, version, header, {"topics": _by_topic(
+    return _encode(api_keys.OFFSET_COMMIT, version, header, {"topics": _by_topic(
         results, lambda tp, e: {"partition_index": tp.partition, "error_code": e})})
 
 
@@ -199,11 +199,11 @@ def offset_fetch(ctx: BrokerContext, header: Any, req: Any, version: int) -> byt
     stable = getattr(req, "require_stable", False)
     if version >= 8:
         groups = [_fetch_group(ctx, g.group_id, g.topics, stable, version) for g in req.groups]
-        return _encode(apis.OFFSET_FETCH, version, header, {"groups": [
+        return _encode(api_keys.OFFSET_FETCH, version, header, {"groups": [
             {"group_id": g.group_id, "error_code": error, "topics": topics}
             for g, (error, topics) in zip(req.groups, groups)]})
     error, topics = _fetch_group(ctx, req.group_id, req.topics, stable, version)
-    return _encode(apis.OFFSET_FETCH, version, header, {"error_code": error, "topics": topics})
+    return _encode(api_keys.OFFSET_FETCH, version, header, {"error_code": error, "topics": topics})
 
 
 def _fetch_group(ctx: BrokerContext, group_id: str, topics: Any, require_stable: bool,
@@ -225,7 +225,7 @@ def _fetch_group(ctx: BrokerContext, group_id: str, topics: Any, require_stable:
 def offset_delete(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     partitions = [TopicPartition(t.name, p.partition_index) for t in req.topics for p in t.partitions]
     error, results = ctx.group_coordinator.delete_offsets(req.group_id, partitions)
-    return _encode(apis.OFFSET_DELETE, version, header, {"error_code": error, "topics": _by_topic(
+    return _encode(api_keys.OFFSET_DELETE, version, header, {"error_code": error, "topics": _by_topic(
         results, lambda tp, e: {"partition_index": tp.partition, "error_code": e})})
 
 
@@ -241,7 +241,7 @@ def _by_topic(per_partition: dict[TopicPartition, Any], entry: Any) -> list[dict
 def list_groups(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     states = set(getattr(req, "states_filter", ()) or ())
     error, groups = ctx.group_coordinator.list_groups(states)
-    return _encode(apis.LIST_GROUPS, version, header, {"error_code": error, "groups": [
+    return _encode(api_keys.LIST_GROUPS, version, header, {"error_code": error, "groups": [
         {"group_id": g, "protocol_type": t, "group_state": s} for g, t, s in sorted(groups)]})
 
 
@@ -256,24 +256,24 @@ def describe_groups(ctx: BrokerContext, header: Any, req: Any, version: int) -> 
             "members": [{"member_id": m, "group_instance_id": i, "client_id": c, "client_host": h,
                          "member_metadata": md, "member_assignment": a}
                         for m, i, c, h, md, a in summary.members]})
-    return _encode(apis.DESCRIBE_GROUPS, version, header, {"groups": described})
+    return _encode(api_keys.DESCRIBE_GROUPS, version, header, {"groups": described})
 
 
 async def delete_groups(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     results = await ctx.group_coordinator.delete_groups(list(req.groups_names))
-    return _encode(apis.DELETE_GROUPS, version, header, {"results": [
+    return _encode(api_keys.DELETE_GROUPS, version, header, {"results": [
         {"group_id": g, "error_code": e} for g, e in results.items()]})
 
 
 ROUTES: dict[int, Any] = {
-    apis.FIND_COORDINATOR: find_coordinator,
-    apis.SYNC_GROUP: sync_group,
-    apis.HEARTBEAT: heartbeat,
-    apis.LEAVE_GROUP: leave_group,
-    apis.OFFSET_COMMIT: offset_commit,
-    apis.OFFSET_FETCH: offset_fetch,
-    apis.OFFSET_DELETE: offset_delete,
-    apis.LIST_GROUPS: list_groups,
-    apis.DESCRIBE_GROUPS: describe_groups,
-    apis.DELETE_GROUPS: delete_groups,
+    api_keys.FIND_COORDINATOR: find_coordinator,
+    api_keys.SYNC_GROUP: sync_group,
+    api_keys.HEARTBEAT: heartbeat,
+    api_keys.LEAVE_GROUP: leave_group,
+    api_keys.OFFSET_COMMIT: offset_commit,
+    api_keys.OFFSET_FETCH: offset_fetch,
+    api_keys.OFFSET_DELETE: offset_delete,
+    api_keys.LIST_GROUPS: list_groups,
+    api_keys.DESCRIBE_GROUPS: describe_groups,
+    api_keys.DELETE_GROUPS: delete_groups,
 }

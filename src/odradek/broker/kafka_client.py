@@ -9,7 +9,7 @@ import asyncio
 import struct
 from typing import Any, Callable
 
-from odradek.netutil import outgoing_address
+from odradek.common.netutil import outgoing_address
 from odradek.protocol import kio_util
 
 

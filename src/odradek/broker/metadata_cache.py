@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from odradek.metadata import BrokerInfo, PartitionState, TopicPartition
+from odradek.common.metadata import BrokerInfo, PartitionState, TopicPartition
 from odradek.protocol.errors import ErrorCode
 
 #: Kafka's LeaderAndIsr.LeaderDuringDelete: UpdateMetadata's leader for a partition of a topic

@@ -39,21 +39,21 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from odradek.broker import apis
+from odradek.broker import api_keys
 from odradek.controller.timing import LOGGER_NAME as CONTROLLER_TIMING_LOGGER
 
 log = logging.getLogger("odradek.broker.metrics")
 
 #: Kafka's request names, for the `request` label (kafka.network:type=RequestMetrics,request=...)
 REQUEST_NAMES: dict[int, str] = {
-    apis.PRODUCE: "Produce", apis.FETCH: "Fetch", apis.LIST_OFFSETS: "ListOffsets", apis.METADATA: "Metadata",
-    apis.OFFSET_COMMIT: "OffsetCommit", apis.OFFSET_FETCH: "OffsetFetch", apis.FIND_COORDINATOR: "FindCoordinator",
-    apis.JOIN_GROUP: "JoinGroup", apis.HEARTBEAT: "Heartbeat", apis.LEAVE_GROUP: "LeaveGroup",
-    apis.SYNC_GROUP: "SyncGroup", apis.DESCRIBE_GROUPS: "DescribeGroups", apis.LIST_GROUPS: "ListGroups",
-    apis.API_VERSIONS: "ApiVersions", apis.CREATE_TOPICS: "CreateTopics", apis.INIT_PRODUCER_ID: "InitProducerId",
-    apis.OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch", apis.DESCRIBE_CONFIGS: "DescribeConfigs",
-    apis.DELETE_GROUPS: "DeleteGroups", apis.ELECT_LEADERS: "ElectLeaders", apis.OFFSET_DELETE: "OffsetDelete",
-    apis.DESCRIBE_CLUSTER: "DescribeCluster",
+    api_keys.PRODUCE: "Produce", api_keys.FETCH: "Fetch", api_keys.LIST_OFFSETS: "ListOffsets", api_keys.METADATA: "Metadata",
+    api_keys.OFFSET_COMMIT: "OffsetCommit", api_keys.OFFSET_FETCH: "OffsetFetch", api_keys.FIND_COORDINATOR: "FindCoordinator",
+    api_keys.JOIN_GROUP: "JoinGroup", api_keys.HEARTBEAT: "Heartbeat", api_keys.LEAVE_GROUP: "LeaveGroup",
+    api_keys.SYNC_GROUP: "SyncGroup", api_keys.DESCRIBE_GROUPS: "DescribeGroups", api_keys.LIST_GROUPS: "ListGroups",
+    api_keys.API_VERSIONS: "ApiVersions", api_keys.CREATE_TOPICS: "CreateTopics", api_keys.INIT_PRODUCER_ID: "InitProducerId",
+    api_keys.OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch", api_keys.DESCRIBE_CONFIGS: "DescribeConfigs",
+    api_keys.DELETE_GROUPS: "DeleteGroups", api_keys.ELECT_LEADERS: "ElectLeaders", api_keys.OFFSET_DELETE: "OffsetDelete",
+    api_keys.DESCRIBE_CLUSTER: "DescribeCluster",
     4: "LeaderAndIsr", 5: "StopReplica", 6: "UpdateMetadata", 7: "ControlledShutdown",
     19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords", 33: "AlterConfigs", 37: "CreatePartitions",
     44: "IncrementalAlterConfigs", 45: "AlterPartitionReassignments", 46: "ListPartitionReassignments",

@@ -19,9 +19,9 @@ import weakref
 from typing import Any, Callable
 
 from odradek.broker.producer_state import ProducerStateError, ProducerStateManager
+from odradek.common.metadata import PartitionState, TopicPartition
 from odradek.log.errors import OffsetOutOfRangeError
 from odradek.log.log import Log
-from odradek.metadata import PartitionState, TopicPartition
 from odradek.protocol.records import iter_batches, validate_batches
 
 log = logging.getLogger("odradek.broker.partition")

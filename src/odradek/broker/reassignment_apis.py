@@ -10,13 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.broker import apis
+from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
-from odradek.controller.events import (AlterPartitionReassignments, EventPreemptedError,
-                                       InvalidReplicaAssignmentError, ListPartitionReassignments,
-                                       NoReassignmentInProgressError, NotControllerError,
-                                       UnknownPartitionError)
-from odradek.metadata import TopicPartition
+from odradek.common.metadata import TopicPartition
+from odradek.controller.events import (
+    AlterPartitionReassignments,
+    EventPreemptedError,
+    InvalidReplicaAssignmentError,
+    ListPartitionReassignments,
+    NoReassignmentInProgressError,
+    NotControllerError,
+    UnknownPartitionError,
+)
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
 
@@ -57,7 +62,7 @@ async def alter_partition_reassignments(ctx: BrokerContext, header: Any, req: An
     for tp, (code, text) in sorted(results.items()):
         by_topic.setdefault(tp.topic, []).append(
             {"partition_index": tp.partition, "error_code": code, "error_message": text})
-    return kio_util.encode_response(apis.ALTER_PARTITION_REASSIGNMENTS, version, header.correlation_id, {
+    return kio_util.encode_response(api_keys.ALTER_PARTITION_REASSIGNMENTS, version, header.correlation_id, {
         "throttle_time": 0, "error_code": error, "error_message": message,
         "responses": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]})
 
@@ -76,4 +81,4 @@ async def list_partition_reassignments(ctx: BrokerContext, header: Any, req: Any
                 "partition_index": tp.partition, "replicas": list(assignment.replicas),
                 "adding_replicas": list(assignment.adding), "removing_replicas": list(assignment.removing)})
         body["topics"] = [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
-    return kio_util.encode_response(apis.LIST_PARTITION_REASSIGNMENTS, version, header.correlation_id, body)
+    return kio_util.encode_response(api_keys.LIST_PARTITION_REASSIGNMENTS, version, header.correlation_id, body)

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable
 
 from odradek.broker.fetcher import ReplicaFetcherManager
-from odradek.broker.gc_policy import collection_paused
 from odradek.broker.partition import Partition
 from odradek.broker.topic_admin import TopicError, validate_topic_name
+from odradek.common.gc_policy import collection_paused
+from odradek.common.metadata import BrokerInfo, LeaderAndIsr, PartitionState, TopicAssignment, TopicPartition
 from odradek.log.checkpoint import read_offsets, write_offsets
 from odradek.log.log import LogConfig
 from odradek.log.log_manager import LogManager
-from odradek.metadata import BrokerInfo, LeaderAndIsr, PartitionState, TopicAssignment, TopicPartition
 from odradek.protocol.controller_api import ControllerResponse, LeaderAndIsrRequest, StopReplicaRequest
 from odradek.protocol.errors import ErrorCode
 

@@ -45,7 +45,7 @@ import re
 import time
 from typing import Callable
 
-from odradek.metadata import TopicPartition
+from odradek.common.metadata import TopicPartition
 
 log = logging.getLogger("odradek.broker.replication_quota")
 

@@ -18,25 +18,25 @@ from kazoo.client import KazooState
 from odradek.broker.config import BrokerConfig
 from odradek.broker.connection import KafkaConnection
 from odradek.broker.context import BrokerContext
-from odradek.broker.controller_apis import ControllerApis
 from odradek.broker.controlled_shutdown import controlled_shutdown
+from odradek.broker.controller_apis import ControllerApis
 from odradek.broker.dynamic_broker_config import DynamicBrokerConfig
 from odradek.broker.dynamic_config_manager import DynamicConfigManager
 from odradek.broker.fetcher import ReplicaFetcher, ReplicaFetcherManager
-from odradek.broker.gc_policy import FREEZE_EVERY_S, GcPolicy
-from odradek.broker.handlers import KafkaApis
+from odradek.broker.kafka_apis import KafkaApis
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.metrics import BrokerCollector, BrokerMetrics
 from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication_quota import ReplicationQuotas
+from odradek.common.gc_policy import FREEZE_EVERY_S, GcPolicy
+from odradek.common.metadata import BrokerInfo, TopicPartition
+from odradek.common.netutil import bind_outgoing_to
 from odradek.controller.controller_service import ControllerService
-from odradek.group.group_coordinator import GroupConfig, GroupCoordinator
-from odradek.group.group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
+from odradek.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
+from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from odradek.log.log_cleaner import LogCleaner
 from odradek.log.log_manager import LogManager
-from odradek.metadata import BrokerInfo, TopicPartition
-from odradek.netutil import bind_outgoing_to
 from odradek.zk.client import KafkaZkClient
 from odradek.zk.errors import BrokerIdInUseError
 

@@ -17,7 +17,7 @@ import re
 from typing import Callable, Iterable
 
 from odradek.broker.replication_quota import FOLLOWER_REPLICAS, LEADER_REPLICAS, check_throttled_replicas
-from odradek.metadata import TopicAssignment
+from odradek.common.metadata import TopicAssignment
 from odradek.protocol.errors import ErrorCode
 from odradek.zk import paths
 from odradek.zk.request_size import JUTE_MAXBUFFER, payload_budget

@@ -13,11 +13,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable
 
-from odradek.broker import apis
+from odradek.broker import api_keys
 from odradek.broker.config_helper import BROKER_RESOURCE, TOPIC_RESOURCE
 from odradek.broker.context import BrokerContext
-from odradek.broker.dynamic_broker_config import (DEFAULT_ENTITY, LIST, check_broker_config_name, config_type,
-                                                  validate_broker_config)
+from odradek.broker.dynamic_broker_config import (
+    DEFAULT_ENTITY,
+    LIST,
+    check_broker_config_name,
+    config_type,
+    validate_broker_config,
+)
 from odradek.broker.topic_admin import TOPIC_CONFIG_DEFAULTS, TopicError, validate_configs, validate_topic_name
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
@@ -98,14 +103,14 @@ async def alter_configs(ctx: BrokerContext, header: Any, req: Any, version: int)
         return _validate(entity, {c.name: c.value for c in res.configs})
 
     results = await _alter(ctx, req, replace, read_current=False)
-    return kio_util.encode_response(apis.ALTER_CONFIGS, version, header.correlation_id,
+    return kio_util.encode_response(api_keys.ALTER_CONFIGS, version, header.correlation_id,
                                     {"throttle_time": 0, "responses": results})
 
 
 async def incremental_alter_configs(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     results = await _alter(ctx, req, lambda entity, current, res: _incremental(entity, current, res.configs),
                            read_current=True)
-    return kio_util.encode_response(apis.INCREMENTAL_ALTER_CONFIGS, version, header.correlation_id,
+    return kio_util.encode_response(api_keys.INCREMENTAL_ALTER_CONFIGS, version, header.correlation_id,
                                     {"throttle_time": 0, "responses": results})
 
 

@@ -1,6 +1,6 @@
 """`python -m odradek.cli`, as `python -m odradek`."""
 import sys
 
-from odradek.cli import main
+from odradek.cli.main import main
 
 sys.exit(main())

@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
-from odradek.consumer_groups import ResetTarget
+from odradek.admin.consumer_group_command import ResetTarget
 
 
 class UserError(Exception):
@@ -102,7 +102,7 @@ def offset_start_arg(value: str) -> str | int:
 
 
 def record_format_arg(value: str) -> str:
-    from odradek.cli_output import check_format
+    from odradek.cli.output import check_format
 
     try:
         return check_format(value)
@@ -179,7 +179,7 @@ def add_watch_option(parser: argparse.ArgumentParser, until: str = "Ctrl-C") -> 
 
 def show_or_watch(render: Callable[[], str], watch_s: float | None) -> None:
     """Print ``render()`` once, or with --watch redraw it until Ctrl-C."""
-    from odradek.cli_output import watch
+    from odradek.cli.output import watch
 
     if watch_s is None:
         print(render())

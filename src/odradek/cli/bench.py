@@ -99,7 +99,7 @@ def _measured_cluster(args: argparse.Namespace) -> str | None:
     starts a private cluster); checked to answer before the run."""
     bootstrap = args.bootstrap_server
     if args.cluster_dir is not None:
-        from odradek.cluster import LocalCluster
+        from odradek.cluster.local_cluster import LocalCluster
 
         bootstrap = LocalCluster.load(args.cluster_dir).bootstrap_servers
     require_broker(bootstrap)
@@ -107,7 +107,7 @@ def _measured_cluster(args: argparse.Namespace) -> str | None:
 
 
 def cmd_bench_produce(args: argparse.Namespace) -> None:
-    from odradek.bench import run_produce_command
+    from odradek.bench.produce import run_produce_command
 
     print(run_produce_command(_measured_cluster(args), messages=args.messages, size=args.size, acks=args.acks,
                               replication_factor=args.replication_factor, partitions=args.partitions,
@@ -115,26 +115,26 @@ def cmd_bench_produce(args: argparse.Namespace) -> None:
 
 
 def cmd_bench_spark_read(args: argparse.Namespace) -> None:
-    from odradek.spark.bench import format_result, run_spark_read
+    from odradek.bench.spark_read import format_result, run_spark_read
 
     print(format_result(run_spark_read(_measured_cluster(args), args.records, args.size, args.partitions,
                                        args.master), args.json))
 
 
 def cmd_bench_failover(args: argparse.Namespace) -> None:
-    from odradek import bench_failover
+    from odradek.bench import failover as bench_failover
 
     _leadership_bench(args, bench_failover.run_failover_bench, bench_failover.format_result)
 
 
 def cmd_bench_shutdown(args: argparse.Namespace) -> None:
-    from odradek import bench_shutdown
+    from odradek.bench import shutdown as bench_shutdown
 
     _leadership_bench(args, bench_shutdown.run_shutdown_bench, bench_shutdown.format_result)
 
 
 def cmd_bench_reassign(args: argparse.Namespace) -> None:
-    from odradek import bench_reassign
+    from odradek.bench import reassign as bench_reassign
 
     if args.throttle_mb_per_s <= 0:
         raise UserError("bench reassign: --throttle-mb-per-s must be positive")
@@ -153,7 +153,7 @@ def _leadership_bench(args: argparse.Namespace, run: Any, format_result: Any) ->
 
 
 def cmd_bench_groups(args: argparse.Namespace) -> None:
-    from odradek.bench_groups import format_result, run_groups_bench
+    from odradek.bench.groups import format_result, run_groups_bench
 
     result = run_groups_bench(args.members, args.partitions, rounds=args.rounds, keep_dir=args.keep_dir)
     print(json.dumps(result) if args.json else format_result(result))

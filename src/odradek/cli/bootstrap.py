@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from odradek.cli.args import UserError, bootstrap_list_arg, directory_arg
-from odradek.cluster import LocalCluster
+from odradek.cluster.local_cluster import LocalCluster
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "ODRADEK_BOOTSTRAP_SERVERS"
@@ -47,7 +47,7 @@ def resolve_bootstrap(args: argparse.Namespace) -> None:
 def require_broker(bootstrap: str | None, timeout: float = 10.0) -> None:
     """Fail at once, not after a command's long waits (60 s for DeleteTopics), when no broker
     of ``bootstrap`` answers: one Metadata request for no topics, to each server in turn."""
-    from odradek.admin import metadata_request
+    from odradek.admin.admin_client import metadata_request
 
     if bootstrap is not None:
         metadata_request(bootstrap, [], timeout)

@@ -8,9 +8,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from odradek.cli.args import (UserError, add_watch_option, directory_arg, hostport_arg, port_or_zero_arg, positive_int,
-                              seconds_arg, show_or_watch, zk_connect_arg)
-from odradek.cluster import LocalCluster
+from odradek.cli.args import (
+    UserError,
+    add_watch_option,
+    directory_arg,
+    hostport_arg,
+    port_or_zero_arg,
+    positive_int,
+    seconds_arg,
+    show_or_watch,
+    zk_connect_arg,
+)
+from odradek.cluster.local_cluster import LocalCluster
 
 
 def add_commands(sub: Any) -> None:
@@ -106,7 +115,7 @@ def cmd_broker(args: argparse.Namespace) -> None:
             raise UserError(f"broker: missing {', '.join(missing)} (or give them in --config)")
         config = BrokerConfig(**{k: v for k, v in flags.items() if v is not None})
     run_broker = _import_broker_without_hypothesis()
-    from odradek.netutil import port_free
+    from odradek.common.netutil import port_free
 
     if not port_free(config.host, config.port):
         raise UserError(f"broker: {config.host}:{config.port} is already in use (stop what listens there, "
@@ -170,7 +179,7 @@ def cmd_down(args: argparse.Namespace) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> None:
-    from odradek.admin import cluster_status, format_status
+    from odradek.admin.admin_client import cluster_status, format_status
 
     cluster = LocalCluster.load(args.data_dir) if args.data_dir else None
     zookeeper = cluster.zookeeper_connect if cluster is not None else args.zookeeper

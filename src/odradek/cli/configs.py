@@ -34,7 +34,7 @@ def add_commands(sub: Any) -> None:
 
 
 def cmd_configs_describe(args: argparse.Namespace) -> None:
-    from odradek.config_command import DYNAMIC_SOURCES, describe, entity, format_configs
+    from odradek.admin.config_command import DYNAMIC_SOURCES, describe, entity, format_configs
 
     resource_type, name, what = entity(args.topic, args.broker, args.broker_defaults)
     entries = describe(args.bootstrap_server, resource_type, name, args.timeout_s)
@@ -46,7 +46,7 @@ def cmd_configs_describe(args: argparse.Namespace) -> None:
 
 
 def cmd_configs_alter(args: argparse.Namespace) -> None:
-    from odradek.config_command import alter, entity
+    from odradek.admin.config_command import alter, entity
 
     if not args.set and not args.delete:
         raise UserError("configs alter: nothing to change (give --set KEY=VALUE or --delete KEY)")

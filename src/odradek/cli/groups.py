@@ -7,9 +7,9 @@ import json
 import sys
 from typing import Any
 
+from odradek.admin.consumer_group_command import ResetTarget
 from odradek.cli.args import nonnegative_int, reset_to_arg, seconds_arg, timestamp_ms_arg, topic_partitions_arg
 from odradek.cli.bootstrap import add_bootstrap_options
-from odradek.consumer_groups import ResetTarget
 
 
 def add_commands(sub: Any) -> None:
@@ -54,21 +54,21 @@ def add_commands(sub: Any) -> None:
 
 
 def cmd_groups_list(args: argparse.Namespace) -> None:
-    from odradek.consumer_groups import GroupAdmin, format_list
+    from odradek.admin.consumer_group_command import GroupAdmin, format_list
 
     groups = GroupAdmin(args.bootstrap_server, args.timeout_s).list_groups()
     print(json.dumps(groups) if args.json else format_list(groups))
 
 
 def cmd_groups_describe(args: argparse.Namespace) -> None:
-    from odradek.consumer_groups import GroupAdmin, format_describe
+    from odradek.admin.consumer_group_command import GroupAdmin, format_describe
 
     group = GroupAdmin(args.bootstrap_server, args.timeout_s).describe(args.group)
     print(json.dumps(group) if args.json else format_describe(group))
 
 
 def cmd_groups_reset_offsets(args: argparse.Namespace) -> None:
-    from odradek.consumer_groups import GroupAdmin, format_plan
+    from odradek.admin.consumer_group_command import GroupAdmin, format_plan
 
     admin = GroupAdmin(args.bootstrap_server, args.timeout_s)
     plan = admin.plan_reset(args.group, args.topic, args.target)
@@ -81,7 +81,7 @@ def cmd_groups_reset_offsets(args: argparse.Namespace) -> None:
 
 
 def cmd_groups_delete(args: argparse.Namespace) -> None:
-    from odradek.consumer_groups import GroupAdmin
+    from odradek.admin.consumer_group_command import GroupAdmin
 
     GroupAdmin(args.bootstrap_server, args.timeout_s).delete(args.group)
     print(f"deleted consumer group {args.group}")

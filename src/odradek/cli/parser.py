@@ -11,7 +11,7 @@ import odradek.cli.groups as groups
 import odradek.cli.reassign as reassign
 import odradek.cli.records as records
 import odradek.cli.topics as topics
-from odradek.cli.args import UserError, Parser
+from odradek.cli.args import Parser, UserError
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,7 +10,7 @@ from typing import Any
 
 from odradek.cli.args import UserError, add_watch_option, positive_int, seconds_arg
 from odradek.cli.bootstrap import add_bootstrap_options
-from odradek.cli_output import plural
+from odradek.cli.output import plural
 
 
 def add_commands(sub: Any) -> None:
@@ -50,7 +50,7 @@ def add_commands(sub: Any) -> None:
 
 
 def cmd_reassign(args: argparse.Namespace) -> None:
-    from odradek.reassign_command import PlanError
+    from odradek.admin.reassign_partitions_command import PlanError
 
     try:
         _reassign(args)
@@ -59,8 +59,8 @@ def cmd_reassign(args: argparse.Namespace) -> None:
 
 
 def _reassign(args: argparse.Namespace) -> None:
-    from odradek import reassign_client as rc
-    from odradek.reassign_command import DONE, FAILED, format_plan, format_states, parse_plan, tp_name
+    from odradek.admin import reassign_client as rc
+    from odradek.admin.reassign_partitions_command import DONE, FAILED, format_plan, format_states, parse_plan, tp_name
 
     if args.generate:
         if not args.topics or not args.brokers:
@@ -144,9 +144,9 @@ def _reassign(args: argparse.Namespace) -> None:
 def _verify_watched(args: argparse.Namespace, plan: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """`reassign --verify --watch`: the per-partition progress redrawn until every partition
     is done or failed (or Ctrl-C); the last rows, for the usual verdict and throttle removal."""
-    from odradek import reassign_client as rc
-    from odradek.cli_output import watch
-    from odradek.reassign_command import DONE, FAILED, format_states
+    from odradek.admin import reassign_client as rc
+    from odradek.admin.reassign_partitions_command import DONE, FAILED, format_states
+    from odradek.cli.output import watch
 
     latest = {"rows": rows}
 

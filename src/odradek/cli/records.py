@@ -12,10 +12,18 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from odradek.admin import kafka_error_text, quiet_logger
-from odradek.cli.args import UserError, keyvalue_arg, nonnegative_int, offset_start_arg, positive_int, record_format_arg, seconds_arg
+from odradek.admin.admin_client import kafka_error_text, quiet_logger
+from odradek.cli.args import (
+    UserError,
+    keyvalue_arg,
+    nonnegative_int,
+    offset_start_arg,
+    positive_int,
+    record_format_arg,
+    seconds_arg,
+)
 from odradek.cli.bootstrap import add_bootstrap_options
-from odradek.cli_output import duration, plural
+from odradek.cli.output import duration, plural
 
 
 def add_commands(sub: Any) -> None:
@@ -149,8 +157,9 @@ def _delivery_hint(args: argparse.Namespace, number: int, err: Any, msg: Any,
                 f"with `odradek topics alter {args.topic} --config max.message.bytes=N`)")
     if err.code() != KafkaError._MSG_TIMED_OUT:
         return ""
-    from odradek.admin import AdminError, filter_partitions
-    from odradek.config_command import describe_topics_with_configs
+    from odradek.admin.admin_client import filter_partitions
+    from odradek.admin.config_command import describe_topics_with_configs
+    from odradek.admin.errors import AdminError
 
     wanted = {m.partition() for _, e, m in failures if e.code() == KafkaError._MSG_TIMED_OUT}
     try:
@@ -304,7 +313,7 @@ class _PrintedOffsets:
 
 def _print_records(consumer: Any, args: argparse.Namespace, commits: _PrintedOffsets | None,
                    interrupted: threading.Event) -> None:
-    from odradek.cli_output import format_record
+    from odradek.cli.output import format_record
 
     count, idle_since = 0, time.monotonic()
     out = sys.stdout.buffer

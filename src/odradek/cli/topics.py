@@ -8,11 +8,18 @@ import argparse
 import json
 from typing import Any, Callable
 
-from odradek.admin import AdminError
-from odradek.cli.args import (UserError, add_watch_option, keyvalue_arg, nonnegative_int, positive_int, seconds_arg,
-                              show_or_watch)
+from odradek.admin.errors import AdminError
+from odradek.cli.args import (
+    UserError,
+    add_watch_option,
+    keyvalue_arg,
+    nonnegative_int,
+    positive_int,
+    seconds_arg,
+    show_or_watch,
+)
 from odradek.cli.bootstrap import add_bootstrap_options
-from odradek.cli_output import plural
+from odradek.cli.output import plural
 
 
 def add_commands(sub: Any) -> None:
@@ -82,8 +89,8 @@ def add_commands(sub: Any) -> None:
 
 
 def cmd_topics_create(args: argparse.Namespace) -> None:
-    from odradek.admin import create_topic
-    from odradek.cli_output import Progress
+    from odradek.admin.admin_client import create_topic
+    from odradek.cli.output import Progress
 
     bar = Progress(args.partitions, f"creating {args.name}: partitions led")
     try:
@@ -116,13 +123,13 @@ def _zookeeper_for_progress(args: argparse.Namespace, bar: Any) -> str | None:
     still speaks only the Kafka protocol then."""
     if not bar.enabled or args.cluster_dir is None:
         return None
-    from odradek.cluster import LocalCluster
+    from odradek.cluster.local_cluster import LocalCluster
 
     return LocalCluster.load(args.cluster_dir).zookeeper_connect
 
 
 def cmd_topics_list(args: argparse.Namespace) -> None:
-    from odradek.admin import list_topics
+    from odradek.admin.admin_client import list_topics
 
     for name in list_topics(args.bootstrap_server):
         print(name)
@@ -133,8 +140,8 @@ def cmd_topics_describe(args: argparse.Namespace) -> None:
 
 
 def _describe_topics(args: argparse.Namespace) -> str:
-    from odradek.admin import filter_partitions, format_describe, partition_offsets
-    from odradek.config_command import describe_topics_with_configs
+    from odradek.admin.admin_client import filter_partitions, format_describe, partition_offsets
+    from odradek.admin.config_command import describe_topics_with_configs
 
     topics = describe_topics_with_configs(args.bootstrap_server, [args.name] if args.name else None)
     if args.under_replicated or args.offline or args.under_min_isr or args.at_min_isr:
@@ -168,7 +175,7 @@ def _add_topic_config_options(parser: argparse.ArgumentParser) -> None:
 
 def _alter_topic_configs(args: argparse.Namespace) -> bool:
     """Apply `topics alter`'s --config and --delete-config; False if none was given."""
-    from odradek.config_command import TOPIC, alter
+    from odradek.admin.config_command import TOPIC, alter
 
     if not args.config and not args.delete_config:
         return False
@@ -186,7 +193,7 @@ def _add_topic_partitions_option(parser: argparse.ArgumentParser) -> None:
 
 def _alter_topic_partitions(args: argparse.Namespace) -> bool:
     """Apply `topics alter --partitions`; False if it was not given."""
-    from odradek.topic_command import create_partitions
+    from odradek.admin.topic_command import create_partitions
 
     if args.partitions is None:
         return False
@@ -196,8 +203,8 @@ def _alter_topic_partitions(args: argparse.Namespace) -> bool:
 
 
 def cmd_topics_delete(args: argparse.Namespace) -> None:
-    from odradek.cli_output import Progress
-    from odradek.topic_command import delete_topics
+    from odradek.admin.topic_command import delete_topics
+    from odradek.cli.output import Progress
 
     names = list(dict.fromkeys(args.names))
     bar = Progress(len(names), "deleting topics")
@@ -223,7 +230,7 @@ def cmd_topics_alter(args: argparse.Namespace) -> None:
 
 
 def cmd_topics_elect_leaders(args: argparse.Namespace) -> None:
-    from odradek.admin import describe_topics, elect_leaders
+    from odradek.admin.admin_client import describe_topics, elect_leaders
 
     if args.partition and not args.topic:
         raise UserError("topics elect-leaders: --partition needs --topic")
@@ -251,7 +258,7 @@ def cmd_topics_elect_leaders(args: argparse.Namespace) -> None:
 
 
 def cmd_topics_delete_records(args: argparse.Namespace) -> None:
-    from odradek.delete_records_command import delete_records, format_result
+    from odradek.admin.delete_records_command import delete_records, format_result
 
     if args.before < -1:
         raise UserError(f"topics delete-records: --before {args.before}: an offset, or -1 for the high watermark")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable
 
+from odradek.common.metadata import LeaderAndIsr, TopicAssignment, TopicPartition
 from odradek.controller.controller_context import ControllerContext
 from odradek.controller.events import (
     AlterPartitionReassignments,
@@ -44,7 +45,6 @@ from odradek.controller.state_change_log import StateChangeLog
 from odradek.controller.states import PartitionReplica, PartitionStatus, ReplicaStatus
 from odradek.controller.timing import EventTimer, TimedZk
 from odradek.controller.topic_deletion import TopicDeletionManager
-from odradek.metadata import LeaderAndIsr, TopicAssignment, TopicPartition
 from odradek.zk.paths import ZERO_TOPIC_ID
 
 logger = logging.getLogger(__name__)

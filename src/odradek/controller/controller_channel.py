@@ -18,8 +18,8 @@ import struct
 import threading
 from typing import Callable, Optional
 
-from odradek.metadata import BrokerInfo
-from odradek.netutil import outgoing_address
+from odradek.common.metadata import BrokerInfo
+from odradek.common.netutil import outgoing_address
 from odradek.protocol import controller_api
 from odradek.protocol.controller_api import ControllerRequest, ControllerResponse
 from odradek.protocol.framing import FrameBuffer, FramingError

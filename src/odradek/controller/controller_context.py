@@ -9,9 +9,15 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, KeysView
 
+from odradek.common.metadata import (
+    BrokerInfo,
+    LeaderAndIsr,
+    ReplicaAssignment,
+    TopicAssignment,
+    TopicPartition,
+    new_tuple,
+)
 from odradek.controller.states import PartitionReplica, PartitionStatus, ReplicaStatus
-from odradek.metadata import (BrokerInfo, LeaderAndIsr, ReplicaAssignment, TopicAssignment,
-                              TopicPartition, new_tuple)
 
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 

@@ -14,15 +14,26 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from odradek.broker.gc_policy import collection_paused
+from odradek.common.gc_policy import collection_paused
 from odradek.controller.controller import Controller
 from odradek.controller.controller_channel import ControllerChannel
 from odradek.controller.election import ControllerElector
 from odradek.controller.event_manager import ControllerEventManager
-from odradek.controller.events import (AutoLeaderRebalance, BrokerChange, Callback, ControllerEvent,
-                                       ElectionTrigger, IsrChangeNotification, PartitionModifications,
-                                       PartitionReassignment, ReplicaLeaderElection, Resign, Startup,
-                                       TopicChange, TopicDeletion)
+from odradek.controller.events import (
+    AutoLeaderRebalance,
+    BrokerChange,
+    Callback,
+    ControllerEvent,
+    ElectionTrigger,
+    IsrChangeNotification,
+    PartitionModifications,
+    PartitionReassignment,
+    ReplicaLeaderElection,
+    Resign,
+    Startup,
+    TopicChange,
+    TopicDeletion,
+)
 from odradek.controller.state_change_log import StateChangeLog
 from odradek.zk import paths
 from odradek.zk.client import KafkaZkClient, Watch

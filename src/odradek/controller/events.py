@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from odradek.metadata import TopicPartition
+from odradek.common.metadata import TopicPartition
 
 #: Receives either the result of the request or the exception that ended it.
 Callback = Callable[[object], None]

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import Callable, Generic, Iterable, TypeVar
 
+from odradek.common.metadata import LeaderAndIsr, TopicPartition
 from odradek.controller.controller_context import ControllerContext
 from odradek.controller.leader_selectors import StateChangeFailedError
 from odradek.controller.leadership_reads import states_for_writes
 from odradek.controller.seams import ControllerZk, PendingLeaderAndIsrWrites
-from odradek.metadata import LeaderAndIsr, TopicPartition
 
 #: Rounds of writes before a partition that keeps losing version races is given up.
 MAX_ATTEMPTS = 5

@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 from typing import Collection, NamedTuple, Sequence
 
-from odradek.metadata import LeaderAndIsr
+from odradek.common.metadata import LeaderAndIsr
 
 
 class ElectionStrategy(enum.Enum):

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
+from odradek.common.metadata import LeaderAndIsr, TopicPartition
 from odradek.controller.controller_context import ControllerContext
 from odradek.controller.seams import ControllerZk
-from odradek.metadata import LeaderAndIsr, TopicPartition
 
 
 def states_for_writes(

@@ -13,6 +13,8 @@ import functools
 import logging
 from typing import Iterable
 
+from odradek.common.metadata import LeaderAndIsr, TopicPartition
+from odradek.controller.controller_context import ControllerContext
 from odradek.controller.leader_and_isr_update import LeaderAndIsrUpdate, PendingStateChange
 from odradek.controller.leader_selectors import (
     Election,
@@ -23,13 +25,10 @@ from odradek.controller.leader_selectors import (
     select_preferred,
     select_reassigned,
 )
-from odradek.controller.controller_context import ControllerContext
 from odradek.controller.request_batch import ControllerBrokerRequestBatch
 from odradek.controller.seams import ControllerZk
 from odradek.controller.state_change_log import StateChangeLog
 from odradek.controller.states import PartitionStatus
-from odradek.metadata import LeaderAndIsr, TopicPartition
-
 
 logger = logging.getLogger(__name__)
 

@@ -42,9 +42,13 @@ from __future__ import annotations
 import logging
 from typing import Iterable, Mapping
 
+from odradek.common.metadata import ReplicaAssignment, TopicPartition
 from odradek.controller.controller_context import ControllerContext
-from odradek.controller.events import (InvalidReplicaAssignmentError,
-                                       NoReassignmentInProgressError, UnknownPartitionError)
+from odradek.controller.events import (
+    InvalidReplicaAssignmentError,
+    NoReassignmentInProgressError,
+    UnknownPartitionError,
+)
 from odradek.controller.leader_and_isr_update import LeaderAndIsrUpdate
 from odradek.controller.leader_selectors import ElectionStrategy
 from odradek.controller.partition_state_machine import PartitionStateMachine
@@ -52,7 +56,6 @@ from odradek.controller.replica_state_machine import ReplicaStateMachine
 from odradek.controller.request_batch import ControllerBrokerRequestBatch
 from odradek.controller.seams import ControllerZk
 from odradek.controller.states import PartitionReplica, PartitionStatus, ReplicaStatus
-from odradek.metadata import ReplicaAssignment, TopicPartition
 
 logger = logging.getLogger(__name__)
 

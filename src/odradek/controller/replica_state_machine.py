@@ -11,16 +11,14 @@ from __future__ import annotations
 import functools
 from typing import Iterable
 
+from odradek.common.metadata import NO_LEADER, LeaderAndIsr, TopicPartition, new_tuple
+from odradek.controller.controller_context import ControllerContext
 from odradek.controller.leader_and_isr_update import LeaderAndIsrUpdate, PendingStateChange
 from odradek.controller.leader_selectors import StateChangeFailedError
-from odradek.controller.controller_context import ControllerContext
 from odradek.controller.request_batch import ControllerBrokerRequestBatch
 from odradek.controller.seams import ControllerZk
 from odradek.controller.state_change_log import StateChangeLog
 from odradek.controller.states import PartitionReplica, ReplicaStatus
-from odradek.metadata import NO_LEADER, LeaderAndIsr, TopicPartition, new_tuple
-
-
 
 _R = ReplicaStatus
 _NAME = {status: status.value for status in ReplicaStatus}  # .value is a Python descriptor

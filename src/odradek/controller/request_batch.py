@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
+from odradek.common.metadata import LeaderAndIsr, PartitionState, TopicPartition, new_tuple
 from odradek.controller.controller_context import ControllerContext
 from odradek.controller.seams import BrokerChannel
 from odradek.controller.timing import EventTimer
-from odradek.metadata import LeaderAndIsr, PartitionState, TopicPartition, new_tuple
 
 #: Kafka's LeaderAndIsr.LeaderDuringDelete: the leader UpdateMetadata gives the partitions of a
 #: topic being deleted, so that brokers drop them from their metadata

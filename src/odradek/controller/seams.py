@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Mapping, Protocol
 
-from odradek.metadata import (BrokerInfo, LeaderAndIsr, ReplicaAssignment, TopicAssignment,
-                              TopicPartition)
+from odradek.common.metadata import BrokerInfo, LeaderAndIsr, ReplicaAssignment, TopicAssignment, TopicPartition
 from odradek.zk.errors import ControllerMovedError
 
 __all__ = ["BrokerChannel", "ControllerMovedError", "ControllerZk", "PendingLeaderAndIsrWrites"]

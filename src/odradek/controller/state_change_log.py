@@ -13,7 +13,7 @@ import time
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Iterator, TextIO
 
-from odradek.metadata import LeaderAndIsr, TopicPartition
+from odradek.common.metadata import LeaderAndIsr, TopicPartition
 
 LOGGER_NAME = "odradek.state_change"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple
 
-from odradek.metadata import TopicPartition
+from odradek.common.metadata import TopicPartition
 
 
 class PartitionStatus(enum.Enum):

@@ -27,11 +27,11 @@ from __future__ import annotations
 import logging
 from typing import Iterable, Mapping, Protocol
 
+from odradek.common.metadata import TopicPartition
 from odradek.controller.controller_context import ControllerContext
 from odradek.controller.partition_state_machine import PartitionStateMachine
 from odradek.controller.replica_state_machine import ReplicaStateMachine
 from odradek.controller.states import PartitionReplica, PartitionStatus, ReplicaStatus
-from odradek.metadata import TopicPartition
 
 logger = logging.getLogger(__name__)
 

@@ -13,10 +13,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaError, Producer
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from odradek.librdkafka_log import ProtocolErrorRecorder
+from odradek.client.librdkafka_log import ProtocolErrorRecorder
 
 LOGGER = logging.getLogger("odradek.faults.librdkafka")
 PROTOCOL_ERRORS = ProtocolErrorRecorder()

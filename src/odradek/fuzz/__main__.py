@@ -22,6 +22,7 @@ from pathlib import Path
 from odradek.fuzz import inprocess
 from odradek.fuzz.report import Report
 
+
 def in_process(frames: int, stream: int, workers: int, workdir: Path | None) -> Report:
     started = time.perf_counter()
     shares = [frames // workers + (1 if w < frames % workers else 0) for w in range(workers)]
@@ -40,9 +41,9 @@ def in_process(frames: int, stream: int, workers: int, workdir: Path | None) -> 
 
 def over_tcp(frames: int, stream: int, workdir: Path | None) -> Report:
     """A private ZooKeeper and one broker on free loopback ports, stopped by pid afterwards."""
-    from odradek.cluster import LocalCluster
+    from odradek.cluster.local_cluster import LocalCluster
+    from odradek.common.netutil import free_port, free_port_block
     from odradek.fuzz import tcp
-    from odradek.netutil import free_port, free_port_block
 
     with tempfile.TemporaryDirectory(prefix="odradek-fuzz-tcp-", dir=workdir) as tmp:
         cluster = LocalCluster(Path(tmp), 1, base_port=free_port_block(1), zk_port=free_port(),

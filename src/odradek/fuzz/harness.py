@@ -22,13 +22,13 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.context import BrokerContext
 from odradek.broker.controller_apis import ControllerApis
 from odradek.broker.fetcher import ReplicaFetcherManager
-from odradek.broker.handlers import KafkaApis
+from odradek.broker.kafka_apis import KafkaApis
 from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.server import Broker
+from odradek.common.metadata import BrokerInfo, TopicAssignment, TopicPartition
 from odradek.controller.events import NotControllerError
 from odradek.fuzz import templates
 from odradek.fuzz.clock import VirtualClock, new_loop
-from odradek.metadata import BrokerInfo, TopicAssignment, TopicPartition
 from odradek.protocol import kio_util
 from odradek.zk import paths
 from odradek.zk.errors import TopicExistsError

@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from odradek.broker.connection import CloseConnection, KafkaConnection
+from odradek.common.metadata import TopicPartition
 from odradek.fuzz import harness, oracle
 from odradek.fuzz.clock import VirtualClock
 from odradek.fuzz.mutate import CaseMaker
 from odradek.fuzz.report import Report
-from odradek.metadata import TopicPartition
 
 GRACE_S = 300.0  # virtual seconds past a request's own wait before it counts as hung
 WALL_LIMIT_S = 2.0  # real seconds one case may take (a normal case takes under 10 ms)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import crc32c
 
-from odradek.broker import apis
+from odradek.broker import api_keys
 from odradek.fuzz import structured, templates
 from odradek.protocol import controller_api
 
@@ -66,7 +66,7 @@ class CaseMaker:
             by_api.setdefault(t.api_key, {}).setdefault(t.version, []).append(t)
         # every API equally often, then every version of it equally often
         self._by_api = [(key, sorted(versions.items())) for key, versions in sorted(by_api.items())]
-        self._produce = [t for t in self.templates if t.api_key == apis.PRODUCE and _batch_span(t.payload)]
+        self._produce = [t for t in self.templates if t.api_key == api_keys.PRODUCE and _batch_span(t.payload)]
         self._strings = [s.encode() for s in topology.strings]
 
     def case(self, index: int) -> Case:
@@ -98,8 +98,8 @@ class CaseMaker:
                 kind = "mutated"
             else:
                 version = versions[rng.randrange(len(versions))][0]
-                if not apis.supported(key, version):
-                    version = apis.VERSIONS[key][1]
+                if not api_keys.supported(key, version):
+                    version = api_keys.VERSIONS[key][1]
                 return Case(kind, _framed(structured.request(structured.RandomChoices(rng), self.topology, key,
                                                              version)), 1)
         if kind == "batch":
@@ -216,8 +216,8 @@ class CaseMaker:
     def _random(self, rng: random.Random) -> bytes:
         if rng.random() < 0.3:
             return rng.randbytes(rng.randint(1, 64))
-        key = rng.choice(sorted(apis.VERSIONS) + sorted(controller_api.VERSIONS) + [rng.randrange(-5, 100)])
-        lo, hi = apis.VERSIONS.get(key, (0, controller_api.VERSIONS.get(key, 3)))
+        key = rng.choice(sorted(api_keys.VERSIONS) + sorted(controller_api.VERSIONS) + [rng.randrange(-5, 100)])
+        lo, hi = api_keys.VERSIONS.get(key, (0, controller_api.VERSIONS.get(key, 3)))
         header = struct.pack(">hhi", key, rng.randint(lo, hi), rng.randint(0, 1000))
         return _framed(header + rng.randbytes(rng.randint(0, 120)))
 

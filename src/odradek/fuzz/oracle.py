@@ -18,8 +18,8 @@ from typing import Any
 
 from kio.serial import entity_reader
 
-from odradek.broker import apis
-from odradek.metadata import TopicPartition
+from odradek.broker import api_keys
+from odradek.common.metadata import TopicPartition
 from odradek.protocol import controller_api, kio_util
 from odradek.protocol.framing import parse_request_header
 
@@ -71,10 +71,10 @@ def expect(frame: bytes | memoryview, fence: tuple[int, int]) -> Expectation:
             exp.controller_write = (request.controller_epoch >= fence[0]
                                     and (request.broker_epoch == -1 or request.broker_epoch >= fence[1]))
         return exp
-    if api_key == apis.API_VERSIONS and not apis.supported(api_key, version):
-        exp.response = (apis.API_VERSIONS, 0)  # the v0 answer that says which versions exist
+    if api_key == api_keys.API_VERSIONS and not api_keys.supported(api_key, version):
+        exp.response = (api_keys.API_VERSIONS, 0)  # the v0 answer that says which versions exist
         return exp
-    if not apis.supported(api_key, version):
+    if not api_keys.supported(api_key, version):
         return exp
     try:
         _header, request = kio_util.decode_request(frame)
@@ -82,16 +82,16 @@ def expect(frame: bytes | memoryview, fence: tuple[int, int]) -> Expectation:
         return exp
     exp.response, exp.request = (api_key, version), request
     exp.wait_s = _longest_wait(request)
-    if api_key == apis.PRODUCE:
+    if api_key == api_keys.PRODUCE:
         exp.silent = request.acks == 0
         exp.produces_to = frozenset(TopicPartition(t.name, p.index) for t in request.topic_data
                                     for p in t.partition_data)
-    elif api_key == apis.CREATE_TOPICS and not request.validate_only:
+    elif api_key == api_keys.CREATE_TOPICS and not request.validate_only:
         exp.creates = frozenset(t.name for t in request.topics)
-    elif api_key == apis.DELETE_RECORDS:
+    elif api_key == api_keys.DELETE_RECORDS:
         exp.deletes_from = frozenset(TopicPartition(t.name, p.partition_index) for t in request.topics
                                      for p in t.partitions)
-    elif api_key == apis.FIND_COORDINATOR:
+    elif api_key == api_keys.FIND_COORDINATOR:
         # creates __consumer_offsets when the metadata lacks it (an UpdateMetadata with
         # leader -2, Kafka's LeaderDuringDelete, drops a topic being deleted)
         exp.creates = frozenset({"__consumer_offsets"})
@@ -140,7 +140,7 @@ def check_response(exp: Expectation, frame: bytes | memoryview) -> Verdict:
                 return Verdict(False, problem=f"{len(frame) - pos - size} bytes after the response body")
             correlation_id = header.correlation_id
             has_error = _has_error(body)
-            written = _written(body) if api_key == apis.PRODUCE else frozenset()
+            written = _written(body) if api_key == api_keys.PRODUCE else frozenset()
     except Exception as exc:  # noqa: BLE001 - a response that does not decode is the finding
         return Verdict(False, problem=f"response does not decode: {exc!r}")
     if correlation_id != exp.correlation_id:

@@ -18,7 +18,7 @@ import uuid
 from functools import cache
 from typing import Any, Protocol, Sequence
 
-from odradek.broker import apis
+from odradek.broker import api_keys
 from odradek.fuzz import templates
 from odradek.protocol import kio_util
 
@@ -59,7 +59,7 @@ class HypothesisChoices:
 def _names(t: templates.Topology, api_key: int) -> list[str]:
     """Topic-ish names; a Produce or DeleteRecords never names the guarded topic, whose data
     must not change."""
-    return [t.sink if api_key in (apis.PRODUCE, apis.DELETE_RECORDS) else t.guarded, t.sink, "fuzz-new-topic", "", "x" * 249, "x" * 250, "a" * 300, "t\u00f3pic-\u00fc",
+    return [t.sink if api_key in (api_keys.PRODUCE, api_keys.DELETE_RECORDS) else t.guarded, t.sink, "fuzz-new-topic", "", "x" * 249, "x" * 250, "a" * 300, "t\u00f3pic-\u00fc",
             "\U0001f600", "../escape", "..", ".", "a/b", "with space", "nul\x00byte", "\ud7ff", "__consumer_offsets"]
 
 

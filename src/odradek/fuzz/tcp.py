@@ -21,7 +21,7 @@ import struct
 import time
 from pathlib import Path
 
-from odradek.cluster import connect_zk
+from odradek.admin.zookeeper import connect_zk
 from odradek.fuzz import oracle, templates
 from odradek.fuzz.mutate import CaseMaker
 from odradek.fuzz.report import Report

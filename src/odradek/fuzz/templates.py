@@ -1,5 +1,5 @@
 """Valid requests to mutate: several per API, encoded at every version the broker advertises
-(broker/apis.py) and for the controller APIs at the version it speaks (protocol/controller_api.py).
+(broker/api_keys.py) and for the controller APIs at the version it speaks (protocol/controller_api.py).
 
 They name the fuzzing topology's topics: Produce writes only to the sink topic, reads go to the
 guarded topic, whose data must never change, and controller requests carry a stale controller
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.broker import apis
-from odradek.metadata import BrokerInfo, PartitionState, TopicPartition
+from odradek.broker import api_keys
+from odradek.common.metadata import BrokerInfo, PartitionState, TopicPartition
 from odradek.protocol import controller_api, kio_util
 from odradek.protocol.records import build_batch
 
@@ -122,55 +122,55 @@ def _bodies(t: Topology) -> list[tuple[str, int, dict[str, Any]]]:
 
     follower = t.other.id if t.other is not None else t.broker_id
     return [
-        ("produce-acks1", apis.PRODUCE, produce(1, s, 0, batch(2))),
-        ("produce-acks-all", apis.PRODUCE, produce(-1, s, t.sink_partitions - 1, batch(1) + batch(3))),
-        ("produce-acks0", apis.PRODUCE, produce(0, s, 0, batch(1))),
-        ("produce-idempotent", apis.PRODUCE, produce(1, s, 0, batch(2, producer_id=4242, producer_epoch=0,
+        ("produce-acks1", api_keys.PRODUCE, produce(1, s, 0, batch(2))),
+        ("produce-acks-all", api_keys.PRODUCE, produce(-1, s, t.sink_partitions - 1, batch(1) + batch(3))),
+        ("produce-acks0", api_keys.PRODUCE, produce(0, s, 0, batch(1))),
+        ("produce-idempotent", api_keys.PRODUCE, produce(1, s, 0, batch(2, producer_id=4242, producer_epoch=0,
                                                                     base_sequence=0))),
-        ("produce-null-records", apis.PRODUCE, produce(1, s, 0, None)),
-        ("produce-unknown-topic", apis.PRODUCE, produce(1, "fuzz-new-topic", 0, batch(1))),
-        ("fetch-consumer", apis.FETCH, fetch([(g, [(0, 0), (1, 1)])])),
-        ("fetch-long-poll", apis.FETCH, fetch([(g, [(0, 1_000)])], max_wait=200, min_bytes=1 << 20)),
-        ("fetch-session-new", apis.FETCH, fetch([(g, [(0, 0)]), (s, [(0, 0)])], session_epoch=0)),
-        ("fetch-session-next", apis.FETCH, fetch([(g, [(1, 2)])], session_id=1, session_epoch=1,
+        ("produce-null-records", api_keys.PRODUCE, produce(1, s, 0, None)),
+        ("produce-unknown-topic", api_keys.PRODUCE, produce(1, "fuzz-new-topic", 0, batch(1))),
+        ("fetch-consumer", api_keys.FETCH, fetch([(g, [(0, 0), (1, 1)])])),
+        ("fetch-long-poll", api_keys.FETCH, fetch([(g, [(0, 1_000)])], max_wait=200, min_bytes=1 << 20)),
+        ("fetch-session-new", api_keys.FETCH, fetch([(g, [(0, 0)]), (s, [(0, 0)])], session_epoch=0)),
+        ("fetch-session-next", api_keys.FETCH, fetch([(g, [(1, 2)])], session_id=1, session_epoch=1,
                                                  forgotten=[(s, [0])])),
-        ("fetch-follower", apis.FETCH, fetch([(g, [(1, 0)])], replica_id=follower)),
-        ("fetch-not-leader", apis.FETCH, fetch([(g, [(t.guarded_partitions - 1, 0)]), ("fuzz-new-topic", [(0, 0)])])),
-        ("list-offsets-latest", apis.LIST_OFFSETS, list_offsets(g, 0, -1)),
-        ("list-offsets-earliest", apis.LIST_OFFSETS, list_offsets(g, 1, -2, epoch=3)),
-        ("list-offsets-time", apis.LIST_OFFSETS, list_offsets(g, 0, BATCH_TIMESTAMP_MS)),
-        ("metadata-all", apis.METADATA, {"topics": None, "allow_auto_topic_creation": False,
+        ("fetch-follower", api_keys.FETCH, fetch([(g, [(1, 0)])], replica_id=follower)),
+        ("fetch-not-leader", api_keys.FETCH, fetch([(g, [(t.guarded_partitions - 1, 0)]), ("fuzz-new-topic", [(0, 0)])])),
+        ("list-offsets-latest", api_keys.LIST_OFFSETS, list_offsets(g, 0, -1)),
+        ("list-offsets-earliest", api_keys.LIST_OFFSETS, list_offsets(g, 1, -2, epoch=3)),
+        ("list-offsets-time", api_keys.LIST_OFFSETS, list_offsets(g, 0, BATCH_TIMESTAMP_MS)),
+        ("metadata-all", api_keys.METADATA, {"topics": None, "allow_auto_topic_creation": False,
                                          "include_cluster_authorized_operations": False,
                                          "include_topic_authorized_operations": False}),
-        ("metadata-some", apis.METADATA, {"topics": [{"name": g, "topic_id": None}, {"name": "fuzz-new-topic",
+        ("metadata-some", api_keys.METADATA, {"topics": [{"name": g, "topic_id": None}, {"name": "fuzz-new-topic",
                                                                                    "topic_id": None}],
                                           "allow_auto_topic_creation": False,
                                           "include_cluster_authorized_operations": False,
                                           "include_topic_authorized_operations": True}),
-        ("api-versions", apis.API_VERSIONS, {"client_software_name": "fuzzer", "client_software_version": "1.0"}),
-        ("create-topics", apis.CREATE_TOPICS, create("fuzz-new-topic", 2, 1, configs={"retention.ms": "1000"})),
-        ("create-topics-assigned", apis.CREATE_TOPICS, create("fuzz-new-topic", -1, -1,
+        ("api-versions", api_keys.API_VERSIONS, {"client_software_name": "fuzzer", "client_software_version": "1.0"}),
+        ("create-topics", api_keys.CREATE_TOPICS, create("fuzz-new-topic", 2, 1, configs={"retention.ms": "1000"})),
+        ("create-topics-assigned", api_keys.CREATE_TOPICS, create("fuzz-new-topic", -1, -1,
                                                                assignments=[(0, [t.broker_id])])),
-        ("create-topics-existing", apis.CREATE_TOPICS, create(g)),
-        ("init-producer-id", apis.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout": 60000,
+        ("create-topics-existing", api_keys.CREATE_TOPICS, create(g)),
+        ("init-producer-id", api_keys.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout": 60000,
                                                      "producer_id": -1, "producer_epoch": -1}),
-        ("init-producer-id-bump", apis.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout": 60000,
+        ("init-producer-id-bump", api_keys.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout": 60000,
                                                           "producer_id": 4242, "producer_epoch": 3}),
-        ("offset-for-leader-epoch", apis.OFFSET_FOR_LEADER_EPOCH, {"replica_id": -1, "topics": [
+        ("offset-for-leader-epoch", api_keys.OFFSET_FOR_LEADER_EPOCH, {"replica_id": -1, "topics": [
             {"topic": g, "partitions": [{"partition": 0, "current_leader_epoch": 3, "leader_epoch": 3},
                                         {"partition": 1, "current_leader_epoch": -1, "leader_epoch": 0}]}]}),
-        ("describe-configs", apis.DESCRIBE_CONFIGS, {"resources": [
+        ("describe-configs", api_keys.DESCRIBE_CONFIGS, {"resources": [
             {"resource_type": 2, "resource_name": g, "configuration_keys": None},
             {"resource_type": 4, "resource_name": str(t.broker_id), "configuration_keys": ["broker.id"]}],
             "include_synonyms": False, "include_documentation": False}),
-        ("elect-leaders", apis.ELECT_LEADERS, {"election_type": 0, "timeout": 1000, "topic_partitions": [
+        ("elect-leaders", api_keys.ELECT_LEADERS, {"election_type": 0, "timeout": 1000, "topic_partitions": [
             {"topic": g, "partitions": [0, 1]}]}),
-        ("elect-leaders-all", apis.ELECT_LEADERS, {"election_type": 1, "timeout": 1000, "topic_partitions": None}),
-        ("describe-cluster", apis.DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False,
+        ("elect-leaders-all", api_keys.ELECT_LEADERS, {"election_type": 1, "timeout": 1000, "topic_partitions": None}),
+        ("describe-cluster", api_keys.DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False,
                                                      "endpoint_type": 1}),
-        ("describe-log-dirs", apis.DESCRIBE_LOG_DIRS, {"topics": [{"topic": g, "partitions": [0, 1, 9]},
+        ("describe-log-dirs", api_keys.DESCRIBE_LOG_DIRS, {"topics": [{"topic": g, "partitions": [0, 1, 9]},
                                                                   {"topic": "fuzz-new-topic", "partitions": [0]}]}),
-        ("describe-log-dirs-all", apis.DESCRIBE_LOG_DIRS, {"topics": None}),
+        ("describe-log-dirs-all", api_keys.DESCRIBE_LOG_DIRS, {"topics": None}),
     ]
 
 
@@ -214,17 +214,17 @@ def build(t: Topology) -> list[Template]:
     fields a version lacks), and ApiVersions also at versions the broker does not speak."""
     out = []
     for name, api_key, body in _bodies(t):
-        lo, hi = apis.VERSIONS[api_key]
+        lo, hi = api_keys.VERSIONS[api_key]
         for version in range(lo, hi + 1):
-            if api_key == apis.METADATA and version == 0 and body["topics"] is None:
+            if api_key == api_keys.METADATA and version == 0 and body["topics"] is None:
                 body = {**body, "topics": []}  # v0 has no null: an empty list means every topic
             frame = kio_util.encode_request(api_key, version, 1, "fuzzer", body)
             out.append(Template(name, api_key, version, frame[4:]))
-    frame = kio_util.encode_request(apis.API_VERSIONS, 3, 1, "fuzzer", {"client_software_name": "fuzzer",
+    frame = kio_util.encode_request(api_keys.API_VERSIONS, 3, 1, "fuzzer", {"client_software_name": "fuzzer",
                                                                          "client_software_version": "1.0"})
     newer = bytearray(frame[4:])
-    newer[2:4] = (apis.VERSIONS[apis.API_VERSIONS][1] + 1).to_bytes(2, "big")  # a version from the future
-    out.append(Template("api-versions-newer", apis.API_VERSIONS, int.from_bytes(newer[2:4], "big"), bytes(newer)))
+    newer[2:4] = (api_keys.VERSIONS[api_keys.API_VERSIONS][1] + 1).to_bytes(2, "big")  # a version from the future
+    out.append(Template("api-versions-newer", api_keys.API_VERSIONS, int.from_bytes(newer[2:4], "big"), bytes(newer)))
     for name, req in _controller_requests(t):
         key = controller_api.api_key_of(req)
         out.append(Template(name, key, controller_api.VERSIONS[key],

@@ -22,8 +22,7 @@ from odradek.log.errors import CorruptRecordError, OffsetOutOfRangeError, Unexpe
 from odradek.log.fd_cache import FdCache
 from odradek.log.leader_epoch import CHECKPOINT_NAME, LeaderEpochCache
 from odradek.log.segment import MAX_RELATIVE_OFFSET, NO_TIMESTAMP, Segment
-from odradek.protocol.records import (
-    BatchHeader, Buffer, set_base_offset, set_partition_leader_epoch, validate_batches)
+from odradek.protocol.records import BatchHeader, Buffer, set_base_offset, set_partition_leader_epoch, validate_batches
 
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"

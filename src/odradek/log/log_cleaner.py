@@ -63,15 +63,20 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from odradek.common.metadata import TopicPartition
 from odradek.log import log as log_module
 from odradek.log.checkpoint import read_offsets, write_offsets
 from odradek.log.log import Log, LogCleaningAbortedError, SegmentView, wall_clock_ms
 from odradek.log.log_manager import LogManager
 from odradek.log.segment import MAX_RELATIVE_OFFSET, read_batches
-from odradek.metadata import TopicPartition
 from odradek.protocol.records import (
-    BatchHeader, UnsupportedCompressionError, build_filtered_batch, iter_batches, iter_records,
-    records_section)
+    BatchHeader,
+    UnsupportedCompressionError,
+    build_filtered_batch,
+    iter_batches,
+    iter_records,
+    records_section,
+)
 
 logger = logging.getLogger("odradek.log.cleaner")
 

@@ -20,10 +20,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable
 
-from odradek.log.fd_cache import FdCache
+from odradek.common.metadata import TopicPartition
 from odradek.log.checkpoint import fsync_dir
+from odradek.log.fd_cache import FdCache
 from odradek.log.log import Log, LogConfig, wall_clock_ms
-from odradek.metadata import TopicPartition
 
 PARTITION_METADATA = "partition.metadata"
 DELETE_SUFFIX = "-delete"

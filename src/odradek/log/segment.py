@@ -8,8 +8,7 @@ from typing import Callable, Iterator
 
 from odradek.log.fd_cache import FdCache
 from odradek.log.index import SparseIndex
-from odradek.protocol.records import (
-    LOG_OVERHEAD, BatchHeader, Buffer, CorruptRecordError, check_crc, iter_batches)
+from odradek.protocol.records import LOG_OVERHEAD, BatchHeader, Buffer, CorruptRecordError, check_crc, iter_batches
 
 _CHUNK = 1 << 20  # bytes read at a time when scanning a segment
 _OFFSET_INDEX = ">ii"  # relative offset, position

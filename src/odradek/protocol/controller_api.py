@@ -27,9 +27,19 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Iterable, Iterator, Mapping, Union
 
-from odradek.metadata import BrokerInfo, PartitionState, TopicPartition, new_tuple
+from odradek.common.metadata import BrokerInfo, PartitionState, TopicPartition, new_tuple
 from odradek.protocol.schema import (
-    Array, Boolean, Int16, Int32, Int64, NullableString, SchemaError, String, Struct, Type, decode,
+    Array,
+    Boolean,
+    Int16,
+    Int32,
+    Int64,
+    NullableString,
+    SchemaError,
+    String,
+    Struct,
+    Type,
+    decode,
 )
 
 API_LEADER_AND_ISR = 4

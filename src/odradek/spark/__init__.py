@@ -18,9 +18,9 @@ FORMAT = "odradek"
 
 def register(spark: Any) -> None:
     """Register the `odradek` data source with a SparkSession (pyspark >= 4.0)."""
-    from odradek.spark.source import OdradekDataSource
+    from odradek.spark.session import register as register_source
 
-    spark.dataSource.register(OdradekDataSource)
+    register_source(spark)
 
 
 def local_session(*args: Any, **kwargs: Any) -> Any:

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from odradek.librdkafka_log import client_logger
+from odradek.client.librdkafka_log import client_logger
 
 log = logging.getLogger("odradek.spark")
 

@@ -14,14 +14,19 @@ from typing import Any
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
 
 
+def register(spark: Any) -> None:
+    """Register the `odradek` data source with a SparkSession (pyspark >= 4.0)."""
+    from odradek.spark.source import OdradekDataSource
+
+    spark.dataSource.register(OdradekDataSource)
+
+
 def local_session(app_name: str = "odradek", master: str = "local[2]", shuffle_partitions: int = 2,
                   conf: dict[str, str] | None = None) -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
-
-    from odradek.spark import register
 
     java_opts = f"-Dlog4j2.configurationFile=file:{LOG4J2}"
     builder = (SparkSession.builder.master(master).appName(app_name)

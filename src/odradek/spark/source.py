@@ -7,8 +7,8 @@ so a Kafka job ports by changing `.format("kafka")` to `.format("odradek")`.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyspark.sql.datasource import (

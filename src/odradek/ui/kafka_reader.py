@@ -32,7 +32,7 @@ import threading
 import time
 from typing import IO, Any
 
-from odradek.admin import AdminError
+from odradek.admin.errors import AdminError
 
 #: consumer groups described per round (each costs a DescribeGroups, OffsetFetch and ListOffsets)
 MAX_GROUPS = 50
@@ -149,8 +149,8 @@ class GroupReader:
 
 def main() -> None:
     """The child: one round per line read, until stdin closes."""
-    from odradek.admin import admin_client
-    from odradek.consumer_groups import GroupAdmin
+    from odradek.admin.admin_client import admin_client
+    from odradek.admin.consumer_group_command import GroupAdmin
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the server's to handle
     replies = os.fdopen(os.dup(1), "w")

@@ -20,7 +20,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from odradek.reassign_command import Ongoing
+from odradek.admin.reassign_partitions_command import Ongoing
 from odradek.zk import paths
 
 OK, UNDER_REPLICATED, OFFLINE = "ok", "under_replicated", "offline"

@@ -51,10 +51,11 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
-from odradek import reassign_client
+from odradek.admin import reassign_client
+from odradek.admin.zookeeper import collect_data, connect_zk
 from odradek.broker.metrics import LogChunk, read_log_chunk
-from odradek.cluster import LocalCluster, collect_data, connect_zk
-from odradek.metadata import TopicPartition
+from odradek.cluster.local_cluster import LocalCluster
+from odradek.common.metadata import TopicPartition
 from odradek.ui import model
 from odradek.ui.kafka_reader import GroupReader
 from odradek.zk import paths

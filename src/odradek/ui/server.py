@@ -15,7 +15,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from odradek.cluster import ClusterError
+from odradek.admin.errors import ClusterError
 from odradek.ui.poller import ClusterSource, Poller
 
 STATIC = Path(__file__).parent / "static"

@@ -38,7 +38,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.retry import KazooRetry
 from kazoo.exceptions import (
     BadVersionError,
     NodeExistsError,
@@ -48,15 +47,31 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.retry import KazooRetry
 
-from odradek.metadata import (BrokerInfo, LeaderAndIsr, ReplicaAssignment, TopicAssignment,
-                              TopicPartition, new_tuple)
+from odradek.common.metadata import (
+    BrokerInfo,
+    LeaderAndIsr,
+    ReplicaAssignment,
+    TopicAssignment,
+    TopicPartition,
+    new_tuple,
+)
 from odradek.zk import admin_zk_client, paths
 from odradek.zk.errors import (
-    BrokerIdInUseError, ControllerMovedError, RequestTooLargeError, StaleEphemeralError, TopicExistsError,
+    BrokerIdInUseError,
+    ControllerMovedError,
+    RequestTooLargeError,
+    StaleEphemeralError,
+    TopicExistsError,
 )
 from odradek.zk.raw_session import (
-    OP_CREATE, OP_DELETE, OP_SET_DATA, MultiReadUnsupportedError, RawSession, RawSessionError,
+    OP_CREATE,
+    OP_DELETE,
+    OP_SET_DATA,
+    MultiReadUnsupportedError,
+    RawSession,
+    RawSessionError,
 )
 from odradek.zk.request_size import JUTE_MAXBUFFER, ops_per_multi, payload_budget, split_to_fit
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+from odradek.common.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 
 BROKERS = "/brokers"
 BROKER_IDS = "/brokers/ids"

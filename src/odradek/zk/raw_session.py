@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from kazoo.exceptions import EXCEPTIONS, ZookeeperError
 from kazoo.protocol.states import ZnodeStat
 
-from odradek.metadata import new_tuple
+from odradek.common.metadata import new_tuple
 
 OP_CREATE = 1
 OP_DELETE = 2

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from odradek.netutil import free_port
-from odradek.process import process_alive
+from odradek.common.netutil import free_port
+from odradek.common.process import process_alive
 
 JAVA_DIR = Path("/usr/share/java")
 CLASSPATH_JARS: tuple[Path, ...] = (

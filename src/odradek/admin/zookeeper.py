@@ -1,0 +1,46 @@
+"""ZooKeeper as the operator's tools read it: a quiet kazoo client, and pipelined reads.
+
+`odradek status`, the dashboard, the benchmarks and `up`'s readiness poll read Kafka's znode
+layout directly, because a broker that is down cannot say what it led.
+"""
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any, Mapping, TypeVar
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from odradek.admin.errors import ClusterError
+from odradek.cli.output import duration
+
+K = TypeVar("K")
+
+
+def collect_data(pending: Mapping[K, Any], timeout: float) -> dict[K, bytes | None]:
+    """The data of pipelined kazoo ``get_async`` reads, by key (None: no such znode)."""
+    out: dict[K, bytes | None] = {}
+    for key, result in pending.items():
+        try:
+            out[key] = result.get(timeout=timeout)[0]
+        except NoNodeError:
+            out[key] = None
+    return out
+
+
+def connect_zk(hosts: str, timeout: float = 10.0) -> KazooClient:
+    """A started kazoo client whose connection-retry chatter does not reach the terminal."""
+    log = logging.getLogger("odradek.kazoo")
+    if not log.handlers:
+        log.addHandler(logging.NullHandler())
+        log.propagate = False
+    client = KazooClient(hosts=hosts, logger=log)
+    try:
+        with warnings.catch_warnings():  # kazoo warns of a missing chroot; callers check what they need
+            warnings.simplefilter("ignore")
+            client.start(timeout=timeout)
+    except Exception as exc:  # kazoo raises its own timeout type, or socket errors for bad hosts
+        client.close()
+        raise ClusterError(f"cannot reach ZooKeeper at {hosts} within {duration(timeout)} ({exc})") from None
+    return client

@@ -1,0 +1,239 @@
+"""KafkaApis: one method per Kafka API this broker answers.
+
+Requests are decoded by kio; responses are described as nested dicts and encoded by kio for the
+version the client asked for (protocol/kio_util.py). Produce and Fetch keep record batches as
+opaque bytes end to end. Anything a client sends is answered with a Kafka error code or, for
+bytes that are not a Kafka request at all, a closed connection; never a crash.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from typing import Any, Awaitable
+
+from odradek.broker import admin_apis, api_keys, config_helper, group_apis, reassignment_apis, zk_admin_manager
+from odradek.broker.connection import CloseConnection, KafkaConnection
+from odradek.broker.context import BrokerContext
+from odradek.broker.create_partitions import create_partitions
+from odradek.broker.delete_records import delete_records
+from odradek.broker.delete_topics import delete_topics
+from odradek.broker.describe_log_dirs import describe_log_dirs
+from odradek.broker.fetch_handler import FetchHandler, leader_for
+from odradek.broker.partition import NotLeaderError, Partition
+from odradek.broker.producer_state import ProducerStateError
+from odradek.common.metadata import TopicPartition
+from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC
+from odradek.log.errors import CorruptRecordError
+from odradek.protocol import controller_api, fast_paths, kio_util
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.framing import parse_request_header
+from odradek.protocol.records import has_keyless_record
+
+log = logging.getLogger("odradek.broker.handlers")
+
+
+class KafkaApis:
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self._routes = {
+            api_keys.PRODUCE: self.produce,
+            api_keys.FETCH: FetchHandler(ctx),
+            api_keys.LIST_OFFSETS: self.list_offsets,
+            api_keys.METADATA: admin_apis.metadata,
+            api_keys.API_VERSIONS: admin_apis.api_versions,
+            api_keys.CREATE_TOPICS: admin_apis.create_topics,
+            api_keys.DELETE_TOPICS: delete_topics,
+            api_keys.CREATE_PARTITIONS: create_partitions,
+            api_keys.DELETE_RECORDS: delete_records,
+            api_keys.INIT_PRODUCER_ID: admin_apis.init_producer_id,
+            api_keys.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
+            api_keys.DESCRIBE_CONFIGS: config_helper.describe_configs,
+            api_keys.DESCRIBE_LOG_DIRS: describe_log_dirs,
+            api_keys.ALTER_CONFIGS: zk_admin_manager.alter_configs,
+            api_keys.INCREMENTAL_ALTER_CONFIGS: zk_admin_manager.incremental_alter_configs,
+            api_keys.DESCRIBE_CLUSTER: admin_apis.describe_cluster,
+            api_keys.ELECT_LEADERS: admin_apis.elect_leaders,
+            api_keys.ALTER_PARTITION_REASSIGNMENTS: reassignment_apis.alter_partition_reassignments,
+            api_keys.LIST_PARTITION_REASSIGNMENTS: reassignment_apis.list_partition_reassignments,
+            **group_apis.ROUTES,
+        }
+
+    def __call__(self, frame: memoryview, conn: KafkaConnection) -> bytes | None | Awaitable[bytes | None]:
+        started = time.perf_counter()
+        result = self._handle(frame, conn)
+        if self.ctx.metrics is None:
+            return result
+        api_key, version = struct.unpack_from(">hh", frame, 0)  # _handle checked the length
+        if result is None or isinstance(result, (bytes, list)):
+            self.ctx.metrics.request_done(api_key, version, started)
+            return result
+        return self._timed(result, api_key, version, started)
+
+    async def _timed(self, pending: Awaitable[bytes | None], api_key: int, version: int,
+                     started: float) -> bytes | None:
+        try:
+            return await pending
+        finally:
+            self.ctx.metrics.request_done(api_key, version, started)  # type: ignore[union-attr]
+
+    def _handle(self, frame: memoryview, conn: KafkaConnection) -> bytes | None | Awaitable[bytes | None]:
+        if len(frame) < 8:
+            raise CloseConnection("request shorter than a request header")
+        api_key, version, correlation_id = struct.unpack_from(">hhi", frame, 0)
+        if api_key in controller_api.VERSIONS:
+            return self._controller_request(frame, api_key, version, correlation_id)
+        if api_key == api_keys.API_VERSIONS and not api_keys.supported(api_key, version):
+            return admin_apis.unsupported_api_versions(correlation_id)
+        if not api_keys.supported(api_key, version):
+            raise CloseConnection(f"unsupported API key {api_key} version {version}")
+        try:
+            header, request = kio_util.decode_request(frame)
+        except Exception as exc:
+            raise CloseConnection(f"malformed request (key {api_key} v{version}): {exc!r}") from None
+        if api_key == api_keys.JOIN_GROUP:  # the one API that records who asked (DescribeGroups' client host)
+            return group_apis.join_group(self.ctx, header, request, version, conn.peer)
+        return self._routes[api_key](self.ctx, header, request, version)  # type: ignore[operator]
+
+    def _controller_request(self, frame: memoryview, api_key: int, version: int, correlation_id: int) -> Any:
+        if version != controller_api.VERSIONS[api_key]:
+            raise CloseConnection(f"unsupported controller API {api_key} v{version}")
+        try:
+            header_end = parse_request_header(frame)[4]
+            request = controller_api.decode_request(api_key, version, frame[header_end:])
+        except Exception as exc:
+            raise CloseConnection(f"malformed controller request {api_key}: {exc!r}") from None
+        return self.ctx.controller_requests(api_key, version, correlation_id, request)
+
+    # -- Produce -------------------------------------------------------------------------------
+
+    def produce(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes | None | Awaitable[bytes]:
+        acks = req.acks
+        # per topic: [partition, error_code, base_offset, log_start_offset], filled in as we go
+        results: dict[str, list[list[int]]] = {}
+        waits: list[tuple[list[int], Partition, int]] = []
+        for topic in req.topic_data:
+            out = results.setdefault(topic.name, [])
+            for pdata in topic.partition_data:
+                entry = [pdata.index, 0, -1, -1]
+                out.append(entry)
+                if acks not in (0, 1, -1):
+                    entry[1] = ErrorCode.INVALID_REQUIRED_ACKS
+                    continue
+                partition, error, last = self._append(TopicPartition(topic.name, pdata.index), pdata.records,
+                                                      acks, entry)
+                if error is not None:
+                    entry[1] = error
+                elif acks == -1 and partition is not None:
+                    waits.append((entry, partition, last))
+        if acks == 0:
+            return None
+        if waits:
+            return self._await_acks(header.correlation_id, version, results, waits, req.timeout.total_seconds())
+        return _produce_response(header.correlation_id, version, results)
+
+    def _append(self, tp: TopicPartition, records: bytes | None, acks: int,
+                entry: list[int]) -> tuple[Partition | None, ErrorCode | None, int]:
+        """Append as leader; fills entry's base and log start offsets, returns the last offset."""
+        partition = self.ctx.replica_manager.get(tp)
+        if partition is None or not partition.is_leader:
+            return None, self.ctx.metadata.not_served_error(tp), -1
+        if tp.topic == OFFSETS_TOPIC:  # written by group coordinators only, as in Kafka
+            return None, ErrorCode.INVALID_TOPIC_EXCEPTION, -1
+        if not records:
+            return None, ErrorCode.CORRUPT_MESSAGE, -1
+        if len(records) > partition.log.config.max_message_bytes:  # the topic's max.message.bytes
+            return None, ErrorCode.MESSAGE_TOO_LARGE, -1
+        if partition.log.config.compact and has_keyless_record(records):
+            log.info("%s: rejected produce: a record without a key for a compacted topic", tp)
+            return None, ErrorCode.INVALID_RECORD, -1
+        if acks == -1 and len(partition.isr) < partition.min_insync_replicas:
+            return None, ErrorCode.NOT_ENOUGH_REPLICAS, -1
+        try:
+            first, last = partition.append_as_leader(records)
+        except CorruptRecordError as exc:
+            log.info("%s: rejected produce: %s", tp, exc)
+            return None, ErrorCode.CORRUPT_MESSAGE, -1
+        except ProducerStateError as exc:  # a sequence gap, a fenced epoch: nothing was written
+            log.info("%s: rejected produce: %s", tp, exc)
+            return None, exc.error, -1
+        entry[2] = first
+        if self.ctx.metrics is not None:
+            self.ctx.metrics.bytes_in[tp.topic] += len(records)
+            self.ctx.metrics.messages_in[tp.topic] += last - first + 1
+        entry[3] = partition.log.log_start_offset
+        return partition, None, last
+
+    async def _await_acks(self, correlation_id: int, version: int, results: dict[str, list[list[int]]],
+                          waits: list[tuple[list[int], Partition, int]], timeout_s: float) -> bytes:
+        futures = [p.wait_for_high_watermark(last) for _, p, last in waits]
+        await asyncio.wait(futures, timeout=max(timeout_s, 0.001))
+        for (entry, partition, _last), fut in zip(waits, futures):
+            if not fut.done():
+                fut.cancel()
+                entry[1] = ErrorCode.REQUEST_TIMED_OUT
+            elif isinstance(fut.exception(), NotLeaderError):
+                entry[1] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif len(partition.isr) < partition.min_insync_replicas:
+                # committed by a shrunken ISR: written, but not as durable as asked (Kafka's rule)
+                entry[1] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return _produce_response(correlation_id, version, results)
+
+    # -- ListOffsets and OffsetForLeaderEpoch ---------------------------------------------------
+
+    def list_offsets(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+        topics = []
+        for topic in req.topics:
+            parts = []
+            for p in topic.partitions:
+                entry: dict[str, Any] = {"partition_index": p.partition_index, "error_code": 0,
+                                         "timestamp": -1, "offset": -1, "leader_epoch": -1}
+                partition, error = leader_for(self.ctx, TopicPartition(topic.name, p.partition_index),
+                                                    getattr(p, "current_leader_epoch", -1))
+                if error is not None:
+                    entry["error_code"] = error
+                else:
+                    assert partition is not None
+                    entry["leader_epoch"] = partition.leader_epoch
+                    entry["offset"] = _offset_for(partition, p.timestamp)
+                parts.append(entry)
+            topics.append({"name": topic.name, "partitions": parts})
+        return kio_util.encode_response(api_keys.LIST_OFFSETS, version, header.correlation_id,
+                                        {"throttle_time": 0, "topics": topics})
+
+    def offset_for_leader_epoch(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+        topics = []
+        for topic in req.topics:
+            parts = []
+            for p in topic.partitions:
+                entry: dict[str, Any] = {"partition": p.partition, "error_code": 0, "leader_epoch": -1,
+                                         "end_offset": -1}
+                partition, error = leader_for(self.ctx, TopicPartition(topic.topic, p.partition),
+                                                    p.current_leader_epoch)
+                if error is not None:
+                    entry["error_code"] = error
+                else:
+                    assert partition is not None
+                    epoch, end = partition.log.leader_epoch_cache.end_offset_for(p.leader_epoch)
+                    if epoch == partition.leader_epoch or end > partition.log_end_offset:
+                        end = partition.log_end_offset
+                    entry.update(leader_epoch=epoch, end_offset=end)
+                parts.append(entry)
+            topics.append({"topic": topic.topic, "partitions": parts})
+        return kio_util.encode_response(api_keys.OFFSET_FOR_LEADER_EPOCH, version, header.correlation_id,
+                                        {"throttle_time": 0, "topics": topics})
+
+
+def _offset_for(partition: Partition, timestamp: int) -> int:
+    if timestamp == -2:  # EARLIEST
+        return partition.log.log_start_offset
+    if timestamp == -1:  # LATEST: consumers see up to the high watermark
+        return partition.high_watermark
+    found = partition.log.offset_for_timestamp(timestamp)
+    return -1 if found is None or found >= partition.high_watermark else found
+
+
+def _produce_response(correlation_id: int, version: int, results: dict[str, list[list[int]]]) -> bytes:
+    return fast_paths.produce_response(version, correlation_id,
+                                       [(t, [tuple(e) for e in ps]) for t, ps in results.items()])  # type: ignore[misc]

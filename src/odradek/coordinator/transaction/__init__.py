@@ -1,0 +1,4 @@
+"""Transactions (KIP-98): the transaction coordinator and its __transaction_state topic
+(Kafka's kafka.coordinator.transaction package). Not built yet: the idempotent producer's
+InitProducerId is served by odradek.broker.producer_id_manager.
+"""
