@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 DEMO_DIR := ./.odradek-demo
 APT_PACKAGES := default-jre-headless zookeeper kcat iptables python3 python3-venv chromium
 
-.PHONY: setup system-deps demo demo-down test test-long faults fuzz clean distclean
+.PHONY: setup system-deps demo demo-down lint test test-long faults fuzz clean distclean
 
 setup: system-deps $(STAMP)
 
@@ -39,7 +39,12 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $@
 
-test: setup
+# ruff, then mypy (strict for the pure cores); both configured in pyproject.toml.
+lint: setup
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/mypy
+
+test: setup lint
 	$(VENV)/bin/pytest -q -p no:cacheprovider -m "not slow" --durations=40
 
 # The long variants (marked slow): more brokers, more data, more seeds. Not in `make test`,

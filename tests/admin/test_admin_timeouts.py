@@ -49,8 +49,9 @@ def recording(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
 
 def test_a_long_timeout_builds_a_client_librdkafka_accepts() -> None:
-    """Built for real (it connects to nothing until asked): socket.timeout.ms capped, where
-    100,000 partitions' 400 s used to raise from librdkafka's configuration."""
+    """Built for real (it connects to nothing until asked): socket.timeout.ms is capped at
+    librdkafka's maximum, so a 100,000-partition topic's 400 s builds a client, where the
+    uncapped value raises from librdkafka's configuration."""
     client = admin.admin_client(f"127.0.0.1:{free_port()}", request_timeout=400.0)
     assert client is not None
     with pytest.raises(KafkaException):

@@ -1,4 +1,4 @@
-"""The broker's HTTP endpoint (broker/metrics.py): Prometheus text on /metrics, the state-change
+"""The broker's HTTP endpoint (broker/http_endpoints.py): Prometheus text on /metrics, the state-change
 log's tail on /state-change-log in bounded chunks of complete lines, and bad requests answered
 with an HTTP error while the server keeps serving."""
 from __future__ import annotations
@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from odradek.broker import api_keys
-from odradek.broker.metrics import BrokerMetrics, read_log_chunk
+from odradek.broker.metrics import BrokerMetrics
+from odradek.broker.state_change_log_reader import read_log_chunk
 
 
 @pytest.fixture
@@ -36,10 +37,14 @@ def _get(url: str) -> tuple[int, bytes]:
         return exc.code, exc.read()
 
 
-def test_metrics_and_log_routes(endpoint: tuple[str, Path]) -> None:
-    base, log = endpoint
+def test_metrics_route_serves_prometheus_text(endpoint: tuple[str, Path]) -> None:
+    base, _ = endpoint
     status, body = _get(base + "/metrics")
     assert status == 200 and b'kafka_network_requestmetrics_requests_total{request="Metadata",version="12"} 1.0' in body
+
+
+def test_state_change_log_route_serves_complete_lines_in_bounded_chunks(endpoint: tuple[str, Path]) -> None:
+    base, log = endpoint
     assert json.loads(_get(base + "/state-change-log")[1]) == {"start": 0, "next_offset": 0, "size": 0, "lines": []}
 
     log.write_text('{"a":1}\n{"b":2}\n{"c":')  # the last line is still being written
@@ -52,6 +57,9 @@ def test_metrics_and_log_routes(endpoint: tuple[str, Path]) -> None:
     small = json.loads(_get(base + "/state-change-log?offset=0&max_bytes=10")[1])
     assert small["lines"] == ['{"a":1}'] and small["next_offset"] == 8  # bounded, whole lines only
 
+
+def test_a_bad_request_gets_an_http_error_and_the_server_keeps_serving(endpoint: tuple[str, Path]) -> None:
+    base, _ = endpoint
     for bad, code in (("/state-change-log?offset=x", 400), ("/state-change-log?max_bytes=", 400), ("/nothing", 404)):
         assert _get(base + bad)[0] == code
     assert _get(base + "/metrics")[0] == 200  # still serving

@@ -12,29 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import assert_one_line_error, run
 from odradek.common.netutil import free_port
-
-ODRADEK = str(Path(sys.executable).with_name("odradek"))
 
 COMMANDS = [
     [], ["broker"], ["up"], ["down"], ["status"], ["topics"], ["topics", "create"], ["topics", "list"],
     ["topics", "describe"], ["produce"], ["consume"], ["bench"], ["bench", "produce"],
     ["groups"], ["groups", "list"], ["groups", "describe"], ["groups", "reset-offsets"], ["groups", "delete"],
 ]
-
-
-def run(*args: str, stdin: str = "", timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ODRADEK, *args], input=stdin, capture_output=True, text=True, timeout=timeout)
-
-
-def assert_one_line_error(proc: subprocess.CompletedProcess[str], status: int, *fragments: str) -> None:
-    assert proc.returncode == status, proc.stderr
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("odradek: error: "), lines[0]
-    assert "Traceback" not in proc.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 @pytest.fixture

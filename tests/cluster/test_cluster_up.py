@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import assert_one_line_error, run
 from odradek.cluster.local_cluster import LocalCluster
 from odradek.common.netutil import free_port, free_port_block
 from odradek.common.process import process_alive
 from odradek.zk.server import check_installed
-from test_cli import assert_one_line_error, run
 
 pytestmark = pytest.mark.integration
 

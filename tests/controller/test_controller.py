@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from test_controller_fakes import FakeZk, new_controller, tp
+from controller_fakes import FakeZk, new_controller, tp
 
 from odradek.common.metadata import LeaderAndIsr
 from odradek.controller.events import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 import pytest
-from test_controller_fakes import FakeChannel, FakeZk, new_controller, tp
+from controller_fakes import FakeChannel, FakeZk, new_controller, tp
 
 from odradek.common.metadata import LeaderAndIsr
 from odradek.controller.controller import Controller

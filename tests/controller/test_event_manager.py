@@ -6,7 +6,7 @@ import json
 import threading
 import time
 
-from test_controller_fakes import FakeChannel, FakeZk, tp
+from controller_fakes import FakeChannel, FakeZk, tp
 
 from odradek.common.metadata import LeaderAndIsr
 from odradek.controller.controller import Controller

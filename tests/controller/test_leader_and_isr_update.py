@@ -3,7 +3,7 @@ and PendingStateChange, driven through the fakes."""
 from __future__ import annotations
 
 import pytest
-from test_controller_fakes import Rig, tp
+from controller_fakes import Rig, tp
 
 from odradek.common.metadata import LeaderAndIsr, TopicPartition
 from odradek.controller.leader_and_isr_update import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_controller_fakes import Rig, tp
+from controller_fakes import Rig, tp
 
 from odradek.common.metadata import LeaderAndIsr
 from odradek.controller.leader_and_isr_update import MAX_ATTEMPTS

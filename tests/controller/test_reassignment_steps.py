@@ -1,17 +1,18 @@
 """Partition reassignment (KafkaController.onPartitionReassignment) driven through the
 simulation's world: real controller core, in-memory ZooKeeper, simulated brokers.
 
-The Kafka Controller Internals design's example is the yardstick: OAR {1,2,3} -> RAR {4,5,6}
-takes the topic znode's AR and the partition's leader/ISR through exactly
-AR {1,2,3} 1/{1,2,3}, AR {1..6} 1/{1,2,3}, 1/{1..6} (the leader adds the caught-up
-replicas), 4/{1..6}, 4/{4,5,6}, AR {4,5,6} 4/{4,5,6}; and a controller that dies at any write
-of it leaves a state the next controller completes along the same sequence."""
+The example in Kafka's KafkaController.onPartitionReassignment doc comment is the yardstick
+(its table is in controller/reassignment.py's docstring): ORS {1,2,3} -> TRS {4,5,6} (OAR and
+RAR below) takes the topic znode's replica set RS and the partition's leader/ISR through exactly
+RS {1,2,3} 1/{1,2,3}, RS {1..6} 1/{1,2,3} (U1), 1/{1..6} (the leader adds the caught-up
+replicas), 4/{1..6} (B3), 4/{4,5,6} (B4), RS {4,5,6} 4/{4,5,6} (B6); and a controller that
+dies at any write of it leaves a state the next controller completes along the same sequence."""
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from test_simulation import World
+from controller_simulation import World
 
 from odradek.common.metadata import TopicPartition
 from odradek.controller.events import (
@@ -29,11 +30,11 @@ TP = TopicPartition("t", 0)
 OAR, RAR = (1, 2, 3), (4, 5, 6)
 EXAMPLE = [
     ((1, 2, 3), 1, (1, 2, 3)),              # initial state
-    ((1, 2, 3, 4, 5, 6), 1, (1, 2, 3)),     # step 1
-    ((1, 2, 3, 4, 5, 6), 1, (1, 2, 3, 4, 5, 6)),  # step 4: the new replicas caught up
-    ((1, 2, 3, 4, 5, 6), 4, (1, 2, 3, 4, 5, 6)),  # step 7
-    ((1, 2, 3, 4, 5, 6), 4, (4, 5, 6)),     # step 8
-    ((4, 5, 6), 4, (4, 5, 6)),              # step 10
+    ((1, 2, 3, 4, 5, 6), 1, (1, 2, 3)),     # U1: RS = ORS + TRS
+    ((1, 2, 3, 4, 5, 6), 1, (1, 2, 3, 4, 5, 6)),  # the new replicas caught up: phase B
+    ((1, 2, 3, 4, 5, 6), 4, (1, 2, 3, 4, 5, 6)),  # B3: the leader moves into TRS
+    ((1, 2, 3, 4, 5, 6), 4, (4, 5, 6)),     # B4: RR out of the ISR
+    ((4, 5, 6), 4, (4, 5, 6)),              # B6: RS = TRS
 ]
 WRITES = ("set_replica_assignments", "update_leader_and_isr", "set_partition_reassignments")
 
@@ -113,7 +114,7 @@ def test_znode_reassignment_goes_through_the_designs_example_sequence() -> None:
     recorder = Recorder(world)
     world.zk.reassignments = {TP: RAR}
     world.process(PartitionReassignment())
-    # steps 1-3: AR = OAR + RAR, every replica told, the new ones started; the znode waits
+    # U1-A2: RS = ORS + TRS, every replica told, the new ones started; the znode waits
     assert world.zk.topics["t"].adding_replicas == {0: RAR}
     assert world.zk.topics["t"].removing_replicas == {0: OAR}
     assert world.zk.reassignments == {TP: RAR}

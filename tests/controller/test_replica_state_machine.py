@@ -3,7 +3,7 @@ through the fakes."""
 from __future__ import annotations
 
 import pytest
-from test_controller_fakes import Rig, tp
+from controller_fakes import Rig, tp
 
 from odradek.common.metadata import NO_LEADER, LeaderAndIsr
 from odradek.controller.leader_selectors import StateChangeFailedError

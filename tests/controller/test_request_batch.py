@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from test_controller_fakes import Rig, tp
+from controller_fakes import Rig, tp
 
 from odradek.common.metadata import LeaderAndIsr
 from odradek.controller.request_batch import IllegalBatchStateError

@@ -2,7 +2,7 @@
 world: real controller core, in-memory ZooKeeper, simulated brokers answering StopReplica."""
 from __future__ import annotations
 
-from test_simulation import World
+from controller_simulation import World
 
 from odradek.common.metadata import TopicAssignment, TopicPartition
 from odradek.controller.events import PartitionModifications, TopicChange, TopicDeletion
@@ -89,7 +89,7 @@ def test_deletion_sends_one_stop_replica_with_delete_per_broker_and_leader_minus
 def test_delete_topic_disabled_removes_the_marker_and_keeps_the_topic() -> None:
     import io
 
-    from test_controller_fakes import FakeChannel, FakeZk
+    from controller_fakes import FakeChannel, FakeZk
 
     from odradek.controller.controller import Controller
     from odradek.controller.events import Startup

@@ -1,9 +1,11 @@
-"""Real-client helpers shared by the integration tests (confluent-kafka, acks=all, assign())."""
+"""Real-client helpers shared by the integration tests (confluent-kafka, acks=all, assign()), and
+the continuous producer whose every acknowledged write a failover test checks afterwards."""
 from __future__ import annotations
 
+import threading
 import time
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from client_helpers import produce
@@ -65,3 +67,63 @@ def wait_identical_replicas(cluster: LocalCluster, topic: str, partitions: int, 
             break
         time.sleep(0.2)
     assert differing == [], f"partitions whose replicas differ: {differing}"
+
+
+class ContinuousProducer:
+    """An idempotent acks=all producer writing numbered messages to every partition in turn
+    until stopped; remembers what was acknowledged and the order each partition was sent."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.topic, self.partitions = topic, partitions
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 5, "message.timeout.ms": 120_000})
+        self.acked: dict[bytes, tuple[int, int]] = {}
+        self.errors: list[str] = []
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _on_delivery(self, err: object, msg: object) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            self.acked[msg.value()] = (msg.partition(), msg.offset())  # type: ignore[attr-defined]
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for _ in range(50):
+                try:
+                    self.producer.produce(self.topic, value=b"%d" % self.sent, partition=self.sent % self.partitions,
+                                          on_delivery=self._on_delivery)
+                except BufferError:  # too much unacknowledged (a leader is down): wait, resend this one
+                    break
+                self.sent += 1
+            self.producer.poll(0.01)
+
+    def start(self) -> "ContinuousProducer":
+        self._thread.start()
+        return self
+
+    def wait_acked(self, count: int, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while len(self.acked) < count:
+            assert time.monotonic() < deadline, f"only {len(self.acked)} of {count} acknowledged"
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        assert self.producer.flush(120) == 0
+
+
+def check_exactly_once_in_order(bootstrap: str, producer: ContinuousProducer) -> None:
+    """Every acknowledged message is in the log once; no message at all is there twice; each
+    partition holds its messages in send order."""
+    got = consume_all(bootstrap, producer.topic, producer.partitions, len(producer.acked), timeout_s=120)
+    values = [v for _, _, _, v in got]
+    assert len(values) == len(set(values)), "a message was written twice"
+    assert set(producer.acked) <= set(values), "an acknowledged message was lost"
+    for p in range(producer.partitions):
+        seqs = [int(v) for part, _, _, v in sorted(got) if part == p]
+        assert seqs == sorted(seqs), f"partition {p} is out of send order"
+        assert all(s % producer.partitions == p for s in seqs)

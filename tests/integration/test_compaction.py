@@ -12,9 +12,10 @@ from typing import Callable
 
 import pytest
 from clients import create_topic
+from cluster_state import full_isr
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from test_failover import full_isr, wait_until
+from polling import wait_until
 
 from client_helpers import produce
 from odradek.cluster.local_cluster import LocalCluster

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 from clients import create_topic, produce_acks_all
+from cluster_state import full_isr
 from confluent_kafka import Consumer, ConsumerGroupState, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
-from test_failover import full_isr, wait_until
+from polling import wait_until
 from wire import RawConnection
 
 from cluster_helpers import start_cluster
@@ -423,8 +424,12 @@ def test_bad_group_requests_get_the_errors_clients_expect(cluster: LocalCluster)
     finally:
         conn.close()
 
-    # a 10,000-character group id is a group id like any other (Kafka sets no limit below the
-    # protocol's 32,767 bytes): a group that commits and reads back
+
+def test_a_ten_thousand_character_group_id_is_a_group_id_like_any_other(cluster: LocalCluster) -> None:
+    """Kafka sets no limit below the protocol's 32,767 bytes: a group with a 10,000-character id
+    commits and reads its commit back, and its coordinator answers a first JoinGroup as any
+    group's (MEMBER_ID_REQUIRED)."""
+    topic = new_topic(cluster, "long-id")
     long_group = "g" * 10_000
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": long_group,
                          "enable.auto.commit": False})

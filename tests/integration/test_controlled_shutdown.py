@@ -8,9 +8,9 @@ import signal
 from collections.abc import Callable
 
 import pytest
-from clients import create_topic
-from test_elect_leaders import controller_id, leaders
-from test_failover import ContinuousProducer, check_exactly_once_in_order, full_isr, wait_until
+from clients import ContinuousProducer, check_exactly_once_in_order, create_topic
+from cluster_state import controller_id, full_isr, leaders
+from polling import wait_until
 
 from odradek.cluster.local_cluster import LocalCluster
 

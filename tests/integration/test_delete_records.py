@@ -14,9 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 from clients import create_topic
+from cluster_state import full_isr
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
-from test_failover import full_isr, wait_until
+from polling import wait_until
 from wire import RawConnection
 
 from client_helpers import produce

@@ -200,7 +200,7 @@ def odradek(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([ODRADEK, *args], capture_output=True, text=True, timeout=60)
 
 
-def test_cli_alters_and_describes_topic_and_broker_configs(cluster: LocalCluster) -> None:
+def test_cli_alters_and_describes_topic_configs(cluster: LocalCluster) -> None:
     bs = ("--bootstrap-server", cluster.bootstrap_servers)
     create_topic(cluster.bootstrap_servers, "dyn-cli", 1, 3)
     done = odradek("topics", "alter", "dyn-cli", "--config", "retention.ms=60000", "--config",
@@ -224,6 +224,9 @@ def test_cli_alters_and_describes_topic_and_broker_configs(cluster: LocalCluster
     every = json.loads(odradek("configs", "describe", "--topic", "dyn-cli", "--all", "--json", *bs).stdout)
     assert {e["name"] for e in every} >= {"cleanup.policy", "min.insync.replicas", "delete.retention.ms"}
 
+
+def test_cli_alters_and_describes_a_broker_config(cluster: LocalCluster) -> None:
+    bs = ("--bootstrap-server", cluster.bootstrap_servers)
     assert odradek("configs", "alter", "--broker", "3", "--set", "log.cleaner.backoff.ms=1000", *bs).returncode == 0
     broker = json.loads(odradek("configs", "describe", "--broker", "3", "--json", *bs).stdout)
     assert broker == [{"name": "log.cleaner.backoff.ms", "value": "1000", "source": "DYNAMIC_BROKER_CONFIG",
@@ -234,11 +237,15 @@ def test_cli_alters_and_describes_topic_and_broker_configs(cluster: LocalCluster
     assert odradek("configs", "describe", "--broker-defaults", *bs).stdout == \
         "Dynamic configs for the cluster-wide broker defaults are:\n"
 
+
+def test_cli_config_errors_are_one_line(cluster: LocalCluster) -> None:
+    bs = ("--bootstrap-server", cluster.bootstrap_servers)
+    create_topic(cluster.bootstrap_servers, "dyn-cli-bad", 1, 3)
     for args, words in [
         (("configs", "alter", "--broker-defaults", "--set", "log.retention.ms=soon"), "INVALID_CONFIG"),
         (("topics", "alter", "dyn-nowhere", "--config", "retention.ms=1"), "UNKNOWN_TOPIC_OR_PARTITION"),
-        (("topics", "alter", "dyn-cli", "--config", "retention.msec=1"), "retention.msec"),
-        (("topics", "alter", "dyn-cli"), "nothing to change"),
+        (("topics", "alter", "dyn-cli-bad", "--config", "retention.msec=1"), "retention.msec"),
+        (("topics", "alter", "dyn-cli-bad"), "nothing to change"),
     ]:
         failed = odradek(*args, *bs)
         assert failed.returncode == 1 and failed.stdout == "" and len(failed.stderr.splitlines()) == 1, failed

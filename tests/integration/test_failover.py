@@ -8,19 +8,15 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 
 import pytest
-from clients import consume_all, create_topic, wait_identical_replicas
-from confluent_kafka import Producer
+from clients import ContinuousProducer, check_exactly_once_in_order, create_topic, wait_identical_replicas
+from cluster_state import controller_of, full_isr, live_leaders, metadata, zk
 from confluent_kafka.admin import AdminClient
-from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from polling import wait_until
 
-from odradek.admin.admin_client import metadata_request
-from odradek.admin.errors import AdminError
 from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
@@ -28,127 +24,11 @@ pytestmark = pytest.mark.integration
 SESSION_TIMEOUT_S = 4.0  # the integration clusters' zookeeper.session.timeout.ms
 
 
-class ContinuousProducer:
-    """An idempotent acks=all producer writing numbered messages to every partition in turn
-    until stopped; remembers what was acknowledged and the order each partition was sent."""
-
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
-        self.topic, self.partitions = topic, partitions
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                                  "linger.ms": 5, "message.timeout.ms": 120_000})
-        self.acked: dict[bytes, tuple[int, int]] = {}
-        self.errors: list[str] = []
-        self.sent = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _on_delivery(self, err: object, msg: object) -> None:
-        if err is not None:
-            self.errors.append(str(err))
-        else:
-            self.acked[msg.value()] = (msg.partition(), msg.offset())  # type: ignore[attr-defined]
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for _ in range(50):
-                try:
-                    self.producer.produce(self.topic, value=b"%d" % self.sent, partition=self.sent % self.partitions,
-                                          on_delivery=self._on_delivery)
-                except BufferError:  # too much unacknowledged (a leader is down): wait, resend this one
-                    break
-                self.sent += 1
-            self.producer.poll(0.01)
-
-    def start(self) -> "ContinuousProducer":
-        self._thread.start()
-        return self
-
-    def wait_acked(self, count: int, timeout_s: float = 60) -> None:
-        deadline = time.monotonic() + timeout_s
-        while len(self.acked) < count:
-            assert time.monotonic() < deadline, f"only {len(self.acked)} of {count} acknowledged"
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        assert self.producer.flush(120) == 0
-
-
-def check_exactly_once_in_order(bootstrap: str, producer: ContinuousProducer) -> None:
-    """Every acknowledged message is in the log once; no message at all is there twice; each
-    partition holds its messages in send order."""
-    got = consume_all(bootstrap, producer.topic, producer.partitions, len(producer.acked), timeout_s=120)
-    values = [v for _, _, _, v in got]
-    assert len(values) == len(set(values)), "a message was written twice"
-    assert set(producer.acked) <= set(values), "an acknowledged message was lost"
-    for p in range(producer.partitions):
-        seqs = [int(v) for part, _, _, v in sorted(got) if part == p]
-        assert seqs == sorted(seqs), f"partition {p} is out of send order"
-        assert all(s % producer.partitions == p for s in seqs)
-
-
-def metadata(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int]]]:
-    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
-    return {p.id: (p.leader, list(p.isrs)) for p in md.topics[topic].partitions.values()}
-
-
-def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str) -> float:
-    start = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - start < timeout_s, f"timed out after {timeout_s} s waiting for {what}"
-        time.sleep(0.1)
-    return time.monotonic() - start
-
-
-def live_leaders(c: LocalCluster, topic: str, dead: set[int]) -> bool:
-    try:
-        return all(leader >= 0 and leader not in dead for leader, _ in metadata(c.bootstrap_servers, topic).values())
-    except Exception:
-        return False
-
-
-def full_isr(c: LocalCluster, topic: str, rf: int) -> bool:
-    """Every partition's ISR has `rf` replicas in the Metadata of every reachable broker.
-
-    Each broker learns of leaders and ISRs from its own UpdateMetadata, so a moment after one
-    broker reports a full ISR another may still answer UNKNOWN_TOPIC_OR_PARTITION; a test that
-    goes on to ask any broker must wait for all of them."""
-    seen = False
-    for server in c.bootstrap_servers.split(","):
-        try:
-            response = metadata_request(server, [topic], 5.0)
-        except AdminError:  # unreachable: a stopped broker
-            continue
-        seen = True
-        for t in response.topics:
-            if t.error_code != 0 or not t.partitions:
-                return False
-            if any(p.error_code != 0 or len(p.isr_nodes) != rf for p in t.partitions):
-                return False
-    return seen
-
-
 def describe_cli(bootstrap: str, *flags: str) -> dict[str, list[int]]:
     """`odradek topics describe --json FLAGS`, as topic -> partition numbers."""
     out = subprocess.run([sys.executable, "-m", "odradek", "topics", "describe", "--json", "--bootstrap-server",
                           bootstrap, *flags], capture_output=True, text=True, check=True, timeout=60).stdout
     return {t["name"]: [p["partition"] for p in t["partitions"]] for t in json.loads(out)}
-
-
-def zk(c: LocalCluster) -> KazooClient:
-    client = KazooClient(hosts=c.zookeeper_connect)
-    client.start(10)
-    return client
-
-
-def controller_of(client: KazooClient) -> tuple[int, int]:
-    """(controller broker id, controller epoch) as ZooKeeper holds them; id -1 while none is."""
-    try:
-        controller = json.loads(client.get("/controller")[0])["brokerid"]
-    except NoNodeError:
-        controller = -1
-    return controller, int(client.get("/controller_epoch")[0])
 
 
 def test_kill_leader_during_acks_all_production_loses_nothing(cluster_factory: Callable[..., LocalCluster]) -> None:

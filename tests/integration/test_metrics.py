@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from clients import create_topic, produce_acks_all
 from confluent_kafka import Consumer, Producer, TopicPartition
-from test_failover import wait_until
+from polling import wait_until
 
 from odradek.cluster.local_cluster import LocalCluster
 from odradek.common.netutil import free_port_block

@@ -4,10 +4,11 @@
   a partition moves while an acks=all producer writes to it, nothing acknowledged is lost, the
   old replica's log is deleted; a reassignment waiting for a dead broker is listed and can be
   cancelled; bad requests get the error codes Kafka gives.
-- Through /admin/reassign_partitions in Kafka's JSON format, the Kafka Controller Internals
-  design's example {1,2,3} -> {4,5,6}, with the controller killed (SIGKILL) in the middle: the
-  next controller completes it, and the topic znode and partition state go through the
-  example's AR and leader/ISR sequence (watched from ZooKeeper).
+- Through /admin/reassign_partitions in Kafka's JSON format, the example of Kafka's
+  KafkaController.onPartitionReassignment, {1,2,3} -> {4,5,6}, with the controller killed
+  (SIGKILL) in the middle: the next controller completes it, and the topic znode and partition
+  state go through the example's replica set (RS) and leader/ISR sequence (watched from
+  ZooKeeper).
 """
 from __future__ import annotations
 
@@ -195,8 +196,8 @@ def test_znode_reassignment_completes_across_a_controller_kill_in_the_designs_se
         cluster_factory: Any) -> None:
     """Seven brokers, so the killed controller holds no replica of the moving partition (a
     replica's failure would add leader and ISR changes of its own to the sequence). A
-    follower throttle stretches step 4 (the new replicas catching up) so the kill lands
-    mid-reassignment."""
+    follower throttle stretches the wait between phases A and B (the new replicas catching
+    up) so the kill lands mid-reassignment. ``oar`` and ``rar`` are Kafka's ORS and TRS."""
     cluster: LocalCluster = cluster_factory(7)
     zk = connect_zk(cluster.zookeeper_connect)
     stop = threading.Event()
@@ -246,7 +247,7 @@ def test_znode_reassignment_completes_across_a_controller_kill_in_the_designs_se
                (both, rar[0], r), (r, rar[0], r)]
     assert seen[0] == example[0] and seen[-1] == example[-1], seen
     # every state watched is the example's, in its order (a poll may miss a short-lived one);
-    # between steps 1 and 4 the new replicas may join the ISR one by one, each as it catches up
+    # between U1 and phase B the new replicas may join the ISR one by one, each as it catches up
     # (Kafka's maybeExpandIsr admits a follower at its fetch), so the example's step from the
     # old ISR to all six can pass through ISRs in between
     def position(state: tuple[tuple[int, ...], int, tuple[int, ...]]) -> float:

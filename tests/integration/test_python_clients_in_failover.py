@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 import pytest
 from clients import create_topic
-from test_failover import full_isr, live_leaders, metadata, wait_until
+from cluster_state import full_isr, live_leaders, metadata
+from polling import wait_until
 
 from odradek.cluster.local_cluster import LocalCluster
 

@@ -14,9 +14,8 @@ import time
 from collections.abc import Callable
 
 import pytest
-from clients import create_topic
-from test_elect_leaders import controller_id
-from test_failover import ContinuousProducer, check_exactly_once_in_order
+from clients import ContinuousProducer, check_exactly_once_in_order, create_topic
+from cluster_state import controller_id
 from wire import RawConnection
 
 from odradek.cluster.local_cluster import LocalCluster

@@ -1,7 +1,8 @@
 """Topic deletion and partition expansion with real processes and real clients: a topic deleted
 and created again shows nothing old; a deletion waits for a broker that is down (and survives
 the controller being killed meanwhile) and completes when it is back, deleting that broker's
-copy; CreatePartitions grows a topic that is being written to; delete.topic.enable=false."""
+copy; CreatePartitions grows a topic that is being written to, refuses what Kafka refuses with
+Kafka's codes and answers each topic of a request on its own; delete.topic.enable=false."""
 from __future__ import annotations
 
 import json
@@ -163,40 +164,67 @@ def test_create_partitions_grows_a_topic_being_written(cluster: LocalCluster) ->
     assert values == sorted(v for _, v in acked)
     zk = connect_zk(cluster.zookeeper_connect)
     try:
-        data, before = zk.get("/brokers/topics/grow")
-        stored = json.loads(data)
-        assert len(stored["partitions"]) == 4 and stored["initial_partition_count"] == 2
-        # refused, with Kafka's codes, and nothing changed
-        assert _error_code(admin.create_partitions([NewPartitions("grow", 3)])["grow"]) == KafkaError.INVALID_PARTITIONS
-        assert _error_code(admin.create_partitions([NewPartitions("grow", 4)])["grow"]) == KafkaError.INVALID_PARTITIONS
-        bad = NewPartitions("grow", 5, replica_assignment=[[1, 99]])
-        assert _error_code(admin.create_partitions([bad])["grow"]) == KafkaError.INVALID_REPLICA_ASSIGNMENT
+        stored = json.loads(zk.get("/brokers/topics/grow")[0])
+    finally:
+        zk.stop()
+        zk.close()
+    assert len(stored["partitions"]) == 4 and stored["initial_partition_count"] == 2
+
+
+def test_create_partitions_refusals_are_kafkas_errors_and_change_nothing(cluster: LocalCluster) -> None:
+    """No fewer or as many partitions as the topic has, no broker that does not exist, no unknown
+    topic, and no count whose assignment could never fit in one znode."""
+    create_topic(cluster.bootstrap_servers, "grow-refused", 4, 2)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    zk = connect_zk(cluster.zookeeper_connect)
+    try:
+        before = zk.get("/brokers/topics/grow-refused")[1]
+        refused = admin.create_partitions([NewPartitions("grow-refused", 3)])["grow-refused"]
+        assert _error_code(refused) == KafkaError.INVALID_PARTITIONS
+        same = admin.create_partitions([NewPartitions("grow-refused", 4)])["grow-refused"]
+        assert _error_code(same) == KafkaError.INVALID_PARTITIONS
+        bad = NewPartitions("grow-refused", 5, replica_assignment=[[1, 99]])
+        assert _error_code(admin.create_partitions([bad])["grow-refused"]) == KafkaError.INVALID_REPLICA_ASSIGNMENT
         assert _error_code(admin.create_partitions([NewPartitions("no-such", 2)])["no-such"]) == \
             KafkaError.UNKNOWN_TOPIC_OR_PART
         # a count whose assignment could never fit in one znode: refused at once, with why
         # (sent raw: librdkafka stops at 100,000 partitions)
         conn = RawConnection(cluster.host, cluster.broker_port(1))
         try:
-            huge = conn.request(37, 1, {"topics": [{"name": "grow", "count": 2**31 - 1, "assignments": None}],
+            huge = conn.request(37, 1, {"topics": [{"name": "grow-refused", "count": 2**31 - 1, "assignments": None}],
                                         "timeout": 5000, "validate_only": False}).results[0]
         finally:
             conn.sock.close()
         assert huge.error_code == KafkaError.INVALID_PARTITIONS and "too large for ZooKeeper" in huge.error_message
-        assert zk.get("/brokers/topics/grow")[1].version == before.version
-        # several topics in one request: each gets its own answer
-        mixed = admin.create_partitions([NewPartitions("grow", 5), NewPartitions("no-such", 2)],
-                                        operation_timeout=10)
-        mixed["grow"].result(30)
-        assert _error_code(mixed["no-such"]) == KafkaError.UNKNOWN_TOPIC_OR_PART
-        assert len(json.loads(zk.get("/brokers/topics/grow")[0])["partitions"]) == 5
+        assert zk.get("/brokers/topics/grow-refused")[1].version == before.version
     finally:
         zk.stop()
         zk.close()
-    cli = _odradek("topics", "alter", "grow", "--partitions", "6", "--bootstrap-server", cluster.bootstrap_servers)
+
+
+def test_create_partitions_answers_each_topic_of_a_request_on_its_own(cluster: LocalCluster) -> None:
+    create_topic(cluster.bootstrap_servers, "grow-mixed", 4, 2)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    mixed = admin.create_partitions([NewPartitions("grow-mixed", 5), NewPartitions("no-such", 2)],
+                                    operation_timeout=10)
+    mixed["grow-mixed"].result(30)
+    assert _error_code(mixed["no-such"]) == KafkaError.UNKNOWN_TOPIC_OR_PART
+    zk = connect_zk(cluster.zookeeper_connect)
+    try:
+        assert len(json.loads(zk.get("/brokers/topics/grow-mixed")[0])["partitions"]) == 5
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_cli_topics_alter_adds_partitions_and_refuses_fewer_in_one_line(cluster: LocalCluster) -> None:
+    create_topic(cluster.bootstrap_servers, "grow-cli", 5, 2)
+    cli = _odradek("topics", "alter", "grow-cli", "--partitions", "6", "--bootstrap-server", cluster.bootstrap_servers)
     assert cli.returncode == 0, cli.stderr
-    smaller = _odradek("topics", "alter", "grow", "--partitions", "2", "--bootstrap-server", cluster.bootstrap_servers)
+    smaller = _odradek("topics", "alter", "grow-cli", "--partitions", "2", "--bootstrap-server",
+                       cluster.bootstrap_servers)
     assert smaller.returncode == 1 and "INVALID_PARTITIONS" in smaller.stderr and smaller.stderr.count("\n") == 1
-    described = json.loads(_odradek("topics", "describe", "grow", "--json", "--bootstrap-server",
+    described = json.loads(_odradek("topics", "describe", "grow-cli", "--json", "--bootstrap-server",
                                     cluster.bootstrap_servers).stdout)
     assert len(described["partitions"]) == 6
 

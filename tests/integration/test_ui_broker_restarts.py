@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import pytest
 from clients import create_topic
-from test_ui_browser import api_state, start_ui, stop_ui
+from ui_process import api_state, start_ui, stop_ui
 
 from odradek.admin.consumer_group_command import GroupAdmin
 from odradek.cluster.local_cluster import LocalCluster

@@ -3,19 +3,12 @@ a partition it led shows its new leader, and the timeline shows the election, wi
 (the page follows the server-sent events)."""
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Any
 
 import pytest
 from clients import create_topic
+from ui_process import start_ui, stop_ui
 
 from odradek.common.netutil import free_port
 
@@ -23,42 +16,6 @@ pytestmark = pytest.mark.integration
 
 CHROMIUM = "/usr/bin/chromium"
 TOPIC = "ui-grid"
-
-
-def start_ui(where: list[str], port: int, log: Path) -> subprocess.Popen:
-    """`odradek ui` reading the cluster ``where`` names (--data-dir, or --zookeeper and
-    --bootstrap-server), once it serves; stop it with stop_ui."""
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "odradek", "ui", *where, "--port", str(port),
-                                 "--interval-s", "0.5"],
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/state", timeout=2):
-                return proc
-        except (urllib.error.URLError, OSError):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"odradek ui did not serve on port {port}:\n{log.read_text()}")
-            time.sleep(0.2)
-
-
-def api_state(port: int) -> dict[str, Any]:
-    """Every section of the dashboard on ``port`` (/api/state)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/state", timeout=5) as response:
-        return json.loads(response.read())
-
-
-def stop_ui(ui: subprocess.Popen, log: Path) -> None:
-    """SIGTERM, as an operator's Ctrl-C: the dashboard must end cleanly."""
-    ui.send_signal(signal.SIGTERM)
-    try:
-        ui.wait(10)
-    except subprocess.TimeoutExpired:
-        ui.kill()
-        ui.wait()
-    assert ui.returncode == 0, log.read_text()
 
 
 def test_dashboard_follows_a_killed_leader(cluster_factory, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from clients import create_topic
-from test_ui_browser import api_state, start_ui, stop_ui
+from ui_process import api_state, start_ui, stop_ui
 
 from odradek.cluster.local_cluster import LocalCluster
 from odradek.common.netutil import free_port, free_port_block

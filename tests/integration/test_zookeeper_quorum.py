@@ -16,9 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from clients import consume_all, create_topic
+from clients import ContinuousProducer, check_exactly_once_in_order, consume_all, create_topic
+from cluster_state import full_isr
 from kazoo.client import KazooClient
-from test_failover import ContinuousProducer, check_exactly_once_in_order, full_isr, wait_until
+from polling import wait_until
 
 from odradek.admin.admin_client import describe_topics
 from odradek.cluster.local_cluster import LocalCluster, pid_alive

@@ -124,7 +124,7 @@ def test_metric_samples_become_rates_and_gauges() -> None:
 
 
 def test_log_tail_takes_complete_new_lines_and_jumps_to_the_tail_when_far_behind(tmp_path) -> None:
-    from odradek.broker.metrics import read_log_chunk
+    from odradek.broker.state_change_log_reader import read_log_chunk
     from odradek.ui.poller import TAIL_START_BYTES, LogTail
 
     log = tmp_path / "state-change.log"

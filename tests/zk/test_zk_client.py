@@ -72,7 +72,7 @@ def test_restarted_broker_waits_for_its_old_registration_however_long_it_stays(m
     outcome: list[object] = []
     thread = threading.Thread(target=lambda: outcome.append(_registered(new, BrokerInfo(1, "127.0.0.1", port))))
     thread.start()
-    time.sleep(2 * 2.0 + 5 + 1.5)  # past the bound it used to give up at
+    time.sleep(2 * 2.0 + 5 + 1.5)  # past twice its session timeout and then some: still waiting
     assert outcome == [] and thread.is_alive()
     old.close()  # what ZooKeeper's expiry of the dead session does
     thread.join(30)

@@ -81,8 +81,8 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication_factor:
     A ``timeout`` longer than one request may wait (MAX_REQUEST_TIMEOUT_S, librdkafka's limit)
     is not one giant request: the CreateTopics request gets at most that long, and if it times
     out the rest of ``timeout`` is spent polling every broker's metadata for the topic. A
-    broker answers CreateTopics within 30 s of writing the topic anyway (then its controller
-    is still creating the partitions: 50,000 partitions took 44-98 s on 2 cores).
+    broker answers CreateTopics within 30 s of writing the topic anyway, while its controller
+    may still be creating the partitions (see creation_timeout_s).
 
     Without ``timeout``: creation_timeout_s(partitions). ``replica_assignment``: each partition's
     replicas, the first its preferred leader (CreateTopics' manual assignment; it then decides
@@ -206,9 +206,8 @@ def zookeeper_progress(zookeeper: str | None) -> ZooKeeperProgress | None:
 
 def creation_timeout_s(partitions: int) -> float:
     """How long creating a topic of ``partitions`` may take until every broker knows its
-    leaders: 30 s, or 4 ms per partition (200 s at 50,000) where that is longer. Measured on
-    2 shared cores with 3 brokers: 50,000 partitions took 44-98 s, then 76-91 s for two topics
-    of 50,000 in the 100,000-partition failover runs (docs/benchmarks.md)."""
+    leaders: 30 s, or 4 ms per partition (200 s at 50,000) where that is longer: 50,000
+    partitions have taken up to 98 s (docs/benchmarks-history.md, "Partitions per broker")."""
     return max(30.0, partitions / 250)
 
 
@@ -476,7 +475,7 @@ def cluster_status(zookeeper: str, timeout: float = 10.0,
                              + [f"/brokers/topics/{t}" for t in topics]}, timeout)
         controller = _loads_or_none(read["/controller"])
         epoch = _loads_or_none(read["/controller_epoch"])
-        brokers = []
+        brokers: list[dict[str, Any]] = []
         for bid in broker_ids:
             data = read[f"/brokers/ids/{bid}"]
             info = _loads_or_none(data) or {}

@@ -32,7 +32,7 @@ def entity(topic: str | None, broker: int | None, broker_defaults: bool) -> tupl
 
 
 def _send(server: str, api_key: int, version: int, body: dict[str, Any], timeout: float) -> Any:
-    """One request to ``server`` as this tool (admin.send_request; reassign_client sends through it)."""
+    """One request to ``server`` as this tool (admin_client.send_request; reassign_client sends through it)."""
     return send_request(server, api_key, version, body, timeout, "odradek-configs")
 
 
@@ -127,9 +127,9 @@ def format_configs(what: str, entries: list[dict[str, Any]], show_all: bool) -> 
 
 def describe_topics_with_configs(bootstrap: str, names: list[str] | None,
                                  timeout: float = 10.0) -> list[dict[str, Any]]:
-    """``admin.describe_topics`` plus, per topic, the configs it sets itself ("configs", as
+    """``admin_client.describe_topics`` plus, per topic, the configs it sets itself ("configs", as
     kafka-topics.sh --describe shows them) and the min.insync.replicas it has, set or
-    inherited ("min_insync_replicas", which ``admin.filter_partitions`` reads): one
+    inherited ("min_insync_replicas", which ``admin_client.filter_partitions`` reads): one
     DescribeConfigs for all the topics."""
     topics = describe_topics(bootstrap, names, timeout)
     configs = topic_configs(bootstrap, [t["name"] for t in topics], timeout)

@@ -54,7 +54,9 @@ class GroupAdmin:
     def __init__(self, bootstrap: str, timeout: float, client: AdminClient | None = None) -> None:
         self.bootstrap = bootstrap
         self.timeout = timeout
-        self.client = client or AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
+        # confluent_kafka types conf values as str/int/float/bool; its "logger" setting takes a Logger
+        self.client = client or AdminClient(
+            {"bootstrap.servers": bootstrap, "logger": quiet_logger()})  # type: ignore[dict-item]
         self._topics: dict[str, Any] | None = None
 
     def _wait(self, future: concurrent.futures.Future[Any], what: str) -> Any:
@@ -224,7 +226,7 @@ class GroupAdmin:
 # -- output ------------------------------------------------------------------------------------
 
 def table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> str:
-    """Aligned columns (admin.format_table); None or "" is shown as "-"."""
+    """Aligned columns (admin_client.format_table); None or "" is shown as "-"."""
     return format_table([header] + [tuple("-" if c is None or c == "" else str(c) for c in r) for r in rows])
 
 

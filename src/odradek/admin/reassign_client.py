@@ -1,7 +1,7 @@
 """The I/O half of Kafka's ReassignPartitionsCommand behind `odradek reassign`: plain Kafka requests
 (Metadata, AlterPartitionReassignments and ListPartitionReassignments of KIP-455, DescribeLogDirs,
 DescribeConfigs and IncrementalAlterConfigs), so it works against Apache Kafka 2.4+ too. The
-decisions are reassign_command.py's pure functions.
+decisions are reassign_partitions_command.py's pure functions.
 
 The reassignment APIs go to the controller (Metadata's controller_id); a broker that stopped
 being it answers NOT_CONTROLLER, and the request is sent again to the new one.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Mapping
 
 from odradek.admin import config_command
 from odradek.admin.admin_client import metadata_request
@@ -90,7 +90,7 @@ def _to_controller(bootstrap: str, api_key: int, body: dict[str, Any], timeout: 
     raise AdminError(f"{problem} (after {CONTROLLER_ATTEMPTS} attempts)")
 
 
-def alter_reassignments(bootstrap: str, targets: dict[TP, list[int] | None], timeout: float) -> dict[TP, str]:
+def alter_reassignments(bootstrap: str, targets: Mapping[TP, list[int] | None], timeout: float) -> dict[TP, str]:
     """AlterPartitionReassignments: per partition its target replicas, or None to cancel (KIP-455).
     Returns the partitions refused, as `NAME: message`."""
     topics: dict[str, list[dict[str, Any]]] = {}
@@ -206,7 +206,7 @@ VERIFY_READS, VERIFY_READ_INTERVAL_S = 10, 0.2
 
 
 def verify(bootstrap: str, plan: Assignment, timeout: float) -> list[dict[str, Any]]:
-    """--verify's rows (reassign_command.partition_states)."""
+    """--verify's rows (reassign_partitions_command.partition_states)."""
     for _ in range(VERIFY_READS - 1):
         rows = verify_once(bootstrap, plan, timeout)
         if all(r["state"] != FAILED for r in rows):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections import Counter, deque
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TypeGuard
 
 #: (topic, partition)
 TP = tuple[str, int]
@@ -79,7 +79,7 @@ def parse_plan(text: str) -> Assignment:
     return plan
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

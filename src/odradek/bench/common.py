@@ -46,7 +46,7 @@ TIMING_MARK = "odradek.controller.timing: "
 
 def timing_records(log: Path) -> list[dict[str, Any]]:
     """Every controller timing record in a broker log, in order."""
-    out = []
+    out: list[dict[str, Any]] = []
     try:
         text = log.read_text(errors="replace")
     except OSError:
@@ -68,7 +68,7 @@ def wait_record(cluster: LocalCluster, broker_ids: list[int], event: str, after:
     while True:
         for b in broker_ids:
             for r in timing_records(cluster.broker_dir(b) / "broker.log"):
-                if (r.get("event") == event and (r.get("fired") or r.get("dequeued")) >= after
+                if (r.get("event") == event and (r.get("fired") or r["dequeued"]) >= after
                         and "acked" in r and want(r)):
                     return b, r
         if time.monotonic() > deadline:

@@ -50,7 +50,7 @@ from odradek.bench.common import (
     exit_on_sigterm,
     restart_broker,
     tear_down,
-    timing_records,  # noqa: F401 - bench_reassign imports it from here
+    timing_records,  # noqa: F401 - bench.reassign imports it from here
     wait_full_isrs,
     wait_record,
 )
@@ -62,7 +62,7 @@ FLOOR_BATCH = 1000
 DEFAULT_ROUNDS = 3
 _TOPIC = "failover-bench"
 #: the most partitions the bench puts in one topic (see the module doc: 76% of jute.maxbuffer
-#: at RF 3 with single-digit broker ids, checked by tests/test_bench_failover.py)
+#: at RF 3 with single-digit broker ids, checked by tests/bench/test_bench_failover.py)
 MAX_PARTITIONS_PER_TOPIC = 50_000
 TOPIC_RULE = (f"at most {MAX_PARTITIONS_PER_TOPIC:,} partitions per topic, in as few topics of "
               f"near-equal size as that allows: one topic's replica assignment is one ZooKeeper "

@@ -1,4 +1,4 @@
-"""The clients of `odradek bench groups` (bench_groups.py): consumer group members, each a
+"""The clients of `odradek bench groups` (bench/groups.py): consumer group members, each a
 confluent-kafka consumer in its own thread that records what it owns, when it last consumed
 and how its commits went, a group of them with the settle test, and the producer load."""
 from __future__ import annotations

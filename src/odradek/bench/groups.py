@@ -143,7 +143,8 @@ def _commit_rates(group: Group, seconds: float) -> dict[str, Any]:
 def _coordinator(bootstrap: str, group_id: str) -> dict[str, Any]:
     """The group's coordinator as DescribeGroups names it, and the leader of its offsets
     partition (they must agree)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
+    # confluent_kafka types conf values as str/int/float/bool; its "logger" setting takes a Logger
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})  # type: ignore[dict-item]
     described = admin.describe_consumer_groups([group_id], request_timeout=10)[group_id].result(15)
     offsets = describe_topics(bootstrap, [OFFSETS_TOPIC])[0]["partitions"]
     partition = partition_for(group_id, len(offsets))
@@ -187,7 +188,7 @@ def _first_commits(group: Group, after: float, timeout: float) -> tuple[float | 
     deadline = time.time() + timeout
     first = None
     while time.time() < deadline:
-        done = []
+        done: list[float | None] = []
         for m in group.members:
             with m.lock:
                 ok = [end for start, end, err in m.probes if start > after and err is None]
@@ -208,7 +209,7 @@ def _first_commits(group: Group, after: float, timeout: float) -> tuple[float | 
 def _commit_gap(group: Group, since: float) -> float | None:
     """The longest pause, after ``since``, between one member's successful probe commits (from
     its last success before ``since``), over all members."""
-    gaps = []
+    gaps: list[float] = []
     for m in group.members:
         with m.lock:
             ends = [end for _, end, err in m.probes if err is None]

@@ -8,6 +8,7 @@ started in a temp dir, so a run never touches (or depends on) a cluster someone 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -137,7 +138,7 @@ def _measure(bootstrap: str, topic: str, messages: int, size: int, acks: str, re
                     produce(topic, payload)
                 else:
                     t0 = clock()
-                    produce(topic, payload, on_delivery=lambda e, m, t0=t0: sampled(e, m, t0))
+                    produce(topic, payload, on_delivery=functools.partial(sampled, sent=t0))
                 break
             except BufferError:
                 producer.poll(0.01)

@@ -9,9 +9,9 @@ One run on a private cluster of 6 brokers (its own ZooKeeper, brokers on free po
    until no partition is under-replicated; then one AlterPartitionReassignments request (KIP-455,
    reassign_client.alter_reassignments, what `odradek reassign --execute` sends) moves every
    partition to the same rotation of [4,5,6]. Measured from just before the request:
-     answered_s   the controller answered it (the reassignment was started: step 1 written and
-                  LeaderAndIsr sent);
-     ar_written_s every partition's AR in the topic znode is its target (step 10), from that
+     answered_s   the controller answered it (the reassignment was started: U1 written and
+                  A1's LeaderAndIsr sent);
+     ar_written_s every partition's replica set (RS) in the topic znode is its target (B6), from that
                   znode's ZooKeeper mtime (the server's clock: this machine's);
      completed_s  the bench saw ListPartitionReassignments list none of them and the topic znode
                   hold every target (polled every POLL_S, so up to that much late).
@@ -28,8 +28,7 @@ One run on a private cluster of 6 brokers (its own ZooKeeper, brokers on free po
    the move completed (as completed_s above); the throttles are removed afterwards
    (reassign_client.remove_throttles, as --verify does). Then the same data is moved back to
    brokers 1-3 without a throttle (unthrottled_moved_s): whether the throttle or the machine set
-   the pace (the 2 shared cores of docs/benchmarks.md copy about 100 MiB/s per new broker
-   unthrottled on a quiet minute, half that on a busy one).
+   the pace.
 
    What moved_s is compared with: every partition gets three new replicas, each copying the
    partition's whole log, and the follower rate is per broker, so each of brokers 4-6 must fetch
@@ -39,16 +38,13 @@ One run on a private cluster of 6 brokers (its own ZooKeeper, brokers on free po
    (1 is a perfect throttle, below 1 a throttle that lets more through than its rate).
    data_bytes is the leaders' log size (DescribeLogDirs), what is actually copied.
 
-   Where the time beyond ideal_s goes (2026-11-24, 2 cores; the new brokers' log sizes read
-   every 0.1 s): the copy itself runs at 97-98% of the rate (the meter holds its average over
-   the window at the bound, replication_quota.py); 0.2-0.3 s pass before the first byte
-   (writing the throttle configs, then the request), and 0.7-1.2 s after the last, as each new
-   replica joins the ISR at its leader's next ISR round (every 0.5 s) and the controller
-   completes the partitions as those ISR changes reach it. 1 GiB at 50 MiB/s: 21.5 s against
-   20.5 s (ratio 1.05); 512 MiB at 32 MiB/s 17.4 s against 16.0 s (1.09); 256 MiB 9.05 s
-   against 8.0 s (1.13). Before the move waited for the fill's in-sync followers to finish
-   copying (_wait_replicated), their bytes took the leader quota first: 23.9 s (1.17), 19.0-
-   19.5 s (1.19-1.22) and 9.35 s (1.17).
+   Where the time beyond ideal_s goes: the copy itself runs at nearly the rate (the meter
+   holds its average over the window at the bound, replication_quota.py); the rest passes
+   before the first byte (writing the throttle configs, then the request) and after the last,
+   as each new replica joins the ISR at its leader's next ISR round (every 0.5 s) and the
+   controller completes the partitions as those ISR changes reach it. The move starts only
+   once the fill's in-sync followers have finished copying (_wait_replicated), else their
+   bytes take the leader quota first. Figures: docs/benchmarks.md, "Partition reassignment".
 """
 from __future__ import annotations
 
@@ -255,7 +251,7 @@ def _wait_moved(bootstrap: str, zk: Any, topic: str, target: Assignment, timeout
 def _controller_events(records: list[dict[str, Any]], started: float, completed: float) -> dict[str, Any]:
     """The controller's AlterPartitionReassignments and IsrChangeNotification events of a move
     (dequeued between ``started`` and ``completed``), times from ``started``: the ISR changes are
-    the new replicas caught up, and the last ones run steps 5-12 for the partitions they complete."""
+    the new replicas caught up, and the last ones run phase B (B1-B8) for the partitions they complete."""
     records = [r for r in records if started <= r.get("dequeued", 0) <= completed]
     out: dict[str, Any] = {}
     alter = [r for r in records if r.get("event") == "AlterPartitionReassignments"]

@@ -14,18 +14,18 @@ One run on a private cluster (its own ZooKeeper, brokers on free ports, a temp d
    b. read the states of the partitions it led again: the controller's election wrote each
       once, and that write's ZooKeeper mtime (the server's clock: this machine's) is when the
       partition was led elsewhere; leaders_moved_s = the latest of them - the signal. A state
-      written more than once since (states_rewritten; before fetcher.refuse_new the new leader
-      put the stopping broker, still fetching, back into the ISR and the controller took it out
-      at the exit) makes that an upper bound; a partition still led by the victim is reported
-      (leaders_not_moved): the controlled shutdown did not move it. (ZooKeeper watches were
-      tried instead: their notifications reached the bench up to 1 s after the mtimes, 3,333
-      of them through kazoo's one callback thread.)
+      written more than once since (states_rewritten: a new leader taking the stopping
+      broker, still fetching, back into the ISR, for the controller to take it out at the
+      exit) makes that an upper bound; a partition still led by the victim is reported
+      (leaders_not_moved): the controlled shutdown did not move it. (Not ZooKeeper watches:
+      thousands of notifications through kazoo's one callback thread reach the bench up to
+      1 s after the mtimes.)
    c. from the controller's timing log, the ControlledShutdown events after the signal:
       signal -> dequeued (the broker's request reached the controller's event thread) ->
       zk_done -> sent -> lai_acked (the new leaders answered LeaderAndIsr: leaders_acked_s,
       when they act as leaders, as against leaders_moved_s, when ZooKeeper held the decision);
    d. restart the victim, wait until it is back in every ISR and move leadership back to the
-      preferred replicas (bench_failover's restart), so every round starts balanced.
+      preferred replicas (bench/failover.py's restart), so every round starts balanced.
 3. report the medians of leaders_moved_s, leaders_acked_s and exit_s with every round's
    values and details, and the round nearest the leaders_moved_s median.
 

@@ -66,6 +66,7 @@ def consumer_read(bootstrap: str, topic: str, partitions: int, records: int) -> 
             for m in c.consume(num_messages=10_000, timeout=1.0):
                 if m.error() is None:
                     key, value = m.key(), m.value()
+                    assert value is not None  # every record the benchmark wrote has a value
                     nbytes += len(value) + (len(key) if key else 0)
                     n += 1
         return time.perf_counter() - t0

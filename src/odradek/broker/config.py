@@ -9,6 +9,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Callable
 
+from odradek.broker.topic_config_synonyms import check_static_value
+
 
 @dataclass(slots=True)
 class BrokerConfig:
@@ -112,9 +114,13 @@ class BrokerConfig:
         return cls(**values)  # type: ignore[arg-type]
 
 
-#: Kafka's server.properties keys whose field is not the key with '.' as '_'; odradek's own
-#: older spellings (zookeeper=, data.dir=) are the field names and still read
-KAFKA_KEYS = {"zookeeper.connect": "zookeeper", "log.dirs": "data_dir", "log.dir": "data_dir"}
+#: Kafka's names of the BrokerConfig fields whose name is not Kafka's with '.' as '_' (the names
+#: DescribeConfigs lists)
+KAFKA_NAMES = {"zookeeper": "zookeeper.connect", "data_dir": "log.dirs", "host": "host.name"}
+#: server.properties key -> field for those keys, and Kafka's single-directory log.dir; odradek's
+#: own older spellings (zookeeper=, data.dir=) are the field names and still read (host.name is
+#: one of the listener keys, read by _listener_address)
+KAFKA_KEYS = {**{kafka: name for name, kafka in KAFKA_NAMES.items()}, "log.dir": "data_dir"}
 #: coarser spellings of a .ms setting, with Kafka's precedence: log.retention.ms over
 #: log.retention.minutes over log.retention.hours (KafkaConfig.logRetentionTimeMillis)
 _COARSE_MS = {"log.retention.minutes": ("log_retention_ms", 60_000, 1),
@@ -174,12 +180,10 @@ def _coerce(type_name: object, value: str, key: str) -> object:
     if kind == "Path" and "," in value:
         raise ValueError(f"{key}={value}: odradek keeps every log in one directory; give only one")
     try:
-        typed = {"int": int, "float": float, "bool": _bool, "Path": Path}.get(kind, str)(value)
+        typed = _PARSERS.get(kind, str)(value)
     except ValueError:
         expected = {"int": "an integer", "float": "a number", "bool": "true or false"}[kind]
         raise ValueError(f"{key}={value}: {expected} is expected") from None
-    # late import: dynamic_broker_config builds its tables from this module's BrokerConfig
-    from odradek.broker.dynamic_broker_config import check_static_value
     check_static_value(key, value)
     return typed
 
@@ -189,6 +193,10 @@ def _bool(value: str) -> bool:
     if value.lower() not in ("true", "false"):
         raise ValueError(value)
     return value.lower() == "true"
+
+
+#: how a config file's value becomes each field type (by the type's name); any other is a str
+_PARSERS: dict[str, Callable[[str], object]] = {"int": int, "float": float, "bool": _bool, "Path": Path}
 
 
 def _listener_address(found: dict[str, tuple[int, str]]) -> dict[str, object]:

@@ -73,16 +73,15 @@ class KafkaConnection(asyncio.Protocol):
             return
         if result is None:
             return  # acks=0: no response at all
-        ready = isinstance(result, (bytes, list))
-        if ready and not self._pending:
-            self._write(result)  # type: ignore[arg-type]
-            return
-        if not ready:
-            fut = asyncio.ensure_future(result)  # type: ignore[arg-type]
+        if isinstance(result, (bytes, list)):
+            if not self._pending:
+                self._write(result)
+                return
+            self._pending.append(result)
+        else:
+            fut = asyncio.ensure_future(result)
             fut.add_done_callback(self._on_done)
             self._pending.append(fut)
-        else:
-            self._pending.append(result)
         if len(self._pending) >= MAX_PENDING and not self._paused and self._transport is not None:
             self._paused = True
             self._transport.pause_reading()

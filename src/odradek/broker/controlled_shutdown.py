@@ -10,9 +10,9 @@ Kafka does.
 The whole of it is bounded by Kafka's controlled.shutdown.max.retries x
 controlled.shutdown.retry.backoff.ms (3 x 5 s): every attempt, the controller lookup included,
 gets only the time left, so a broker told to stop while ZooKeeper is unreachable still stops.
-Before the bound, a SIGTERM'd broker whose ZooKeeper was down sat in the first attempt's
-ZooKeeper read (kazoo queues requests until it reconnects) for as long as ZooKeeper stayed
-down; `odradek down` had to kill it. The controller is found as KafkaServer.controlledShutdown
+Without the bound it would sit in the first attempt's ZooKeeper read (kazoo queues requests
+until it reconnects) for as long as ZooKeeper stays down, and `odradek down` would have to
+kill it. The controller is found as KafkaServer.controlledShutdown
 finds it, in the metadata cache (the controller's own UpdateMetadata named it), so ZooKeeper is
 read only when the cache knows none.
 """

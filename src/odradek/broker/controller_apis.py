@@ -8,10 +8,11 @@ for the controller's event thread.
 """
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, cast
 
 from odradek.broker.metadata_cache import LEADER_DURING_DELETE, MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.common.metadata import TopicPartition
 from odradek.controller.events import ControlledShutdown, ControllerEvent, EventPreemptedError, NotControllerError
 from odradek.controller.leader_selectors import StateChangeFailedError
 from odradek.coordinator.group.group_coordinator import GroupCoordinator
@@ -76,7 +77,8 @@ class ControllerApis:
         elif isinstance(outcome, Exception):
             response = ControlledShutdownResponse(ErrorCode.UNKNOWN_SERVER_ERROR)
         else:
-            response = ControlledShutdownResponse(ErrorCode.NONE, tuple(sorted(outcome)))  # type: ignore[call-overload]
+            remaining = cast("set[TopicPartition]", outcome)  # ControlledShutdown's answer: still led
+            response = ControlledShutdownResponse(ErrorCode.NONE, tuple(sorted(remaining)))
         return controller_api.encode_response(controller_api.API_CONTROLLED_SHUTDOWN, version,
                                               correlation_id, response)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import Any
+from typing import Any, Mapping
 
 from kazoo.exceptions import BadVersionError, NoNodeError
 
@@ -41,7 +41,8 @@ async def create_partitions(ctx: BrokerContext, header: Any, req: Any, version: 
         if names.count(topic.name) == 1:
             todo.append(topic)
     try:
-        outcomes = await asyncio.to_thread(_create_partitions, ctx, todo, live, req.validate_only)
+        outcomes: Mapping[str, int | Exception] = await asyncio.to_thread(
+            _create_partitions, ctx, todo, live, req.validate_only)
     except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble
         log.warning("CreatePartitions of %s failed: %r", [t.name for t in todo], exc)
         outcomes = {t.name: exc for t in todo}

@@ -14,7 +14,7 @@ replica's own high watermark, which a follower never moves past its log end
 (Partition.append_as_follower). Kafka measures against the leader only for a future replica
 (the current log's end minus the future log's end, during AlterReplicaLogDirs), which odradek
 never has. How far a replica being added has got is its size against the leader's, which is
-what `odradek reassign --verify` compares (reassign_command.partition_states).
+what `odradek reassign --verify` compares (reassign_partitions_command.partition_states).
 """
 from __future__ import annotations
 

@@ -5,8 +5,9 @@ A broker setting's value comes from the first layer that has it, as in Kafka:
 /config/brokers/<id> (DYNAMIC_BROKER_CONFIG), /config/brokers/<default> (the cluster default,
 DYNAMIC_DEFAULT_BROKER_CONFIG), the broker's config file or flags (STATIC_BROKER_CONFIG), its
 built-in default (DEFAULT_CONFIG). A topic config a topic does not set comes from its broker
-synonym (Kafka's LogConfig.TopicConfigSynonyms: retention.ms from log.retention.ms) through
-the same layers, so a cluster-default log.retention.ms reaches every topic without its own.
+synonym (Kafka's LogConfig.TopicConfigSynonyms, topic_config_synonyms.py: retention.ms from
+log.retention.ms) through the same layers, so a cluster-default log.retention.ms reaches every
+topic without its own.
 
 The dynamic configs are those Kafka's DynamicLogConfig, LogCleaner and the replication quotas
 accept at runtime and odradek honours; every other broker setting is read-only (a restart).
@@ -16,9 +17,18 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, fields
 
-from odradek.broker.config import FIELD_DOCS, BrokerConfig
-from odradek.broker.replication_quota import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from odradek.broker.topic_admin import TOPIC_CONFIG_DEFAULTS, TopicError, validate_configs
+from odradek.broker.config import FIELD_DOCS, KAFKA_NAMES, BrokerConfig
+from odradek.broker.replication_quota import FOLLOWER_RATE, LEADER_RATE
+from odradek.broker.topic_admin import TOPIC_CONFIG_DEFAULTS, TopicError
+from odradek.broker.topic_config_synonyms import (
+    BOOLEAN,
+    LONG,
+    STRING,
+    TOPIC_CONFIGS,
+    TOPIC_OF_SYNONYM,
+    check_synonym_value,
+)
+from odradek.broker.topic_config_synonyms import LIST as LIST  # re-exported: zk_admin_manager reads it from here
 from odradek.log.log import LogConfig
 from odradek.protocol.errors import ErrorCode
 
@@ -29,60 +39,20 @@ DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
-# Kafka's ConfigEntry.ConfigType numbers
-BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, PASSWORD = 1, 2, 3, 5, 6, 7, 9
-
 #: the znode name of the cluster-wide broker default (Kafka's ConfigEntityName.Default)
 DEFAULT_ENTITY = "<default>"
 
 _LONG_MAX = str(2**63 - 1)
 
-#: topic config -> (its broker synonym, Kafka's type, documentation)
-TOPIC_CONFIGS: dict[str, tuple[str | None, int, str]] = {
-    "cleanup.policy": ("log.cleanup.policy", LIST,
-                       "delete (drop old segments by retention), compact (keep each key's latest record) or both"),
-    "retention.ms": ("log.retention.ms", LONG, "How long a closed segment is kept before deletion; -1 forever"),
-    "retention.bytes": ("log.retention.bytes", LONG,
-                        "The size a partition's log is cut back to by deleting old segments; -1 unlimited"),
-    "segment.bytes": ("log.segment.bytes", INT, "The size at which a log rolls a new segment"),
-    "segment.ms": ("log.roll.ms", LONG, "The age at which a non-empty active segment is rolled"),
-    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio", DOUBLE,
-                                  "The dirty share of a compacted log at which the cleaner cleans it"),
-    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms", LONG,
-                              "How long a record stays uncompacted at least"),
-    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms", LONG,
-                              "How long a record may stay uncompacted at most"),
-    "delete.retention.ms": ("log.cleaner.delete.retention.ms", LONG,
-                            "How long a tombstone is kept after its first clean"),
-    "flush.messages": ("log.flush.interval.messages", LONG, "Records appended between fsyncs"),
-    "flush.ms": ("log.flush.interval.ms", LONG, "Time between fsyncs"),
-    "min.insync.replicas": ("min.insync.replicas", INT,
-                            "The in-sync replicas an acks=all produce needs, else NOT_ENOUGH_REPLICAS"),
-    "unclean.leader.election.enable": ("unclean.leader.election.enable", BOOLEAN,
-                                       "Whether a replica outside the ISR may become leader (data loss)"),
-    "max.message.bytes": ("message.max.bytes", INT, "The largest record batch a produce may append"),
-    "message.timestamp.type": ("log.message.timestamp.type", STRING, "CreateTime or LogAppendTime"),
-    "enable.ordered.delivery": (None, BOOLEAN, "odradek only: stored, not acted on"),
-    LEADER_REPLICAS: (None, LIST, "Replicas whose replication is throttled on the leader side, as "
-                                  "[PartitionId]:[BrokerId],... or '*' for all replicas of the topic"),
-    FOLLOWER_REPLICAS: (None, LIST, "Replicas whose replication is throttled on the follower side, as "
-                                    "[PartitionId]:[BrokerId],... or '*' for all replicas of the topic"),
-}
-assert set(TOPIC_CONFIGS) == set(TOPIC_CONFIG_DEFAULTS)
-_TOPIC_OF_SYNONYM = {syn: topic for topic, (syn, _t, _d) in TOPIC_CONFIGS.items() if syn}
-
-#: Kafka's dotted names of BrokerConfig fields whose dotted field name is not Kafka's
-_RENAMED = {"zookeeper": "zookeeper.connect", "data_dir": "log.dirs", "host": "host.name"}
-
-_FIELD_OF = {_RENAMED.get(f.name, f.name.replace("_", ".")): f for f in fields(BrokerConfig)}
+_FIELD_OF = {KAFKA_NAMES.get(f.name, f.name.replace("_", ".")): f for f in fields(BrokerConfig)}
 # every topic config's broker default is a BrokerConfig field, so a config file can set it
-assert set(_TOPIC_OF_SYNONYM) <= set(_FIELD_OF)
+assert set(TOPIC_OF_SYNONYM) <= set(_FIELD_OF)
 
 #: the replication throttles (Kafka's DynamicConfig.Broker), enforced by replication_quota.py
 THROTTLES = {LEADER_RATE: _LONG_MAX, FOLLOWER_RATE: _LONG_MAX}
 
 #: broker configs that may change at runtime, per broker or cluster-wide
-DYNAMIC = frozenset(set(_TOPIC_OF_SYNONYM) | {"log.cleaner.backoff.ms"} | set(THROTTLES))
+DYNAMIC = frozenset(set(TOPIC_OF_SYNONYM) | {"log.cleaner.backoff.ms"} | set(THROTTLES))
 
 
 def broker_config_names() -> list[str]:
@@ -90,7 +60,7 @@ def broker_config_names() -> list[str]:
 
 
 def _config_type(name: str) -> int:
-    topic = _TOPIC_OF_SYNONYM.get(name)
+    topic = TOPIC_OF_SYNONYM.get(name)
     if topic is not None:
         return TOPIC_CONFIGS[topic][1]
     f = _FIELD_OF.get(name)
@@ -105,7 +75,7 @@ def config_type(name: str, topic: bool) -> int:
 def documentation(name: str, topic: bool) -> str | None:
     if topic:
         return TOPIC_CONFIGS[name][2]
-    synonym_of = _TOPIC_OF_SYNONYM.get(name)
+    synonym_of = TOPIC_OF_SYNONYM.get(name)
     if synonym_of is not None:
         return f"The default of the topic config {synonym_of}: {TOPIC_CONFIGS[synonym_of][2]}"
     if name in THROTTLES:
@@ -162,8 +132,8 @@ def validate_broker_config(name: str, value: str | None) -> str:
     check_broker_config_name(name)
     if value is None:
         raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value for broker config {name}")
-    if name in _TOPIC_OF_SYNONYM:
-        _check_synonym_value(name, value)
+    if name in TOPIC_OF_SYNONYM:
+        check_synonym_value(name, value)
         return value
     try:
         number = int(value)
@@ -173,28 +143,6 @@ def validate_broker_config(name: str, value: str | None) -> str:
         raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for config {name}: "
                                                    f"a non-negative integer is expected")
     return value
-
-
-def _check_synonym_value(name: str, value: str) -> None:
-    """A TopicError(INVALID_CONFIG) unless `value` suits the topic config `name` is the broker
-    default of (log.segment.bytes by segment.bytes' rules)."""
-    topic = _TOPIC_OF_SYNONYM[name]
-    try:
-        validate_configs({topic: value})
-    except TopicError as exc:
-        reason = str(exc).replace(topic, name)
-        raise TopicError(exc.code, reason if reason.startswith("Invalid value")
-                         else f"Invalid value {value} for config {name}: {reason}") from None
-
-
-def check_static_value(name: str, value: str) -> None:
-    """For a config file: ValueError if `name` is a topic config's broker default and `value`
-    breaks that topic config's rules (a broker must not start with log.segment.bytes=1)."""
-    if name in _TOPIC_OF_SYNONYM:
-        try:
-            _check_synonym_value(name, value)
-        except TopicError as exc:
-            raise ValueError(str(exc)) from None
 
 
 def _static(config: BrokerConfig) -> dict[str, tuple[str, int]]:

@@ -65,7 +65,7 @@ class DynamicConfigManager:
             self.config.update(entity, stored[entity])
         self._apply_broker_defaults()
         self._watch = self.zk.watch_children(
-            paths.CONFIG_CHANGES, lambda _children: self._loop.call_soon_threadsafe(self._changed))  # type: ignore[union-attr]
+            paths.CONFIG_CHANGES, lambda _children: self._loop.call_soon_threadsafe(self._changed))
 
     def shutdown(self) -> None:
         if self._watch is not None:

@@ -41,8 +41,8 @@ class FetchTarget:
 class FetchSession:
     """The leader's side of a session. Partitions it reads from call ``notify`` when they get
     records, a new high watermark or log start, or a new role, so an incremental fetch visits
-    only the partitions it asked about and those that changed: at 50,000 partitions, visiting
-    every partition of every session each round cost a broker 25-30% of a core while idle."""
+    only the partitions it asked about and those that changed: visiting every partition of
+    every session each round costs an idle broker 25-30% of a core at 50,000 partitions."""
 
     id: int
     epoch: int
@@ -87,9 +87,9 @@ class FetchSessionCache:
             return None, True
         if epoch == INITIAL_EPOCH:
             self._sessions.pop(session_id, None)
-            session = self._new_session(now)
-            session.targets = {t.tp: t for t in requested}
-            return session, True
+            new_session = self._new_session(now)
+            new_session.targets = {t.tp: t for t in requested}
+            return new_session, True
         session = self._sessions.get(session_id)
         if session is None:
             raise FetchSessionError(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from odradek.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH
 from odradek.broker.kafka_client import KafkaClientConnection
@@ -178,13 +178,13 @@ class ReplicaFetcher:
         resp = await self._conn.request(23, OFFSETS_FOR_LEADER_EPOCH_VERSION, body, self.request_timeout_s)
         for topic in resp.topics:
             for p in topic.partitions:
-                state = pending.get(TopicPartition(topic.topic, p.partition))
-                if state is None or self._states.get(state.partition.tp) is not state:
+                pending_state = pending.get(TopicPartition(topic.topic, p.partition))
+                if pending_state is None or self._states.get(pending_state.partition.tp) is not pending_state:
                     continue
                 if p.error_code != ErrorCode.NONE:
                     continue  # leader not ready yet: ask again next round
-                self._truncate(state.partition, p.leader_epoch, p.end_offset)
-                self._truncation_done(state.partition.tp)
+                self._truncate(pending_state.partition, p.leader_epoch, p.end_offset)
+                self._truncation_done(pending_state.partition.tp)
 
     @staticmethod
     def _truncate(partition: Partition, leader_epoch: int, leader_end_offset: int) -> None:
@@ -275,8 +275,8 @@ class ReplicaFetcher:
                     self._apply(state, p)
                     if quota is not None and p.records and quota.is_throttled(tp):
                         throttled_bytes += len(p.records)
-        if throttled_bytes:
-            quota.record(throttled_bytes)  # type: ignore[union-attr]
+        if throttled_bytes and quota is not None:
+            quota.record(throttled_bytes)
 
     def _throttled(self) -> set[TopicPartition]:
         """The partitions the follower throttle leaves out of this round: while the quota is
@@ -288,18 +288,18 @@ class ReplicaFetcher:
                 if not st.in_sync and tp not in self._truncating and tp not in self._resting
                 and quota.is_throttled(tp)}
 
-    def _apply(self, state: _FetchState, data: object) -> None:
-        error = data.error_code  # type: ignore[attr-defined]
+    def _apply(self, state: _FetchState, data: Any) -> None:
+        error = data.error_code
         partition = state.partition
         if error == ErrorCode.NONE:
-            records = data.records  # type: ignore[attr-defined]
-            partition.append_as_follower(records or b"", data.high_watermark)  # type: ignore[attr-defined]
-            state.in_sync = partition.log_end_offset >= data.high_watermark  # type: ignore[attr-defined]
-            moved = partition.follow_leader_log_start(data.log_start_offset)  # type: ignore[attr-defined]
+            records = data.records
+            partition.append_as_follower(records or b"", data.high_watermark)
+            state.in_sync = partition.log_end_offset >= data.high_watermark
+            moved = partition.follow_leader_log_start(data.log_start_offset)
             if records or moved:
                 self._dirty.add(partition.tp)  # our fetch offset or log start moved
         elif error == ErrorCode.OFFSET_OUT_OF_RANGE:
-            leader_log_start = data.log_start_offset  # type: ignore[attr-defined]
+            leader_log_start = data.log_start_offset
             if leader_log_start > partition.log_end_offset:
                 # behind the leader's log start: what we lack is gone (Kafka's
                 # ReplicaFetcherThread handleOutOfRangeError)

@@ -1,9 +1,9 @@
 """The consumer group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups and OffsetDelete.
 
-Requests are turned into calls on the GroupCoordinator (group/group_coordinator.py) and its
-answers into responses for the version the client asked for; the rules live there, this module
-only translates. FindCoordinator also creates the internal `__consumer_offsets` topic the
+Requests are turned into calls on the GroupCoordinator (coordinator/group/group_coordinator.py)
+and its answers into responses for the version the client asked for; the rules live there, this
+module only translates. FindCoordinator also creates the internal `__consumer_offsets` topic the
 first time a client looks for a coordinator, as Kafka does, and answers
 COORDINATOR_NOT_AVAILABLE (retriable) until its partitions have leaders.
 """
@@ -13,14 +13,19 @@ import asyncio
 import logging
 from typing import Any, Awaitable
 
+from kazoo.exceptions import NodeExistsError
+
 from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
 from odradek.broker.topic_admin import assign_replicas
 from odradek.common.metadata import TopicAssignment, TopicPartition
+from odradek.coordinator.group.group_coordinator import JoinGroupRequest
 from odradek.coordinator.group.group_metadata import OffsetAndMetadata
-from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC, now_ms
+from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC
+from odradek.coordinator.scheduler import BackgroundTasks
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
+from odradek.zk.errors import TopicExistsError
 from odradek.zk.paths import new_topic_id
 
 log = logging.getLogger("odradek.broker.group_apis")
@@ -46,11 +51,12 @@ class OffsetsTopicCreator:
     broker's loss would stop every commit)."""
 
     def __init__(self) -> None:
+        self._tasks = BackgroundTasks()  # held, and a failure logged
         self._creating: asyncio.Task[None] | None = None
 
     def ensure(self, ctx: BrokerContext) -> None:
         if self._creating is None or self._creating.done():
-            self._creating = asyncio.get_running_loop().create_task(self._create(ctx))
+            self._creating = self._tasks.spawn(self._create(ctx), f"creating {OFFSETS_TOPIC}")
 
     async def _create(self, ctx: BrokerContext) -> None:
         cfg = ctx.config
@@ -70,9 +76,10 @@ class OffsetsTopicCreator:
             await asyncio.to_thread(ctx.zk.create_topic, assignment, configs)
             log.info("created %s: %d partitions, replication factor %d", OFFSETS_TOPIC,
                      cfg.offsets_topic_num_partitions, rf)
-        except Exception as exc:  # noqa: BLE001 - another broker made it first, or ZooKeeper trouble
-            if type(exc).__name__ not in ("NodeExistsError", "TopicExistsError"):
-                log.warning("creating %s failed: %r", OFFSETS_TOPIC, exc)
+        except (NodeExistsError, TopicExistsError):
+            pass  # another broker made it first
+        except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: the next FindCoordinator retries
+            log.warning("creating %s failed: %r", OFFSETS_TOPIC, exc)
 
 
 _creator = OffsetsTopicCreator()
@@ -127,14 +134,20 @@ def _coordinator_for(ctx: BrokerContext, key: str, key_type: int) -> tuple[int, 
 
 # -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup -----------------------------------------------
 
+def join_group_request(header: Any, req: Any, version: int, peer: str) -> JoinGroupRequest:
+    """The JoinGroup as the coordinator takes it: before v1 the rebalance timeout is the session
+    timeout, v4 brought MEMBER_ID_REQUIRED (KIP-394) and v9 skip_assignment."""
+    return JoinGroupRequest(
+        group_id=req.group_id, member_id=req.member_id, group_instance_id=getattr(req, "group_instance_id", None),
+        protocol_type=req.protocol_type, protocols=tuple((p.name, p.metadata) for p in req.protocols),
+        session_timeout_ms=_ms(req.session_timeout),
+        rebalance_timeout_ms=_ms(getattr(req, "rebalance_timeout", req.session_timeout)),
+        client_id=header.client_id or "", client_host="/" + peer.rpartition(":")[0],
+        require_known_member_id=version >= 4, supports_skip_assignment=version >= 9)
+
+
 async def join_group(ctx: BrokerContext, header: Any, req: Any, version: int, peer: str) -> bytes:
-    result = await ctx.group_coordinator.join_group(
-        req.group_id, req.member_id, getattr(req, "group_instance_id", None),
-        require_known_member_id=version >= 4, client_id=header.client_id or "",
-        client_host="/" + peer.rpartition(":")[0], rebalance_timeout_ms=_ms(getattr(req, "rebalance_timeout",
-                                                                                    req.session_timeout)),
-        session_timeout_ms=_ms(req.session_timeout), protocol_type=req.protocol_type,
-        protocols=[(p.name, p.metadata) for p in req.protocols], supports_skip_assignment=version >= 9)
+    result = await ctx.group_coordinator.join_group(join_group_request(header, req, version, peer))
     return _encode(api_keys.JOIN_GROUP, version, header, {
         "error_code": result.error, "generation_id": result.generation_id,
         "protocol_type": result.protocol_type, "protocol_name": result.protocol_name if version >= 7
@@ -180,7 +193,7 @@ def leave_group(ctx: BrokerContext, header: Any, req: Any, version: int) -> byte
 # -- OffsetCommit, OffsetFetch, OffsetDelete ---------------------------------------------------
 
 async def offset_commit(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
-    now = now_ms()
+    now = ctx.group_coordinator.clock.milliseconds()
     offsets = {TopicPartition(t.name, p.partition_index): OffsetAndMetadata(
         p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now)
         for t in req.topics for p in t.partitions}

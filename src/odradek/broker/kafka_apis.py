@@ -13,14 +13,17 @@ import struct
 import time
 from typing import Any, Awaitable
 
-from odradek.broker import admin_apis, api_keys, config_helper, group_apis, reassignment_apis, zk_admin_manager
+from odradek.broker import api_keys, config_helper, group_apis, metadata_apis, reassignment_apis, zk_admin_manager
 from odradek.broker.connection import CloseConnection, KafkaConnection
 from odradek.broker.context import BrokerContext
 from odradek.broker.create_partitions import create_partitions
+from odradek.broker.create_topics import create_topics
 from odradek.broker.delete_records import delete_records
 from odradek.broker.delete_topics import delete_topics
 from odradek.broker.describe_log_dirs import describe_log_dirs
+from odradek.broker.elect_leaders import elect_leaders
 from odradek.broker.fetch_handler import FetchHandler, leader_for
+from odradek.broker.init_producer_id import init_producer_id
 from odradek.broker.partition import NotLeaderError, Partition
 from odradek.broker.producer_state import ProducerStateError
 from odradek.common.metadata import TopicPartition
@@ -41,20 +44,20 @@ class KafkaApis:
             api_keys.PRODUCE: self.produce,
             api_keys.FETCH: FetchHandler(ctx),
             api_keys.LIST_OFFSETS: self.list_offsets,
-            api_keys.METADATA: admin_apis.metadata,
-            api_keys.API_VERSIONS: admin_apis.api_versions,
-            api_keys.CREATE_TOPICS: admin_apis.create_topics,
+            api_keys.METADATA: metadata_apis.metadata,
+            api_keys.API_VERSIONS: metadata_apis.api_versions,
+            api_keys.CREATE_TOPICS: create_topics,
             api_keys.DELETE_TOPICS: delete_topics,
             api_keys.CREATE_PARTITIONS: create_partitions,
             api_keys.DELETE_RECORDS: delete_records,
-            api_keys.INIT_PRODUCER_ID: admin_apis.init_producer_id,
+            api_keys.INIT_PRODUCER_ID: init_producer_id,
             api_keys.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
             api_keys.DESCRIBE_CONFIGS: config_helper.describe_configs,
             api_keys.DESCRIBE_LOG_DIRS: describe_log_dirs,
             api_keys.ALTER_CONFIGS: zk_admin_manager.alter_configs,
             api_keys.INCREMENTAL_ALTER_CONFIGS: zk_admin_manager.incremental_alter_configs,
-            api_keys.DESCRIBE_CLUSTER: admin_apis.describe_cluster,
-            api_keys.ELECT_LEADERS: admin_apis.elect_leaders,
+            api_keys.DESCRIBE_CLUSTER: metadata_apis.describe_cluster,
+            api_keys.ELECT_LEADERS: elect_leaders,
             api_keys.ALTER_PARTITION_REASSIGNMENTS: reassignment_apis.alter_partition_reassignments,
             api_keys.LIST_PARTITION_REASSIGNMENTS: reassignment_apis.list_partition_reassignments,
             **group_apis.ROUTES,
@@ -85,7 +88,7 @@ class KafkaApis:
         if api_key in controller_api.VERSIONS:
             return self._controller_request(frame, api_key, version, correlation_id)
         if api_key == api_keys.API_VERSIONS and not api_keys.supported(api_key, version):
-            return admin_apis.unsupported_api_versions(correlation_id)
+            return metadata_apis.unsupported_api_versions(correlation_id)
         if not api_keys.supported(api_key, version):
             raise CloseConnection(f"unsupported API key {api_key} version {version}")
         try:
@@ -94,7 +97,7 @@ class KafkaApis:
             raise CloseConnection(f"malformed request (key {api_key} v{version}): {exc!r}") from None
         if api_key == api_keys.JOIN_GROUP:  # the one API that records who asked (DescribeGroups' client host)
             return group_apis.join_group(self.ctx, header, request, version, conn.peer)
-        return self._routes[api_key](self.ctx, header, request, version)  # type: ignore[operator]
+        return self._routes[api_key](self.ctx, header, request, version)
 
     def _controller_request(self, frame: memoryview, api_key: int, version: int, correlation_id: int) -> Any:
         if version != controller_api.VERSIONS[api_key]:

@@ -4,25 +4,24 @@ Metadata requests from clients are answered from here, so a client sees the cont
 decisions in the order the controller made them.
 
 A broker that has just started knows nothing until the controller's first UpdateMetadata
-reaches it: 2 to 7 s after a kill -9 and restart of the controller broker (the new controller is
-elected only when the old one's ZooKeeper session ends). Answering from the empty cache told
-clients that existing topics do not exist, and librdkafka then fails every produce() to such a
-topic until the application re-creates its producer. So, as Apache Kafka's KRaft brokers do not
+reaches it: seconds, when the controller broker itself was restarted (the new controller is
+elected only when the old one's ZooKeeper session ends). Answering from the empty cache would
+tell clients that existing topics do not exist, and librdkafka then fails every produce() to
+such a topic until the application re-creates its producer. So, as Apache Kafka's KRaft brokers do not
 serve from metadata they have not caught up with, a broker answers no client from an empty
 cache: until the first UpdateMetadata, Metadata requests are answered from ZooKeeper itself
 (`from_zookeeper`), which holds the state the controller would send, and partitions this broker
 does not serve are NOT_LEADER_OR_FOLLOWER (retriable everywhere), never
 UNKNOWN_TOPIC_OR_PARTITION.
 
-An earlier version held Metadata requests until the UpdateMetadata came (up to 10 s). Responses
-on a connection go back in request order, so everything a client had pipelined behind the
-Metadata request, a retried Produce too, stayed in flight with it for seconds; reading
-ZooKeeper answers at once.
+Metadata requests are not held until the UpdateMetadata comes: responses on a connection go
+back in request order, so everything a client pipelined behind the Metadata request, a retried
+Produce too, would stay in flight with it for seconds; reading ZooKeeper answers at once.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, AbstractSet
 
 from odradek.common.metadata import BrokerInfo, PartitionState, TopicPartition
 from odradek.protocol.errors import ErrorCode
@@ -57,18 +56,18 @@ class MetadataCache:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     def update(self, controller_id: int, controller_epoch: int, live_brokers: tuple[BrokerInfo, ...],
-               states: tuple[PartitionState, ...], deleted: set[TopicPartition] = frozenset()) -> None:  # type: ignore[assignment]
+               states: tuple[PartitionState, ...], deleted: AbstractSet[TopicPartition] = frozenset()) -> None:
         self.controller_id = controller_id
         self.controller_epoch = controller_epoch
         self._initialized = True
         self._brokers = {b.id: b for b in live_brokers}
-        deleted = set(deleted)
+        gone = set(deleted)
         for state in states:
             if state.leader == LEADER_DURING_DELETE:
-                deleted.add(state.tp)  # its topic is being deleted: clients stop seeing it
+                gone.add(state.tp)  # its topic is being deleted: clients stop seeing it
             else:
                 self._topics.setdefault(state.tp.topic, {})[state.tp.partition] = state
-        for tp in deleted:
+        for tp in gone:
             parts = self._topics.get(tp.topic)
             if parts is not None:
                 parts.pop(tp.partition, None)

@@ -12,37 +12,25 @@ nothing of Prometheus. Consumer group lag (named as the widely used kafka_export
 exported by each group's coordinator for the partitions it holds a replica of, measured against
 that replica's high watermark.
 
-The same HTTP server serves the tail of the broker's state-change log (``/state-change-log``),
-so a dashboard on another host can follow the controller's decisions without the broker's
-files. It replaces prometheus_client's start_http_server (which serves only the registry) with
-a small http.server of our own: read-only (GET and HEAD of two routes), every answer bounded
-(LOG_CHUNK_MAX bytes of log), at most HTTP_MAX_CONCURRENT requests at once (503 beyond) with a
-socket timeout, and every failure answered or logged on its own thread, never raised into the
-broker. The broker publishes the address in its registration (zk.paths.encode_broker_info's
-``metrics_url``) so tools find it from ZooKeeper alone.
+The registry is served on ``/metrics`` by the broker's HTTP server (http_endpoints.py).
 """
 from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from odradek.broker import api_keys
+from odradek.broker import api_keys, http_endpoints
 from odradek.controller.timing import LOGGER_NAME as CONTROLLER_TIMING_LOGGER
-
-log = logging.getLogger("odradek.broker.metrics")
 
 #: Kafka's request names, for the `request` label (kafka.network:type=RequestMetrics,request=...)
 REQUEST_NAMES: dict[int, str] = {
@@ -60,13 +48,6 @@ REQUEST_NAMES: dict[int, str] = {
 }
 #: request time buckets in ms: a heartbeat takes well under 1 ms, a long-polling fetch 500
 TIME_BUCKETS_MS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
-#: the most of the state-change log one answer carries (and its default)
-LOG_CHUNK_MAX = 4 << 20
-LOG_CHUNK_DEFAULT = 1 << 20
-#: requests served at once; more get 503 (a scraper loop gone wrong must not take the broker's threads)
-HTTP_MAX_CONCURRENT = 8
-#: a client that sends or reads nothing for this long is dropped
-HTTP_TIMEOUT_S = 10.0
 
 
 class BrokerMetrics:
@@ -113,13 +94,9 @@ class BrokerMetrics:
         self.registry.register(collector)
 
     def serve(self, host: str, port: int, state_change_log: Path | None = None) -> ThreadingHTTPServer:
-        """``/metrics`` and ``/state-change-log`` (the module docstring) on daemon threads of
+        """``/metrics`` and ``/state-change-log`` (http_endpoints.py) on daemon threads of
         their own; OSError when the port cannot be bound."""
-        server = _BrokerHttpServer((host, port), _BrokerHttpHandler)
-        server.registry, server.state_change_log = self.registry, state_change_log
-        threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
-        log.info("metrics on http://%s:%d/metrics", host, server.server_address[1])
-        return server
+        return http_endpoints.serve(host, port, self.registry, state_change_log)
 
     def listen_to_controller(self) -> None:
         logger = logging.getLogger(CONTROLLER_TIMING_LOGGER)
@@ -213,119 +190,3 @@ def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
 
 def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
     return CounterMetricFamily(name, doc, value=value)
-
-
-# -- the HTTP endpoint ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LogChunk:
-    """Complete lines of a growing log from byte ``start``; ask again from ``next_offset``.
-    ``size`` is the file's size when read (how far behind the reader is)."""
-    start: int
-    next_offset: int
-    size: int
-    lines: list[str]
-
-
-def read_log_chunk(path: Path, offset: int | None, max_bytes: int) -> LogChunk:
-    """At most ``max_bytes`` of ``path`` from ``offset``, as complete lines only (a line still
-    being written is left for the next call). ``offset`` None: the last ``max_bytes`` (less the
-    first, cut, line); an offset past the end: the log was replaced, read it from the start. A
-    single line longer than ``max_bytes`` is skipped rather than blocking the reader. Shared by
-    the broker's HTTP route and the dashboard's local reads, so both follow a log the same way."""
-    try:
-        size = path.stat().st_size
-    except OSError:
-        return LogChunk(0, 0, 0, [])
-    cut_first = False
-    if offset is None or offset < 0:
-        start = max(0, size - max_bytes)
-        cut_first = start > 0
-    else:
-        start = 0 if offset > size else offset
-    if start >= size:
-        return LogChunk(start, start, size, [])
-    with open(path, "rb") as f:
-        f.seek(start)
-        data = f.read(min(size - start, max_bytes))
-    end = data.rfind(b"\n") + 1
-    if end == 0:  # no complete line: a line still being written, or one longer than max_bytes
-        return LogChunk(start, start + len(data) if len(data) >= max_bytes else start, size, [])
-    lines = data[:end].split(b"\n")[:-1]
-    if cut_first and lines:
-        lines.pop(0)
-    return LogChunk(start, start + end, size, [line.decode(errors="replace") for line in lines if line])
-
-
-class _BrokerHttpServer(ThreadingHTTPServer):
-    daemon_threads = True
-    registry: CollectorRegistry
-    state_change_log: Path | None
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
-        super().__init__(address, handler)
-        self.slots = threading.BoundedSemaphore(HTTP_MAX_CONCURRENT)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        log.debug("metrics HTTP request from %s failed", client_address, exc_info=True)
-
-
-class _BrokerHttpHandler(BaseHTTPRequestHandler):
-    server: _BrokerHttpServer
-    timeout = HTTP_TIMEOUT_S
-    protocol_version = "HTTP/1.0"
-
-    def do_GET(self) -> None:
-        self._answer(send_body=True)
-
-    def do_HEAD(self) -> None:
-        self._answer(send_body=False)
-
-    def _answer(self, send_body: bool) -> None:
-        if not self.server.slots.acquire(blocking=False):
-            self._send(503, "text/plain", b"busy\n", send_body)
-            return
-        try:
-            try:
-                status, content_type, body = self._route()
-            except Exception:  # noqa: BLE001 - a failed answer costs this request, never the broker
-                log.warning("metrics HTTP: %s failed", self.path, exc_info=True)
-                status, content_type, body = 500, "text/plain", b"internal error\n"
-            self._send(status, content_type, body, send_body)
-        finally:
-            self.server.slots.release()
-
-    def _route(self) -> tuple[int, str, bytes]:
-        url = urlsplit(self.path)
-        if url.path in ("/metrics", "/"):
-            return 200, CONTENT_TYPE_LATEST, generate_latest(self.server.registry)
-        if url.path == "/state-change-log":
-            return self._state_change_log(parse_qs(url.query, keep_blank_values=True))
-        return 404, "text/plain", b"not found: /metrics or /state-change-log?offset=N\n"
-
-    def _state_change_log(self, query: dict[str, list[str]]) -> tuple[int, str, bytes]:
-        """``?offset=N`` (omitted: the tail) and ``&max_bytes=M``: a LogChunk as JSON."""
-        path = self.server.state_change_log
-        if path is None:
-            return 404, "text/plain", b"this broker has no state-change log\n"
-        try:
-            offset = int(query["offset"][0]) if "offset" in query else None
-            max_bytes = int(query["max_bytes"][0]) if "max_bytes" in query else LOG_CHUNK_DEFAULT
-        except ValueError:
-            return 400, "text/plain", b"offset and max_bytes are integers\n"
-        chunk = read_log_chunk(path, offset, max(1, min(max_bytes, LOG_CHUNK_MAX)))
-        return 200, "application/json", json.dumps(
-            {"start": chunk.start, "next_offset": chunk.next_offset, "size": chunk.size, "lines": chunk.lines},
-            separators=(",", ":")).encode()
-
-    def _send(self, status: int, content_type: str, body: bytes, send_body: bool) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if send_body:
-            self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - BaseHTTPRequestHandler's name
-        pass  # a scrape every few seconds is not worth a log line

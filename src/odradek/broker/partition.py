@@ -19,6 +19,7 @@ import weakref
 from typing import Any, Callable
 
 from odradek.broker.producer_state import ProducerStateError, ProducerStateManager
+from odradek.common.errors import NotLeaderError
 from odradek.common.metadata import PartitionState, TopicPartition
 from odradek.log.errors import OffsetOutOfRangeError
 from odradek.log.log import Log
@@ -191,9 +192,9 @@ class Partition:
         Kafka's maybeExpandIsr does during the fetch, not again here: by this round the high
         watermark may have moved on. Re-judged here, a follower held back by a replication
         throttle (which holds only replicas outside the ISR, ReplicaManager.shouldLeaderThrottle)
-        under a steady produce load reached the high watermark at a fetch, was held at its next
-        fetches, and was behind again when the round came, so it stayed out of the ISR and
-        throttled for as long as the load lasted. A joiner behind the high watermark holds it
+        under a steady produce load reaches the high watermark at a fetch, is held at its next
+        fetches, and is behind again when the round comes, so it stays out of the ISR and
+        throttled for as long as the load lasts. A joiner behind the high watermark holds it
         (and acks=all) back only until its next fetch, as in Kafka."""
         if not self.is_leader:
             return None
@@ -412,10 +413,6 @@ class Partition:
         self.leader_id = -1  # a closed (stopped or deleted) replica leads nothing
         self._fail_waiters()
         self.wake_fetchers()
-
-
-class NotLeaderError(Exception):
-    """The partition's leadership moved while a request was waiting on it."""
 
 
 class DeleteRecordsPolicyError(Exception):

@@ -2,17 +2,17 @@
 
 Admin clients send both to the controller broker (Metadata's controller_id); any other broker
 answers NOT_CONTROLLER, as Kafka's do, and the client looks again. AlterPartitionReassignments
-is answered once the reassignments are started (steps 1-3 of onPartitionReassignment), not when
+is answered once the reassignments are started (onPartitionReassignment's phases U and A), not when
 they complete: a move of gigabytes takes minutes. ListPartitionReassignments shows the
 partitions still moving, with the replicas being added and removed.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
-from odradek.common.metadata import TopicPartition
+from odradek.common.metadata import ReplicaAssignment, TopicPartition
 from odradek.controller.events import (
     AlterPartitionReassignments,
     EventPreemptedError,
@@ -32,7 +32,7 @@ _ERRORS = {
 }
 
 
-def _request_error(outcome: Exception) -> int:
+def _request_error(outcome: Exception) -> ErrorCode:
     """What ended the whole request: not (or no longer) the controller, or no answer."""
     if isinstance(outcome, (NotControllerError, EventPreemptedError)):
         return ErrorCode.NOT_CONTROLLER
@@ -53,7 +53,8 @@ async def alter_partition_reassignments(ctx: BrokerContext, header: Any, req: An
     if isinstance(outcome, Exception):
         error, message = _request_error(outcome), str(outcome)
     else:
-        for tp, result in outcome.items():
+        started = cast("dict[TopicPartition, Exception | None]", outcome)  # AlterPartitionReassignments' answer
+        for tp, result in started.items():
             if result is None:
                 results[tp] = (ErrorCode.NONE, None)
             else:
@@ -76,7 +77,8 @@ async def list_partition_reassignments(ctx: BrokerContext, header: Any, req: Any
         body.update(error_code=_request_error(outcome), error_message=str(outcome))
     else:
         by_topic: dict[str, list[dict[str, Any]]] = {}
-        for tp, assignment in sorted(outcome.items()):
+        moving = cast("dict[TopicPartition, ReplicaAssignment]", outcome)  # ListPartitionReassignments' answer
+        for tp, assignment in sorted(moving.items()):
             by_topic.setdefault(tp.topic, []).append({
                 "partition_index": tp.partition, "replicas": list(assignment.replicas),
                 "adding_replicas": list(assignment.adding), "removing_replicas": list(assignment.removing)})

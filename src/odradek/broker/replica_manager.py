@@ -83,7 +83,7 @@ class ReplicaManager:
         """The response at once, unless partitions of topics new to this broker need their
         configs read from ZooKeeper first (then an awaitable). Answering in the same loop
         callback matters: a LeaderAndIsr wakes thousands of fetch sessions and fetchers, and a
-        response written after their callbacks reached the controller 0.3 s late."""
+        response written after their callbacks reaches the controller late (0.3 s)."""
         stale = self.fence(req.controller_epoch, req.broker_epoch)
         if stale is not None:
             log.warning("ignoring LeaderAndIsr from controller %d epoch %d: %s",
@@ -352,8 +352,8 @@ class ReplicaManager:
 
     def checkpoint_high_watermarks(self) -> None:
         """Persist high watermarks so a restarted broker does not expose uncommitted data."""
-        hws = {p.tp: p.high_watermark for p in self._partitions.values()}
-        write_offsets(self.data_dir / HW_CHECKPOINT, hws)  # type: ignore[arg-type]
+        hws: dict[tuple[str, int], int] = {p.tp: p.high_watermark for p in self._partitions.values()}
+        write_offsets(self.data_dir / HW_CHECKPOINT, hws)
 
 
 def _read_hw_checkpoint(path: Path) -> dict[TopicPartition, int]:

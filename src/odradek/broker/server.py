@@ -29,12 +29,14 @@ from odradek.broker.metrics import BrokerCollector, BrokerMetrics
 from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication_quota import ReplicationQuotas
+from odradek.common.clock import SystemClock
 from odradek.common.gc_policy import FREEZE_EVERY_S, GcPolicy
 from odradek.common.metadata import BrokerInfo, TopicPartition
 from odradek.common.netutil import bind_outgoing_to
 from odradek.controller.controller_service import ControllerService
 from odradek.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
 from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
+from odradek.coordinator.scheduler import AsyncioScheduler
 from odradek.log.log_cleaner import LogCleaner
 from odradek.log.log_manager import LogManager
 from odradek.zk.client import KafkaZkClient
@@ -56,7 +58,8 @@ class Broker:
         broker_config = DynamicBrokerConfig(config)
         default_log = broker_config.log_config()
         self.log_manager = LogManager(config.data_dir, default_log, max_open_files=config.max_open_files)
-        self.log_cleaner = LogCleaner(self.log_manager, lambda tp: (p := self.replica_manager.get(tp)) and p.high_watermark,
+        self.log_cleaner = LogCleaner(self.log_manager,
+                                      lambda tp: None if (p := self.replica_manager.get(tp)) is None else p.high_watermark,
                                       config.log_cleaner_backoff_ms, config.log_cleaner_dedupe_buffer_size,
                                       producer_last_offsets=self._producer_last_offsets)
         self.fetchers = ReplicaFetcherManager(config.broker_id, self._new_fetcher)
@@ -69,12 +72,13 @@ class Broker:
             config.leader_imbalance_check_interval_seconds if config.auto_leader_rebalance_enable else None,
             config.leader_imbalance_per_broker_percentage, config.delete_topic_enable,
             lambda: broker_config.unclean_leader_election_enable)
+        clock, scheduler = SystemClock(), AsyncioScheduler()  # the group coordinator's time and timers
         self.group_coordinator = GroupCoordinator(
             GroupMetadataManager(self._offsets_partition_count, self.replica_manager.get,
-                                 config.offsets_commit_timeout_ms / 1000, config.message_max_bytes),
+                                 config.offsets_commit_timeout_ms, config.message_max_bytes, clock, scheduler),
             GroupConfig(config.group_min_session_timeout_ms, config.group_max_session_timeout_ms,
                         config.group_initial_rebalance_delay_ms, config.offsets_retention_minutes * 60_000,
-                        config.offset_metadata_max_bytes))
+                        config.offset_metadata_max_bytes), clock, scheduler)
         self.replica_manager.on_leadership_change = self.group_coordinator.on_leadership_change
         self.replica_manager.load_topic_ids = self._load_topic_ids
         self.replication_quotas = ReplicationQuotas(config.broker_id, config.replication_quota_window_num,
@@ -98,7 +102,7 @@ class Broker:
         metrics.add_collector(BrokerCollector(
             metrics, rm.partitions, lambda: (rm.isr_shrinks, rm.isr_expands), lambda: self.controller.is_controller,
             cache.offline_and_all_partitions,
-            lambda: self.group_coordinator.lags(lambda tp: (p := rm.get(tp)) and p.high_watermark)))
+            lambda: self.group_coordinator.lags(lambda tp: None if (p := rm.get(tp)) is None else p.high_watermark)))
         try:
             metrics.serve(self.config.host, self.config.metrics_port, self.config.data_dir / "state-change.log")
         except OSError as exc:  # refused as a taken listen port is: a broker silently without metrics misleads
@@ -203,8 +207,8 @@ class Broker:
     async def _register(self) -> int:
         """Create /brokers/ids/N; the broker epoch. Tried again while ZooKeeper cannot answer
         (as Kafka's KafkaZkClient retries until connected): a broker started while ZooKeeper
-        restarted got ConnectionLoss here and exited (found by odradek.faults). Another live
-        broker holding our id is fatal."""
+        restarts would otherwise get ConnectionLoss here and exit. Another live broker holding
+        our id is fatal."""
         while True:
             try:
                 return await asyncio.to_thread(self.zk.register_broker, self._info, self._metrics_url)

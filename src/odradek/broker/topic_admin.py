@@ -205,8 +205,8 @@ def check_partition_count_fits(name: str, count: int, rf: int, jute_maxbuffer: i
                                code: ErrorCode = ErrorCode.POLICY_VIOLATION) -> None:
     """Refuse at once a partition count whose assignment cannot fit in ZooKeeper whatever the
     broker ids: an entry `"P":[R,R,R]` takes at least 5 + 2 x rf bytes. Assigning the replicas
-    first and measuring after (check_fits_in_zookeeper) held the event loop for seconds at
-    millions of partitions and grew a broker to 24 GB at 2^31 (found by the protocol fuzzer).
+    first and measuring after (check_fits_in_zookeeper) would hold the event loop for seconds
+    at millions of partitions and grow a broker to 24 GB at 2^31.
     ``code``: CreateTopics answers POLICY_VIOLATION, CreatePartitions INVALID_PARTITIONS."""
     at_least = count * (5 + 2 * max(rf, 1))
     budget = payload_budget(jute_maxbuffer)

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from odradek.cli.args import UserError, bootstrap_list_arg, directory_arg, positive_int, seconds_arg
-from odradek.cli.bootstrap import require_broker
+from odradek.cli.args import UserError, positive_int, seconds_arg
+from odradek.cli.bootstrap import add_cluster_options, require_broker
 
 
 def add_commands(sub: Any) -> None:
@@ -69,11 +69,9 @@ def add_commands(sub: Any) -> None:
     bs.add_argument("--json", action="store_true")
     bs.set_defaults(func=cmd_bench_spark_read)
     for parser in (bp, bs):
-        where = parser.add_mutually_exclusive_group()
-        where.add_argument("--bootstrap-server", type=bootstrap_list_arg, metavar="HOST:PORT[,...]",
-                           help="the cluster to measure (default: a private 3-broker cluster)")
-        where.add_argument("--data-dir", type=directory_arg, metavar="DIR", dest="cluster_dir",
-                           help="measure the cluster `odradek up` runs in DIR")
+        add_cluster_options(parser.add_mutually_exclusive_group(),
+                            "the cluster to measure (default: a private 3-broker cluster)",
+                            "measure the cluster `odradek up` runs in DIR")
 
 
 def _add_leadership_options(parser: argparse.ArgumentParser, rounds_help: str) -> None:

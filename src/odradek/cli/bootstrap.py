@@ -1,11 +1,10 @@
 """How a client command finds the cluster: --bootstrap-server, else every broker of --data-dir's
 cluster.json, else $ODRADEK_BOOTSTRAP_SERVERS, else 127.0.0.1:9092; and the quick probe that
-a broker answers before a command starts its long waits."""
+a broker answers, which each command makes after its own argument checks, before its long waits."""
 from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
 
 from odradek.cli.args import UserError, bootstrap_list_arg, directory_arg
 from odradek.cluster.local_cluster import LocalCluster
@@ -16,12 +15,19 @@ BOOTSTRAP_ENV = "ODRADEK_BOOTSTRAP_SERVERS"
 
 def add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
     """Where a client command finds the cluster; resolved by resolve_bootstrap."""
-    parser.add_argument("--bootstrap-server", type=bootstrap_list_arg, metavar="HOST:PORT[,...]",
-                        help=f"brokers to bootstrap from (default: every broker of --data-dir, else "
-                             f"${BOOTSTRAP_ENV}, else {DEFAULT_BOOTSTRAP})")
-    parser.add_argument("--data-dir", type=directory_arg, metavar="DIR", dest="cluster_dir",
-                        help="bootstrap from every broker of the cluster `odradek up` runs in DIR")
+    add_cluster_options(parser, f"brokers to bootstrap from (default: every broker of --data-dir, else "
+                                f"${BOOTSTRAP_ENV}, else {DEFAULT_BOOTSTRAP})",
+                        "bootstrap from every broker of the cluster `odradek up` runs in DIR")
     parser.set_defaults(resolve_bootstrap=True)
+
+
+def add_cluster_options(container: argparse._ActionsContainer, bootstrap_help: str, data_dir_help: str) -> None:
+    """--bootstrap-server and --data-dir (as ``cluster_dir``) with a command's own help: the
+    client commands' (add_bootstrap_options), or a benchmark's, which measures a private
+    cluster when neither is given."""
+    container.add_argument("--bootstrap-server", type=bootstrap_list_arg, metavar="HOST:PORT[,...]",
+                           help=bootstrap_help)
+    container.add_argument("--data-dir", type=directory_arg, metavar="DIR", dest="cluster_dir", help=data_dir_help)
 
 
 def resolve_bootstrap(args: argparse.Namespace) -> None:
@@ -43,6 +49,13 @@ def resolve_bootstrap(args: argparse.Namespace) -> None:
     args.bootstrap_server = DEFAULT_BOOTSTRAP
 
 
+def probe_cluster(args: argparse.Namespace) -> None:
+    """A client command's check, after its own argument checks and before it first talks to the
+    cluster, that a broker of ``args.bootstrap_server`` answers: a dead cluster fails in about a
+    second rather than at the command's first long timeout (at most 10 s, less with a shorter
+    --timeout-s)."""
+    require_broker(args.bootstrap_server, min(getattr(args, "timeout_s", None) or 10.0, 10.0))
+
 
 def require_broker(bootstrap: str | None, timeout: float = 10.0) -> None:
     """Fail at once, not after a command's long waits (60 s for DeleteTopics), when no broker
@@ -51,20 +64,3 @@ def require_broker(bootstrap: str | None, timeout: float = 10.0) -> None:
 
     if bootstrap is not None:
         metadata_request(bootstrap, [], timeout)
-
-
-
-class ProbedNamespace(argparse.Namespace):
-    """A client command's arguments whose first read of ``bootstrap_server`` checks that a
-    broker answers (one quick Metadata request): a dead cluster fails in about a second rather
-    than at the command's first long timeout, and the command's own argument checks, which
-    come before it talks to the cluster, still come first."""
-
-    def __getattribute__(self, name: str) -> Any:
-        value = super().__getattribute__(name)
-        if name == "bootstrap_server":
-            state = super().__getattribute__("__dict__")
-            if not state.get("_probed"):
-                state["_probed"] = True
-                require_broker(value, min(state.get("timeout_s") or 10.0, 10.0))
-        return value

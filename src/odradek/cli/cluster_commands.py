@@ -1,5 +1,5 @@
 """`odradek broker`, `up`, `down`, `status` and `ui`: running brokers and local clusters (the
-processes are cluster.py's), and looking at a cluster through ZooKeeper."""
+processes are cluster/local_cluster.py's), and looking at a cluster through ZooKeeper."""
 from __future__ import annotations
 
 import argparse
@@ -88,7 +88,9 @@ def _default_session_timeout_ms() -> int:
 
     from odradek.broker.config import BrokerConfig
 
-    return next(f.default for f in dataclasses.fields(BrokerConfig) if f.name == "zookeeper_session_timeout_ms")
+    default = next(f.default for f in dataclasses.fields(BrokerConfig) if f.name == "zookeeper_session_timeout_ms")
+    assert isinstance(default, int)
+    return default
 
 
 def cmd_broker(args: argparse.Namespace) -> None:
@@ -139,9 +141,8 @@ def _import_broker_without_hypothesis() -> Any:
     """The broker's entry point, imported with hypothesis hidden from kio.
 
     kio's types register hypothesis strategies at import whenever hypothesis is installed (it
-    is, for the fuzz tests). In a broker process that cost 1.8-2.0 s with three brokers
-    starting together on 2 cores (`python -X importtime`: kio.static.primitive), and a test
-    cluster's `up` took 2.9-3.5 s instead of 0.7-1.2 s. A broker never generates test data.
+    is, for the fuzz tests), which costs a starting broker seconds (`up` of a test cluster:
+    2.9-3.5 s instead of 0.7-1.2 s). A broker never generates test data.
     Where hypothesis is already imported (a test process) nothing changes, and it is importable
     again afterwards."""
     hide = "hypothesis" not in sys.modules

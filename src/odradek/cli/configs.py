@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from odradek.cli.args import UserError, keyvalue_arg, nonnegative_int, seconds_arg
-from odradek.cli.bootstrap import add_bootstrap_options
+from odradek.cli.bootstrap import add_bootstrap_options, probe_cluster
 
 
 def add_commands(sub: Any) -> None:
@@ -37,6 +37,7 @@ def cmd_configs_describe(args: argparse.Namespace) -> None:
     from odradek.admin.config_command import DYNAMIC_SOURCES, describe, entity, format_configs
 
     resource_type, name, what = entity(args.topic, args.broker, args.broker_defaults)
+    probe_cluster(args)
     entries = describe(args.bootstrap_server, resource_type, name, args.timeout_s)
     if args.json:
         print(json.dumps(entries if args.all else [e for e in entries if e["source"] in DYNAMIC_SOURCES]))
@@ -51,6 +52,7 @@ def cmd_configs_alter(args: argparse.Namespace) -> None:
     if not args.set and not args.delete:
         raise UserError("configs alter: nothing to change (give --set KEY=VALUE or --delete KEY)")
     resource_type, name, what = entity(args.topic, args.broker, args.broker_defaults)
+    probe_cluster(args)
     alter(args.bootstrap_server, resource_type, name, dict(args.set), args.delete, args.timeout_s)
     changes = [f"{k}={v}" for k, v in args.set] + [f"-{k}" for k in args.delete]
     print(f"altered configs of {what}: {', '.join(changes)}")

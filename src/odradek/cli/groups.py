@@ -1,5 +1,5 @@
 """`odradek groups list|describe|reset-offsets|delete` (Kafka's kafka-consumer-groups.sh); the
-Admin API work is consumer_groups.py's."""
+Admin API work is admin/consumer_group_command.py's."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +9,7 @@ from typing import Any
 
 from odradek.admin.consumer_group_command import ResetTarget
 from odradek.cli.args import nonnegative_int, reset_to_arg, seconds_arg, timestamp_ms_arg, topic_partitions_arg
-from odradek.cli.bootstrap import add_bootstrap_options
+from odradek.cli.bootstrap import add_bootstrap_options, probe_cluster
 
 
 def add_commands(sub: Any) -> None:
@@ -56,6 +56,7 @@ def add_commands(sub: Any) -> None:
 def cmd_groups_list(args: argparse.Namespace) -> None:
     from odradek.admin.consumer_group_command import GroupAdmin, format_list
 
+    probe_cluster(args)
     groups = GroupAdmin(args.bootstrap_server, args.timeout_s).list_groups()
     print(json.dumps(groups) if args.json else format_list(groups))
 
@@ -63,6 +64,7 @@ def cmd_groups_list(args: argparse.Namespace) -> None:
 def cmd_groups_describe(args: argparse.Namespace) -> None:
     from odradek.admin.consumer_group_command import GroupAdmin, format_describe
 
+    probe_cluster(args)
     group = GroupAdmin(args.bootstrap_server, args.timeout_s).describe(args.group)
     print(json.dumps(group) if args.json else format_describe(group))
 
@@ -70,6 +72,7 @@ def cmd_groups_describe(args: argparse.Namespace) -> None:
 def cmd_groups_reset_offsets(args: argparse.Namespace) -> None:
     from odradek.admin.consumer_group_command import GroupAdmin, format_plan
 
+    probe_cluster(args)
     admin = GroupAdmin(args.bootstrap_server, args.timeout_s)
     plan = admin.plan_reset(args.group, args.topic, args.target)
     if args.execute:
@@ -83,5 +86,6 @@ def cmd_groups_reset_offsets(args: argparse.Namespace) -> None:
 def cmd_groups_delete(args: argparse.Namespace) -> None:
     from odradek.admin.consumer_group_command import GroupAdmin
 
+    probe_cluster(args)
     GroupAdmin(args.bootstrap_server, args.timeout_s).delete(args.group)
     print(f"deleted consumer group {args.group}")

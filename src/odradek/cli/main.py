@@ -21,7 +21,7 @@ from odradek.cli.args import (
     positive_int,
     seconds_arg,
 )
-from odradek.cli.bootstrap import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, ProbedNamespace, resolve_bootstrap
+from odradek.cli.bootstrap import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, resolve_bootstrap
 from odradek.cli.parser import build_parser, leaf_parser
 
 # what tests and other callers import from odradek.cli
@@ -39,7 +39,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if getattr(args, "resolve_bootstrap", False):
             resolve_bootstrap(args)
-            args.__class__ = ProbedNamespace
         args.func(args)
     except (UserError, AdminError, ClusterError) as exc:
         message = str(exc) or type(exc).__name__

@@ -1,8 +1,8 @@
 """How the `odradek` command line talks to a terminal: counted nouns, durations, a progress
 bar for long operations, `--watch` redraws, and kcat's `-f` record format for `consume`.
 
-Kept apart from the cli package, which builds the command tree and dispatches; nothing here speaks
-Kafka or ZooKeeper.
+A layer below the rest of the cli package, which builds the command tree and dispatches:
+admin/, cluster/ and bench/ print through it too. Nothing here speaks Kafka or ZooKeeper.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`odradek reassign` (Kafka's kafka-reassign-partitions.sh): the arguments, the checks of how
-they combine, and the output. The plan's decisions are reassign_command.py's pure functions;
-the requests are reassign_client.py's."""
+they combine, and the output. The plan's decisions are admin/reassign_partitions_command.py's
+pure functions; the requests are admin/reassign_client.py's."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from odradek.cli.args import UserError, add_watch_option, positive_int, seconds_arg
-from odradek.cli.bootstrap import add_bootstrap_options
+from odradek.cli.bootstrap import add_bootstrap_options, probe_cluster
 from odradek.cli.output import plural
 
 
@@ -70,6 +70,7 @@ def _reassign(args: argparse.Namespace) -> None:
         except ValueError:
             raise UserError(f"reassign: --brokers {args.brokers!r}: expected broker ids such as 1,2,3") from None
         topics = [t for t in args.topics.split(",") if t]
+        probe_cluster(args)
         current, proposal = rc.generate(args.bootstrap_server, topics, brokers, not args.disable_rack_aware,
                                         args.timeout_s)
         print(f"Current partition replica assignment\n{format_plan(current)}\n")
@@ -94,6 +95,7 @@ def _reassign(args: argparse.Namespace) -> None:
     except OSError as exc:
         raise UserError(f"reassign: cannot read --plan {args.plan}: {exc.strerror or exc}") from None
     topics = sorted({t for t, _ in plan})
+    probe_cluster(args)
     if args.execute:
         view = rc.prepare(args.bootstrap_server, plan, args.allow_replication_factor_change, args.timeout_s)
         print(f"Current partition replica assignment\n\n{format_plan({tp: view.assignment[tp] for tp in plan})}\n\n"
@@ -148,7 +150,7 @@ def _verify_watched(args: argparse.Namespace, plan: Any, rows: list[dict[str, An
     from odradek.admin.reassign_partitions_command import DONE, FAILED, format_states
     from odradek.cli.output import watch
 
-    latest = {"rows": rows}
+    latest: dict[str, Any] = {"rows": rows}
 
     def render() -> str:
         if latest.get("shown"):

@@ -22,7 +22,7 @@ from odradek.cli.args import (
     record_format_arg,
     seconds_arg,
 )
-from odradek.cli.bootstrap import add_bootstrap_options
+from odradek.cli.bootstrap import add_bootstrap_options, probe_cluster
 from odradek.cli.output import duration, plural
 
 
@@ -82,6 +82,7 @@ def _check_topic(client: Any, bootstrap: str, topic: str, timeout: float) -> Any
 def cmd_produce(args: argparse.Namespace) -> None:
     from confluent_kafka import Producer
 
+    probe_cluster(args)
     producer = Producer({"bootstrap.servers": args.bootstrap_server, "acks": args.acks, "linger.ms": 5,
                          "message.timeout.ms": int(args.timeout_s * 1000), "logger": quiet_logger(),
                          "message.max.bytes": CLIENT_MESSAGE_MAX_BYTES})
@@ -194,7 +195,8 @@ def cmd_consume(args: argparse.Namespace) -> None:
                         "from the group's committed offsets (move them with `odradek groups reset-offsets`)")
     if args.from_beginning and args.offset is not None:
         raise UserError("consume: give --from-beginning or --offset, not both")
-    start_at = "beginning" if args.from_beginning else args.offset if args.offset is not None else "end"
+    start_at: str | int = "beginning" if args.from_beginning else args.offset if args.offset is not None else "end"
+    probe_cluster(args)
     conf = {"bootstrap.servers": args.bootstrap_server, "enable.auto.commit": False,
             "enable.auto.offset.store": False, "logger": quiet_logger(),
             "auto.offset.reset": "earliest" if start_at == "beginning" else "latest",
@@ -221,7 +223,7 @@ def cmd_consume(args: argparse.Namespace) -> None:
             if missing:
                 raise UserError(f"topic {args.topic} has no partition {missing[0]} (it has "
                                 f"{plural(len(meta.partitions), 'partition')})")
-            if start_at in ("beginning", "end"):
+            if isinstance(start_at, str):  # "beginning" or "end" (offset_start_arg)
                 start = OFFSET_BEGINNING if start_at == "beginning" else OFFSET_END
             else:  # -N: N records before the end (librdkafka's OFFSET_TAIL)
                 start = OFFSET_TAIL_BASE + start_at if start_at < 0 else start_at

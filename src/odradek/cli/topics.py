@@ -1,6 +1,6 @@
 """`odradek topics create|list|describe|alter|delete|elect-leaders|delete-records` (Kafka's
 kafka-topics.sh, kafka-leader-election.sh and kafka-delete-records.sh): the arguments and the
-output; the requests are admin.py's, topic_command.py's, config_command.py's and
+output; the requests are admin/admin_client.py's, topic_command.py's, config_command.py's and
 delete_records_command.py's."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from odradek.cli.args import (
     seconds_arg,
     show_or_watch,
 )
-from odradek.cli.bootstrap import add_bootstrap_options
+from odradek.cli.bootstrap import add_bootstrap_options, probe_cluster
 from odradek.cli.output import plural
 
 
@@ -94,6 +94,7 @@ def cmd_topics_create(args: argparse.Namespace) -> None:
 
     bar = Progress(args.partitions, f"creating {args.name}: partitions led")
     try:
+        probe_cluster(args)
         create_topic(args.bootstrap_server, args.name, args.partitions, args.replication_factor, dict(args.config),
                      progress=_progress_fn(bar, args.partitions >= PROGRESS_MIN_PARTITIONS),
                      zookeeper=_zookeeper_for_progress(args, bar))
@@ -131,11 +132,13 @@ def _zookeeper_for_progress(args: argparse.Namespace, bar: Any) -> str | None:
 def cmd_topics_list(args: argparse.Namespace) -> None:
     from odradek.admin.admin_client import list_topics
 
+    probe_cluster(args)
     for name in list_topics(args.bootstrap_server):
         print(name)
 
 
 def cmd_topics_describe(args: argparse.Namespace) -> None:
+    probe_cluster(args)
     show_or_watch(lambda: _describe_topics(args), args.watch)
 
 
@@ -209,6 +212,7 @@ def cmd_topics_delete(args: argparse.Namespace) -> None:
     names = list(dict.fromkeys(args.names))
     bar = Progress(len(names), "deleting topics")
     try:
+        probe_cluster(args)
         delete_topics(args.bootstrap_server, names, args.timeout_s,
                       progress=_progress_fn(bar, len(names) >= PROGRESS_MIN_TOPICS),
                       zookeeper=_zookeeper_for_progress(args, bar))
@@ -222,10 +226,12 @@ PROGRESS_MIN_TOPICS = 10
 
 
 def cmd_topics_alter(args: argparse.Namespace) -> None:
-    partitions = _alter_topic_partitions(args)
-    if not _alter_topic_configs(args) and not partitions:
+    if args.partitions is None and not args.config and not args.delete_config:
         raise UserError("topics alter: nothing to change (give --partitions P, --config KEY=VALUE or "
                         "--delete-config KEY)")
+    probe_cluster(args)
+    _alter_topic_partitions(args)
+    _alter_topic_configs(args)
 
 
 
@@ -234,6 +240,7 @@ def cmd_topics_elect_leaders(args: argparse.Namespace) -> None:
 
     if args.partition and not args.topic:
         raise UserError("topics elect-leaders: --partition needs --topic")
+    probe_cluster(args)
     partitions = None
     if args.topic:
         known = [p["partition"] for p in describe_topics(args.bootstrap_server, [args.topic])[0]["partitions"]]
@@ -262,6 +269,7 @@ def cmd_topics_delete_records(args: argparse.Namespace) -> None:
 
     if args.before < -1:
         raise UserError(f"topics delete-records: --before {args.before}: an offset, or -1 for the high watermark")
+    probe_cluster(args)
     rows = delete_records(args.bootstrap_server, args.name, sorted(set(args.partition)), args.before,
                           args.timeout_s)
     print(json.dumps(rows) if args.json else format_result(rows))

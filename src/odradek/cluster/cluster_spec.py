@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from odradek.admin.errors import ClusterError
 from odradek.cli.output import plural
@@ -91,6 +91,11 @@ class ClusterSpec:
             raise ClusterError(f"no cluster in {data_dir} (missing {STATE_FILE}; run `odradek up`)") from None
         except (OSError, ValueError) as exc:
             raise ClusterError(f"cannot read {path}: {exc}") from None
+        return cls.from_state(data_dir, state)
+
+    @classmethod
+    def from_state(cls, data_dir: Path, state: dict) -> Self:
+        """The cluster that cluster.json's parsed contents ``state`` record for `data_dir`."""
         return cls(
             Path(data_dir),
             len(state["brokers"]),
@@ -114,7 +119,7 @@ class ClusterSpec:
         next id and port; shrinking is not offered, as the removed brokers' replicas would be
         left without a broker. Without a cluster.json the flags (or their defaults) make a
         new cluster."""
-        flags = {k: v for k, v in given.items() if v is not None}
+        flags: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
         unknown = set(flags) - set(UP_FLAGS)
         if unknown:
             raise TypeError(f"unknown settings {sorted(unknown)}")
@@ -206,7 +211,7 @@ class ClusterSpec:
             return None
         try:
             recorded = json.loads(text)
-            settings = ClusterSpec.load(self.data_dir).settings()
+            settings = ClusterSpec.from_state(self.data_dir, recorded).settings()
         except (ValueError, KeyError, TypeError) as exc:
             raise ClusterError(f"cannot read {self.data_dir / STATE_FILE}: {exc!r}") from None
         for key, value in self.settings().items():

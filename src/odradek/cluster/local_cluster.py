@@ -384,9 +384,9 @@ class LocalCluster(ClusterSpec):
             (self.broker_dir(broker_id) / "broker.pid").unlink(missing_ok=True)
         if self.private_zookeeper:
             for server in self.zookeeper_servers():
-                pid = server.pid
+                zk_pid = server.pid
                 if server.stop(timeout):
-                    killed.append(f"ZooKeeper {server.connect_string} (pid {pid}) did not stop within "
+                    killed.append(f"ZooKeeper {server.connect_string} (pid {zk_pid}) did not stop within "
                                   f"{duration(timeout)} after SIGTERM; killed it with SIGKILL")
         self._procs.clear()
         return killed

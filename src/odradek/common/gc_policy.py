@@ -4,9 +4,8 @@ A broker hosting 10,000 partition replicas tracks ~540,000 objects (partitions, 
 producer states, the controller's context), nearly all of them alive for as long as the
 partition is. CPython starts a full collection whenever the objects that survived the young
 generations since the last one reach a quarter of the old ones, and a failover allocates just
-that: measured in `odradek bench failover` at 10,000 partitions, full collections took 0.18 s
-of a 1.7 s broker failover and 0.48 s of a 2.3 s controller failover, with every thread of
-the process stopped meanwhile.
+that, with every thread of the process stopped meanwhile (0.18 s of a 1.7 s failover at 10,000
+partitions).
 
 So every few seconds the broker moves everything it holds into the permanent generation
 (``gc.freeze``, a constant-time list splice), and automatic collections then scan only what
@@ -14,16 +13,15 @@ was allocated since. Reference counting still frees frozen objects; only a refer
 among frozen objects would wait, so once in a while (``full_every_s``) everything is thawed
 and collected in full, at a moment of the broker's choosing rather than mid-failover.
 
-Freezing alone left a failover at 50,000 partitions with 8-11 automatic full collections of
-the objects the event itself was allocating (0.27 s and 0.67 s): after a freeze the old
-generation is small, so CPython's "a quarter more than last time" trigger fires again and
-again. ``install`` therefore also makes an automatic full collection wait for 100 collections
-of the middle generation instead of 10.
+Freezing alone is not enough: after a freeze the old generation is small, so CPython's "a
+quarter more than last time" trigger fires again and again on the objects a large failover
+allocates. ``install`` therefore also makes an automatic full collection wait for 100
+collections of the middle generation instead of 10.
 
 What remains are the young collections: a controller event or a LeaderAndIsr at 10,000
 partitions allocates hundreds of thousands of short-lived containers, which reference
-counting frees, and the young generations' passes over them were 12% of a controller
-failover's decision time. ``collection_paused`` turns automatic collection off for such a
+counting frees, so the young generations' passes over them are wasted (12% of a controller
+failover's decision time). ``collection_paused`` turns automatic collection off for such a
 burst (a second at most); a cycle made meanwhile waits for the next collection.
 """
 from __future__ import annotations

@@ -80,10 +80,11 @@ class ReplicaAssignment(NamedTuple):
     adding and removing (Kafka 2.4's ReplicaAssignment, stored in the topic znode since
     KIP-455).
 
-    During a reassignment from OAR (original replicas) to RAR (target replicas) ``replicas``
-    is RAR followed by the rest of OAR, ``adding`` is RAR - OAR and ``removing`` is OAR - RAR.
-    Kept in ZooKeeper, the three lists are what lets a new controller finish a reassignment
-    the old one started: OAR and RAR both follow from them."""
+    In Kafka's notation, during a reassignment from ORS (the original replica set) to TRS
+    (the target) ``replicas`` is RS, TRS followed by the rest of ORS; ``adding`` is AR,
+    TRS - ORS; ``removing`` is RR, ORS - TRS. Kept in ZooKeeper, the three lists are what lets
+    a new controller finish a reassignment the old one started: ORS and TRS both follow from
+    them."""
 
     replicas: tuple[int, ...]
     adding: tuple[int, ...] = ()
@@ -95,12 +96,12 @@ class ReplicaAssignment(NamedTuple):
 
     @property
     def target_replicas(self) -> tuple[int, ...]:
-        """RAR: the replicas the partition has once the reassignment completes."""
+        """TRS: the replicas the partition has once the reassignment completes."""
         return tuple(r for r in self.replicas if r not in self.removing)
 
     @property
     def original_replicas(self) -> tuple[int, ...]:
-        """OAR: the replicas the partition had before the reassignment began."""
+        """ORS: the replicas the partition had before the reassignment began."""
         return tuple(r for r in self.replicas if r not in self.adding)
 
     def reassign_to(self, target: tuple[int, ...]) -> "ReplicaAssignment":
@@ -110,7 +111,7 @@ class ReplicaAssignment(NamedTuple):
         replicas the earlier one was adding and this one does not want are removed too; a
         target equal to the original replicas is a cancellation. As in Kafka, a cancellation
         restores the original replicas but not necessarily their order (the first, preferred,
-        replica may differ): the full list keeps RAR's order, which a completed move needs."""
+        replica may differ): the full list keeps TRS's order, which a completed move needs."""
         original = self.original_replicas
         full = tuple(dict.fromkeys(target + original))
         return ReplicaAssignment(full, tuple(r for r in target if r not in original),

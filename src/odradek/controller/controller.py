@@ -8,7 +8,7 @@ batch is dropped, because a deposed controller's requests would only confuse bro
 from __future__ import annotations
 
 import logging
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from odradek.common.metadata import LeaderAndIsr, TopicAssignment, TopicPartition
 from odradek.controller.controller_context import ControllerContext
@@ -59,7 +59,7 @@ class Controller:
 
     def __init__(self, broker_id: int, zk: ControllerZk, channel: BrokerChannel,
                  state_change_log: StateChangeLog,
-                 timing_sink: Callable[[dict], None] | None = None,
+                 timing_sink: Callable[[dict[str, Any]], None] | None = None,
                  leader_imbalance_per_broker_percentage: int = 10,
                  defer_state_change_flush: bool = False,
                  enqueue: Callable[[ControllerEvent], None] | None = None,
@@ -68,10 +68,9 @@ class Controller:
         """``defer_state_change_flush``: leave an event's state-change lines pending when it
         ends, for ``flush_state_change_log`` once the event thread is idle (ControllerService
         does so). Formatting a failover's ~43,000 lines right after its requests were sent
-        took the GIL from the broker in the same process as it applied its LeaderAndIsr: at
-        10,000 partitions that broker took 250-415 ms instead of 100-170 ms, and every
-        partition it leads waited for it. Without it every event's lines are written as the
-        event ends.
+        takes the GIL from the broker in the same process while it applies its LeaderAndIsr
+        (250-415 ms instead of 100-170 ms at 10,000 partitions), and every partition it leads
+        waits for it. Without it every event's lines are written as the event ends.
 
         ``enqueue`` puts an event on this controller's queue from any thread (the event
         manager's ``put``): StopReplica answers come back through it. ``delete_topic_enable``

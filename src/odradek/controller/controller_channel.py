@@ -21,13 +21,13 @@ from typing import Callable, Optional
 from odradek.common.metadata import BrokerInfo
 from odradek.common.netutil import outgoing_address
 from odradek.protocol import controller_api
-from odradek.protocol.controller_api import ControllerRequest, ControllerResponse
+from odradek.protocol.controller_api import ControllerRequest, Response
 from odradek.protocol.framing import FrameBuffer, FramingError
 from odradek.protocol.schema import SchemaError
 
 log = logging.getLogger("odradek.controller.channel")
 
-Callback = Callable[[ControllerResponse | Exception], None]
+Callback = Callable[[Response | Exception], None]
 
 _BACKOFF_INITIAL_S = 0.05
 _BACKOFF_MAX_S = 2.0
@@ -107,7 +107,7 @@ class _RequestSendThread(threading.Thread):
             self._close()
             self._fail_queued()
 
-    def _send_until_answered(self, request: ControllerRequest) -> ControllerResponse | Exception | None:
+    def _send_until_answered(self, request: ControllerRequest) -> Response | Exception | None:
         """The decoded response, or the error that makes resending pointless (the request cannot
         be encoded, the response cannot be decoded); None if stopped before an answer."""
         api_key = controller_api.api_key_of(request)
@@ -146,7 +146,8 @@ class _RequestSendThread(threading.Thread):
         """The request timeout plus 1 ms per partition: a LeaderAndIsr that creates 50,000
         partitions keeps a broker busy for more than 30 s, and resending it on a timeout
         would only make the broker do the work twice."""
-        entries = getattr(request, "partition_states", None) or getattr(request, "partitions", ())
+        partitions = getattr(request, "partitions", ())
+        entries = getattr(request, "partition_states", None) or partitions
         return self._request_timeout_s + len(entries) * PER_PARTITION_TIMEOUT_S
 
     def _round_trip(self, frame: bytes, correlation_id: int, api_key: int,
@@ -187,7 +188,7 @@ class _RequestSendThread(threading.Thread):
                 _invoke(item[1], ChannelClosedError(f"broker {self.broker.id} removed"))
 
 
-def _invoke(callback: Optional[Callback], result: ControllerResponse | Exception) -> None:
+def _invoke(callback: Optional[Callback], result: Response | Exception) -> None:
     """Run a callback on the sender thread; its failure must not kill the thread."""
     if callback is None:
         return

@@ -60,7 +60,7 @@ class ControllerContext:
         self._topics_with_deletion_started: set[str] = set()
         self._topics_ineligible_for_deletion: set[str] = set()
         #: partitions being reassigned: (adding, removing) replicas (KIP-455); their full
-        #: replica list (OAR + RAR) is in _assignment like every other partition's, and only
+        #: replica list (RS = ORS + TRS) is in _assignment like every other partition's, and only
         #: there, so the two cannot disagree
         self._reassigning: dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...]]] = {}
 

@@ -85,16 +85,16 @@ class ControllerService:
             self.zk.watch_children(paths.BROKER_TOPICS, self._on_topics),
             self.zk.watch_children(paths.DELETE_TOPICS, lambda _c: self.events.put(TopicDeletion())),
             self.zk.watch_children(paths.ISR_CHANGE_NOTIFICATION,
-                                   lambda c: c and self.events.put(IsrChangeNotification(fired=time.time()))),
+                                   lambda c: self.events.put(IsrChangeNotification(fired=time.time())) if c else None),
             self.zk.watch_data_exists(
                 paths.PREFERRED_REPLICA_ELECTION,
-                lambda _data, stat: stat is not None and self.events.put(
-                    ReplicaLeaderElection(trigger=ElectionTrigger.ZOOKEEPER))),
+                lambda _data, stat: self.events.put(
+                    ReplicaLeaderElection(trigger=ElectionTrigger.ZOOKEEPER)) if stat is not None else None),
             # created or rewritten by an admin tool; the controller's own rewrites as
             # reassignments complete fire it too, and are ignored (nothing new in them)
             self.zk.watch_data_exists(
                 paths.REASSIGN_PARTITIONS,
-                lambda _data, stat: stat is not None and self.events.put(PartitionReassignment())),
+                lambda _data, stat: self.events.put(PartitionReassignment()) if stat is not None else None),
         ]
         self.elector.start()
         if self._rebalance_interval_s is not None:
@@ -164,7 +164,7 @@ class ControllerService:
         outcome: asyncio.Future[object] = loop.create_future()
 
         def done(result: object) -> None:
-            loop.call_soon_threadsafe(lambda: outcome.done() or outcome.set_result(result))
+            loop.call_soon_threadsafe(lambda: None if outcome.done() else outcome.set_result(result))
 
         self.events.put(make(done))
         try:

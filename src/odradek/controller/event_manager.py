@@ -7,16 +7,21 @@ because the callers are kazoo's watcher thread and the broker's request handlers
 """
 from __future__ import annotations
 
+import enum
 import logging
 import queue
 import threading
-from typing import Callable
+from typing import Callable, Final
 
 from odradek.controller.events import ControllerEvent, preempt
 
 logger = logging.getLogger(__name__)
 
-_STOP = object()
+class _Stop(enum.Enum):
+    STOP = enum.auto()
+
+
+_STOP: Final = _Stop.STOP  # the queue's end marker
 
 
 class ControllerEventManager:
@@ -30,7 +35,7 @@ class ControllerEventManager:
         self._process = process
         self._on_idle = on_idle
         self._idle_s = idle_s
-        self._queue: queue.Queue[object] = queue.Queue()
+        self._queue: queue.Queue[ControllerEvent | _Stop] = queue.Queue()
         self._put_lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
@@ -53,7 +58,7 @@ class ControllerEventManager:
                 except queue.Empty:
                     break
                 if dropped is not _STOP:
-                    preempt(dropped)  # type: ignore[arg-type]
+                    preempt(dropped)
             self._queue.put(event)
 
     def close(self, timeout: float | None = None) -> None:
@@ -77,7 +82,7 @@ class ControllerEventManager:
                 return
             idle_done = self._on_idle is None
             try:
-                self._process(event)  # type: ignore[arg-type]
+                self._process(event)
             except Exception:
                 # One bad event must not kill the only thread that can make decisions.
                 logger.exception("error processing controller event %r", event)

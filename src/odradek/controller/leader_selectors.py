@@ -61,7 +61,7 @@ def offline_leader(
 def reassign_leader(
     reassignment: Sequence[int], isr: Collection[int], live: Collection[int]
 ) -> int | None:
-    """First live in-sync replica of the target replica set (RAR)."""
+    """First live in-sync replica of the target replica set (TRS)."""
     return next((r for r in reassignment if r in live and r in isr), None)
 
 
@@ -116,7 +116,7 @@ def select_reassigned(
     live: Collection[int],
     controller_epoch: int,
 ) -> Election:
-    """ReassignedPartitionLeaderSelector: ISR unchanged; receivers = all of RAR."""
+    """ReassignedPartitionLeaderSelector: ISR unchanged; receivers = all of TRS."""
     leader = reassign_leader(reassignment, current.isr, live)
     if leader is None:
         raise LeaderElectionError(

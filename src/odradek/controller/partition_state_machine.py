@@ -276,7 +276,7 @@ class PartitionStateMachine:
             case ElectionStrategy.OFFLINE_UNCLEAN:
                 return select_offline(current, assignment, live, allow_unclean, ctx.epoch)
             case ElectionStrategy.REASSIGN:
-                # KafkaController.onPartitionReassignment sets AR to RAR in memory first.
+                # KafkaController.onPartitionReassignment sets RS to TRS in memory first (B2).
                 return select_reassigned(current, assignment, live, ctx.epoch)
             case ElectionStrategy.PREFERRED:
                 return select_preferred(current, assignment, live, ctx.epoch)

@@ -1,38 +1,59 @@
-"""Partition reassignment: KafkaController.onPartitionReassignment and the code around it.
+"""Partition reassignment: KafkaController.onPartitionReassignment (Kafka 2.4+, KIP-455) and
+the code around it. Its steps carry the labels of Kafka's source.
 
-Moving a partition from its old assigned replicas (OAR) to new ones (RAR) takes twelve steps,
-as the Kafka Controller Internals design lays them out:
+Kafka's notation: RS is the partition's replica set, ORS its original replica set, TRS the
+target (reassigned) replica set, AR the replicas being added (TRS - ORS), RR the replicas being
+removed (ORS - TRS), ISR the in-sync replicas. In ``ReplicaAssignment``: ``replicas`` is RS,
+``adding`` AR, ``removing`` RR, ``original_replicas`` ORS, ``target_replicas`` TRS.
 
- 1. AR (the assigned replicas) = OAR + RAR, in ZooKeeper and in memory;
- 2. LeaderAndIsr to every replica in OAR + RAR, with that AR (the leader epoch bumped, so
-    brokers take it);
- 3. RAR - OAR -> NewReplica: the new replicas start and fetch from the leader;
- 4. wait until every replica of RAR is in the ISR (the leaders' ISR changes reach the
-    controller as IsrChangeNotification; ``on_isr_change`` checks);
- 5. RAR - OAR -> OnlineReplica;
- 6. AR = RAR in memory;
- 7. a leader outside RAR (or dead) is replaced by the ReassignedPartitionLeaderSelector (a live
-    in-sync replica of RAR); a leader in RAR gets a new leader epoch. Either way RAR hears
-    the new AR;
- 8. OAR - RAR -> OfflineReplica, which takes them out of the ISR;
- 9. OAR - RAR -> NonExistentReplica: StopReplica with delete;
-10. AR = RAR in ZooKeeper;
-11. the partition leaves /admin/reassign_partitions;
-12. UpdateMetadata of the partition to every broker.
+Phase U, the assignment update (``_reassign``):
+ U1. RS = ORS + TRS, with AR and RR, in ZooKeeper (the topic znode);
+ U2. the same in memory;
+ U3. replicas that a replaced or cancelled reassignment was adding and this one does not want
+     are stopped and deleted (``_without_zombies``; one in the ISR is kept as a replica being
+     removed instead).
+Phase A, while TRS is not all in the ISR (``_reassign``):
+ A1. LeaderAndIsr to every replica of RS, with that RS (the leader epoch bumped, so brokers
+     take it);
+ A2. AR -> NewReplica: the new replicas start and fetch from the leader.
+ Then the wait: the leaders add the new replicas to the ISR as they catch up; their ISR changes
+ reach the controller as IsrChangeNotification, and ``on_isr_change`` checks whether TRS is in
+ the ISR (Kafka's isReassignmentComplete).
+Phase B, once TRS is in the ISR (``_complete``):
+ B1. AR -> OnlineReplica;
+ B2. RS = TRS in memory;
+ B3. a leader outside TRS (or dead) is replaced by the ReassignedPartitionLeaderSelector (a live
+     in-sync replica of TRS); a leader in TRS gets a new leader epoch. Either way TRS hears the
+     new RS;
+ B4. RR -> OfflineReplica, which takes them out of the ISR;
+ B5. RR -> NonExistentReplica: StopReplica with delete;
+ B6. RS = TRS, AR = RR = [] in ZooKeeper;
+ B7. the partition leaves /admin/reassign_partitions;
+ B8. UpdateMetadata of the partition to every broker.
 
-For OAR {1,2,3} and RAR {4,5,6} the topic znode and the partition state go through
-AR {1,2,3} 1/{1,2,3} -> AR {1..6} 1/{1,2,3} (step 1) -> 1/{1..6} (step 4: the leader adds the
-caught-up replicas) -> 4/{1..6} (step 7) -> 4/{4,5,6} (step 8) -> AR {4,5,6} (step 10).
+Kafka's example, ORS {1,2,3} and TRS {4,5,6} (both fixed throughout): the topic znode and the
+partition state after each step that changes them (tests/controller/test_reassignment_steps.py
+checks the sequence):
 
-The assignment in ZooKeeper changes to RAR last because until then it is the only durable
-record of OAR: a controller that dies at any step leaves AR = OAR + RAR with the replicas being
-added and removed (KIP-455's adding_replicas / removing_replicas in the topic znode), and the
-next one resumes from there (``resume``). Each step is idempotent, so resuming one that was
-already done is harmless.
+    after      RS              AR       RR       leader  ISR
+    (start)    {1,2,3}         {}       {}       1       {1,2,3}
+    U1         {4,5,6,1,2,3}   {4,5,6}  {1,2,3}  1       {1,2,3}
+    caught up  {4,5,6,1,2,3}   {4,5,6}  {1,2,3}  1       {1,2,3,4,5,6}  (phase B follows)
+    B3         {4,5,6,1,2,3}   {4,5,6}  {1,2,3}  4       {1,2,3,4,5,6}
+    B4         {4,5,6,1,2,3}   {4,5,6}  {1,2,3}  4       {4,5,6}
+    B6         {4,5,6}         {}       {}       4       {4,5,6}
+
+(Kafka's table labels the second row "step A2", the state once phase A is done.)
+
+The assignment in ZooKeeper changes to TRS last (B6) because until then it is the only durable
+record of ORS: a controller that dies at any step leaves RS = ORS + TRS with AR and RR
+(KIP-455's adding_replicas / removing_replicas in the topic znode), and the next one resumes
+from there (``resume``). Each step is idempotent, so resuming one that was already done is
+harmless.
 
 Two ways in, as in Kafka 2.4+: the /admin/reassign_partitions znode in Kafka's JSON format
 (``on_zk_reassignment``) and the AlterPartitionReassignments API (``trigger``), whose
-cancellation (no target) moves the partition back to OAR. Unlike Kafka, which runs the steps
+cancellation (no target) moves the partition back to ORS. Unlike Kafka, which runs the steps
 one partition at a time, every step here is one batch for all the partitions an event moves:
 one ZooKeeper multi per write and one request per broker, so reassigning 1,000 partitions
 costs a handful of round trips, not thousands.
@@ -134,8 +155,9 @@ class ReassignmentManager:
         return {tp for tp, r in results.items() if r is None}
 
     def on_isr_change(self, tps: Iterable[TopicPartition]) -> None:
-        """Step 4's wait: partitions whose RAR has all joined the ISR complete now (Kafka's
-        PartitionReassignmentIsrChange). ``tps``' leaderships were just read."""
+        """The wait between phases A and B: partitions whose TRS has all joined the ISR go
+        through phase B now (Kafka's PartitionReassignmentIsrChange). ``tps``' leaderships
+        were just read."""
         ctx = self._ctx
         done = {tp: ctx.partition_full_replica_assignment(tp) for tp in tps
                 if ctx.is_being_reassigned(tp)}
@@ -225,31 +247,32 @@ class ReassignmentManager:
             return None
         return current.reassign_to(target)
 
-    # -- the twelve steps -----------------------------------------------------------------------
+    # -- onPartitionReassignment: phases U, A and B -------------------------------------------
     def _reassign(self, assignments: dict[TopicPartition, ReplicaAssignment]) -> None:
-        """KafkaController.onPartitionReassignment for a batch of partitions: steps 1-3 for
-        those whose RAR is not yet in sync, steps 5-12 for the others."""
+        """KafkaController.onPartitionReassignment for a batch of partitions: phase U (U1-U3),
+        then phase A (A1-A2) for those whose TRS is not yet in the ISR, phase B for the others."""
         ctx = self._ctx
         for tp, lai in self._zk.get_partition_states(sorted(assignments)).items():
             ctx.put_partition_leadership(tp, lai)
         assignments, unneeded = self._without_zombies(assignments)
-        # step 1: AR = OAR + RAR, in ZooKeeper (only where it changes: resuming rewrites nothing)
+        # U1-U2: RS = ORS + TRS with AR and RR, in ZooKeeper then in memory (only where it
+        # changes: resuming rewrites nothing)
         changed = {tp: a for tp, a in assignments.items()
                    if ctx.partition_full_replica_assignment(tp) != a}
         if changed:
             self._zk.set_replica_assignments(changed)
             for tp, a in changed.items():
                 ctx.update_partition_full_replica_assignment(tp, a)
-        if unneeded:
+        if unneeded:  # U3
             self._stop_removed_replicas(unneeded)
-        # a cancellation, or a target equal to OAR, has nothing to wait for
+        # a cancellation, or a target equal to ORS, has nothing to wait for
         done = {tp: a for tp, a in assignments.items()
                 if not a.is_being_reassigned or self._caught_up(tp, a)}
         started = {tp: a for tp, a in assignments.items() if tp not in done}
         if started:
-            # step 2: every replica of OAR + RAR hears AR = OAR + RAR, under a new leader epoch
+            # A1: every replica of RS hears RS = ORS + TRS, under a new leader epoch
             self._bump_leader_epochs(started)
-            # step 3: RAR - OAR -> NewReplica (a resumed reassignment's are already started)
+            # A2: AR -> NewReplica (a resumed reassignment's are already started)
             adding = [PartitionReplica(tp, r) for tp, a in started.items() for r in a.adding]
             self._replicas.handle_state_changes(
                 [pr for pr, s in zip(adding, ctx.replica_states(adding)) if s is _R.NON_EXISTENT],
@@ -262,7 +285,8 @@ class ReassignmentManager:
                 self._partitions.handle_state_changes(leaderless, PartitionStatus.ONLINE,
                                                       ElectionStrategy.OFFLINE)
                 self.on_isr_change(leaderless)
-            # step 4 is the wait: on_isr_change (or on_brokers_started) carries on
+            # then the wait for TRS to join the ISR: on_isr_change (or on_brokers_started)
+            # runs phase B
         if done:
             self._complete(done)
 
@@ -270,7 +294,7 @@ class ReassignmentManager:
                          ) -> tuple[dict[TopicPartition, ReplicaAssignment], list[PartitionReplica]]:
         """Replicas that an earlier, replaced (or cancelled) reassignment of a partition was
         adding and this one does not want (KIP-455's zombie replicas): those out of the ISR
-        are returned to be stopped and deleted now, as Kafka does. One in the ISR is kept as a
+        are returned to be stopped and deleted now, as Kafka's U3 does. One in the ISR is kept as a
         replica being removed instead, so it goes only once leadership has moved to a target
         replica in the ISR: Kafka stops it at once, which, when it is the last in-sync replica
         (its original replicas died while it led), leaves the partition offline and deletes
@@ -289,18 +313,18 @@ class ReassignmentManager:
         return kept, unneeded
 
     def _complete(self, assignments: dict[TopicPartition, ReplicaAssignment]) -> None:
-        """Steps 5-12 for partitions whose RAR is all in the ISR."""
+        """Phase B (B1-B8) for partitions whose TRS is all in the ISR."""
         ctx = self._ctx
-        # step 5: RAR - OAR -> OnlineReplica
+        # B1: AR -> OnlineReplica
         adding = [PartitionReplica(tp, r) for tp, a in assignments.items() for r in a.adding]
         self._replicas.handle_state_changes(
             [pr for pr, s in zip(adding, ctx.replica_states(adding)) if s is not _R.ONLINE],
             _R.ONLINE)
-        # step 6: AR = RAR in memory
+        # B2: RS = TRS in memory
         for tp, a in assignments.items():
             ctx.update_partition_full_replica_assignment(tp, ReplicaAssignment(a.target_replicas))
-        # step 7: the leader moves into RAR if it is not there or not alive, else RAR hears
-        # AR = RAR under a new leader epoch
+        # B3: the leader moves into TRS if it is not there or not alive, else TRS hears
+        # RS = TRS under a new leader epoch
         move, keep = [], {}
         for tp, a in assignments.items():
             lai = ctx.partition_leadership(tp)
@@ -313,7 +337,7 @@ class ReassignmentManager:
             sorted(move), PartitionStatus.ONLINE, ElectionStrategy.REASSIGN).items()
             if isinstance(r, Exception)}
         failed.update(self._bump_leader_epochs(keep))
-        # not one live in-sync replica of RAR to lead (it died since it joined the ISR): a
+        # not one live in-sync replica of TRS to lead (it died since it joined the ISR): a
         # partition with replicas to remove stays mid-reassignment, which a broker's return or
         # the next ISR change picks up again (its old replicas must keep serving meanwhile);
         # one with none (a cancellation) is done, and offline like any leaderless partition
@@ -326,20 +350,20 @@ class ReassignmentManager:
             assignments = {tp: a for tp, a in assignments.items() if tp not in failed}
             if not assignments:
                 return
-        # steps 8-9: OAR - RAR -> OfflineReplica (out of the ISR) -> NonExistentReplica
+        # B4-B5: RR -> OfflineReplica (out of the ISR) -> NonExistentReplica
         self._stop_removed_replicas([PartitionReplica(tp, r) for tp, a in assignments.items()
                                      for r in a.removing])
-        # the requests so far go out now: once step 10 is written nothing records that OAR's
-        # replicas were ever replicas, so if this controller were deposed at step 10 or 11
+        # the requests so far go out now: once B6 is written nothing records that ORS's
+        # replicas were ever replicas, so if this controller were deposed at B6 or B7
         # (which drops an event's unsent requests) the next one would never stop them, and a
         # stale leader among them could go on taking writes from clients with old metadata
         self._batch.send_requests(ctx.epoch)
-        # step 10: AR = RAR in ZooKeeper, the last record of OAR gone
+        # B6: RS = TRS (AR and RR empty) in ZooKeeper, the last record of ORS gone
         self._zk.set_replica_assignments({tp: ReplicaAssignment(a.target_replicas)
                                           for tp, a in assignments.items()})
-        # step 11: the partitions leave /admin/reassign_partitions
+        # B7: the partitions leave /admin/reassign_partitions
         self._remove_from_znode(assignments)
-        # step 12: every broker learns the partitions' new replicas and leadership
+        # B8: UpdateMetadata: every broker learns the partitions' new replicas and leadership
         self._batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids(), sorted(assignments))
         logger.info("reassignment of %d partitions completed: %s", len(assignments),
                     ", ".join(f"{tp} -> {list(a.target_replicas)}"
@@ -364,7 +388,7 @@ class ReassignmentManager:
                             ) -> dict[TopicPartition, Exception]:
         """Kafka's updateLeaderEpochAndSendRequest for a batch: the leader and ISR kept, the
         leader epoch bumped (brokers ignore a LeaderAndIsr that does not raise it), and every
-        replica of the partition's current AR told. Returns the partitions it could not do.
+        replica of the partition's current RS told (A1, and B3 for a leader that stays). Returns the partitions it could not do.
         The states were read at the start of the event; a leader's ISR write since fails the
         conditional write, and the retry reads again (LeaderAndIsrUpdate)."""
         ctx = self._ctx
@@ -382,12 +406,12 @@ class ReassignmentManager:
 
     # -- helpers ------------------------------------------------------------------------------
     def _caught_up(self, tp: TopicPartition, assignment: ReplicaAssignment) -> bool:
-        """Kafka's isReassignmentComplete: every replica of RAR is in the ISR."""
+        """Kafka's isReassignmentComplete: every replica of TRS is in the ISR."""
         lai = self._ctx.partition_leadership(tp)
         return lai is not None and set(assignment.target_replicas).issubset(lai.isr)
 
     def _remove_from_znode(self, tps: Iterable[TopicPartition]) -> None:
-        """Step 11 (Kafka's removePartitionsFromZkReassignment): rewritten without ``tps``,
+        """B7 (Kafka's removePartitionsFromZkReassignment): rewritten without ``tps``,
         deleted once empty; untouched when it names none of them."""
         tps = set(tps)
         if not tps:

@@ -21,6 +21,7 @@ from odradek.controller.timing import EventTimer
 #: topic being deleted, so that brokers drop them from their metadata
 LEADER_DURING_DELETE = -2
 from odradek.protocol.controller_api import (
+    ControllerRequest,
     LeaderAndIsrRequest,
     StopReplicaRequest,
     UpdateMetadataRequest,
@@ -161,7 +162,7 @@ class ControllerBrokerRequestBatch:
             self._timer = None
             self.clear()
 
-    def _send(self, broker: int, request: object, is_lai: bool = False, partitions: int = 0,
+    def _send(self, broker: int, request: ControllerRequest, is_lai: bool = False, partitions: int = 0,
               then: Callable[[object], None] | None = None) -> None:
         timer = self._timer
         tracked = None if timer is None else timer.track(is_lai, partitions)

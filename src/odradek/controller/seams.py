@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Protocol
 
 from odradek.common.metadata import BrokerInfo, LeaderAndIsr, ReplicaAssignment, TopicAssignment, TopicPartition
+from odradek.protocol.controller_api import ControllerRequest, Response
 from odradek.zk.errors import ControllerMovedError
 
 __all__ = ["BrokerChannel", "ControllerMovedError", "ControllerZk", "PendingLeaderAndIsrWrites"]
@@ -126,5 +127,6 @@ class BrokerChannel(Protocol):
     def remove_broker(self, broker_id: int) -> None: ...
 
     def send(
-        self, broker_id: int, request: object, callback: Callable[[object], None] | None = None
+        self, broker_id: int, request: ControllerRequest,
+        callback: Callable[[Response | Exception], None] | None = None
     ) -> None: ...

@@ -30,7 +30,7 @@ class StateChangeLog:
         self._logger = logging.getLogger(LOGGER_NAME)
         #: (format function, its arguments, keyword arguments) per record, or per batch of
         #: replica records; each function gives the lines of its record(s)
-        self._records: list[tuple[Callable[..., Iterable[str]], tuple, dict[str, Any]]] = []
+        self._records: list[tuple[Callable[..., Iterable[str]], tuple[Any, ...], dict[str, Any]]] = []
         self._pending = 0  # lines in _records
 
     @property

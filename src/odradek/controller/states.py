@@ -2,7 +2,7 @@
 
 A leaf module: the context (controller_context.py), both state machines and the managers
 built on them (topic deletion, reassignment) import it, and it imports none of them, so the
-context no longer reaches into the state machines for their enums. The transition tables
+context need not reach into the state machines for their enums. The transition tables
 (VALID_PREVIOUS) stay with the machines that enforce them.
 """
 from __future__ import annotations

@@ -73,8 +73,9 @@ class EventTimer:
 
         def done(result: object) -> None:
             now = time.time()
+            error_code: object = getattr(result, "error_code", 0)
             with self._lock:
-                if isinstance(result, Exception) or getattr(result, "error_code", 0):
+                if isinstance(result, Exception) or error_code:
                     self.record["errors"] += 1
                 self._outstanding -= 1
                 if is_lai:

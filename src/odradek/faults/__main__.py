@@ -97,14 +97,16 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
     brokers_exited: list[str] = []
     try:
         cluster.start()
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "logger": LOGGER})
+        # confluent_kafka types conf values as str/int/float/bool; its "logger" setting takes a Logger
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "logger": LOGGER})  # type: ignore[dict-item]
         for future in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)]).values():
             future.result(60)
         producers = [KeyedProducer(i, cluster.bootstrap_servers, TOPIC, 10, args.rate, trouble)
                      for i in range(args.producers)]
         consumer = TailingConsumer(cluster.bootstrap_servers, TOPIC, PARTITIONS, trouble)
-        for client in (*producers, consumer):
-            client.start()
+        for producer in producers:
+            producer.start()
+        consumer.start()
         time.sleep(2.0)
         nemesis = Nemesis(cluster, TOPIC, args.seed, tuple(args.kinds.split(",")))
         pause = random.Random(args.seed + 1)

@@ -31,7 +31,9 @@ def read_everything(bootstrap: str, topic: str, partitions: int,
             msg = consumer.poll(0.5)
             if msg is None or msg.error() is not None:
                 continue
-            out[msg.partition()].append((msg.offset(), msg.value()))
+            partition, offset, value = msg.partition(), msg.offset(), msg.value()
+            assert partition is not None and offset is not None and value is not None  # KeyedProducer's records
+            out[partition].append((offset, value))
         return out
     finally:
         consumer.close()
@@ -40,7 +42,7 @@ def read_everything(bootstrap: str, topic: str, partitions: int,
 def judge(log: dict[int, list[tuple[int, bytes]]],
           acked: dict[Value, tuple[int, int | None]]) -> dict[str, list[str]]:
     """The anomalies in what was read, given where each acknowledged value was said to land."""
-    at: dict[tuple[int, int], Value] = {}
+    at: dict[tuple[int, int | None], Value] = {}
     seen: dict[Value, list[tuple[int, int]]] = {}
     by_key: dict[tuple[int, str], list[tuple[int, int, int]]] = {}  # (producer, key) -> (partition, offset, seq)
     for partition, entries in log.items():
@@ -62,8 +64,8 @@ def judge(log: dict[int, list[tuple[int, bytes]]],
             inconsistent.append(f"{where}: acknowledged {value}, read {at.get(where)}")
     duplicates = [f"{v} at {w}" for v, w in seen.items() if len(w) > 1]
     reordered = []
-    for key, entries in by_key.items():
-        seqs = [seq for _, _, seq in sorted(entries)]
+    for key, key_entries in by_key.items():
+        seqs = [seq for _, _, seq in sorted(key_entries)]
         if seqs != sorted(seqs):
             reordered.append(f"{key}: sequence numbers in log order {_first_inversion(seqs)}")
     return {"lost": lost, "inconsistent_offsets": inconsistent, "duplicates": duplicates,

@@ -143,14 +143,17 @@ class TailingConsumer:
                 return
             if msg is None:
                 continue
-            if msg.error() is not None:
-                if msg.error().code() != KafkaError._PARTITION_EOF:
-                    self.trouble.consumer_errors.append(str(msg.error()))
+            error = msg.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    self.trouble.consumer_errors.append(str(error))
                 continue
-            last = self._last.get(msg.partition(), -1)
-            if msg.offset() <= last:
-                self.trouble.non_monotonic_polls.append(f"partition {msg.partition()}: {last} then {msg.offset()}")
-            self._last[msg.partition()] = msg.offset()
+            partition, offset = msg.partition(), msg.offset()
+            assert partition is not None and offset is not None  # set on every message without an error
+            last = self._last.get(partition, -1)
+            if offset <= last:
+                self.trouble.non_monotonic_polls.append(f"partition {partition}: {last} then {offset}")
+            self._last[partition] = offset
             self.received += 1
 
     def start(self) -> None:

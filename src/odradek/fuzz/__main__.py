@@ -1,8 +1,8 @@
 """``python -m odradek.fuzz``: fuzz the broker's request path and print what happened.
 
 Volume comes from a deterministic pseudo-random byte-mutation loop over valid requests driving
-the broker in-process (inprocess.py): a frame costs 0.25-0.45 ms of a core there, so a million
-take minutes on two cores, where Hypothesis, which spends most of its time deciding what to
+the broker in-process (inprocess.py): a frame costs well under a millisecond there, so a
+million take minutes, where Hypothesis, which spends most of its time deciding what to
 generate and shrinking, manages about a thousand examples a second at best. Hypothesis drives
 the schema-aware generator (structured.py) in the tests instead, where a failure should
 shrink to a minimal request. A sample of the same cases then goes over TCP to a live broker

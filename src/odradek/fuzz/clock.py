@@ -4,42 +4,24 @@ A Fetch may long-poll for as long as its max_wait says, a Produce with acks=all 
 timeout, CreateTopics waits for the new topic's leaders: mutated frames ask for waits of up to
 2^31 ms. To tell "waits as asked" from "hangs" without spending that time, the event loop runs
 on a clock that jumps to the next timer whenever nothing is ready, and ``time.monotonic`` (which
-the handlers read for their own deadlines) reads the same clock while it is installed. Work
-handed to threads (``asyncio.to_thread``: the stand-in ZooKeeper calls) runs inline, so nothing
-happens behind the clock's back and every run is deterministic.
+the handlers read for their own deadlines) reads the same clock while it is installed (the
+VirtualClock of odradek.common.clock, re-exported here). Work handed to threads
+(``asyncio.to_thread``: the stand-in ZooKeeper calls) runs inline, so nothing happens behind
+the clock's back and every run is deterministic.
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import selectors
-import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
+
+from odradek.common.clock import VirtualClock
+
+__all__ = ["VirtualClock", "new_loop"]
 
 
-class VirtualClock:
-    """Real monotonic time plus every jump the loop made while idle."""
-
-    def __init__(self) -> None:
-        self._real: Callable[[], float] = time.monotonic
-        self.skipped = 0.0
-
-    def monotonic(self) -> float:
-        return self._real() + self.skipped
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[None]:
-        """``time.monotonic`` reads this clock inside the block (asyncio's loops read it too)."""
-        saved = time.monotonic
-        time.monotonic = self.monotonic
-        try:
-            yield
-        finally:
-            time.monotonic = saved
-
-
-class _JumpingSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+class _JumpingSelector(selectors.DefaultSelector):
     """Reports ready file descriptors (the loop's own wake-up pipe) at once; when none are
     ready, jumps the clock to the loop's next timer instead of sleeping until it."""
 
@@ -53,7 +35,7 @@ class _JumpingSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-ty
             return ready
         if timeout is None:
             raise RuntimeError("event loop idle with no timer: nothing could ever wake it")
-        self._clock.skipped += timeout
+        self._clock.advance(timeout)
         return []
 
 

@@ -253,8 +253,10 @@ class InProcessBroker:
                 body = {"transactional_id": None, "acks": 1, "timeout": 1000, "topic_data": [
                     {"name": t.guarded, "partition_data": [{"index": p, "records": templates.batch(3 + p)}]}]}
                 self.request(kio_util.encode_request(0, 9, 3, "setup", body))
+        guarded_1 = self.replica_manager.get(TopicPartition(t.guarded, 1))
+        assert guarded_1 is not None  # made by the LeaderAndIsr above
         body = {"replica_id": OTHER.id, "max_wait": 0, "min_bytes": 0, "topics": [{"topic": t.guarded, "partitions": [
-            {"partition": 1, "fetch_offset": self.replica_manager.get(TopicPartition(t.guarded, 1)).log_end_offset,
+            {"partition": 1, "fetch_offset": guarded_1.log_end_offset,
              "partition_max_bytes": 1024}]}], "forgotten_topics_data": []}
         self.request(kio_util.encode_request(1, 12, 4, "setup", body))
         self.replica_manager.checkpoint_high_watermarks()

@@ -28,7 +28,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import AbstractSet, Any, Callable
 
 from odradek.broker.connection import CloseConnection, KafkaConnection
 from odradek.common.metadata import TopicPartition
@@ -124,7 +124,8 @@ def _signature(tb: str) -> str:
 
 
 def _responses(out: bytes) -> tuple[list[bytes], bool]:
-    frames, pos = [], 0
+    frames: list[bytes] = []
+    pos = 0
     while len(out) - pos >= 4:
         (size,) = struct.unpack_from(">i", out, pos)
         if size < 0 or len(out) - pos - 4 < size:
@@ -336,7 +337,7 @@ class InProcessRun:
 
     @staticmethod
     def _only_appends(before: harness.Snapshot, after: harness.Snapshot, allowed: set[TopicPartition],
-                      deleting: set[TopicPartition] = frozenset()) -> bool:  # type: ignore[assignment]
+                      deleting: AbstractSet[TopicPartition] = frozenset()) -> bool:
         """Only appends to ``allowed`` sink partitions changed anything, and log starts moved up
         only where a DeleteRecords named the partition."""
         if before.metadata != after.metadata or before.fence != after.fence:

@@ -65,7 +65,7 @@ def expect(frame: bytes | memoryview, fence: tuple[int, int]) -> Expectation:
         except Exception:  # noqa: BLE001 - any decoding failure means "not a request"
             return exp
         exp.response, exp.request = (api_key, version), request
-        if api_key == controller_api.API_CONTROLLED_SHUTDOWN:
+        if isinstance(request, controller_api.ControlledShutdownRequest):
             exp.wait_s = 60.0  # answered by the controller, which may take its time
         else:
             exp.controller_write = (request.controller_epoch >= fence[0]
@@ -135,12 +135,12 @@ def check_response(exp: Expectation, frame: bytes | memoryview) -> Verdict:
         else:
             cls = kio_util.response_class(api_key, version)
             header, pos = entity_reader(cls.__header_schema__)(frame, 0)
-            body, size = entity_reader(cls)(frame, pos)
+            payload, size = entity_reader(cls)(frame, pos)
             if pos + size != len(frame):
                 return Verdict(False, problem=f"{len(frame) - pos - size} bytes after the response body")
             correlation_id = header.correlation_id
-            has_error = _has_error(body)
-            written = _written(body) if api_key == api_keys.PRODUCE else frozenset()
+            has_error = _has_error(payload)
+            written = _written(payload) if api_key == api_keys.PRODUCE else frozenset()
     except Exception as exc:  # noqa: BLE001 - a response that does not decode is the finding
         return Verdict(False, problem=f"response does not decode: {exc!r}")
     if correlation_id != exp.correlation_id:
@@ -172,7 +172,8 @@ def split_frames(stream: bytes, max_frame_bytes: int) -> tuple[list[bytes], str]
     """The frames a Kafka peer cuts ``stream`` into, and how the stream ends: "whole", "partial"
     (a frame still incomplete: the peer waits for the rest) or "bad-size" (a size no peer may
     send: the connection closes)."""
-    frames, pos = [], 0
+    frames: list[bytes] = []
+    pos = 0
     while len(stream) - pos >= 4:
         (size,) = _SIZE.unpack_from(stream, pos)
         if size < 0 or size > max_frame_bytes:

@@ -133,7 +133,7 @@ class Walker:
         raise ValueError(f"no generator for kafka type {kind!r}")
 
     def entity(self, cls: type, depth: int = 0) -> Any:
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         for name, kind, nested, is_tuple, nullable in _plan(cls):
             if nullable and self.c.integer(0, 5) == 0:
                 kwargs[name] = None

@@ -19,7 +19,9 @@ import select
 import socket
 import struct
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from odradek.admin.zookeeper import connect_zk
 from odradek.fuzz import oracle, templates
@@ -31,10 +33,10 @@ from odradek.protocol.records import build_batch
 GRACE_S = 5.0
 LONGEST_WAIT_S = 3.0
 QUIET_S = 0.05  # how long a frame the broker must not answer (incomplete, acks=0) is watched
-#: CreateTopics asking for more partitions are not sent: the broker builds the whole replica
-#: assignment before it checks its size (admin_apis._plan_topic), and for 2^31 partitions it
-#: grew to 24 GB and the kernel's OOM killer ended it (in-process runs see such a request as a
-#: hang, stopped at inprocess.WALL_LIMIT_S)
+#: CreateTopics asking for more partitions are not sent: the broker refuses them before it
+#: assigns replicas (topic_admin.check_partition_count_fits), but a broker that assigned first
+#: would grow to 24 GB for 2^31 partitions and be OOM-killed, ending the TCP run rather than
+#: failing one case
 MAX_PARTITIONS_SENT = 1_000_000
 
 
@@ -83,7 +85,7 @@ class _Peer:
                 return None
             self._buf += chunk
 
-    def request(self, api_key: int, version: int, body: dict) -> object:
+    def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
         self.connect().sendall(kio_util.encode_request(api_key, version, 1, "fuzz-setup", body))
         frame = self.read_frame(30)
         if frame is None:
@@ -118,7 +120,7 @@ def set_up(peer: _Peer, t: templates.Topology) -> None:
         body = {"acks": -1, "timeout": 30000, "topic_data": [{"name": t.guarded, "partition_data": [
             {"index": p, "records": build_batch([(b"k", b"v" * (p + 1))] * 3, timestamp_ms=templates.BATCH_TIMESTAMP_MS)}]}]}
         resp = peer.request(0, 9, body)
-        code = int(resp.responses[0].partition_responses[0].error_code)  # type: ignore[attr-defined]
+        code = int(resp.responses[0].partition_responses[0].error_code)
         if code != 0:
             raise RuntimeError(f"set-up produce to {t.guarded}-{p} failed with error {code}")
 
@@ -129,7 +131,7 @@ def _stored(peer: _Peer, t: templates.Topology, data_dir: Path) -> tuple[object,
     for p in range(t.guarded_partitions):
         resp = peer.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
             {"name": t.guarded, "partitions": [{"partition_index": p, "current_leader_epoch": -1, "timestamp": -1}]}]})
-        ends.append(resp.topics[0].partitions[0].offset)  # type: ignore[attr-defined]
+        ends.append(resp.topics[0].partitions[0].offset)
     digest = hashlib.sha256()
     for part in sorted(data_dir.glob(f"{t.guarded}-*")):
         for f in sorted(part.glob("*.log")):
@@ -140,10 +142,10 @@ def _stored(peer: _Peer, t: templates.Topology, data_dir: Path) -> tuple[object,
 def _topics(peer: _Peer) -> set[str]:
     resp = peer.request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
                                 "include_topic_authorized_operations": False})
-    return {t.name for t in resp.topics}  # type: ignore[attr-defined]
+    return {t.name for t in resp.topics}
 
 
-def run(host: str, port: int, zookeeper: str, broker_data_dir: Path, broker_alive: "callable[[], bool]",
+def run(host: str, port: int, zookeeper: str, broker_data_dir: Path, broker_alive: Callable[[], bool],
         frames: int, stream_number: int) -> Report:
     """Send ``frames`` fuzz frames to the broker at host:port (broker id 1, data in
     ``broker_data_dir``); ``broker_alive`` says whether its process still runs."""

@@ -44,14 +44,13 @@ every step of that sequence.
 Where odradek differs from Kafka: keyless records are kept (Kafka refuses them at produce time
 on a compacted topic and its cleaner drops any it meets; odradek's produce path keeps batches
 opaque and does not check); the offset map is a Python dict keyed by each key's MD5, about 128
-bytes an entry (measured with tracemalloc at 500,000 keys), so log.cleaner.dedupe.buffer.size
-buys about a sixth of the keys it buys Kafka (24-byte entries); no I/O throttling; one thread.
+bytes an entry, so log.cleaner.dedupe.buffer.size buys about a sixth of the keys it buys Kafka
+(24-byte entries); no I/O throttling; one thread.
 
-Speed, measured on this machine: a log of 200,000 records of 100 bytes in 50-record batches
-(23.7 MB, 20,000 keys) cleaned to 3.1 MB in 4.7 s, 5 MB/s or 43,000 records/s, most of it
-Python parsing varints and hashing keys. The thread holds the GIL while it does, so a broker
-cleaning a large log shares a core with its event loop for that long (CPython switches every
-5 ms); Kafka's cleaner threads run beside the request threads.
+Cleaning is Python parsing varints and hashing keys (its speed: docs/benchmarks-history.md,
+"Log cleaner"). The thread holds the GIL while it does, so a broker cleaning a large log shares
+a core with its event loop for that long (CPython switches every 5 ms); Kafka's cleaner threads
+run beside the request threads.
 """
 from __future__ import annotations
 
@@ -82,7 +81,7 @@ logger = logging.getLogger("odradek.log.cleaner")
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size (Kafka's default)
-BYTES_PER_ENTRY = 128  # a dict entry of a 16-byte digest and an int offset, measured
+BYTES_PER_ENTRY = 128  # a dict entry of a 16-byte digest and an int offset, as tracemalloc counts it
 LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
 _WRITE_CHUNK = 1 << 20
 

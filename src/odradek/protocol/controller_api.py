@@ -275,7 +275,7 @@ class _PartitionErrors(Type):
     def decode(self, buf: memoryview, pos: int) -> tuple[Mapping[TopicPartition, int], int]:
         """Checks the layout now and builds the mapping only when it is read: the controller
         waits on a failover's 10,000-entry responses in a process whose broker is busy taking
-        on the new roles, and building them there took 0.2 s of contended GIL time."""
+        on the new roles, where building them costs contended GIL time (0.2 s)."""
         n, start = _count(buf, pos, 8)
         pos = start
         unpack_size = _I16.unpack_from
@@ -437,7 +437,7 @@ def encode_request(req: ControllerRequest, correlation_id: int, client_id: str |
     return _with_size(parts)
 
 
-def _decode_broker(broker_id: int, endpoints: list[tuple], rack: str | None) -> BrokerInfo:
+def _decode_broker(broker_id: int, endpoints: list[tuple[int, str, str, int]], rack: str | None) -> BrokerInfo:
     """One UpdateMetadata broker; odradek brokers expose one PLAINTEXT listener, prefer it."""
     if not endpoints:
         raise SchemaError(f"broker {broker_id} has no endpoints")

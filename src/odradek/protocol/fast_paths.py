@@ -1,8 +1,8 @@
 """Hand-written encoders for the three messages on the replication hot path.
 
-kio encodes any message but costs 60-100 us per Produce/Fetch response in pure Python (measured
-here, see docs/benchmarks-history.md), which bounded acks=all throughput: each acknowledged batch costs one
-Produce response and two follower Fetch round trips. These encoders write the same bytes with
+kio encodes any message but costs 60-100 us per Produce/Fetch response in pure Python
+(docs/benchmarks-history.md), which bounds acks=all throughput: each acknowledged batch costs
+one Produce response and two follower Fetch round trips. These encoders write the same bytes with
 struct, and Fetch responses come back as a list of buffers so record data is never copied
 (`transport.writelines`). tests/protocol/test_fast_paths.py checks every version against kio.
 
@@ -123,9 +123,10 @@ def follower_fetch_request(correlation_id: int, client_id: str, replica_id: int,
     """FetchRequest v12 from a follower. Partitions: (partition, current_leader_epoch,
     fetch_offset, log_start_offset, partition_max_bytes); `forgotten` leaves a fetch session."""
     cid = client_id.encode()
-    out = [b"", struct.pack(">hhih", 1, 12, correlation_id, len(cid)), cid, b"\0",
-           struct.pack(">iiiibii", replica_id, max_wait_ms, 1, max_bytes, 0, session_id, session_epoch),
-           _uvarint(len(topics) + 1)]
+    out: list[bytes | memoryview] = [
+        b"", struct.pack(">hhih", 1, 12, correlation_id, len(cid)), cid, b"\0",
+        struct.pack(">iiiibii", replica_id, max_wait_ms, 1, max_bytes, 0, session_id, session_epoch),
+        _uvarint(len(topics) + 1)]
     for name, partitions in topics:
         out.append(_string(name, True))
         out.append(_uvarint(len(partitions) + 1))
@@ -134,10 +135,10 @@ def follower_fetch_request(correlation_id: int, client_id: str, replica_id: int,
             out.append(b"\0")
         out.append(b"\0")
     out.append(_uvarint(len(forgotten) + 1))
-    for name, partitions in forgotten:
+    for name, forgotten_partitions in forgotten:
         out.append(_string(name, True))
-        out.append(_uvarint(len(partitions) + 1))
-        out.append(b"".join(_I32.pack(p) for p in partitions))
+        out.append(_uvarint(len(forgotten_partitions) + 1))
+        out.append(b"".join(_I32.pack(p) for p in forgotten_partitions))
         out.append(b"\0")
     out.append(b"\x01\0")  # empty rack id, no tagged fields
-    return b"".join(_frame(out))  # type: ignore[arg-type]
+    return b"".join(_frame(out))

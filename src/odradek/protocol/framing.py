@@ -58,7 +58,7 @@ class FrameBuffer:
             spans.append((pos + 4, pos + 4 + size))
             pos += 4 + size
         if src is self._buf:
-            complete = bytes(self._buf[:pos]) if pos else b""
+            complete: bytes | bytearray = bytes(self._buf[:pos]) if pos else b""
             del self._buf[:pos]
         else:
             complete = src

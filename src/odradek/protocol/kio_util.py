@@ -19,17 +19,18 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 from odradek.protocol import wire_bounds
 
 
 @cache
-def request_class(api_key: int, version: int) -> type:
+def request_class(api_key: int, version: int) -> type[RequestPayload]:
     return load_request_schema(api_key, version)
 
 
 @cache
-def response_class(api_key: int, version: int) -> type:
+def response_class(api_key: int, version: int) -> type[ResponsePayload]:
     return load_response_schema(api_key, version)
 
 
@@ -80,7 +81,7 @@ def build(cls: type, data: dict[str, Any]) -> Any:
     for name, nested, has_default in _field_plan(cls):
         if name not in data:
             if not has_default:
-                raise KeyError(f"{cls.__qualname__} v{cls.__version__} needs field {name!r}")
+                raise KeyError(f"{cls.__qualname__} v{getattr(cls, '__version__')} needs field {name!r}")
             continue
         value = data[name]
         if nested is not None and value is not None:
@@ -104,9 +105,10 @@ def decode_request(frame: memoryview | bytes) -> tuple[Any, Any]:
     """
     api_key, version = struct.unpack_from(">hh", frame, 0)
     cls = request_class(api_key, version)
-    frame, body_at = wire_bounds.checked(cls.__header_schema__, frame, 0)
+    header_cls: type = cls.__header_schema__
+    frame, body_at = wire_bounds.checked(header_cls, frame, 0)
     frame, _end = wire_bounds.checked(cls, frame, body_at)
-    header, offset = _reader(cls.__header_schema__)(frame, 0)
+    header, offset = _reader(header_cls)(frame, 0)
     body, _size = _reader(cls)(frame, offset)
     return header, body
 
@@ -122,7 +124,8 @@ def encode_entity(header_cls: type, header: dict[str, Any], entity: Any) -> byte
     buf = io.BytesIO()
     buf.write(b"\0\0\0\0")
     _writer(header_cls)(buf, build(header_cls, header))
-    _writer(type(entity))(buf, entity)
+    entity_cls: type = type(entity)
+    _writer(entity_cls)(buf, entity)
     out = buf.getbuffer()
     struct.pack_into(">i", out, 0, len(out) - 4)
     del out
@@ -141,6 +144,7 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
 def decode_response(api_key: int, version: int, frame: memoryview | bytes) -> tuple[int, Any]:
     """Decode a response frame (without size prefix) into (correlation_id, body entity)."""
     cls = response_class(api_key, version)
-    header, offset = _reader(cls.__header_schema__)(frame, 0)
+    header_cls: type = cls.__header_schema__
+    header, offset = _reader(header_cls)(frame, 0)
     body, _size = _reader(cls)(frame, offset)
     return header.correlation_id, body

@@ -118,7 +118,7 @@ def iter_batches(buf: Buffer) -> Iterator[BatchHeader]:
 def check_crc(view: Buffer) -> bool:
     """True when the stored CRC-32C of the single batch in view matches its content."""
     view = memoryview(view)
-    (stored,) = _UINT32.unpack_from(view, 17)
+    stored: int = _UINT32.unpack_from(view, 17)[0]
     return crc32c.crc32c(view[CRC_START:]) == stored
 
 

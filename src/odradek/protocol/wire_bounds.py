@@ -2,12 +2,12 @@
 every null against the schema, before kio decodes the message.
 
 kio's native reader sizes an array's storage from the count on the wire before reading an
-element: an int32 count of 2^31-1 in any request made it ask for 32 GiB, and Rust aborts the
-whole process when an allocation fails, so one 60-byte frame killed the broker (found by the
-protocol fuzzer, odradek.fuzz). Apache Kafka refuses such a message as Kafka's
+element: an int32 count of 2^31-1 in any request makes it ask for 32 GiB, and Rust aborts the
+whole process when an allocation fails, so one 60-byte frame would kill the broker (the protocol
+fuzzer, odradek.fuzz, sends such frames). Apache Kafka refuses such a message as Kafka's
 ``readArraySize`` does: a count or length larger than the bytes left is malformed. kio also
 reads a null (count or length -1) where the schema allows none as None, which handlers then
-iterate or echo back and fail on (found the same way); Kafka's generated readers refuse those
+iterate or echo back and fail on; Kafka's generated readers refuse those
 as malformed too, and so does this. The checks
 are compiled once per message class from kio's own schema (the field types kio's writer
 dispatches on), and a run of fixed-size fields, or an array of fixed-size structs, is skipped
@@ -203,7 +203,7 @@ def _nested(hint: Any) -> tuple[type | None, bool, bool]:
     inner = next((a for a in args if a is not type(None)), hint) if nullable else hint
     is_tuple = typing.get_origin(inner) is tuple
     element = typing.get_args(inner)[0] if is_tuple else inner
-    return (element if dataclasses.is_dataclass(element) else None), is_tuple, nullable
+    return (element if isinstance(element, type) and dataclasses.is_dataclass(element) else None), is_tuple, nullable
 
 
 @cache

@@ -66,11 +66,14 @@ class CommitMarkers:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"reading commit markers from {self.topic}: stuck at {nxt} of {high}")
                 for m in consumer.consume(num_messages=10_000, timeout=0.5):
-                    if m.error() is not None:
-                        if m.error().fatal():
-                            raise KafkaException(m.error())
+                    error = m.error()
+                    if error is not None:
+                        if error.fatal():
+                            raise KafkaException(error)
                         continue
-                    nxt = max(nxt, m.offset() + 1)
+                    offset = m.offset()
+                    assert offset is not None  # set on every message without an error
+                    nxt = max(nxt, offset + 1)
                     key = (m.key() or b"").decode()
                     if key.startswith(prefix):
                         out[key] = json.loads(m.value() or b"{}")

@@ -11,6 +11,7 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -231,6 +232,7 @@ def read_range(kafka_conf: Mapping[str, str], r: OffsetRange, schema: pa.Schema,
                         break
                     continue
                 off = m.offset()
+                assert off is not None  # set on every message without an error
                 if off < nxt:
                     continue
                 if off >= r.end:
@@ -243,7 +245,9 @@ def read_range(kafka_conf: Mapping[str, str], r: OffsetRange, schema: pa.Schema,
                 ts.append(t)
                 ts_types.append(tstype - 1)  # librdkafka: 1 create, 2 log-append; Spark: 0, 1
                 if headers is not None:
-                    headers.append([{"key": k, "value": v} for k, v in (m.headers() or ())])
+                    # a consumed message's headers are (key, value) pairs; confluent_kafka's type
+                    # also allows the dict produce() takes
+                    headers.append([{"key": k, "value": v} for k, v in (m.headers() or ())])  # type: ignore[str-unpack]
                 nxt = off + 1
                 progressed = True
             now = time.monotonic()
@@ -269,7 +273,7 @@ def read_range(kafka_conf: Mapping[str, str], r: OffsetRange, schema: pa.Schema,
                 yield _batch(schema, r, keys, values, offsets, ts, ts_types, headers)
                 keys, values, offsets, ts, ts_types = [], [], [], [], []
                 headers = [] if include_headers else None
-                if not paused:
+                if pause_dir is not None and not paused:
                     paused = True
                     _testing_pause(pause_dir, r)
     finally:
@@ -357,7 +361,7 @@ class Writer:
 
     def produce(self, topic: str, value: object, key: object = None, partition: int | None = None,
                 headers: list | None = None) -> None:
-        kwargs: dict[str, object] = {"value": value, "key": key, "on_delivery": self._on_delivery}
+        kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": self._on_delivery}
         if partition is not None:
             kwargs["partition"] = partition
         if headers:
@@ -387,7 +391,8 @@ class Writer:
                 topic = topics[i] or self.default_topic
                 if topic is None:
                     raise ValueError("no topic: set the topic option or give the rows a topic column")
-                h = [(x["key"], x["value"]) for x in hdrs[i]] if hdrs[i] else None
+                row_headers = hdrs[i]
+                h = [(x["key"], x["value"]) for x in row_headers] if row_headers else None
                 self.produce(topic, values[i], keys[i], parts[i], h)
             rows += n
             self.producer.poll(0)

@@ -282,6 +282,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
         pid = ctx.partitionId() if ctx else None
         eos = self.opts.exactly_once and query_id is not None and batch_id is not None
         if eos:
+            assert query_id is not None and batch_id is not None and pid is not None  # eos: in a task
             markers = CommitMarkers(self.opts.kafka_conf, self.opts.marker_topic)
             done = markers.read(query_id)
             if batch_key(query_id, batch_id) in done or task_key(query_id, batch_id, pid) in done:
@@ -294,6 +295,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
         w.flush()
         ranges = {f"{t}-{p}": span for (t, p), span in w.ranges.items()}
         if eos:
+            assert query_id is not None and batch_id is not None and pid is not None  # eos: in a task
             markers.write(task_key(query_id, batch_id, pid), {"rows": rows, "ranges": ranges})
         return WriteResult(rows=rows, query_id=query_id, batch_id=batch_id, partition_id=pid, ranges=ranges)
 

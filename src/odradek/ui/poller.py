@@ -16,19 +16,16 @@ ZooKeeper data watch says it changed (ZnodeCache), as Kafka's controller follows
 A poll re-reads only the few znodes that decide liveness (/brokers/ids/N, /controller,
 /controller_epoch, the children of /brokers/topics and /admin/delete_topics), so a dead broker
 still turns the partitions it led offline at the next poll (model.partition_status), before the
-controller has moved them. Measured at 10,000 partitions (5 topics, replication factor 2, 3
-brokers, 2 vCPUs): the old poll read every state znode, 10,019 ZooKeeper requests and 2.0-3.6 s
-a poll (longer than its 1 s pace, so it read ZooKeeper without pause); a watched poll makes 8
-requests in 20-60 ms (the first poll reads everything once, 1.5 s), and when a broker was
-killed the poll after its session expired re-read just the 6,668 states the controller rewrote.
-The other candidate, one Metadata request to a broker (what Kafka's admin tools show), took
-115-135 ms and 114 ms of the broker's CPU per request at 10,000 partitions: a 1 s poll would
-cost a broker a tenth of a core for as long as a page is open, where watches cost ZooKeeper
-nothing until a partition changes.
+controller has moved them. Re-reading every state znode each poll takes longer than the 1 s
+pace at 10,000 partitions; a watched poll makes a handful of requests, and after a failover
+re-reads just the states the controller rewrote. Not a Metadata request to a broker (what
+Kafka's admin tools show): at a 1 s pace it costs the broker about a tenth of a core at 10,000
+partitions for as long as a page is open, where watches cost ZooKeeper nothing until a
+partition changes. (The measurements: docs/benchmarks-history.md, "Dashboard polling".)
 
 State-change logs and metrics need no files: each broker registers where it serves metrics
 (``metrics_url`` in /brokers/ids/N, zk.paths.encode_broker_info), and the same HTTP server
-serves its state-change log's tail (/state-change-log, broker/metrics.py). With a data directory
+serves its state-change log's tail (/state-change-log, broker/http_endpoints.py). With a data directory
 the logs are still read from the files (read_log_chunk, the same reader the broker's route
 uses): they work for brokers without a metrics port and keep a dead broker's log readable.
 """
@@ -53,7 +50,7 @@ from kazoo.protocol.states import WatchedEvent
 
 from odradek.admin import reassign_client
 from odradek.admin.zookeeper import collect_data, connect_zk
-from odradek.broker.metrics import LogChunk, read_log_chunk
+from odradek.broker.state_change_log_reader import LogChunk, read_log_chunk
 from odradek.cluster.local_cluster import LocalCluster
 from odradek.common.metadata import TopicPartition
 from odradek.ui import model
@@ -212,7 +209,7 @@ class LogTail:
 
 
 def state_change_log_url(metrics_url: str) -> str:
-    """The broker's /state-change-log route, on the server of its metrics (broker/metrics.py)."""
+    """The broker's /state-change-log route, on the server of its metrics (broker/http_endpoints.py)."""
     return urljoin(metrics_url, "/state-change-log")
 
 
@@ -354,6 +351,7 @@ class Poller:
 
     async def _read_zk(self) -> None:
         async def read() -> None:
+            assert self.zk_reader is not None  # start() made it before starting this loop
             view = await asyncio.to_thread(self.zk_reader.read, self.timeout)
             self._cluster = model.cluster_state(view, self.source.expected_brokers)
             self._set("cluster", self._cluster)
@@ -379,12 +377,13 @@ class Poller:
 
         offsets = {b: self._tail(b).offset for b in local}
 
-        def read_local() -> dict[int, LogChunk]:
+        def read_local() -> dict[int, LogChunk | str]:
             return {b: read_log_chunk(path, offsets[b], TAIL_START_BYTES) for b, path in local.items()}
 
         async def read_remote(broker: int, url: str) -> LogChunk | str:
             offset = self._tail(broker).offset
             query = {"max_bytes": str(TAIL_START_BYTES), **({} if offset is None else {"offset": str(offset)})}
+            assert self._http is not None  # start() made it before starting this loop
             try:
                 async with self._http.get(url, params=query, timeout=self._http_timeout()) as response:
                     response.raise_for_status()
@@ -458,6 +457,7 @@ class Poller:
             return
 
         async def one(broker: int, url: str) -> str | None:
+            assert self._http is not None  # start() made it before starting this loop
             try:
                 async with self._http.get(url, timeout=self._http_timeout()) as response:
                     response.raise_for_status()

@@ -1,74 +1,17 @@
-"""The GroupCoordinator's rebalance protocol on its own, over a real log: the calls a client
-would make, in the order it makes them, and the answers Kafka gives. Fast, so the rules are
-checked here one by one; tests/integration/test_consumer_groups.py runs real clients."""
+"""The GroupCoordinator's rebalance protocol on its own, over a real log and on virtual time:
+the calls a client would make, in the order it makes them, and the answers Kafka gives, one
+rule per test; tests/integration/test_consumer_groups.py runs real clients."""
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
+from group_rig import INITIAL_DELAY_MS, REBALANCE_MS, SESSION_MS, Rig, on_virtual_time
 
-from odradek.broker.partition import Partition
-from odradek.common.metadata import PartitionState, TopicPartition
 from odradek.coordinator.group import group_records
-from odradek.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
-from odradek.coordinator.group.group_metadata import GroupState, OffsetAndMetadata
-from odradek.coordinator.group.group_metadata_manager import (
-    OFFSETS_TOPIC,
-    GroupMetadataManager,
-    java_string_hash,
-    partition_for,
-)
-from odradek.log.log import Log, LogConfig
+from odradek.coordinator.group.group_metadata import GroupState
+from odradek.coordinator.group.group_metadata_manager import java_string_hash, partition_for
 from odradek.protocol.errors import ErrorCode
-
-OFFSETS_PARTITIONS = 1
-SUBSCRIPTION = b"\x00\x01\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff"  # ConsumerProtocolSubscription v1: topic "t"
-TP = TopicPartition("t", 0)
-
-
-def make_coordinator(data_dir: Path, **config: Any) -> tuple[GroupCoordinator, Partition]:
-    tp = TopicPartition(OFFSETS_TOPIC, 0)
-    partition = Partition(tp, Log.open(data_dir / f"{OFFSETS_TOPIC}-0", LogConfig()), broker_id=0)
-    partition.apply_state(PartitionState(tp, 1, 0, 0, (0,), 0, (0,)))
-    manager = GroupMetadataManager(lambda: OFFSETS_PARTITIONS, lambda t: partition if t == tp else None, 5.0, 1 << 20)
-    coordinator = GroupCoordinator(manager, GroupConfig(**{"initial_rebalance_delay_ms": 50, **config}))
-    return coordinator, partition
-
-
-async def loaded(coordinator: GroupCoordinator) -> None:
-    coordinator.on_election(0, 0)
-    while coordinator.manager.any_loading():
-        await asyncio.sleep(0.001)
-
-
-def run(test: Callable[[GroupCoordinator], Awaitable[None]], tmp_path: Path, **config: Any) -> None:
-    async def main() -> None:
-        coordinator, _ = make_coordinator(tmp_path, **config)
-        await loaded(coordinator)
-        try:
-            await test(coordinator)
-        finally:
-            coordinator.shutdown()
-    asyncio.run(main())
-
-
-async def join(c: GroupCoordinator, member_id: str = "", group: str = "g", instance: str | None = None,
-               protocols: list[tuple[str, bytes]] | None = None, protocol_type: str = "consumer",
-               session_ms: int = 10_000, rebalance_ms: int = 1_000) -> Any:
-    return await c.join_group(group, member_id, instance, True, "client", "/127.0.0.1", rebalance_ms, session_ms,
-                              protocol_type, protocols or [("range", SUBSCRIPTION)], False)
-
-
-async def join_new(c: GroupCoordinator, **kw: Any) -> Any:
-    """KIP-394's two steps: MEMBER_ID_REQUIRED, then the join with the given id (static members
-    skip the first)."""
-    first = await join(c, **kw)
-    if first.error != ErrorCode.MEMBER_ID_REQUIRED:
-        return first
-    return await join(c, member_id=first.member_id, **kw)
 
 
 def test_java_hash_and_partition_match_kafka() -> None:
@@ -82,181 +25,394 @@ def test_java_hash_and_partition_match_kafka() -> None:
     assert all(0 <= partition_for(g, 50) < 50 for g in ("", "g", "x" * 40, "\U0001F600"))
 
 
-def test_a_lone_member_joins_syncs_and_commits(tmp_path: Path) -> None:
-    async def test(c: GroupCoordinator) -> None:
-        first = await join(c)
-        assert first.error == ErrorCode.MEMBER_ID_REQUIRED and first.member_id.startswith("client-")
-        joined = await join(c, member_id=first.member_id)
-        assert (joined.error, joined.generation_id, joined.leader_id) == (ErrorCode.NONE, 1, first.member_id)
-        assert [m[0] for m in joined.members] == [first.member_id], "the leader gets the members"
-        synced = await c.sync_group("g", 1, first.member_id, None, "consumer", "range", {first.member_id: b"A"})
-        assert (synced.error, synced.assignment) == (ErrorCode.NONE, b"A")
-        assert c.manager.get("g").state is GroupState.STABLE  # type: ignore[union-attr]
-        assert c.heartbeat("g", first.member_id, None, 1) == ErrorCode.NONE
-        results = await c.commit_offsets("g", first.member_id, None, 1, {TP: OffsetAndMetadata(42)})
-        assert results == {TP: ErrorCode.NONE}
-        assert c.fetch_offsets("g", [TP])[1][TP].offset == 42  # type: ignore[union-attr]
-    run(test, tmp_path)
-
-
-def test_fencing_errors_are_the_ones_clients_expect(tmp_path: Path) -> None:
-    async def test(c: GroupCoordinator) -> None:
-        m = (await join_new(c)).member_id
-        assert (await c.sync_group("g", 1, m, None, None, None, {m: b""})).error == ErrorCode.NONE
-        assert c.heartbeat("g", m, None, 7) == ErrorCode.ILLEGAL_GENERATION
-        assert c.heartbeat("g", "stranger", None, 1) == ErrorCode.UNKNOWN_MEMBER_ID
-        assert c.heartbeat("other", "stranger", None, 1) == ErrorCode.UNKNOWN_MEMBER_ID
-        assert (await c.sync_group("g", 2, m, None, None, None, {})).error == ErrorCode.ILLEGAL_GENERATION
-        assert (await c.commit_offsets("g", m, None, 9, {TP: OffsetAndMetadata(1)}))[TP] == ErrorCode.ILLEGAL_GENERATION
-        assert (await c.commit_offsets("nobody", "x", None, 3, {TP: OffsetAndMetadata(1)}))[TP] == \
-            ErrorCode.ILLEGAL_GENERATION, "a generation this coordinator never saw"
-        assert (await c.commit_offsets("g", "", None, -1, {TP: OffsetAndMetadata(1)}))[TP] == \
-            ErrorCode.UNKNOWN_MEMBER_ID, "only members commit to a group with members"
-        assert (await join(c, protocol_type="connect")).error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        assert (await join(c, protocols=[("roundrobin", b"")])).error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        assert (await join(c, group="fresh", protocol_type="")).error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        assert (await join(c, session_ms=10)).error == ErrorCode.INVALID_SESSION_TIMEOUT
-        assert (await join(c, group="")).error == ErrorCode.INVALID_GROUP_ID
-        # a second member makes a rebalance: the first hears of it through its heartbeat
-        second = asyncio.ensure_future(join_new(c))
-        await asyncio.sleep(0.05)
-        assert c.heartbeat("g", m, None, 1) == ErrorCode.REBALANCE_IN_PROGRESS
-        rejoined = await join(c, member_id=m)
-        assert rejoined.generation_id == 2 and (await second).generation_id == 2
-        assert (await c.commit_offsets("g", m, None, 2, {TP: OffsetAndMetadata(1)}))[TP] == \
-            ErrorCode.REBALANCE_IN_PROGRESS, "committing between join and sync"
-    run(test, tmp_path, min_session_timeout_ms=100)
-
-
-def test_a_member_that_stops_heartbeating_is_removed(tmp_path: Path) -> None:
-    async def test(c: GroupCoordinator) -> None:
-        a = (await join_new(c, session_ms=200)).member_id
-        await c.sync_group("g", 1, a, None, None, None, {a: b""})
-        joining = asyncio.ensure_future(join_new(c, session_ms=200))
-        result = await asyncio.wait_for(joining, 5)  # a never rejoins: dropped after its rebalance timeout
-        group = c.manager.get("g")
-        assert result.generation_id == 2 and list(group.members) == [result.member_id]  # type: ignore[union-attr]
-        await asyncio.sleep(0.5)  # the new member does not heartbeat (or sync) either
-        assert group.state is GroupState.EMPTY and not group.members  # type: ignore[union-attr]
-        assert group.generation_id == 3
-    run(test, tmp_path, min_session_timeout_ms=100)
-
-
-def test_a_static_member_rejoining_a_stable_group_keeps_its_assignment(tmp_path: Path) -> None:
-    async def test(c: GroupCoordinator) -> None:
-        first = await join_new(c, instance="i1")
-        assert first.error == ErrorCode.NONE, "static members skip MEMBER_ID_REQUIRED"
-        await c.sync_group("g", 1, first.member_id, "i1", None, None, {first.member_id: b"mine"})
-        again = await join(c, instance="i1")  # restarted: a new member id, same instance id
-        assert again.error == ErrorCode.NONE and again.member_id != first.member_id
-        assert again.generation_id == 1, "no rebalance"
-        assert c.heartbeat("g", first.member_id, "i1", 1) == ErrorCode.FENCED_INSTANCE_ID
-        synced = await c.sync_group("g", 1, again.member_id, "i1", None, None, {})
-        assert synced.assignment == b"mine"
-    run(test, tmp_path)
-
-
-def test_groups_and_offsets_survive_a_reload(tmp_path: Path) -> None:
-    """What one coordinator wrote, the next (after a leader change) reads back from the log."""
-    async def main() -> None:
-        c, partition = make_coordinator(tmp_path)
-        await loaded(c)
-        m = (await join_new(c)).member_id
-        await c.sync_group("g", 1, m, None, None, None, {m: b"assigned"})
-        await c.commit_offsets("g", m, None, 1, {TP: OffsetAndMetadata(7, 3, "meta")})
-        await c.commit_offsets("simple", "", None, -1, {TP: OffsetAndMetadata(5)})
-        c.on_resignation(0)
-        assert c.group_error("g") == ErrorCode.NOT_COORDINATOR
-        c.on_election(0, 1)
-        assert c.group_error("g") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        await loaded(c)
-        group = c.manager.get("g")
-        assert group is not None and group.state is GroupState.STABLE and group.generation_id == 1
-        assert group.members[m].assignment == b"assigned"
-        assert c.fetch_offsets("g", [TP])[1][TP] == group.offsets[TP]
-        assert (group.offsets[TP].offset, group.offsets[TP].leader_epoch, group.offsets[TP].metadata) == (7, 3, "meta")
-        assert c.heartbeat("g", m, None, 1) == ErrorCode.NONE, "members keep their place"
-        c.shutdown()
-    asyncio.run(main())
-
-
-def test_deleting_and_expiring(tmp_path: Path) -> None:
-    async def test(c: GroupCoordinator) -> None:
-        await c.commit_offsets("simple", "", None, -1, {TP: OffsetAndMetadata(5, commit_timestamp=1)})
-        m = (await join_new(c)).member_id
-        assert (await c.delete_groups(["g", "unknown"])) == {"g": ErrorCode.NON_EMPTY_GROUP,
-                                                             "unknown": ErrorCode.GROUP_ID_NOT_FOUND}
-        # its first rebalance is still in progress: what it subscribes to is not known yet, so
-        # (as Kafka's isSubscribedToTopic) it counts as subscribed
-        assert c.delete_offsets("g", [TP]) == (ErrorCode.NONE, {TP: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC})
-        assert c.leave_group("g", [(m, None)]) == (ErrorCode.NONE, [ErrorCode.NONE])
-        await asyncio.sleep(0.1)
-        assert (await c.delete_groups(["g"])) == {"g": ErrorCode.NONE}
-        assert c.describe_group("g")[1].state == "Dead"
-        c.config = GroupConfig(offsets_retention_ms=0)
-        c.expire_offsets()
-        await asyncio.sleep(0.05)
-        assert c.manager.get("simple") is None, "its only offset expired, so the group died"
-    run(test, tmp_path)
-
-
 @pytest.mark.parametrize("value", [b"", b"\x00\x09", b"\x00\x03\x00\x00\x00\x01"])
 def test_unreadable_records_are_refused(value: bytes) -> None:
     with pytest.raises(group_records.UnknownRecordError):
         group_records.read_offset_value(value)
 
 
-def test_review_findings_against_kafka(tmp_path: Path) -> None:
-    """Rules where a first version differed from Kafka's GroupCoordinator."""
-    async def test(c: GroupCoordinator) -> None:
-        # a new leader epoch of an offsets partition this broker keeps leading reloads nothing
-        m = (await join_new(c)).member_id
-        await c.sync_group("g", 1, m, None, None, None, {m: b"x"})
-        group = c.manager.get("g")
-        c.on_election(0, 5)
-        assert c.group_error("g") is None and c.manager.get("g") is group
-        # an assign() consumer's commit (generation -1, a member id) to an Empty group is stored
-        await c.commit_offsets("simple", "", None, -1, {TP: OffsetAndMetadata(1)})
-        assert (await c.commit_offsets("simple", "someone", None, -1, {TP: OffsetAndMetadata(2)}))[TP] == ErrorCode.NONE
-        # a member that sends JoinGroup twice gets an answer to the first as well (a member
-        # told MEMBER_ID_REQUIRED that has not joined yet keeps the rebalance open meanwhile)
-        pending = await join(c)
-        first = asyncio.ensure_future(join(c, member_id=m))
-        await asyncio.sleep(0.01)
-        second = asyncio.ensure_future(join(c, member_id=m))
-        assert (await asyncio.wait_for(first, 1)).error == ErrorCode.REBALANCE_IN_PROGRESS
-        assert (await join(c, member_id=pending.member_id)).generation_id == 2
-        assert (await asyncio.wait_for(second, 1)).generation_id == 2
-    run(test, tmp_path)
+# -- JoinGroup and SyncGroup -------------------------------------------------------------------
+
+def test_a_new_member_is_told_member_id_required_first(tmp_path: Path) -> None:
+    """KIP-394: the member comes back with the id, so a lost answer leaves no orphan member."""
+    async def test(rig: Rig) -> None:
+        first = await rig.join()
+        assert first.error == ErrorCode.MEMBER_ID_REQUIRED and first.member_id.startswith("client-")
+        assert not rig.group().members
+    on_virtual_time(test, tmp_path)
+
+
+def test_a_new_groups_first_generation_waits_the_initial_rebalance_delay(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        joining = rig.join_new()
+        rig.advance(INITIAL_DELAY_MS - 1)
+        assert not joining.done()
+        rig.advance(1)
+        joined = joining.result()
+        assert (joined.error, joined.generation_id, joined.leader_id) == (ErrorCode.NONE, 1, joined.member_id)
+    on_virtual_time(test, tmp_path)
+
+
+def test_members_joining_during_the_initial_delay_extend_it(tmp_path: Path) -> None:
+    """Kafka's InitialDelayedJoin (KIP-134): another delay for each arrival, so members starting
+    together make one generation."""
+    async def test(rig: Rig) -> None:
+        first = rig.join_new()
+        rig.advance(INITIAL_DELAY_MS // 2)
+        second = rig.join_new()
+        rig.advance(INITIAL_DELAY_MS // 2)
+        assert not first.done(), "a member arrived during the delay: another one"
+        rig.advance(INITIAL_DELAY_MS)
+        assert first.result().generation_id == second.result().generation_id == 1
+    on_virtual_time(test, tmp_path)
+
+
+def test_only_the_leader_gets_the_members_metadata(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        first, second = rig.join_new(), rig.join_new()
+        rig.advance(REBALANCE_MS)
+        answers = {r.member_id: r for r in (first.result(), second.result())}
+        leader = answers.pop(first.result().leader_id)
+        (follower,) = answers.values()
+        assert sorted(m[0] for m in leader.members) == sorted([leader.member_id, follower.member_id])
+        assert follower.members == []
+    on_virtual_time(test, tmp_path)
+
+
+def test_the_leaders_sync_makes_the_group_stable(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        joining = rig.join_new()
+        rig.advance(INITIAL_DELAY_MS)
+        m = joining.result().member_id
+        synced = await rig.sync(m, assignments={m: b"A"})
+        assert (synced.error, synced.assignment) == (ErrorCode.NONE, b"A")
+        assert rig.group().state is GroupState.STABLE
+    on_virtual_time(test, tmp_path)
+
+
+def test_a_followers_sync_waits_for_the_leaders_assignment(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        first, second = rig.join_new(), rig.join_new()
+        rig.advance(REBALANCE_MS)
+        leader = first.result().leader_id
+        (follower,) = {first.result().member_id, second.result().member_id} - {leader}
+        waiting = rig.sync(follower)
+        assert not waiting.done()
+        await rig.sync(leader, assignments={leader: b"L", follower: b"F"})
+        assert (await waiting).assignment == b"F"
+    on_virtual_time(test, tmp_path)
+
+
+@pytest.mark.parametrize(("protocol_type", "protocols", "group"), [
+    ("connect", None, "g"),
+    ("consumer", [("roundrobin", b"")], "g"),
+    ("", None, "fresh"),
+], ids=["another-protocol-type", "no-protocol-in-common", "a-new-group-without-protocol-type"])
+def test_a_join_the_group_cannot_take_is_inconsistent_group_protocol(
+        tmp_path: Path, protocol_type: str, protocols: list[tuple[str, bytes]] | None, group: str) -> None:
+    async def test(rig: Rig) -> None:
+        await rig.stable_member()
+        joined = await rig.join(group=group, protocol_type=protocol_type, protocols=protocols)
+        assert joined.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    on_virtual_time(test, tmp_path)
+
+
+def test_a_session_timeout_out_of_bounds_is_invalid_session_timeout(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        assert (await rig.join(session_ms=99)).error == ErrorCode.INVALID_SESSION_TIMEOUT
+    on_virtual_time(test, tmp_path, min_session_timeout_ms=100)
+
+
+def test_an_empty_group_id_is_invalid_group_id(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        assert (await rig.join(group="")).error == ErrorCode.INVALID_GROUP_ID
+    on_virtual_time(test, tmp_path)
+
+
+def test_sync_of_another_generation_is_illegal_generation(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        m = await rig.stable_member()
+        assert (await rig.sync(m, generation=2)).error == ErrorCode.ILLEGAL_GENERATION
+    on_virtual_time(test, tmp_path)
+
+
+def test_a_member_joining_twice_gets_an_answer_to_its_first_join(tmp_path: Path) -> None:
+    """Responses go out in request order: an unanswered first JoinGroup would hold up every
+    response behind it on that connection."""
+    async def test(rig: Rig) -> None:
+        a, b = await rig.stable_members(2)
+        first = rig.join(member_id=a)  # a rebalance, which waits for b
+        second = rig.join(member_id=a)
+        assert first.result().error == ErrorCode.REBALANCE_IN_PROGRESS
+        await rig.join(member_id=b)
+        assert second.result().generation_id == 2
+    on_virtual_time(test, tmp_path)
+
+
+def test_a_member_told_member_id_required_holds_the_rebalance_until_it_joins(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        m = await rig.stable_member()
+        pending = (await rig.join()).member_id
+        rejoining = rig.join(member_id=m)  # the leader rejoins: a rebalance
+        assert not rejoining.done()
+        joined = await rig.join(member_id=pending)
+        assert joined.generation_id == rejoining.result().generation_id == 2
+    on_virtual_time(test, tmp_path)
+
+
+def test_a_member_told_member_id_required_holds_the_rebalance_no_longer_than_its_session(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        m = await rig.stable_member()
+        await rig.join(session_ms=200)  # MEMBER_ID_REQUIRED, never followed up
+        rejoining = rig.join(member_id=m)
+        rig.advance(199)
+        assert not rejoining.done()
+        rig.advance(1)
+        assert rejoining.result().generation_id == 2
+        assert list(rig.group().members) == [m]
+    on_virtual_time(test, tmp_path)
+
+
+# -- Heartbeat, session and rebalance timeouts -------------------------------------------------
+
+def test_a_heartbeat_of_another_generation_is_illegal_generation(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        m = await rig.stable_member()
+        assert rig.c.heartbeat("g", m, None, 7) == ErrorCode.ILLEGAL_GENERATION
+    on_virtual_time(test, tmp_path)
+
+
+@pytest.mark.parametrize("group", ["g", "other"], ids=["member-of-another-group", "unknown-group"])
+def test_a_heartbeat_of_an_unknown_member_is_unknown_member_id(tmp_path: Path, group: str) -> None:
+    async def test(rig: Rig) -> None:
+        await rig.stable_member()
+        assert rig.c.heartbeat(group, "stranger", None, 1) == ErrorCode.UNKNOWN_MEMBER_ID
+    on_virtual_time(test, tmp_path)
+
+
+def test_members_hear_of_a_rebalance_in_their_heartbeat(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        m = await rig.stable_member()
+        assert rig.c.heartbeat("g", m, None, 1) == ErrorCode.NONE
+        rig.join_new()
+        assert rig.c.heartbeat("g", m, None, 1) == ErrorCode.REBALANCE_IN_PROGRESS
+    on_virtual_time(test, tmp_path)
+
+
+def test_a_rebalance_completes_as_soon_as_every_member_rejoined(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        m = await rig.stable_member()
+        newcomer = rig.join_new()
+        rejoined = rig.join(member_id=m)
+        assert rejoined.result().generation_id == newcomer.result().generation_id == 2
+    on_virtual_time(test, tmp_path)
+
+
+def test_a_member_without_heartbeats_is_removed_after_its_session_timeout(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        await rig.stable_member(session_ms=200)
+        rig.advance(199)
+        assert rig.group().members
+        rig.advance(1)
+        group = rig.group()
+        assert (group.state, group.members, group.generation_id) == (GroupState.EMPTY, {}, 2)
+    on_virtual_time(test, tmp_path)
+
+
+def test_a_heartbeat_restarts_the_session_timeout(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        m = await rig.stable_member(session_ms=200)
+        rig.advance(150)
+        assert rig.c.heartbeat("g", m, None, 1) == ErrorCode.NONE
+        rig.advance(150)
+        assert rig.group().has(m)
+    on_virtual_time(test, tmp_path)
+
+
+def test_a_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        m = await rig.stable_member()
+        newcomer = rig.join_new()
+        rig.advance(REBALANCE_MS - 1)
+        assert not newcomer.done()
+        assert rig.c.heartbeat("g", m, None, 1) == ErrorCode.REBALANCE_IN_PROGRESS, "alive, but not rejoining"
+        rig.advance(1)
+        assert newcomer.result().generation_id == 2
+        assert list(rig.group().members) == [newcomer.result().member_id]
+    on_virtual_time(test, tmp_path)
+
+
+def test_a_member_that_never_syncs_is_removed_at_the_rebalance_timeout(tmp_path: Path) -> None:
+    """Kafka's DelayedSync."""
+    async def test(rig: Rig) -> None:
+        joining = rig.join_new()
+        rig.advance(INITIAL_DELAY_MS)
+        m = joining.result().member_id
+        rig.advance(REBALANCE_MS - 1)
+        assert rig.group().has(m)
+        rig.advance(1)
+        assert not rig.group().has(m) and rig.group().state is GroupState.EMPTY
+    on_virtual_time(test, tmp_path)
+
+
+# -- static members (KIP-345) ------------------------------------------------------------------
+
+def test_a_static_member_skips_member_id_required(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        joining = rig.join(instance="i1")
+        rig.advance(INITIAL_DELAY_MS)
+        assert joining.result().error == ErrorCode.NONE
+    on_virtual_time(test, tmp_path)
+
+
+def test_a_restarted_static_member_keeps_its_assignment_without_a_rebalance(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        old = await rig.stable_member(assignment=b"mine", instance="i1")
+        again = await rig.join(instance="i1")  # restarted: a new member id, the same instance id
+        assert (again.error, again.generation_id) == (ErrorCode.NONE, 1)
+        assert again.member_id != old
+        assert (await rig.sync(again.member_id, instance="i1")).assignment == b"mine"
+    on_virtual_time(test, tmp_path)
+
+
+def test_a_restarted_static_members_old_member_id_is_fenced(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        old = await rig.stable_member(instance="i1")
+        await rig.join(instance="i1")
+        assert rig.c.heartbeat("g", old, "i1", 1) == ErrorCode.FENCED_INSTANCE_ID
+    on_virtual_time(test, tmp_path)
 
 
 def test_a_static_member_rejoining_during_a_rebalance_completes_it(tmp_path: Path) -> None:
-    async def test(c: GroupCoordinator) -> None:
-        a = await join_new(c, instance="a", rebalance_ms=10_000)
-        b = asyncio.ensure_future(join_new(c, instance="b", rebalance_ms=10_000))  # a must rejoin now
-        await asyncio.sleep(0.01)
+    async def test(rig: Rig) -> None:
+        a = await rig.stable_member(instance="a", rebalance_ms=10_000)
+        b = rig.join(instance="b", rebalance_ms=10_000)  # a must rejoin now
         # a restarted: it joins with a new member id; every member is back, so no 10 s wait
-        rejoined = await asyncio.wait_for(join(c, instance="a", rebalance_ms=10_000), 2)
-        assert rejoined.error == ErrorCode.NONE and rejoined.member_id != a.member_id
-        assert (await asyncio.wait_for(b, 2)).generation_id == rejoined.generation_id == 2
-    run(test, tmp_path)
+        rejoined = rig.join(instance="a", rebalance_ms=10_000)
+        assert rejoined.result().error == ErrorCode.NONE and rejoined.result().member_id != a
+        assert b.result().generation_id == rejoined.result().generation_id == 2
+    on_virtual_time(test, tmp_path)
 
 
-def test_offsets_of_deleted_partitions_go(tmp_path: Path) -> None:
-    """Kafka's handleDeletedPartitions: a re-created topic must not be read from old offsets,
-    not even after the coordinator moves (the offsets get tombstones)."""
-    async def main() -> None:
-        c, _ = make_coordinator(tmp_path)
-        await loaded(c)
-        other = TopicPartition("other", 0)
-        await c.commit_offsets("simple", "", None, -1, {TP: OffsetAndMetadata(5), other: OffsetAndMetadata(6)})
-        assert c.handle_deleted_partitions([TP]) == 1
-        await asyncio.sleep(0.05)  # the tombstone's write
-        fetched = c.fetch_offsets("simple", [TP, other])[1]
-        assert fetched[TP] is None and fetched[other].offset == 6  # type: ignore[union-attr]
-        c.on_resignation(0)
-        c.on_election(0, 1)
-        await loaded(c)
-        assert c.fetch_offsets("simple", [TP])[1] == {TP: None}
-        c.shutdown()
-    asyncio.run(main())
+# -- LeaveGroup, DeleteGroups, DescribeGroups --------------------------------------------------
+
+def test_the_last_member_leaving_empties_the_group(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        m = await rig.stable_member()
+        assert rig.c.leave_group("g", [(m, None)]) == (ErrorCode.NONE, [ErrorCode.NONE])
+        assert (rig.group().state, rig.group().generation_id) == (GroupState.EMPTY, 2)
+    on_virtual_time(test, tmp_path)
+
+
+def test_deleting_a_group_with_members_is_non_empty_group(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        await rig.stable_member()
+        assert await rig.c.delete_groups(["g"]) == {"g": ErrorCode.NON_EMPTY_GROUP}
+    on_virtual_time(test, tmp_path)
+
+
+def test_deleting_an_unknown_group_is_group_id_not_found(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        assert await rig.c.delete_groups(["unknown"]) == {"unknown": ErrorCode.GROUP_ID_NOT_FOUND}
+    on_virtual_time(test, tmp_path)
+
+
+def test_a_deleted_group_is_described_dead(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        m = await rig.stable_member()
+        rig.c.leave_group("g", [(m, None)])
+        assert await rig.c.delete_groups(["g"]) == {"g": ErrorCode.NONE}
+        assert rig.c.describe_group("g")[1].state == "Dead"
+    on_virtual_time(test, tmp_path)
+
+
+# -- offsets partitions coming and going -------------------------------------------------------
+
+def test_a_resigned_coordinator_answers_not_coordinator(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        await rig.stable_member()
+        rig.c.on_resignation(0)
+        assert rig.c.group_error("g") == ErrorCode.NOT_COORDINATOR
+    on_virtual_time(test, tmp_path)
+
+
+def test_resigning_answers_waiting_members_not_coordinator(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        m = await rig.stable_member()
+        group = rig.group()
+        rig.join()  # MEMBER_ID_REQUIRED: the rebalance waits for this newcomer
+        waiting = rig.join(member_id=m)
+        assert not waiting.done()
+        rig.c.on_resignation(0)
+        assert waiting.result().error == ErrorCode.NOT_COORDINATOR
+        assert group.state is GroupState.DEAD
+    on_virtual_time(test, tmp_path)
+
+
+def test_a_partition_being_read_back_answers_coordinator_load_in_progress(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        await rig.stable_member()
+        rig.c.on_resignation(0)
+        rig.c.on_election(0, 1)
+        assert rig.c.group_error("g") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        await rig.scheduler.run_tasks()
+        assert rig.c.group_error("g") is None
+    on_virtual_time(test, tmp_path)
+
+
+def test_a_group_survives_a_reload(tmp_path: Path) -> None:
+    """What one coordinator wrote, the next (after a leader change) reads back from the log."""
+    async def test(rig: Rig) -> None:
+        m = await rig.stable_member(assignment=b"assigned")
+        rig.c.on_resignation(0)
+        await rig.load(leader_epoch=1)
+        group = rig.group()
+        assert (group.state, group.generation_id, group.members[m].assignment) == \
+            (GroupState.STABLE, 1, b"assigned")
+    on_virtual_time(test, tmp_path)
+
+
+def test_members_of_a_reloaded_group_keep_their_place(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        m = await rig.stable_member()
+        rig.c.on_resignation(0)
+        await rig.load(leader_epoch=1)
+        assert rig.c.heartbeat("g", m, None, 1) == ErrorCode.NONE
+    on_virtual_time(test, tmp_path)
+
+
+def test_members_of_a_reloaded_group_that_are_gone_expire(tmp_path: Path) -> None:
+    """A loaded member gets a fresh session, not a rebalance: only its expiry removes it."""
+    async def test(rig: Rig) -> None:
+        await rig.stable_member()
+        rig.c.on_resignation(0)
+        await rig.load(leader_epoch=1)
+        rig.advance(SESSION_MS)
+        assert rig.group().state is GroupState.EMPTY
+    on_virtual_time(test, tmp_path)
+
+
+def test_a_new_leader_epoch_of_a_partition_still_led_reloads_nothing(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        await rig.stable_member()
+        group = rig.group()
+        rig.c.on_election(0, 5)  # the controller changed the partition's ISR
+        assert rig.c.group_error("g") is None and rig.group() is group
+    on_virtual_time(test, tmp_path)
+
+
+def test_after_shutdown_no_session_expires(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        m = await rig.stable_member()
+        rig.c.shutdown()
+        rig.advance(10 * SESSION_MS)
+        assert rig.group().has(m)
+    on_virtual_time(test, tmp_path)
+
+
+def test_after_shutdown_every_group_gets_coordinator_not_available(tmp_path: Path) -> None:
+    async def test(rig: Rig) -> None:
+        await rig.stable_member()
+        rig.c.shutdown()
+        assert rig.c.group_error("g") == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    on_virtual_time(test, tmp_path)

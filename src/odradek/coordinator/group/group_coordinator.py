@@ -6,22 +6,28 @@ assignment and hands it over in SyncGroup, which the coordinator writes to `__co
 before every member gets its share. Heartbeats keep a member alive and carry the news of the
 next rebalance (REBALANCE_IN_PROGRESS). The behaviour, error by error, is Apache Kafka 3.x's
 (GroupCoordinator.scala): where a client expects ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
-REBALANCE_IN_PROGRESS or FENCED_INSTANCE_ID, it gets exactly that.
+REBALANCE_IN_PROGRESS or FENCED_INSTANCE_ID, it gets exactly that; group_metadata.GroupState
+tells, state by state, what each request gets.
 
-Everything runs on the broker's event loop, so a group needs no lock. Kafka's purgatory
-operations become loop timers: DelayedJoin (the rebalance timeout), InitialDelayedJoin
-(group.initial.rebalance.delay.ms, so a group starting with many members rebalances once),
-DelayedHeartbeat (each member's session timeout) and DelayedSync (members that never sync).
+Everything runs on the broker's event loop, so a group needs no lock. Time and timers come in
+from outside, as Kafka's GroupCoordinator takes its Time and purgatories: a Clock for the
+timestamps and a Scheduler whose timers are Kafka's purgatory operations: DelayedJoin (the
+rebalance timeout), InitialDelayedJoin (group.initial.rebalance.delay.ms, so a group starting
+with many members rebalances once), DelayedHeartbeat (each member's session timeout) and
+DelayedSync (members that never sync). JoinGroup and SyncGroup answer with a future, done now
+or once the rebalance gets there (Kafka's response callbacks). Committed offsets are
+offset_manager.py's; this module decides who may commit them.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.common.clock import Clock
 from odradek.common.metadata import TopicPartition
 from odradek.coordinator.group import group_records
 from odradek.coordinator.group.group_metadata import (
@@ -32,16 +38,13 @@ from odradek.coordinator.group.group_metadata import (
     OffsetAndMetadata,
     SyncResult,
 )
-from odradek.coordinator.group.group_metadata_manager import (
-    GROUP_WRITE_ERRORS,
-    OFFSET_WRITE_ERRORS,
-    OFFSETS_TOPIC,
-    GroupMetadataManager,
-    now_ms,
-)
+from odradek.coordinator.group.group_metadata_manager import GROUP_WRITE_ERRORS, OFFSETS_TOPIC, GroupMetadataManager
+from odradek.coordinator.group.offset_manager import FetchedOffset, OffsetManager
+from odradek.coordinator.scheduler import Scheduler
+from odradek.coordinator.seams import CoordinatorPartition
 from odradek.protocol.errors import ErrorCode
 
-log = logging.getLogger("odradek.group.coordinator")
+log = logging.getLogger("odradek.coordinator.group.coordinator")
 
 #: how long a member told MEMBER_ID_REQUIRED, or a new member, has to (re)join (Kafka's
 #: GroupCoordinator.NewMemberJoinTimeoutMs)
@@ -57,6 +60,29 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JoinGroupRequest:
+    """A JoinGroup as the coordinator takes it, whatever the request's version (Kafka's
+    JoinGroupRequestData, with what KafkaApis adds: the client's id and host, and the version's
+    rules)."""
+
+    group_id: str
+    member_id: str  # "" for a member's first join
+    group_instance_id: str | None  # a static member's (KIP-345)
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]  # (name, subscription metadata), most preferred first
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    client_id: str
+    client_host: str
+    require_known_member_id: bool  # JoinGroup v4+: a new member is told MEMBER_ID_REQUIRED first
+    supports_skip_assignment: bool  # JoinGroup v9+: a static leader may be told it need not assign
+
+    @property
+    def protocol_names(self) -> list[str]:
+        return [name for name, _ in self.protocols]
+
+
 @dataclass(frozen=True, slots=True)
 class GroupSummary:
     """DescribeGroups' view of a group: members with their subscription and assignment bytes."""
@@ -69,9 +95,15 @@ class GroupSummary:
 
 
 class GroupCoordinator:
-    def __init__(self, manager: GroupMetadataManager, config: GroupConfig) -> None:
+    def __init__(self, manager: GroupMetadataManager, config: GroupConfig, clock: Clock,
+                 scheduler: Scheduler) -> None:
+        """``scheduler`` is this coordinator's own: ``shutdown`` shuts it down."""
         self.manager = manager
         self.config = config
+        self.clock = clock
+        self.scheduler = scheduler
+        self.offsets = OffsetManager(manager, clock, scheduler, config.offsets_retention_ms,
+                                     config.offset_metadata_max_bytes)
         self.active = True
 
     # -- group status --------------------------------------------------------------------------
@@ -85,97 +117,92 @@ class GroupCoordinator:
         owned = self.manager.ownership(group_id)
         if owned is None:
             return ErrorCode.NOT_COORDINATOR
-        if owned.task is not None:
+        if owned.is_loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return None
 
+    def _new_group(self, group_id: str) -> GroupMetadata:
+        return self.manager.add(GroupMetadata(group_id, GroupState.EMPTY, self.clock.milliseconds()))
+
     # -- JoinGroup -----------------------------------------------------------------------------
 
-    async def join_group(self, group_id: str, member_id: str, group_instance_id: str | None,
-                         require_known_member_id: bool, client_id: str, client_host: str,
-                         rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
-                         protocols: list[tuple[str, bytes]], supports_skip_assignment: bool) -> JoinResult:
-        error = self.group_error(group_id)
+    def join_group(self, request: JoinGroupRequest) -> asyncio.Future[JoinResult]:
+        """Kafka's handleJoinGroup: the answer, done now or once the rebalance completes."""
+        answer: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        immediate = self._join(request, answer)
+        if immediate is not None:
+            answer.set_result(immediate)
+        return answer
+
+    def _join(self, request: JoinGroupRequest, answer: asyncio.Future[JoinResult]) -> JoinResult | None:
+        """The answer now, or None: ``answer`` is the member's, answered later."""
+        error = self.group_error(request.group_id)
         if error is not None:
-            return JoinResult(error, member_id)
-        if not self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms:
-            return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
-        unknown = member_id == ""
-        group = self.manager.get(group_id)
+            return JoinResult(error, request.member_id)
+        if not self.config.min_session_timeout_ms <= request.session_timeout_ms \
+                <= self.config.max_session_timeout_ms:
+            return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, request.member_id)
+        unknown = request.member_id == ""
+        group = self.manager.get(request.group_id)
         if group is None:
             if not unknown:
-                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
-            group = self.manager.add(GroupMetadata(group_id, GroupState.EMPTY, now_ms()))
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[JoinResult] = loop.create_future()
+                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, request.member_id)
+            group = self._new_group(request.group_id)
         if unknown:
-            immediate = self._new_member_join(group, group_instance_id, require_known_member_id, client_id,
-                                              client_host, rebalance_timeout_ms, session_timeout_ms,
-                                              protocol_type, protocols, answer, supports_skip_assignment)
+            immediate = self._new_member_join(group, request, answer)
         else:
-            immediate = self._current_member_join(group, member_id, group_instance_id, client_id, client_host,
-                                                  rebalance_timeout_ms, session_timeout_ms, protocol_type,
-                                                  protocols, answer)
-        if immediate is not None:
-            return immediate
-        self._try_complete_join_if_preparing(group)  # Kafka checks after every JoinGroup
-        return await answer
+            immediate = self._current_member_join(group, request, answer)
+        if immediate is None:
+            self._try_complete_join_if_preparing(group)  # Kafka checks after every JoinGroup
+        return immediate
 
-    def _new_member_join(self, group: GroupMetadata, group_instance_id: str | None, require_known: bool,
-                         client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
-                         protocol_type: str, protocols: list[tuple[str, bytes]],
-                         answer: asyncio.Future[JoinResult], supports_skip: bool) -> JoinResult | None:
+    def _new_member_join(self, group: GroupMetadata, request: JoinGroupRequest,
+                         answer: asyncio.Future[JoinResult]) -> JoinResult | None:
         if group.is_state(GroupState.DEAD):
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if not group.supports_protocols(protocol_type, [p for p, _ in protocols]):
+        if not group.supports_protocols(request.protocol_type, request.protocol_names):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        instance_id = request.group_instance_id
         # Kafka's member ids: the client id (a static member's instance id) and a UUID
-        new_id = f"{group_instance_id if group_instance_id is not None else client_id}-{uuid.uuid4()}"
-        if group_instance_id is not None:
-            old_id = group.static_member_id(group_instance_id)
+        new_id = f"{instance_id if instance_id is not None else request.client_id}-{uuid.uuid4()}"
+        if instance_id is not None:
+            old_id = group.static_member_id(instance_id)
             if old_id is not None:
-                return self._update_static_member(group, old_id, new_id, group_instance_id, protocols,
-                                                  rebalance_timeout_ms, session_timeout_ms, answer, supports_skip)
-        elif require_known:
+                self._update_static_member(group, old_id, new_id, instance_id, request, answer)
+                return None
+        elif request.require_known_member_id:
             # KIP-394: the member must come back with this id, so a join whose answer was lost
             # leaves no orphan member behind
             group.pending_members.add(new_id)
-            self._schedule_pending_expiry(group, new_id, session_timeout_ms)
+            self._schedule_pending_expiry(group, new_id, request.session_timeout_ms)
             return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, new_id)
-        self._add_member_and_rebalance(group, new_id, group_instance_id, client_id, client_host,
-                                       rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, answer)
+        self._add_member_and_rebalance(group, new_id, request, answer)
         return None
 
-    def _current_member_join(self, group: GroupMetadata, member_id: str, group_instance_id: str | None,
-                             client_id: str, client_host: str, rebalance_timeout_ms: int,
-                             session_timeout_ms: int, protocol_type: str, protocols: list[tuple[str, bytes]],
+    def _current_member_join(self, group: GroupMetadata, request: JoinGroupRequest,
                              answer: asyncio.Future[JoinResult]) -> JoinResult | None:
+        member_id = request.member_id
         if group.is_state(GroupState.DEAD):
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
-        if not group.supports_protocols(protocol_type, [p for p, _ in protocols]):
+        if not group.supports_protocols(request.protocol_type, request.protocol_names):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
         if member_id in group.pending_members:
-            self._add_member_and_rebalance(group, member_id, group_instance_id, client_id, client_host,
-                                           rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
-                                           answer)
+            self._add_member_and_rebalance(group, member_id, request, answer)
             return None
-        error = self._member_error(group, member_id, group_instance_id)
+        error = self._member_error(group, member_id, request.group_instance_id)
         if error is not None:
             return JoinResult(error, member_id)
         member = group.get(member_id)
         if group.is_state(GroupState.PREPARING_REBALANCE):
-            self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms,
-                                              answer)
+            self._update_member_and_rebalance(group, member, request, answer)
         elif group.is_state(GroupState.COMPLETING_REBALANCE):
-            if member.matches(protocols):  # its JoinGroup answer was lost: the same one again
+            if member.matches(request.protocols):  # its JoinGroup answer was lost: the same one again
                 return self._join_result(group, member_id)
-            self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms,
-                                              answer)
+            self._update_member_and_rebalance(group, member, request, answer)
         elif group.is_state(GroupState.STABLE):
-            if group.is_leader(member_id) or not member.matches(protocols):
+            if group.is_leader(member_id) or not member.matches(request.protocols):
                 # the leader rejoining, or a changed subscription: a new assignment is needed
-                self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
-                                                  session_timeout_ms, answer)
+                self._update_member_and_rebalance(group, member, request, answer)
             else:
                 result = self._join_result(group, member_id)
                 result.members = []
@@ -184,49 +211,50 @@ class GroupCoordinator:
             return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
         return None
 
-    def _join_result(self, group: GroupMetadata, member_id: str) -> JoinResult:
+    @staticmethod
+    def _join_result(group: GroupMetadata, member_id: str) -> JoinResult:
         leader = group.is_leader(member_id)
         return JoinResult(ErrorCode.NONE, member_id, group.generation_id, group.protocol_type,
                           group.protocol_name, group.leader_id or "",
                           members=group.current_member_metadata() if leader else [])
 
-    def _add_member_and_rebalance(self, group: GroupMetadata, member_id: str, group_instance_id: str | None,
-                                  client_id: str, client_host: str, rebalance_timeout_ms: int,
-                                  session_timeout_ms: int, protocol_type: str, protocols: list[tuple[str, bytes]],
+    def _add_member_and_rebalance(self, group: GroupMetadata, member_id: str, request: JoinGroupRequest,
                                   answer: asyncio.Future[JoinResult]) -> None:
-        member = MemberMetadata(member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
-                                session_timeout_ms, protocol_type, protocols, is_new=True)
+        member = MemberMetadata(member_id, request.group_instance_id, request.client_id, request.client_host,
+                                request.rebalance_timeout_ms, request.session_timeout_ms, request.protocol_type,
+                                list(request.protocols), is_new=True)
         if group.is_state(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True
         group.add(member, answer)
         self._schedule_heartbeat_expiry(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
         self._maybe_prepare_rebalance(group, f"member {member_id} joined")
 
-    def _update_member_and_rebalance(self, group: GroupMetadata, member: MemberMetadata,
-                                     protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
-                                     session_timeout_ms: int, answer: asyncio.Future[JoinResult]) -> None:
-        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, answer)
+    def _update_member_and_rebalance(self, group: GroupMetadata, member: MemberMetadata, request: JoinGroupRequest,
+                                     answer: asyncio.Future[JoinResult]) -> None:
+        group.update_member(member, request.protocols, request.rebalance_timeout_ms, request.session_timeout_ms,
+                            answer)
         self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
 
     def _update_static_member(self, group: GroupMetadata, old_id: str, new_id: str, instance_id: str,
-                              protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int, session_timeout_ms: int,
-                              answer: asyncio.Future[JoinResult], supports_skip: bool) -> JoinResult | None:
+                              request: JoinGroupRequest, answer: asyncio.Future[JoinResult]) -> None:
         """KIP-345: a static member that restarted takes its old place under a new member id;
         in a Stable group whose protocol does not change, without a rebalance."""
         old_leader = group.leader_id
         member = group.replace_static_member(instance_id, old_id, new_id)
         old = (member.supported_protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
-        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, answer)
+        group.update_member(member, request.protocols, request.rebalance_timeout_ms, request.session_timeout_ms,
+                            answer)
         self._schedule_heartbeat_expiry(group, member)
         if group.is_state(GroupState.STABLE):
             if group.select_protocol() == group.protocol_name:
-                asyncio.get_running_loop().create_task(self._persist_static_member(
-                    group, member, old_id, old, old_leader, answer, supports_skip))
-                return None
+                self.scheduler.spawn(self._persist_static_member(
+                    group, member, old_id, old, old_leader, answer, request.supports_skip_assignment),
+                    f"group {group.group_id}: storing static member {instance_id}")
+                return
             self._maybe_prepare_rebalance(group, f"static member {instance_id} changed its protocols")
         elif group.is_state(GroupState.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance(group, f"static member {instance_id} rejoined")
-        return None  # PreparingRebalance: it simply waits with the others
+        # PreparingRebalance: it simply waits with the others
 
     async def _persist_static_member(self, group: GroupMetadata, member: MemberMetadata, old_id: str,
                                      old: tuple[list[tuple[str, bytes]], int, int], old_leader: str | None,
@@ -269,7 +297,7 @@ class GroupCoordinator:
             self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
         self._cancel_sync(group)
         initial = group.is_state(GroupState.EMPTY)
-        group.transition_to(GroupState.PREPARING_REBALANCE, now_ms())
+        group.transition_to(GroupState.PREPARING_REBALANCE, self.clock.milliseconds())
         log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id, group.generation_id,
                  reason)
         if initial:
@@ -282,8 +310,7 @@ class GroupCoordinator:
 
     def _start_delayed_join(self, group: GroupMetadata) -> None:
         self._cancel_join(group)
-        group.join_timer = asyncio.get_running_loop().call_later(
-            group.rebalance_timeout_ms() / 1000, self._complete_join, group)
+        group.join_timer = self.scheduler.call_later(group.rebalance_timeout_ms(), lambda: self._complete_join(group))
 
     def _start_initial_delayed_join(self, group: GroupMetadata, delay_ms: int, remaining_ms: int) -> None:
         """Kafka's InitialDelayedJoin: while new members keep arriving, wait up to another
@@ -300,7 +327,7 @@ class GroupCoordinator:
             else:
                 self._complete_join(group)
 
-        group.join_timer = asyncio.get_running_loop().call_later(delay_ms / 1000, expire)
+        group.join_timer = self.scheduler.call_later(delay_ms, expire)
 
     def _try_complete_join(self, group: GroupMetadata) -> None:
         """DelayedJoin.tryComplete: every member is back, so do not wait for the timeout. An
@@ -322,17 +349,15 @@ class GroupCoordinator:
             log.warning("group %s: no member rejoined; waiting another rebalance timeout", group.group_id)
             self._start_delayed_join(group)
             return
-        group.init_next_generation(now_ms())
+        group.init_next_generation(self.clock.milliseconds())
         if group.is_state(GroupState.EMPTY):
             log.info("group %s: generation %d with no members", group.group_id, group.generation_id)
-            asyncio.get_running_loop().create_task(self._store_group(group, {}))
+            self.scheduler.spawn(self._store_group(group, {}), f"group {group.group_id}: storing the empty group")
             return
         log.info("group %s: generation %d with %d members, protocol %s, leader %s", group.group_id,
                  group.generation_id, len(group.members), group.protocol_name, group.leader_id)
         for member in group.members.values():
-            if member.is_awaiting_join:
-                member.awaiting_join.set_result(self._join_result(group, member.member_id))  # type: ignore[union-attr]
-            member.awaiting_join = None
+            member.answer_join(self._join_result(group, member.member_id))
             member.is_new = False
             self._schedule_heartbeat_expiry(group, member)
         self._schedule_pending_sync(group)
@@ -358,21 +383,32 @@ class GroupCoordinator:
             self._maybe_prepare_rebalance(group, f"members {missing} failed to sync")
 
         self._cancel_sync(group)
-        group.sync_timer = asyncio.get_running_loop().call_later(
-            group.rebalance_timeout_ms() / 1000, expire)
+        group.sync_timer = self.scheduler.call_later(group.rebalance_timeout_ms(), expire)
 
-    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
+    @staticmethod
+    def _reset_and_propagate_assignment_error(group: GroupMetadata, error: ErrorCode) -> None:
         for member in group.members.values():
             member.assignment = b""
-            if member.is_awaiting_sync:
-                member.awaiting_sync.set_result(SyncResult(error))  # type: ignore[union-attr]
-            member.awaiting_sync = None
+            member.answer_sync(SyncResult(error))
 
     # -- SyncGroup -----------------------------------------------------------------------------
 
-    async def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
-                         protocol_type: str | None, protocol_name: str | None,
-                         assignments: dict[str, bytes]) -> SyncResult:
+    def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+                   protocol_type: str | None, protocol_name: str | None,
+                   assignments: dict[str, bytes]) -> asyncio.Future[SyncResult]:
+        """Kafka's handleSyncGroup: the answer, done now or once the leader's assignment is
+        written."""
+        answer: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        immediate = self._sync(group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name,
+                               assignments, answer)
+        if immediate is not None:
+            answer.set_result(immediate)
+        return answer
+
+    def _sync(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+              protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
+              answer: asyncio.Future[SyncResult]) -> SyncResult | None:
+        """The answer now, or None: ``answer`` is the member's, answered later."""
         error = self.group_error(group_id)
         if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             # the rebalance in progress was lost with the old coordinator: start over at JoinGroup
@@ -402,15 +438,14 @@ class GroupCoordinator:
             self._schedule_heartbeat_expiry(group, member)
             return SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment)
         # CompletingRebalance: wait for the leader's assignment to be written
-        answer: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
-        if member.is_awaiting_sync:  # sent again before the first was answered (see update_member)
-            member.awaiting_sync.set_result(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))  # type: ignore[union-attr]
+        member.answer_sync(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))  # sent again before the first was answered
         member.awaiting_sync = answer
         if group.is_leader(member_id):
             full = {m: assignments.get(m, b"") for m in group.members}
             write = self._store_group(group, full)  # the record is built now, from the group as it is
-            asyncio.get_running_loop().create_task(self._store_assignment(group, generation_id, full, write))
-        return await answer
+            self.scheduler.spawn(self._store_assignment(group, generation_id, full, write),
+                                 f"group {group.group_id}: storing generation {generation_id}'s assignment")
+        return None
 
     async def _store_assignment(self, group: GroupMetadata, generation_id: int, assignment: dict[str, bytes],
                                 write: Awaitable[ErrorCode]) -> None:
@@ -426,24 +461,16 @@ class GroupCoordinator:
             if member is None:
                 continue
             member.assignment = data
-            if member.is_awaiting_sync:
-                member.awaiting_sync.set_result(  # type: ignore[union-attr]
-                    SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, data))
+            if member.answer_sync(SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, data)):
                 self._schedule_heartbeat_expiry(group, member)
-            member.awaiting_sync = None
-        group.transition_to(GroupState.STABLE, now_ms())
+        group.transition_to(GroupState.STABLE, self.clock.milliseconds())
         log.info("group %s: stable at generation %d", group.group_id, group.generation_id)
 
-    def _store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> Awaitable[ErrorCode]:
+    def _store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> Coroutine[Any, Any, ErrorCode]:
         """Write the group's metadata record (built now); the error as SyncGroup reports it."""
-        value = group_records.group_metadata_value(group, assignment)
-        return self._mapped(self.manager.store(group.group_id, [(group_records.group_metadata_key(group.group_id),
-                                                                 value)]), GROUP_WRITE_ERRORS)
-
-    @staticmethod
-    async def _mapped(write: Awaitable[ErrorCode], errors: dict[ErrorCode, ErrorCode]) -> ErrorCode:
-        error = await write
-        return errors.get(error, error)
+        record = (group_records.group_metadata_key(group.group_id),
+                  group_records.group_metadata_value(group, assignment))
+        return self.manager.store(group.group_id, [record], errors=GROUP_WRITE_ERRORS)
 
     # -- Heartbeat and LeaveGroup --------------------------------------------------------------
 
@@ -501,10 +528,8 @@ class GroupCoordinator:
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         self._cancel_heartbeat(member)
-        if member.is_awaiting_join:
-            member.awaiting_join.set_result(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, ""))  # type: ignore[union-attr]
-        if member.is_awaiting_sync:
-            member.awaiting_sync.set_result(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))  # type: ignore[union-attr]
+        member.answer_join(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, ""))
+        member.answer_sync(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
         group.remove(member_id)
         log.info("group %s: member %s %s", group.group_id, member_id, reason)
         if group.is_state(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
@@ -517,7 +542,8 @@ class GroupCoordinator:
         if group.is_state(GroupState.PREPARING_REBALANCE):
             self._try_complete_join(group)
 
-    def _member_error(self, group: GroupMetadata, member_id: str, group_instance_id: str | None) -> ErrorCode | None:
+    @staticmethod
+    def _member_error(group: GroupMetadata, member_id: str, group_instance_id: str | None) -> ErrorCode | None:
         """Kafka's validateCurrentMember: a static member's instance id must map to this member
         id (else it was replaced: FENCED_INSTANCE_ID); a dynamic member must exist."""
         if group_instance_id is not None:
@@ -534,9 +560,9 @@ class GroupCoordinator:
     def _schedule_heartbeat_expiry(self, group: GroupMetadata, member: MemberMetadata,
                                    timeout_ms: int | None = None) -> None:
         self._cancel_heartbeat(member)
-        member.heartbeat_timer = asyncio.get_running_loop().call_later(
-            (member.session_timeout_ms if timeout_ms is None else timeout_ms) / 1000,
-            self._heartbeat_expired, group, member)
+        member.heartbeat_timer = self.scheduler.call_later(
+            member.session_timeout_ms if timeout_ms is None else timeout_ms,
+            lambda: self._heartbeat_expired(group, member))
 
     @staticmethod
     def _cancel_heartbeat(member: MemberMetadata) -> None:
@@ -560,7 +586,7 @@ class GroupCoordinator:
                 group.pending_members.discard(member_id)
                 self._try_complete_join_if_preparing(group)
 
-        asyncio.get_running_loop().call_later(session_timeout_ms / 1000, expire)
+        self.scheduler.call_later(session_timeout_ms, expire)
 
     @staticmethod
     def _cancel_join(group: GroupMetadata) -> None:
@@ -574,11 +600,12 @@ class GroupCoordinator:
             group.sync_timer.cancel()
         group.sync_timer = None
 
-    # -- offsets -------------------------------------------------------------------------------
+    # -- OffsetCommit, OffsetFetch, OffsetDelete: who may (the offsets are offset_manager.py's) --
 
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
                              generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]
                              ) -> dict[TopicPartition, ErrorCode]:
+        """Kafka's handleCommitOffsets: a commit counts as the member's heartbeat."""
         error = self.group_error(group_id, allow_empty=True)
         if error is not None:
             return dict.fromkeys(offsets, error)
@@ -587,7 +614,7 @@ class GroupCoordinator:
             if generation_id >= 0:
                 # a member of a generation this coordinator never saw (or an old one)
                 return dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION)
-            group = self.manager.add(GroupMetadata(group_id, GroupState.EMPTY, now_ms()))
+            group = self._new_group(group_id)
         error = self._commit_error(group, generation_id, member_id, group_instance_id)
         if error is None and group.is_state(GroupState.COMPLETING_REBALANCE):
             error = ErrorCode.REBALANCE_IN_PROGRESS
@@ -595,7 +622,7 @@ class GroupCoordinator:
             return dict.fromkeys(offsets, error)
         if group.is_state(GroupState.STABLE, GroupState.PREPARING_REBALANCE) and group.has(member_id):
             self._schedule_heartbeat_expiry(group, group.get(member_id))
-        return await self._store_offsets(group, offsets)
+        return await self.offsets.store(group, offsets)
 
     def _commit_error(self, group: GroupMetadata, generation_id: int, member_id: str,
                       group_instance_id: str | None) -> ErrorCode | None:
@@ -614,52 +641,18 @@ class GroupCoordinator:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return None
 
-    async def _store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]
-                             ) -> dict[TopicPartition, ErrorCode]:
-        too_large = {tp for tp, o in offsets.items()
-                     if len(o.metadata.encode()) > self.config.offset_metadata_max_bytes}
-        valid = {tp: o for tp, o in offsets.items() if tp not in too_large}
-        results: dict[TopicPartition, ErrorCode] = dict.fromkeys(too_large, ErrorCode.OFFSET_METADATA_TOO_LARGE)
-        if not valid:
-            return results
-        records: list[tuple[bytes, bytes | None]] = [
-            (group_records.offset_commit_key(group.group_id, tp), group_records.offset_commit_value(o))
-            for tp, o in valid.items()]
-        group.pending_offset_commits.update(valid.keys())
-        try:
-            error = await self._mapped(self.manager.store(group.group_id, records), OFFSET_WRITE_ERRORS)
-        finally:
-            pending = group.pending_offset_commits
-            for tp in valid:
-                pending[tp] -= 1
-                if not pending[tp]:
-                    del pending[tp]
-        if error == ErrorCode.NONE and not group.is_state(GroupState.DEAD):
-            group.offsets.update(valid)
-        results.update(dict.fromkeys(valid, error))
-        return results
-
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False
-                      ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | ErrorCode | None]]:
-        """Committed offsets of `partitions` (all the group has if None); None where none, and
-        with `require_stable` (KIP-447) UNSTABLE_OFFSET_COMMIT where a commit is being written."""
+                      ) -> tuple[ErrorCode, dict[TopicPartition, FetchedOffset]]:
+        """Kafka's handleFetchOffsets: OffsetManager.fetch, for a group this broker answers for."""
         error = self.group_error(group_id, allow_empty=True)
         if error is not None:
             return error, {}
-        group = self.manager.get(group_id)
-        if group is None or group.is_state(GroupState.DEAD):
-            return ErrorCode.NONE, {} if partitions is None else dict.fromkeys(partitions)
-        result: dict[TopicPartition, OffsetAndMetadata | ErrorCode | None] = (
-            dict(group.offsets) if partitions is None else {tp: group.offsets.get(tp) for tp in partitions})
-        if require_stable:
-            for tp in result:
-                if group.pending_offset_commits[tp]:
-                    result[tp] = ErrorCode.UNSTABLE_OFFSET_COMMIT
-        return ErrorCode.NONE, result
+        return ErrorCode.NONE, self.offsets.fetch(self.manager.get(group_id), partitions, require_stable)
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]
                        ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        """Kafka's handleDeleteOffsets (KIP-496): only offsets of topics no member subscribes to."""
+        """Kafka's handleDeleteOffsets (KIP-496): an Empty group's offsets, or a consumer
+        group's of topics no member subscribes to (OffsetManager.delete)."""
         error = self.group_error(group_id)
         if error is not None:
             return error, {}
@@ -668,16 +661,24 @@ class GroupCoordinator:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
         if not group.is_state(GroupState.EMPTY) and group.protocol_type != "consumer":
             return ErrorCode.NON_EMPTY_GROUP, {}
-        empty = group.is_state(GroupState.EMPTY)
-        results = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if not empty and group.is_subscribed_to(tp.topic)
-                   else ErrorCode.NONE for tp in partitions}
-        gone = [tp for tp, e in results.items() if e == ErrorCode.NONE and tp in group.offsets]
-        for tp in gone:
-            del group.offsets[tp]
+        return ErrorCode.NONE, self.offsets.delete(group, partitions)
+
+    def handle_deleted_partitions(self, partitions: list[TopicPartition]) -> int:
+        """Kafka's handleDeletedPartitions (OffsetManager.remove_partitions); how many offsets went."""
+        gone = self.offsets.remove_partitions(partitions)
         if gone:
-            asyncio.get_running_loop().create_task(self.manager.store(
-                group_id, [(group_records.offset_commit_key(group_id, tp), None) for tp in gone], durable=False))
-        return ErrorCode.NONE, results
+            log.info("removed %d committed offsets of deleted partitions", gone)
+        return gone
+
+    def expire_offsets(self) -> None:
+        """Kafka's cleanupGroupMetadata, every offsets.retention.check.interval.ms."""
+        expired = self.offsets.expire()
+        if expired:
+            log.info("expired %d committed offsets", expired)
+
+    def lags(self, high_watermark: Callable[[TopicPartition], int | None]) -> list[tuple[str, str, int, int]]:
+        """(group, topic, partition, lag) for the broker's metrics (OffsetManager.lags)."""
+        return self.offsets.lags(high_watermark)
 
     # -- ListGroups, DescribeGroups, DeleteGroups ----------------------------------------------
 
@@ -693,16 +694,15 @@ class GroupCoordinator:
         error = self.group_error(group_id, allow_empty=True)
         if error is not None:
             return error, GroupSummary("", "", "", [])
-        dead = GroupSummary(GroupState.DEAD.value, "", "", [])
         group = self.manager.get(group_id)
         if group is None:
-            return ErrorCode.NONE, dead
-        stable = group.is_state(GroupState.STABLE) and group.protocol_name is not None
+            return ErrorCode.NONE, GroupSummary(GroupState.DEAD.value, "", "", [])
+        # members' subscriptions and assignments only once they are settled
+        protocol = group.protocol_name if group.is_state(GroupState.STABLE) else None
         members = [(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                    m.metadata(group.protocol_name) if stable else b"",  # type: ignore[arg-type]
-                    m.assignment if stable else b"") for m in group.members.values()]
-        return ErrorCode.NONE, GroupSummary(group.state.value, group.protocol_type or "",
-                                            group.protocol_name if stable else "", members)  # type: ignore[arg-type]
+                    m.metadata(protocol) if protocol is not None else b"",
+                    m.assignment if protocol is not None else b"") for m in group.members.values()]
+        return ErrorCode.NONE, GroupSummary(group.state.value, group.protocol_type or "", protocol or "", members)
 
     async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         """Kafka's handleDeleteGroups: only Empty groups; their offsets and metadata get
@@ -719,40 +719,20 @@ class GroupCoordinator:
             elif not group.is_state(GroupState.EMPTY):
                 results[group_id] = ErrorCode.NON_EMPTY_GROUP
             else:
-                group.transition_to(GroupState.DEAD, now_ms())
+                group.transition_to(GroupState.DEAD, self.clock.milliseconds())
                 self.manager.remove(group_id)
-                tombstones: list[tuple[bytes, bytes | None]] = [
-                    (group_records.offset_commit_key(group_id, tp), None) for tp in group.offsets]
+                tombstones = group_records.offset_tombstones(group_id, group.offsets)
                 tombstones.append((group_records.group_metadata_key(group_id), None))
                 group.offsets = {}
-                writes[group_id] = self._mapped(self.manager.store(group_id, tombstones, durable=False),
-                                                GROUP_WRITE_ERRORS)
+                writes[group_id] = self.manager.store(group_id, tombstones, durable=False, errors=GROUP_WRITE_ERRORS)
         if writes:
             results.update(zip(writes, await asyncio.gather(*writes.values())))
         return results
 
-    def handle_deleted_partitions(self, partitions: list[TopicPartition]) -> int:
-        """Kafka's handleDeletedPartitions: a deleted topic's committed offsets leave every group
-        this broker coordinates (tombstones, acks=1), so a topic re-created under the same name
-        is not read from offsets of the old one. Returns how many offsets went."""
-        gone_total = 0
-        deleted = set(partitions)
-        for group in self.manager.local_groups():
-            gone = [tp for tp in group.offsets if tp in deleted]
-            for tp in gone:
-                del group.offsets[tp]
-            if gone:
-                gone_total += len(gone)
-                asyncio.get_running_loop().create_task(self.manager.store(
-                    group.group_id, [(group_records.offset_commit_key(group.group_id, tp), None) for tp in gone],
-                    durable=False))
-        if gone_total:
-            log.info("removed %d committed offsets of deleted partitions", gone_total)
-        return gone_total
-
     # -- offsets partitions coming and going ---------------------------------------------------
 
-    def on_leadership_change(self, led: Iterable[Any], not_led: Iterable[Any]) -> None:
+    def on_leadership_change(self, led: Iterable[CoordinatorPartition],
+                             not_led: Iterable[CoordinatorPartition]) -> None:
         """Kafka's KafkaApis.onLeadershipChange: coordination moves with the leadership of the
         __consumer_offsets partitions (``led``/``not_led``: the broker's Partition objects)."""
         for partition in led:
@@ -761,17 +741,6 @@ class GroupCoordinator:
         for partition in not_led:
             if partition.tp.topic == OFFSETS_TOPIC:
                 self.on_resignation(partition.tp.partition)
-
-    def lags(self, high_watermark: Callable[[TopicPartition], int | None]) -> list[tuple[str, str, int, int]]:
-        """(group, topic, partition, lag) of the groups this broker coordinates, for the
-        partitions whose high watermark ``high_watermark`` knows (those with a local replica)."""
-        lags = []
-        for group in self.manager.local_groups():
-            for tp, committed in group.offsets.items():
-                hw = high_watermark(tp)
-                if hw is not None:
-                    lags.append((group.group_id, tp.topic, tp.partition, max(hw - committed.offset, 0)))
-        return lags
 
     def on_election(self, offsets_partition: int, leader_epoch: int) -> None:
         self.manager.load(offsets_partition, leader_epoch, self._on_group_loaded)
@@ -783,26 +752,24 @@ class GroupCoordinator:
             self._schedule_heartbeat_expiry(group, member)
 
     def on_resignation(self, offsets_partition: int) -> None:
+        """Kafka's onResignation: the partition's groups go Dead, and every member waiting for
+        an answer gets NOT_COORDINATOR (it finds the new coordinator)."""
         for group in self.manager.unload(offsets_partition):
-            self._cancel_join(group)
-            self._cancel_sync(group)
+            self._stop_timers(group)
             for member in group.members.values():
-                self._cancel_heartbeat(member)
-                if member.is_awaiting_join:
-                    member.awaiting_join.set_result(JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))  # type: ignore[union-attr]
-                if member.is_awaiting_sync:
-                    member.awaiting_sync.set_result(SyncResult(ErrorCode.NOT_COORDINATOR))  # type: ignore[union-attr]
-            group.state = GroupState.DEAD
+                member.answer_join(JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
+                member.answer_sync(SyncResult(ErrorCode.NOT_COORDINATOR))
+            group.transition_to(GroupState.DEAD, self.clock.milliseconds())
 
-    def expire_offsets(self) -> None:
-        expired = self.manager.expire_offsets(self.config.offsets_retention_ms, now_ms(), self.manager.store)
-        if expired:
-            log.info("expired %d committed offsets", expired)
+    def _stop_timers(self, group: GroupMetadata) -> None:
+        self._cancel_join(group)
+        self._cancel_sync(group)
+        for member in group.members.values():
+            self._cancel_heartbeat(member)
 
     def shutdown(self) -> None:
+        """No more answers: every group's timers stop and the scheduler's tasks are cancelled."""
         self.active = False
         for group in self.manager.local_groups():
-            self._cancel_join(group)
-            self._cancel_sync(group)
-            for member in group.members.values():
-                self._cancel_heartbeat(member)
+            self._stop_timers(group)
+        self.scheduler.shutdown()

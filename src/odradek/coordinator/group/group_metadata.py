@@ -2,27 +2,89 @@
 
 Pure state, no I/O and no timers: the GroupCoordinator decides when things happen, this module
 keeps the group consistent while they do (who leads, which protocol the members agree on,
-which members the current rebalance still waits for).
+which members the current rebalance still waits for, which answers members wait for).
 
-The group states and their legal predecessors are Kafka's (GroupMetadata.scala):
+The group states and their legal predecessors are Kafka's (GroupMetadata.scala). Every change
+of state goes through ``GroupMetadata.transition_to``, which refuses one its target does not
+list in VALID_PREVIOUS:
 
     Empty --join--> PreparingRebalance --all joined--> CompletingRebalance --leader's sync--> Stable
-    any live state --join/leave/expiry--> PreparingRebalance;  Empty/any --unload, delete--> Dead
+    Stable, CompletingRebalance --join/leave/expiry--> PreparingRebalance --no member left--> Empty
+    any state --deleted, expired, unloaded--> Dead
 """
 from __future__ import annotations
 
 import asyncio
 import enum
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from odradek.common.metadata import TopicPartition
 from odradek.coordinator.group.consumer_protocol import subscription_topics
+from odradek.coordinator.scheduler import Timer
 from odradek.protocol.errors import ErrorCode
 
 
 class GroupState(enum.Enum):
+    """What each request gets in each state (Kafka's GroupState comments, as this coordinator
+    answers; before any of this, a broker that does not coordinate the group answers
+    NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS or COORDINATOR_NOT_AVAILABLE):
+
+    Empty: no members; the group may hold offsets.
+        JoinGroup     a new member is told MEMBER_ID_REQUIRED (JoinGroup v4+) or added, which
+                      starts a rebalance (PreparingRebalance, with the initial delay); a member
+                      id the group does not know: UNKNOWN_MEMBER_ID
+        SyncGroup     UNKNOWN_MEMBER_ID
+        Heartbeat     UNKNOWN_MEMBER_ID
+        LeaveGroup    UNKNOWN_MEMBER_ID for each member (NONE for one told MEMBER_ID_REQUIRED)
+        OffsetCommit  stored if it names no generation (a consumer using assign()); else the
+                      member's error (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION)
+        OffsetFetch   the offsets
+        OffsetDelete  deleted
+        DeleteGroups  deleted: Dead
+        expiry        offsets.retention.minutes after the group became Empty its offsets
+                      expire (each commit's own age for a group without a protocol); a group
+                      left without offsets dies: Dead
+    PreparingRebalance: a rebalance waits for the members to rejoin, until the rebalance
+        timeout (or, from Empty, group.initial.rebalance.delay.ms).
+        JoinGroup     waits for the new generation; a new member is added and waits too
+        SyncGroup     REBALANCE_IN_PROGRESS
+        Heartbeat     REBALANCE_IN_PROGRESS: how members hear they must rejoin
+        LeaveGroup    the member goes; the rebalance completes if every other one is back
+        OffsetCommit  stored from a member of the current generation
+        OffsetDelete  GROUP_SUBSCRIBED_TO_TOPIC for topics the members subscribe to (all
+                      topics while that is unknown); NON_EMPTY_GROUP if not a consumer group
+        DeleteGroups  NON_EMPTY_GROUP
+    CompletingRebalance: the generation is made; members wait for the leader's assignment.
+        JoinGroup     a member with the same protocols again: the generation's answer (it
+                      was lost); changed protocols, or a new member: a new rebalance
+        SyncGroup     waits for the leader's SyncGroup and the write of its assignment, which
+                      makes the group Stable; a failed write: its error and a new rebalance
+        Heartbeat     NONE
+        LeaveGroup    the member goes and the group rebalances
+        OffsetCommit  REBALANCE_IN_PROGRESS
+        OffsetDelete  as PreparingRebalance
+        DeleteGroups  NON_EMPTY_GROUP
+    Stable: every member has its assignment.
+        JoinGroup     the leader, a member with changed protocols or a new member: a new
+                      rebalance; any other member: the current generation's answer; a
+                      restarted static member takes its old place without one (KIP-345)
+        SyncGroup     the member's assignment
+        Heartbeat     NONE
+        LeaveGroup    the member goes and the group rebalances
+        OffsetCommit  stored from a member of the current generation
+        OffsetDelete  as PreparingRebalance
+        DeleteGroups  NON_EMPTY_GROUP
+        expiry        offsets of topics the members no longer subscribe to
+    Dead: deleted, expired or unloaded, and gone from the coordinator's cache, so a request
+        for its id finds a new group or none (DescribeGroups: state Dead, no members). One
+        that still finds the Dead group (Kafka checks for it too) gets:
+        JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit  COORDINATOR_NOT_AVAILABLE
+        OffsetFetch   no offsets
+        OffsetDelete, DeleteGroups  GROUP_ID_NOT_FOUND
+    """
+
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
     COMPLETING_REBALANCE = "CompletingRebalance"
@@ -43,7 +105,8 @@ VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
 
 
 class IllegalGroupStateError(Exception):
-    pass
+    """A change of state the target state does not allow from the current one (a bug in the
+    coordinator, as Kafka's assertValidTransition raises), or a protocol no member supports."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +158,7 @@ class MemberMetadata:
     awaiting_join: asyncio.Future[JoinResult] | None = None
     awaiting_sync: asyncio.Future[SyncResult] | None = None
     is_new: bool = False
-    heartbeat_timer: Any = None  # the coordinator's handle for this member's session expiry
+    heartbeat_timer: Timer | None = None  # this member's session expiry (DelayedHeartbeat)
 
     @property
     def is_static(self) -> bool:
@@ -109,6 +172,24 @@ class MemberMetadata:
     def is_awaiting_sync(self) -> bool:
         return self.awaiting_sync is not None and not self.awaiting_sync.done()
 
+    def answer_join(self, result: JoinResult) -> bool:
+        """Kafka's maybeInvokeJoinCallback: answer the JoinGroup this member waits for, if it
+        waits for one (its request may have been given up: then nothing); it waits no more.
+        Whether it was answered."""
+        waiting, self.awaiting_join = self.awaiting_join, None
+        if waiting is None or waiting.done():
+            return False
+        waiting.set_result(result)
+        return True
+
+    def answer_sync(self, result: SyncResult) -> bool:
+        """Kafka's maybeInvokeSyncCallback: as ``answer_join``, for the SyncGroup."""
+        waiting, self.awaiting_sync = self.awaiting_sync, None
+        if waiting is None or waiting.done():
+            return False
+        waiting.set_result(result)
+        return True
+
     def protocols(self) -> list[str]:
         return [name for name, _ in self.supported_protocols]
 
@@ -118,15 +199,15 @@ class MemberMetadata:
                 return data
         raise IllegalGroupStateError(f"member {self.member_id} does not support protocol {protocol}")
 
-    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+    def matches(self, protocols: Sequence[tuple[str, bytes]]) -> bool:
         """Joining again with the very same protocols and metadata (a lost JoinGroup answer)."""
-        return self.supported_protocols == protocols
+        return self.supported_protocols == list(protocols)
 
 
 class GroupMetadata:
     def __init__(self, group_id: str, state: GroupState = GroupState.EMPTY, now_ms: int = 0) -> None:
         self.group_id = group_id
-        self.state = state
+        self._state = state
         self.state_timestamp_ms = now_ms  # when it entered this state (offset expiry of Empty groups)
         self.generation_id = 0
         self.protocol_type: str | None = None
@@ -145,9 +226,9 @@ class GroupMetadata:
         # subscribedTopics); None where unknown (another protocol type, unreadable metadata)
         self.subscribed: set[str] | None = None
         # the coordinator's timers: DelayedJoin or InitialDelayedJoin, and DelayedSync
-        self.join_timer: Any = None
+        self.join_timer: Timer | None = None
         self.in_initial_delay = False
-        self.sync_timer: Any = None
+        self.sync_timer: Timer | None = None
 
     def __repr__(self) -> str:
         return (f"GroupMetadata({self.group_id!r}, {self.state.value}, generation {self.generation_id}, "
@@ -155,13 +236,22 @@ class GroupMetadata:
 
     # -- state ---------------------------------------------------------------------------------
 
+    @property
+    def state(self) -> GroupState:
+        """Read-only: a state changes only through ``transition_to``."""
+        return self._state
+
     def is_state(self, *states: GroupState) -> bool:
-        return self.state in states
+        return self._state in states
 
     def transition_to(self, state: GroupState, now_ms: int) -> None:
-        if self.state not in VALID_PREVIOUS[state]:
-            raise IllegalGroupStateError(f"group {self.group_id}: {self.state.value} -> {state.value}")
-        self.state = state
+        """Kafka's GroupMetadata.transitionTo: IllegalGroupStateError, the group unchanged, if
+        ``state`` does not list the current state among its VALID_PREVIOUS."""
+        if self._state not in VALID_PREVIOUS[state]:
+            raise IllegalGroupStateError(
+                f"group {self.group_id} must be in one of {sorted(s.value for s in VALID_PREVIOUS[state])} "
+                f"to move to {state.value}, but is in {self._state.value}")
+        self._state = state
         self.state_timestamp_ms = now_ms
 
     def can_rebalance(self) -> bool:
@@ -206,11 +296,8 @@ class GroupMetadata:
         """A static member rejoined with a new member id (it restarted): the old id is fenced
         (any answer it waits for is FENCED_INSTANCE_ID) and the member keeps its place."""
         member = self.members.pop(old_id)
-        if member.is_awaiting_join:
-            member.awaiting_join.set_result(JoinResult(ErrorCode.FENCED_INSTANCE_ID, old_id))  # type: ignore[union-attr]
-        if member.is_awaiting_sync:
-            member.awaiting_sync.set_result(SyncResult(ErrorCode.FENCED_INSTANCE_ID))  # type: ignore[union-attr]
-        member.awaiting_join = member.awaiting_sync = None
+        member.answer_join(JoinResult(ErrorCode.FENCED_INSTANCE_ID, old_id))
+        member.answer_sync(SyncResult(ErrorCode.FENCED_INSTANCE_ID))
         member.member_id = new_id
         self.members[new_id] = member
         if self.is_leader(old_id):
@@ -221,14 +308,15 @@ class GroupMetadata:
             self.pending_sync_members.add(new_id)
         return member
 
-    def update_member(self, member: MemberMetadata, protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
-                      session_timeout_ms: int, on_join: asyncio.Future[JoinResult] | None) -> None:
-        if on_join is not None and member.is_awaiting_join and member.awaiting_join is not on_join:
+    def update_member(self, member: MemberMetadata, protocols: Sequence[tuple[str, bytes]],
+                      rebalance_timeout_ms: int, session_timeout_ms: int,
+                      on_join: asyncio.Future[JoinResult] | None) -> None:
+        if on_join is not None and member.awaiting_join is not on_join:
             # the member sent JoinGroup again before its first was answered (it gave up on
             # it): the first gets an answer anyway, or every response behind it on that
             # connection would wait forever (responses go out in request order)
-            member.awaiting_join.set_result(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))  # type: ignore[union-attr]
-        member.supported_protocols = protocols
+            member.answer_join(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
+        member.supported_protocols = list(protocols)
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
         member.awaiting_join = on_join

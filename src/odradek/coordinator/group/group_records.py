@@ -10,6 +10,7 @@ offsets partition reads it quickly.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +81,11 @@ class StoredGroup:
 
 def offset_commit_key(group: str, tp: TopicPartition) -> bytes:
     return encode(_VERSION, OFFSET_COMMIT_KEY_VERSION) + encode(_OFFSET_COMMIT_KEY, (group, tp.topic, tp.partition))
+
+
+def offset_tombstones(group: str, partitions: Iterable[TopicPartition]) -> list[tuple[bytes, bytes | None]]:
+    """The records that delete the group's offsets of ``partitions``."""
+    return [(offset_commit_key(group, tp), None) for tp in partitions]
 
 
 def group_metadata_key(group: str) -> bytes:

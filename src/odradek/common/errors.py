@@ -1,0 +1,12 @@
+"""Errors that more than one layer raises or catches (Kafka's org.apache.kafka.common.errors).
+
+NotLeaderError is raised by the broker's Partition and caught by the coordinators below the
+broker, which wait on a partition of their internal topic through the seam of
+odradek.coordinator.seams: defined here, neither has to import the other.
+"""
+from __future__ import annotations
+
+
+class NotLeaderError(Exception):
+    """The partition's leadership moved while a request was waiting on it (Kafka's
+    NotLeaderOrFollowerException)."""
