@@ -76,7 +76,7 @@ demo-down:
 
 clean:
 	if [ -f $(DEMO_DIR)/cluster.json ] && [ -x $(VENV)/bin/odradek ]; then $(VENV)/bin/odradek down --data-dir $(DEMO_DIR); fi
-	rm -rf $(DEMO_DIR) build
+	rm -rf $(DEMO_DIR) build .mypy_cache .ruff_cache
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 # Back to nothing: the next `make demo` / `make test` rebuilds the virtualenv too.

@@ -157,11 +157,11 @@ class FetchHandler:
                     limit = partition.high_watermark
                 max_bytes = min(t.max_bytes, budget - total) if total else t.max_bytes
                 if t.fetch_offset != limit:  # an idle partition reads nothing
-                    throttled = throttling and quota.is_throttled(t.tp)  # type: ignore[union-attr]
+                    throttled = throttling and quota is not None and quota.is_throttled(t.tp)
                     held = False
                     if throttled and replica_id not in partition.isr:
                         if exceeded is None:
-                            exceeded = quota.is_quota_exceeded()  # type: ignore[union-attr]
+                            exceeded = quota is not None and quota.is_quota_exceeded()
                         held = exceeded
                     if held:
                         if session is not None:
@@ -196,10 +196,10 @@ class FetchHandler:
                 total += len(data)
                 if data and self.ctx.metrics is not None:
                     self.ctx.metrics.bytes_out[t.tp.topic] += len(data)
-        if throttled_bytes:
+        if throttled_bytes and quota is not None:
             # counted when read: a read a long poll discards (a replica's min_bytes above what
             # it got; odradek's followers ask for 1 byte) counts too, which only throttles more
-            quota.record(throttled_bytes)  # type: ignore[union-attr]
+            quota.record(throttled_bytes)
         return list(out.items()), told, total, readable, has_error
 
 

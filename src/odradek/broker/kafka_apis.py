@@ -24,6 +24,7 @@ from odradek.broker.describe_log_dirs import describe_log_dirs
 from odradek.broker.elect_leaders import elect_leaders
 from odradek.broker.fetch_handler import FetchHandler, leader_for
 from odradek.broker.init_producer_id import init_producer_id
+from odradek.broker.metrics import BrokerMetrics
 from odradek.broker.partition import NotLeaderError, Partition
 from odradek.broker.producer_state import ProducerStateError
 from odradek.common.metadata import TopicPartition
@@ -66,20 +67,21 @@ class KafkaApis:
     def __call__(self, frame: memoryview, conn: KafkaConnection) -> bytes | None | Awaitable[bytes | None]:
         started = time.perf_counter()
         result = self._handle(frame, conn)
-        if self.ctx.metrics is None:
+        metrics = self.ctx.metrics
+        if metrics is None:
             return result
         api_key, version = struct.unpack_from(">hh", frame, 0)  # _handle checked the length
         if result is None or isinstance(result, (bytes, list)):
-            self.ctx.metrics.request_done(api_key, version, started)
+            metrics.request_done(api_key, version, started)
             return result
-        return self._timed(result, api_key, version, started)
+        return self._timed(result, metrics, api_key, version, started)
 
-    async def _timed(self, pending: Awaitable[bytes | None], api_key: int, version: int,
+    async def _timed(self, pending: Awaitable[bytes | None], metrics: BrokerMetrics, api_key: int, version: int,
                      started: float) -> bytes | None:
         try:
             return await pending
         finally:
-            self.ctx.metrics.request_done(api_key, version, started)  # type: ignore[union-attr]
+            metrics.request_done(api_key, version, started)
 
     def _handle(self, frame: memoryview, conn: KafkaConnection) -> bytes | None | Awaitable[bytes | None]:
         if len(frame) < 8:
