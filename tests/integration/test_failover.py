@@ -17,6 +17,8 @@ from cluster_state import controller_of, full_isr, live_leaders, metadata, zk
 from confluent_kafka.admin import AdminClient
 from polling import wait_until
 
+from odradek.admin.admin_client import metadata_request
+from odradek.admin.errors import AdminError
 from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
@@ -67,9 +69,23 @@ def test_kill_controller_elects_a_new_one_that_creates_topics(cluster_factory: C
         client.close()
     survivors = [b for b in c.broker_ids if b != old]
     bootstrap = ",".join(f"{c.host}:{c.broker_port(b)}" for b in survivors)
+    # librdkafka sends CreateTopics to the controller a broker's Metadata names, and one that
+    # asked before the new controller's UpdateMetadata reached the brokers waits for the dead
+    # one until its request times out (as against Kafka's ZooKeeper-era brokers)
+    wait_until(lambda: all(_controller_known_to(f"{c.host}:{c.broker_port(b)}") == new for b in survivors),
+               30, "the survivors to know the new controller")
     create_topic(bootstrap, "after", 4, 2)
+
     wait_until(lambda: live_leaders(c, "after", {old}), 30, "the new topic's leaders")
     wait_until(lambda: live_leaders(c, "before", {old}), 30, "the old topic's leaders")
+
+
+def _controller_known_to(address: str) -> int:
+    """The controller id in one broker's Metadata answer (-2 while it does not answer)."""
+    try:
+        return metadata_request(address, [], 2.0).controller_id
+    except AdminError:
+        return -2
 
 
 def test_frozen_controller_is_fenced_after_it_wakes(cluster_factory: Callable[..., LocalCluster]) -> None:
