@@ -175,7 +175,10 @@ def test_validate_plan_refuses(plan, message):
 
 
 def test_validate_plan_allows_a_replication_factor_change_when_asked():
-    validate_plan({("t", 0): [1, 2, 3]}, CURRENT, [1, 2, 3], allow_replication_factor_change=True)
+    plan = {("t", 0): [1, 2, 3]}
+    with pytest.raises(PlanError, match="replication factor"):
+        validate_plan(plan, CURRENT, [1, 2, 3])
+    validate_plan(plan, CURRENT, [1, 2, 3], allow_replication_factor_change=True)  # no PlanError
 
 
 def test_throttles_name_current_replicas_as_leaders_and_new_ones_as_followers():
