@@ -68,7 +68,7 @@ def wait_record(cluster: LocalCluster, broker_ids: list[int], event: str, after:
     while True:
         for b in broker_ids:
             for r in timing_records(cluster.broker_dir(b) / "broker.log"):
-                if (r.get("event") == event and (r.get("fired") or r["dequeued"]) >= after
+                if (r.get("event") == event and (r.get("fired") or r.get("dequeued", 0)) >= after
                         and "acked" in r and want(r)):
                     return b, r
         if time.monotonic() > deadline:

@@ -50,7 +50,6 @@ from odradek.bench.common import (
     exit_on_sigterm,
     restart_broker,
     tear_down,
-    timing_records,  # noqa: F401 - bench.reassign imports it from here
     wait_full_isrs,
     wait_record,
 )

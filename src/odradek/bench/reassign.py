@@ -61,8 +61,8 @@ from odradek.admin import reassign_client
 from odradek.admin.admin_client import create_topic, creation_timeout_s, quiet_logger
 from odradek.admin.errors import AdminError, ClusterError
 from odradek.admin.reassign_partitions_command import TP, Assignment
-from odradek.bench.common import cpu_probe_s, machine, private_cluster, wait_full_isrs
-from odradek.bench.failover import _controller_id, _phases, timing_records
+from odradek.bench.common import cpu_probe_s, machine, private_cluster, timing_records, wait_full_isrs
+from odradek.bench.failover import _controller_id, _phases
 from odradek.cli.output import Progress
 
 BROKERS = 6

@@ -12,8 +12,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from odradek.broker.dynamic_broker_config import TOPIC_CONFIGS, broker_config_definitions
+from odradek.broker.dynamic_broker_config import broker_config_definitions
 from odradek.broker.topic_admin import TOPIC_CONFIG_DEFAULTS
+from odradek.broker.topic_config_synonyms import TOPIC_CONFIGS
 
 BEGIN = "<!-- BEGIN GENERATED CONFIG TABLES: python -m odradek.broker.config_docs --write docs/operations.md -->"
 END = "<!-- END GENERATED CONFIG TABLES -->"

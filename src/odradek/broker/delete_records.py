@@ -16,7 +16,8 @@ from typing import Any, Awaitable
 
 from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
-from odradek.broker.partition import DeleteRecordsPolicyError, NotLeaderError
+from odradek.broker.partition import DeleteRecordsPolicyError
+from odradek.common.errors import NotLeaderError
 from odradek.common.metadata import TopicPartition
 from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC
 from odradek.log.errors import OffsetOutOfRangeError

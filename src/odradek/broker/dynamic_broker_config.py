@@ -28,7 +28,6 @@ from odradek.broker.topic_config_synonyms import (
     TOPIC_OF_SYNONYM,
     check_synonym_value,
 )
-from odradek.broker.topic_config_synonyms import LIST as LIST  # re-exported: zk_admin_manager reads it from here
 from odradek.log.log import LogConfig
 from odradek.protocol.errors import ErrorCode
 

@@ -23,7 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from odradek.broker.state_change_log_reader import read_log_chunk
 
-log = logging.getLogger("odradek.broker.metrics")  # the logger name these lines always had
+log = logging.getLogger("odradek.broker.http_endpoints")
 
 #: the most of the state-change log one answer carries (and its default)
 LOG_CHUNK_MAX = 4 << 20

@@ -25,8 +25,9 @@ from odradek.broker.elect_leaders import elect_leaders
 from odradek.broker.fetch_handler import FetchHandler, leader_for
 from odradek.broker.init_producer_id import init_producer_id
 from odradek.broker.metrics import BrokerMetrics
-from odradek.broker.partition import NotLeaderError, Partition
+from odradek.broker.partition import Partition
 from odradek.broker.producer_state import ProducerStateError
+from odradek.common.errors import NotLeaderError
 from odradek.common.metadata import TopicPartition
 from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC
 from odradek.log.errors import CorruptRecordError
@@ -35,7 +36,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import parse_request_header
 from odradek.protocol.records import has_keyless_record
 
-log = logging.getLogger("odradek.broker.handlers")
+log = logging.getLogger("odradek.broker.kafka_apis")
 
 
 class KafkaApis:

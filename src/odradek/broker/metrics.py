@@ -4,8 +4,8 @@ Grafana dashboards written for Apache Kafka work unchanged:
     kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions
         -> kafka_server_replicamanager_underreplicatedpartitions
 
-Gauges are computed when Prometheus scrapes (a whole scrape at 10,000 partitions: 4 ms on 2
-vCPUs AMD EPYC), never kept up to date on the hot path. Each request costs 4 µs (a counter and
+Gauges are computed when Prometheus scrapes (a whole scrape at 10,000 partitions takes a few
+milliseconds), never kept up to date on the hot path. Each request costs 4 µs (a counter and
 a histogram observation); bytes in and out are plain per-topic tallies, exported at scrape time. Controller figures come from the
 controller's per-event timing records (controller/timing.py), so the controller package knows
 nothing of Prometheus. Consumer group lag (named as the widely used kafka_exporter names it) is

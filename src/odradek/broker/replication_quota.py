@@ -24,12 +24,11 @@ per partition) before the quota shows exceeded; over the window the rate holds. 
 record bytes only; Kafka also counts each partition's response header (a few dozen bytes).
 
 A fetch whose records the leader held waits its whole fetch wait (replica.fetch.wait.max.ms),
-as Kafka's DelayedFetch does, though the quota may recover sooner. Waiting only until it
-recovers was tried and gained nothing measurable (`odradek bench reassign`, 2 cores, 32 MiB/s:
-256 MiB moved in 9.27 s against 9.35-9.38 s, 512 MiB in 18.97 s against 19.51 s), for the meter
-makes up for a pause: while the rate over the window is below the bound, nothing is held. The
-copy itself runs at 97-98% of the rate there; what a move takes beyond data / rate is mostly
-before the first byte and after the last (bench/reassign.py's module doc).
+as Kafka's DelayedFetch does, though the quota may recover sooner: waiting only until it
+recovers gains nothing measurable (docs/benchmarks-history.md), for the meter makes up for a
+pause: while the rate over the window is below the bound, nothing is held. The copy itself runs
+at 97-98% of the rate; what a move takes beyond data / rate is mostly before the first byte and
+after the last (bench/reassign.py's module doc).
 
 The meter (`SimpleRate`) is Kafka's SimpleRate over a SampledStat of
 replication.quota.window.num samples (11) of replication.quota.window.size.seconds (1 s).

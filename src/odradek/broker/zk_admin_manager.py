@@ -18,12 +18,12 @@ from odradek.broker.config_helper import BROKER_RESOURCE, TOPIC_RESOURCE
 from odradek.broker.context import BrokerContext
 from odradek.broker.dynamic_broker_config import (
     DEFAULT_ENTITY,
-    LIST,
     check_broker_config_name,
     config_type,
     validate_broker_config,
 )
 from odradek.broker.topic_admin import TOPIC_CONFIG_DEFAULTS, TopicError, validate_configs, validate_topic_name
+from odradek.broker.topic_config_synonyms import LIST
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
 from odradek.zk import admin_zk_client as azk

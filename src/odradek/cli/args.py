@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 from odradek.admin.consumer_group_command import ResetTarget
+from odradek.cli.output import check_format, watch
 
 
 class UserError(Exception):
@@ -102,7 +103,6 @@ def offset_start_arg(value: str) -> str | int:
 
 
 def record_format_arg(value: str) -> str:
-    from odradek.cli.output import check_format
 
     try:
         return check_format(value)
@@ -179,7 +179,6 @@ def add_watch_option(parser: argparse.ArgumentParser, until: str = "Ctrl-C") -> 
 
 def show_or_watch(render: Callable[[], str], watch_s: float | None) -> None:
     """Print ``render()`` once, or with --watch redraw it until Ctrl-C."""
-    from odradek.cli.output import watch
 
     if watch_s is None:
         print(render())

@@ -1,5 +1,5 @@
 """`odradek bench produce|failover|shutdown|reassign|groups|spark-read`: the arguments and the
-output of the benchmarks (bench*.py and spark/bench.py run them)."""
+output of the benchmarks (the odradek.bench package runs them)."""
 from __future__ import annotations
 
 import argparse

@@ -24,7 +24,7 @@ from odradek.cli.args import (
 from odradek.cli.bootstrap import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, resolve_bootstrap
 from odradek.cli.parser import build_parser, leaf_parser
 
-# what tests and other callers import from odradek.cli
+# the names tests reach through this module (tests/cli/test_cli_bad_input.py)
 __all__ = ["BOOTSTRAP_ENV", "DEFAULT_BOOTSTRAP", "INTERNAL_ERROR", "UserError", "directory_arg", "hostport_arg",
            "keyvalue_arg", "nonnegative_int", "positive_int", "resolve_bootstrap", "seconds_arg", "build_parser", "main"]
 

@@ -209,8 +209,8 @@ def cmd_consume(args: argparse.Namespace) -> None:
     consumer = Consumer(conf)
     commits = None
     # ^C only sets a flag the read loop checks: a KeyboardInterrupt raised wherever the signal
-    # lands (inside a rebalance callback, a synchronous commit, librdkafka's close) once left
-    # `consume --group` hanging in close() on a loaded machine
+    # lands (inside a rebalance callback, a synchronous commit, librdkafka's close) can leave
+    # `consume --group` hanging in close()
     interrupted = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set())
     try:

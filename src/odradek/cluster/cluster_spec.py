@@ -1,6 +1,6 @@
 """cluster.json, the truth about a data dir's cluster: what `odradek up` records there (ports,
 broker count, ZooKeeper, the ensemble's quorum and election ports) and how a later `up`'s
-flags are checked against it. Running the processes is cluster.py's (LocalCluster).
+flags are checked against it. Running the processes is local_cluster.py's (LocalCluster).
 
 A later `up` reuses the recorded settings, refuses flags that contradict them
 (ClusterSpec.for_up) and grows the cluster only when asked (`--add-broker`). Otherwise a

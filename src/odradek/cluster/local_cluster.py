@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
 
-from odradek.admin.errors import ClusterError
+from odradek.admin.admin_client import metadata_request
+from odradek.admin.errors import AdminError, ClusterError
 from odradek.admin.zookeeper import collect_data, connect_zk
 from odradek.cli.output import duration
 from odradek.cluster.cluster_spec import STATE_FILE, ClusterSpec, peer_of, read_pid
@@ -37,8 +38,6 @@ from odradek.zk import paths
 if TYPE_CHECKING:
     from odradek.zk.server import ZooKeeperServer
 
-# ClusterError is raised here too; callers import it from this module
-__all__ = ["ClusterError", "LocalCluster", "Started", "connect_zk", "pid_alive", "tail"]
 
 _POLL_S = 0.2
 
@@ -309,8 +308,6 @@ class LocalCluster(ClusterSpec):
             reasons.append((None, "no controller elected"))
         if reasons:
             return reasons
-        from odradek.admin.admin_client import metadata_request
-        from odradek.admin.errors import AdminError
 
         for broker_id in broker_ids:
             address = f"{self.host}:{self.broker_port(broker_id)}"

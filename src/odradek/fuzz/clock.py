@@ -5,7 +5,7 @@ timeout, CreateTopics waits for the new topic's leaders: mutated frames ask for 
 2^31 ms. To tell "waits as asked" from "hangs" without spending that time, the event loop runs
 on a clock that jumps to the next timer whenever nothing is ready, and ``time.monotonic`` (which
 the handlers read for their own deadlines) reads the same clock while it is installed (the
-VirtualClock of odradek.common.clock, re-exported here). Work handed to threads
+VirtualClock of odradek.common.clock). Work handed to threads
 (``asyncio.to_thread``: the stand-in ZooKeeper calls) runs inline, so nothing happens behind
 the clock's back and every run is deterministic.
 """
@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from odradek.common.clock import VirtualClock
 
-__all__ = ["VirtualClock", "new_loop"]
+__all__ = ["new_loop"]
 
 
 class _JumpingSelector(selectors.DefaultSelector):

@@ -25,10 +25,11 @@ from odradek.broker.fetcher import ReplicaFetcherManager
 from odradek.broker.kafka_apis import KafkaApis
 from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.server import Broker
+from odradek.common.clock import VirtualClock
 from odradek.common.metadata import BrokerInfo, TopicAssignment, TopicPartition
 from odradek.controller.events import NotControllerError
 from odradek.fuzz import templates
-from odradek.fuzz.clock import VirtualClock, new_loop
+from odradek.fuzz.clock import new_loop
 from odradek.protocol import kio_util
 from odradek.zk import paths
 from odradek.zk.errors import TopicExistsError

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import AbstractSet, Any, Callable
 
 from odradek.broker.connection import CloseConnection, KafkaConnection
+from odradek.common.clock import VirtualClock
 from odradek.common.metadata import TopicPartition
 from odradek.fuzz import harness, oracle
-from odradek.fuzz.clock import VirtualClock
 from odradek.fuzz.mutate import CaseMaker
 from odradek.fuzz.report import Report
 

@@ -768,8 +768,9 @@ class GroupCoordinator:
             self._cancel_heartbeat(member)
 
     def shutdown(self) -> None:
-        """No more answers: every group's timers stop and the scheduler's tasks are cancelled."""
+        """No more answers: every group's timers stop. A write already started (an assignment,
+        offset tombstones) runs out, its failure still logged: the broker's controlled shutdown
+        has moved the offsets partitions away by now, and a cancelled tombstone would be lost."""
         self.active = False
         for group in self.manager.local_groups():
             self._stop_timers(group)
-        self.scheduler.shutdown()
