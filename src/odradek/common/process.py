@@ -17,7 +17,17 @@ def process_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return not _zombie(pid)
+    if _zombie(pid):
+        _reap(pid)  # it may have exited after the waitpid above
+        return False
+    return True
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # not ours: its parent reaps it
+        pass
 
 
 def _zombie(pid: int) -> bool:
