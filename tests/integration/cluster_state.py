@@ -54,6 +54,19 @@ def full_isr(c: LocalCluster, topic: str, rf: int) -> bool:
     return seen
 
 
+def known_everywhere(c: LocalCluster, topic: str) -> bool:
+    """Every reachable broker's Metadata has ``topic`` with a leader for each partition."""
+    for server in c.bootstrap_servers.split(","):
+        try:
+            response = metadata_request(server, [topic], 5.0)
+        except AdminError:  # a stopped broker
+            continue
+        if any(t.error_code != 0 or any(p.error_code != 0 or p.leader_id < 0 for p in t.partitions)
+               for t in response.topics):
+            return False
+    return True
+
+
 def zk(c: LocalCluster) -> KazooClient:
     """A started ZooKeeper client on the cluster's chroot; the caller stops it."""
     client = KazooClient(hosts=c.zookeeper_connect)

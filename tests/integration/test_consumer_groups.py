@@ -16,15 +16,13 @@ from typing import Any
 
 import pytest
 from clients import create_topic, produce_acks_all
-from cluster_state import full_isr
+from cluster_state import full_isr, known_everywhere
 from confluent_kafka import Consumer, ConsumerGroupState, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from polling import wait_until
 from wire import RawConnection
 
 from cluster_helpers import start_cluster
-from odradek.admin.admin_client import metadata_request
-from odradek.admin.errors import AdminError
 from odradek.cluster.local_cluster import LocalCluster
 from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC, partition_for
 from odradek.protocol.errors import ErrorCode
@@ -55,19 +53,6 @@ def new_topic(c: LocalCluster, prefix: str) -> str:
     create_topic(c.bootstrap_servers, name, PARTITIONS, 3)
     wait_until(lambda: known_everywhere(c, name), 30, f"every broker to know {name}")
     return name
-
-
-def known_everywhere(c: LocalCluster, topic: str) -> bool:
-    """Every reachable broker's Metadata has ``topic`` with a leader for each partition."""
-    for server in c.bootstrap_servers.split(","):
-        try:
-            response = metadata_request(server, [topic], 5.0)
-        except AdminError:  # a stopped broker
-            continue
-        if any(t.error_code != 0 or any(p.error_code != 0 or p.leader_id < 0 for p in t.partitions)
-               for t in response.topics):
-            return False
-    return True
 
 
 def describe(bootstrap: str, group: str) -> Any:

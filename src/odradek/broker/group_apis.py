@@ -13,10 +13,9 @@ import asyncio
 import logging
 from typing import Any, Awaitable
 
-from kazoo.exceptions import NodeExistsError
-
 from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
+from odradek.broker.create_topics import is_topic_exists_error
 from odradek.broker.topic_admin import assign_replicas
 from odradek.common.metadata import TopicAssignment, TopicPartition
 from odradek.coordinator.group.group_coordinator import JoinGroupRequest
@@ -25,7 +24,6 @@ from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC
 from odradek.coordinator.scheduler import BackgroundTasks
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
-from odradek.zk.errors import TopicExistsError
 from odradek.zk.paths import new_topic_id
 
 log = logging.getLogger("odradek.broker.group_apis")
@@ -76,10 +74,9 @@ class OffsetsTopicCreator:
             await asyncio.to_thread(ctx.zk.create_topic, assignment, configs)
             log.info("created %s: %d partitions, replication factor %d", OFFSETS_TOPIC,
                      cfg.offsets_topic_num_partitions, rf)
-        except (NodeExistsError, TopicExistsError):
-            pass  # another broker made it first
         except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: the next FindCoordinator retries
-            log.warning("creating %s failed: %r", OFFSETS_TOPIC, exc)
+            if not is_topic_exists_error(exc):  # else another broker made it first
+                log.warning("creating %s failed: %r", OFFSETS_TOPIC, exc)
 
 
 _creator = OffsetsTopicCreator()

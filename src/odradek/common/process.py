@@ -6,11 +6,8 @@ import os
 
 def process_alive(pid: int) -> bool:
     """Whether `pid` is a live process (not a zombie); reaps it first if it is our exited child."""
-    try:
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    except ChildProcessError:  # not our child (started by another process): just probe it
-        pass
+    if _reaped(pid):
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -18,16 +15,17 @@ def process_alive(pid: int) -> bool:
     except PermissionError:
         return True
     if _zombie(pid):
-        _reap(pid)  # it may have exited after the waitpid above
+        _reaped(pid)  # it may have exited since the first look
         return False
     return True
 
 
-def _reap(pid: int) -> None:
+def _reaped(pid: int) -> bool:
+    """Whether ``pid`` was our exited child, reaped now (another's child is just probed)."""
     try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:  # not ours: its parent reaps it
-        pass
+        return os.waitpid(pid, os.WNOHANG)[0] == pid
+    except ChildProcessError:
+        return False
 
 
 def _zombie(pid: int) -> bool:
