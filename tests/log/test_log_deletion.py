@@ -67,7 +67,10 @@ def test_a_delete_interrupted_after_the_rename_is_finished_at_the_next_start(tmp
     manager.get_or_create(TopicPartition("t", 0)).append_as_leader(batch(3), 0)
     manager.close()
     (tmp_path / "t-0").rename(tmp_path / "t-0.0123abcd-delete")  # the crash came after the rename
-    assert LogManager(tmp_path, LogConfig()).partitions() == []
+    restarted = LogManager(tmp_path, LogConfig())
+    assert [p.name for p in tmp_path.iterdir()] == ["t-0.0123abcd-delete"]  # kept until the broker says
+    restarted.finish_interrupted_deletions()
+    assert restarted.partitions() == []
     assert not list(tmp_path.iterdir())
 
 

@@ -15,6 +15,8 @@ from typing import Any
 
 from kazoo.client import KazooState
 
+from odradek.broker import broker_metadata_checkpoint
+from odradek.broker.broker_metadata_checkpoint import BrokerMetadata
 from odradek.broker.config import BrokerConfig
 from odradek.broker.connection import KafkaConnection
 from odradek.broker.context import BrokerContext
@@ -30,6 +32,7 @@ from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication_quota import ReplicationQuotas
 from odradek.common.clock import SystemClock
+from odradek.common.errors import StartupRefusedError
 from odradek.common.gc_policy import FREEZE_EVERY_S, GcPolicy
 from odradek.common.metadata import BrokerInfo, TopicPartition
 from odradek.common.netutil import bind_outgoing_to
@@ -38,6 +41,7 @@ from odradek.coordinator.group.group_coordinator import GroupConfig, GroupCoordi
 from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from odradek.coordinator.scheduler import AsyncioScheduler
 from odradek.log.log_cleaner import LogCleaner
+from odradek.log.log_dir_lock import LogDirLock
 from odradek.log.log_manager import LogManager
 from odradek.zk.client import KafkaZkClient
 from odradek.zk.errors import BrokerIdInUseError
@@ -50,6 +54,12 @@ HW_CHECKPOINT_INTERVAL_S = 5.0
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
+        # First of all: the data dir is ours alone, and its data is this broker's (else nothing
+        # of it is read or changed: a broker started on another's dir refuses here)
+        self._dir_lock = LogDirLock(config.data_dir)
+        self._dir_lock.acquire()
+        self._stored_identity = broker_metadata_checkpoint.read(config.data_dir)
+        broker_metadata_checkpoint.check_broker_id(config.data_dir, self._stored_identity, config.broker_id)
         self.zk = KafkaZkClient(config.zookeeper, config.zookeeper_session_timeout_ms / 1000,
                                 config.zookeeper_jute_maxbuffer)
         self.metadata = MetadataCache()
@@ -139,6 +149,7 @@ class Broker:
         bind_outgoing_to(cfg.host)
         await asyncio.to_thread(self.zk.start)
         cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id)
+        await self._claim_data_dir(cluster_id)
         await self.dynamic_config.startup()  # before any partition: they start with the dynamic defaults
         ctx = BrokerContext(cfg, cluster_id, self.replica_manager, self.metadata, self.zk,
                             self.controller_apis, self.producer_ids.generate_producer_id, self.controller.ask,
@@ -184,6 +195,21 @@ class Broker:
             task.cancel()
         self.group_coordinator.shutdown()
         await self.shutdown()
+
+    async def _claim_data_dir(self, cluster_id: str) -> None:
+        """Refuse a data dir of another cluster; else record whose it is (meta.properties, at
+        the first start) and only then finish the deletions a crash interrupted."""
+        cfg = self.config
+        try:
+            broker_metadata_checkpoint.check_cluster_id(cfg.data_dir, self._stored_identity, cluster_id)
+        except StartupRefusedError:
+            await asyncio.to_thread(self.zk.close)
+            raise
+        identity = BrokerMetadata(cfg.broker_id, cluster_id)
+        if self._stored_identity != identity:
+            await asyncio.to_thread(broker_metadata_checkpoint.write, cfg.data_dir, identity)
+            self._stored_identity = identity
+        await asyncio.to_thread(self.log_manager.finish_interrupted_deletions)
 
     def _another_leader_possible(self, remaining: tuple[TopicPartition, ...]) -> bool:
         """Whether some partition we still lead has another live in-sync replica to take over."""
@@ -258,6 +284,7 @@ class Broker:
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.close()
         await asyncio.to_thread(self.zk.close)
+        self._dir_lock.release()
 
 
 def run_broker(config: BrokerConfig) -> None:

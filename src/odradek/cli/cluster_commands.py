@@ -20,6 +20,7 @@ from odradek.cli.args import (
     zk_connect_arg,
 )
 from odradek.cluster.local_cluster import LocalCluster
+from odradek.common.errors import StartupRefusedError
 
 
 def add_commands(sub: Any) -> None:
@@ -127,6 +128,8 @@ def cmd_broker(args: argparse.Namespace) -> None:
                         f"listens there, or set another metrics.port in --config)")
     try:
         run_broker(config)
+    except StartupRefusedError as exc:  # another broker's data dir, a broker id in use: a mistake
+        raise UserError(f"broker {config.broker_id}: {exc}") from None
     except OSError as exc:  # the port taken between the check and the bind, a data dir not writable
         raise UserError(f"broker {config.broker_id}: {exc.strerror or exc}"
                         + (f": {exc.filename}" if exc.filename else "")) from None

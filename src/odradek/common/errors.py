@@ -10,3 +10,10 @@ from __future__ import annotations
 class NotLeaderError(Exception):
     """The partition's leadership moved while a request was waiting on it (Kafka's
     NotLeaderOrFollowerException)."""
+
+
+class StartupRefusedError(Exception):
+    """A broker refuses to start because of how it was started, not because of a bug: its data
+    dir is held by another process or belongs to another broker or cluster, or its broker.id is
+    registered by a live broker. Raised before the broker changes anything; the `odradek broker`
+    command prints the message as one line (an operator's mistake, never an internal error)."""

@@ -55,10 +55,11 @@ class LogManager:
         # one thread removes deleted partitions' directories (delete_many), in order
         self._remover = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-delete")
         self._removals: list[Future[None]] = []
-        self._remove_deleted_dirs()
 
-    def _remove_deleted_dirs(self) -> None:
-        """Finish the deletions a crash interrupted (directories already renamed away)."""
+    def finish_interrupted_deletions(self) -> None:
+        """Finish the deletions a crash interrupted (directories already renamed away). Not
+        done when the manager is made: the broker first checks that the directory is its own
+        (broker_metadata_checkpoint.py), and a broker refused there must have deleted nothing."""
         for name in os.listdir(self.data_dir):
             if name.endswith(DELETE_SUFFIX) and (self.data_dir / name).is_dir():
                 log.info("removing %s, a partition deleted before the last stop", name)

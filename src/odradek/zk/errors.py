@@ -2,6 +2,8 @@
 it, it imports nothing of theirs)."""
 from __future__ import annotations
 
+from odradek.common.errors import StartupRefusedError
+
 
 class ControllerMovedError(Exception):
     """A fenced write failed its check on /controller_epoch: another controller has been elected.
@@ -16,7 +18,7 @@ class TopicExistsError(Exception):
     """create_topic found /brokers/topics/T or /config/topics/T already there."""
 
 
-class BrokerIdInUseError(Exception):
+class BrokerIdInUseError(StartupRefusedError):
     """Another live broker (not a previous session of ours) holds /brokers/ids/N."""
 
 
