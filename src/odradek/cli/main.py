@@ -23,6 +23,7 @@ from odradek.cli.args import (
 )
 from odradek.cli.bootstrap import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, resolve_bootstrap
 from odradek.cli.parser import build_parser, leaf_parser
+from odradek.common.errors import os_error_text
 
 # the names tests reach through this module (tests/cli/test_cli_bad_input.py)
 __all__ = ["BOOTSTRAP_ENV", "DEFAULT_BOOTSTRAP", "INTERNAL_ERROR", "UserError", "directory_arg", "hostport_arg",
@@ -55,8 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _error(f"odradek {' '.join(_command_path(args))}: no answer in time (is the cluster up and "
                       f"reachable? a longer --timeout-s may help)")
     except OSError as exc:  # a path that is a file, a directory not writable, a port taken
-        where = f": {exc.filename}" if exc.filename else ""
-        return _error(f"{exc.strerror or exc or type(exc).__name__}{where}")
+        return _error(os_error_text(exc))
     except Exception as exc:  # noqa: BLE001 - a bug; still one line (ODRADEK_TRACEBACK=1 for the whole)
         if os.environ.get("ODRADEK_TRACEBACK"):
             raise

@@ -11,6 +11,7 @@ from typing import Any
 from odradek.cli.args import UserError, add_watch_option, positive_int, seconds_arg
 from odradek.cli.bootstrap import add_bootstrap_options, probe_cluster
 from odradek.cli.output import plural
+from odradek.common.errors import os_error_text
 
 
 def add_commands(sub: Any) -> None:
@@ -81,7 +82,7 @@ def _reassign(args: argparse.Namespace) -> None:
                 args.output.write_text(format_plan(proposal) + "\n")
                 rollback.write_text(format_plan(current) + "\n")
             except OSError as exc:
-                raise UserError(f"reassign: cannot write --output: {exc}") from None
+                raise UserError(f"reassign: cannot write --output: {os_error_text(exc)}") from None
             print(f"\nwrote the proposal to {args.output} and the current assignment to {rollback}")
         return
     if args.plan is None:

@@ -31,6 +31,7 @@ from odradek.admin.errors import AdminError, ClusterError
 from odradek.admin.zookeeper import collect_data, connect_zk
 from odradek.cli.output import duration
 from odradek.cluster.cluster_spec import STATE_FILE, ClusterSpec, peer_of, read_pid
+from odradek.common.errors import os_error_text
 from odradek.common.netutil import port_free
 from odradek.common.process import process_alive
 from odradek.zk import paths
@@ -159,7 +160,8 @@ class LocalCluster(ClusterSpec):
             undone = self._roll_back(launched, previous)
             if not isinstance(exc, (ClusterError, RuntimeError, OSError)):
                 raise  # KeyboardInterrupt and bugs: rolled back all the same
-            first, _, rest = str(exc).partition("\n")
+            text = os_error_text(exc) if isinstance(exc, OSError) and exc.strerror else str(exc)
+            first, _, rest = text.partition("\n")
             what = [f"stopped what it had started ({undone})" if undone else "had started nothing"]
             if already:
                 what.append(f"left running what already ran ({', '.join(f'{n} pid {p}' for n, p in already)})")

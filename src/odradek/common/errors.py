@@ -17,3 +17,11 @@ class StartupRefusedError(Exception):
     dir is held by another process or belongs to another broker or cluster, or its broker.id is
     registered by a live broker. Raised before the broker changes anything; the `odradek broker`
     command prints the message as one line (an operator's mistake, never an internal error)."""
+
+
+def os_error_text(exc: OSError) -> str:
+    """An OSError in words a person reads: "Permission denied: /var/lib/x", never Python's
+    "[Errno 13] Permission denied: '/var/lib/x'" or a bare class name."""
+    text = exc.strerror or str(exc) or type(exc).__name__
+    where = exc.filename if exc.filename is not None else None
+    return f"{text}: {where}" if where else text
