@@ -214,7 +214,7 @@ def test_cli_alters_and_describes_topic_configs(cluster: LocalCluster) -> None:
     assert text[2].startswith("  retention.ms=60000 ") and len(text) == 3
     table = odradek("topics", "describe", "dyn-cli", *bs).stdout.splitlines()
     assert table[-1] == "Configs of topic dyn-cli: max.message.bytes=2000,retention.ms=60000"
-    assert json.loads(odradek("topics", "describe", "dyn-cli", "--json", *bs).stdout)["configs"] == {
+    assert json.loads(odradek("topics", "describe", "dyn-cli", "--json", *bs).stdout)[0]["configs"] == {
         "max.message.bytes": "2000", "retention.ms": "60000"}
 
     assert odradek("topics", "alter", "dyn-cli", "--delete-config", "max.message.bytes", *bs).returncode == 0
@@ -234,8 +234,7 @@ def test_cli_alters_and_describes_a_broker_config(cluster: LocalCluster) -> None
                        "synonyms": [{"name": "log.cleaner.backoff.ms", "value": "1000", "source": "DYNAMIC_BROKER_CONFIG"},
                                     {"name": "log.cleaner.backoff.ms", "value": "15000", "source": "DEFAULT_CONFIG"}]}]
     assert odradek("configs", "alter", "--broker", "3", "--delete", "log.cleaner.backoff.ms", *bs).returncode == 0
-    assert odradek("configs", "describe", "--broker-defaults", *bs).stdout == \
-        "Dynamic configs for the cluster-wide broker defaults are:\n"
+    assert odradek("configs", "describe", "--broker-defaults", *bs).stdout == "no cluster-wide broker defaults set\n"
 
 
 def test_cli_config_errors_are_one_line(cluster: LocalCluster) -> None:

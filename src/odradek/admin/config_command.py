@@ -12,13 +12,32 @@ from typing import Any
 
 from odradek.admin.admin_client import describe_topics, metadata_request, request_first, send_request
 from odradek.admin.errors import AdminError
+from odradek.protocol.errors import ErrorCode
 
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
 TOPIC, BROKER = 2, 4
 SET, DELETE = 0, 1
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
-DYNAMIC_SOURCES = {"DYNAMIC_TOPIC_CONFIG", "DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG"}
+
+
+def own_source(resource_type: int, name: str) -> str:
+    """The source of the configs a resource sets itself, the only ones kafka-configs.sh
+    --describe lists without --all: a topic's DYNAMIC_TOPIC_CONFIG, broker N's
+    DYNAMIC_BROKER_CONFIG, the cluster default's DYNAMIC_DEFAULT_BROKER_CONFIG. A topic's value
+    inherited from a dynamic broker default carries that default's source, as in Kafka, and is
+    not the topic's own."""
+    if resource_type == TOPIC:
+        return "DYNAMIC_TOPIC_CONFIG"
+    return "DYNAMIC_BROKER_CONFIG" if name else "DYNAMIC_DEFAULT_BROKER_CONFIG"
+
+
+def shown_configs(entries: list[dict[str, Any]], resource_type: int, name: str,
+                  show_all: bool) -> list[dict[str, Any]]:
+    """What `configs describe` shows, sorted by name: every entry with --all, else the
+    resource's own (ConfigCommand.getResourceConfig's filter)."""
+    source = own_source(resource_type, name)
+    return sorted((e for e in entries if show_all or e["source"] == source), key=lambda e: e["name"])
 
 
 def entity(topic: str | None, broker: int | None, broker_defaults: bool) -> tuple[int, str, str]:
@@ -42,7 +61,8 @@ def _request(bootstrap: str, resource_type: int, name: str, api_key: int, versio
     if resource_type == BROKER and name:
         brokers = {int(b.node_id): f"{b.host}:{b.port}" for b in metadata_request(bootstrap, [], timeout).brokers}
         if int(name) not in brokers:
-            raise AdminError(f"broker {name} is not a live broker of the cluster (live: {sorted(brokers)})")
+            live = ", ".join(map(str, sorted(brokers)))
+            raise AdminError(f"broker {name} is not a live broker of the cluster (live: {live})")
         servers = [brokers[int(name)]]
     else:
         servers = [s.strip() for s in bootstrap.split(",")]
@@ -50,7 +70,12 @@ def _request(bootstrap: str, resource_type: int, name: str, api_key: int, versio
 
 
 def _error(code: Any, message: str | None, what: str) -> AdminError:
-    name = getattr(code, "name", str(code)).upper()
+    """A refusal in Kafka's words: the error's protocol name from odradek.protocol.errors (the
+    one registry), then the broker's message."""
+    try:
+        name = ErrorCode(int(code)).name
+    except ValueError:
+        name = f"error code {int(code)}"
     return AdminError(f"{name}: {message or what}")
 
 
@@ -88,6 +113,14 @@ def topic_configs(bootstrap: str, topics: list[str], timeout: float = 10.0) -> d
             for r in response.results if r.error_code == 0}
 
 
+def unset_keys(entries: list[dict[str, Any]], resource_type: int, name: str, keys: list[str]) -> list[str]:
+    """The keys of `keys` the resource does not set itself (entries: describe()'s answer).
+    kafka-configs.sh refuses to delete those ("Invalid config(s): ...") rather than report a
+    change that changes nothing: the broker's incremental DELETE of an unset key succeeds."""
+    own = {e["name"] for e in entries if e["source"] == own_source(resource_type, name)}
+    return [k for k in keys if k not in own]
+
+
 def alter(bootstrap: str, resource_type: int, name: str, set_configs: dict[str, str], delete: list[str],
           timeout: float = 10.0) -> None:
     """IncrementalAlterConfigs: SET each of set_configs, DELETE each of delete (back to its default)."""
@@ -113,15 +146,25 @@ def alter_many(bootstrap: str, changes: list[tuple[int, str, dict[str, str], lis
                 raise _error(result.error_code, result.error_message, f"cannot alter {result.resource_name!r}")
 
 
-def format_configs(what: str, entries: list[dict[str, Any]], show_all: bool) -> str:
-    """kafka-configs.sh's layout: a heading, then `name=value sensitive=... synonyms={...}`."""
-    shown = entries if show_all else [e for e in entries if e["source"] in DYNAMIC_SOURCES]
-    heading = f"{'All' if show_all else 'Dynamic'} configs for {what} are:"
-    lines = [heading]
+def _text(value: str | None) -> str:
+    """A config value as kafka-configs.sh prints it: an unset one is null."""
+    return "null" if value is None else value
+
+
+def format_configs(what: str, shown: list[dict[str, Any]], show_all: bool, resource_type: int, name: str) -> str:
+    """kafka-configs.sh's layout: a heading, then `name=value sensitive=... synonyms={...}` for
+    each of `shown` (shown_configs()); one line saying so when there is none (the cluster-wide
+    broker defaults hold only dynamic configs, so --all shows no more of them)."""
+    if not shown:
+        if resource_type == BROKER and not name:
+            return "no cluster-wide broker defaults set"
+        dynamic = "" if resource_type == TOPIC else "dynamic "
+        return f"no {dynamic}configs set on {what}" + ("" if show_all else "; --all shows every config")
+    lines = [f"{'All' if show_all else 'Dynamic'} configs for {what} are:"]
     for e in shown:
-        synonyms = ", ".join(f"{s['source']}:{s['name']}={s['value']}" for s in e["synonyms"])
-        value = "null" if e["value"] is None else e["value"]
-        lines.append(f"  {e['name']}={value} sensitive={str(e['sensitive']).lower()} synonyms={{{synonyms}}}")
+        synonyms = ", ".join(f"{s['source']}:{s['name']}={_text(s['value'])}" for s in e["synonyms"])
+        lines.append(f"  {e['name']}={_text(e['value'])} sensitive={str(e['sensitive']).lower()} "
+                     f"synonyms={{{synonyms}}}")
     return "\n".join(lines)
 
 

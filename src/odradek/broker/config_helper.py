@@ -71,6 +71,19 @@ def _read(ctx: BrokerContext, topics: list[str]) -> tuple[DynamicBrokerConfig, d
     return config, stored, existing
 
 
+def _config_entry(name: str, layers: list[Synonym], read_only: bool, is_topic: bool, synonyms_wanted: bool,
+                  docs_wanted: bool) -> dict[str, Any]:
+    """One DescribeConfigs entry. A config no layer has (broker.rack unset) is answered as Kafka
+    answers it: value null, source DEFAULT_CONFIG, no synonyms."""
+    value, source = (layers[0].value, layers[0].source) if layers else (None, DEFAULT_CONFIG)
+    return {"name": name, "value": value, "read_only": read_only, "config_source": source,
+            "is_default": source == DEFAULT_CONFIG, "is_sensitive": False,
+            "synonyms": [{"name": s.name, "value": s.value, "source": s.source} for s in layers]
+            if synonyms_wanted else [],
+            "config_type": config_type(name, is_topic),
+            "documentation": documentation(name, is_topic) if docs_wanted else None}
+
+
 async def describe_configs(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     topics = [r.resource_name for r in req.resources
               if r.resource_type == TOPIC_RESOURCE and is_legal_topic_name(r.resource_name)]
@@ -112,13 +125,8 @@ async def describe_configs(ctx: BrokerContext, header: Any, req: Any, version: i
             results.append(entry)
             continue
         keys = res.configuration_keys
-        entry["configs"] = [
-            {"name": k, "value": layers[0].value, "read_only": k in read_only,
-             "config_source": layers[0].source, "is_default": layers[0].source == DEFAULT_CONFIG, "is_sensitive": False,
-             "synonyms": [{"name": s.name, "value": s.value, "source": s.source} for s in layers]
-             if synonyms_wanted else [],
-             "config_type": config_type(k, is_topic), "documentation": documentation(k, is_topic) if docs_wanted else None}
-            for k, layers in sorted(values.items()) if keys is None or k in keys]
+        entry["configs"] = [_config_entry(k, layers, k in read_only, is_topic, synonyms_wanted, docs_wanted)
+                            for k, layers in sorted(values.items()) if keys is None or k in keys]
         results.append(entry)
     return kio_util.encode_response(api_keys.DESCRIBE_CONFIGS, version, header.correlation_id,
                                     {"throttle_time": 0, "results": results})

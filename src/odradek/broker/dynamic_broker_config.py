@@ -147,10 +147,14 @@ def validate_broker_config(name: str, value: str | None) -> str:
 def _static(config: BrokerConfig) -> dict[str, tuple[str, int]]:
     """Every broker config's static value: STATIC if it differs from the built-in default
     (odradek does not keep which keys a config file named, so a file repeating a default shows
-    as DEFAULT_CONFIG where Kafka says STATIC_BROKER_CONFIG)."""
+    as DEFAULT_CONFIG where Kafka says STATIC_BROKER_CONFIG). A config without a value
+    (broker.rack unset) has no layer at all, as Kafka lists no synonym for a null default:
+    DescribeConfigs answers it as null, never the text "None"."""
     out: dict[str, tuple[str, int]] = {}
     for name, f in _FIELD_OF.items():
         value = getattr(config, f.name)
+        if value is None:
+            continue
         default = f.default if f.default is not dataclasses.MISSING else None
         text = str(value).lower() if isinstance(value, bool) else str(value)
         out[name] = (text, DEFAULT_CONFIG if value == default else STATIC_BROKER_CONFIG)
@@ -227,8 +231,9 @@ class DynamicBrokerConfig:
         return int(self.value("log.cleaner.backoff.ms"))
 
     def describe(self, per_broker: bool) -> dict[str, list[Synonym]]:
-        """name -> synonyms for DescribeConfigs: every config of this broker, or (the
-        <default> resource) only the cluster-default dynamic configs set, as Kafka answers."""
+        """name -> synonyms for DescribeConfigs: every config of this broker (an empty list for
+        one without a value anywhere, broker.rack unset), or (the <default> resource) only the
+        cluster-default dynamic configs set, as Kafka answers."""
         if not per_broker:
             return {k: [Synonym(k, v, DYNAMIC_DEFAULT_BROKER_CONFIG)] for k, v in self.cluster_default.items()}
         return {name: self.synonyms(name) for name in broker_config_names()}
