@@ -55,7 +55,8 @@ def one_line_error(proc: subprocess.CompletedProcess[str], status: int, fragment
 
 
 def describe(cluster: LocalCluster, group: str) -> dict:
-    return json.loads(ok(cluster, "groups", "describe", group, "--json"))
+    [described] = json.loads(ok(cluster, "groups", "describe", group, "--json"))  # a list, one per group named
+    return described
 
 
 def committed(cluster: LocalCluster, group: str) -> dict[int, int | None]:

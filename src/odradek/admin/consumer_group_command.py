@@ -1,9 +1,11 @@
 """Kafka's ConsumerGroupCommand (kafka-consumer-groups.sh) behind `odradek groups ...`: list,
-describe with lag, reset-offsets (KIP-122) and delete.
+describe with lag (its --offsets, --members and --state views), reset-offsets (KIP-122),
+delete and delete-offsets (KIP-496).
 
 Only the Kafka protocol, through confluent-kafka's AdminClient: ListGroups, DescribeGroups,
 OffsetFetch and DeleteGroups (KIP-222), OffsetCommit as AlterConsumerGroupOffsets and
-ListOffsets (KIP-396), so it works unchanged against Apache Kafka. Like Kafka's tool, offsets
+ListOffsets (KIP-396); OffsetDelete, which confluent-kafka lacks, as a raw request to the
+group's coordinator. So it works unchanged against Apache Kafka. Like Kafka's tool, offsets
 are only reset while the group has no members (Empty, or Dead: never seen, where the commit
 creates it); the coordinator itself refuses a commit without a member id to any other group
 (UNKNOWN_MEMBER_ID), so a consumer joining between the check and the commit is not overwritten.
@@ -11,15 +13,18 @@ creates it); the coordinator itself refuses a commit without a member id to any 
 from __future__ import annotations
 
 import concurrent.futures
+import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from odradek.admin.admin_client import format_table, kafka_error_text, quiet_logger
+from odradek.admin.admin_client import format_table, kafka_error_text, quiet_logger, request_first, send_request
 from odradek.admin.errors import AdminError
-from odradek.cli.output import duration
+from odradek.cli.output import duration, plural
+from odradek.protocol.errors import ErrorCode
 
 Partition = tuple[str, int]
 
@@ -37,13 +42,77 @@ STATE_NAMES = {
 INACTIVE = ("Empty", "Dead")
 
 
+#: OffsetDelete's API key (KIP-496); confluent-kafka has no call for it.
+OFFSET_DELETE = 47
+FIND_COORDINATOR = 10
+#: A coordinator that is moving or loading its partition of __consumer_offsets answers these;
+#: the request is sent again, to the coordinator FindCoordinator then names.
+COORDINATOR_RETRIABLE = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                         ErrorCode.NOT_COORDINATOR}
+
+
 @dataclass(frozen=True)
 class ResetTarget:
     """Where reset-offsets moves each partition (Kafka's --to-earliest, --to-latest,
-    --to-offset, --shift-by, --to-datetime); ``value`` is the offset, the shift or the
-    timestamp in ms."""
-    kind: str  # "earliest" | "latest" | "offset" | "shift" | "datetime"
+    --to-offset, --shift-by, --to-datetime, --by-duration, --to-current, --from-file);
+    ``value`` is the offset, the shift, the timestamp in ms or the duration in ms;
+    ``offsets`` the (topic, partition, offset) rows of --from-file's CSV."""
+    kind: str  # "earliest" | "latest" | "offset" | "shift" | "datetime" | "duration" | "current" | "file"
     value: int = 0
+    offsets: tuple[tuple[str, int, int], ...] = ()
+
+
+_DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?"
+                       r"(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?", re.IGNORECASE)
+
+
+def parse_duration_ms(text: str) -> int:
+    """An ISO-8601 duration as Java's Duration.parse reads it (what --by-duration takes in
+    Kafka's tool): PnDTnHnMn.nS, e.g. PT1H30M or P1D, each part optional but at least one
+    given, signs allowed; in ms. ValueError for anything else."""
+    m = _DURATION.fullmatch(text.strip())
+    if not m or not any(m.group(i) for i in (2, 3, 4, 5)) or text.strip().upper().endswith("T"):
+        raise ValueError(f"expected an ISO 8601 duration such as PT1H30M or P1DT12H, got {text!r}")
+    days, hours, minutes, seconds = (int(m.group(i) or 0) for i in (2, 3, 4, 5))
+    fraction = m.group(6) or ""
+    millis = int((fraction + "000")[:3]) if fraction else 0
+    total = ((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000
+    total += -millis if m.group(5) and m.group(5).startswith("-") else millis
+    return -total if m.group(1) == "-" else total
+
+
+def parse_offsets_csv(text: str, group: str) -> list[tuple[str, int, int]]:
+    """The rows of a reset plan as kafka-consumer-groups.sh --export writes it:
+    `topic,partition,offset`, or `group,topic,partition,offset` when it exported several
+    groups (then only ``group``'s rows count). Blank lines are skipped; ValueError naming the
+    line for anything else."""
+    rows: dict[tuple[str, int], int] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = [f.strip() for f in line.split(",")]
+        if fields == [""]:
+            continue
+        if len(fields) == 4:
+            if fields[0] != group:
+                continue
+            fields = fields[1:]
+        if (len(fields) != 3 or not fields[0] or not fields[1].isdigit()
+                or not fields[2].lstrip("-").isdigit() or int(fields[2]) < 0):
+            raise ValueError(f"line {number}: expected topic,partition,offset (offset 0 or more), got {line!r}")
+        rows[(fields[0], int(fields[1]))] = int(fields[2])
+    return [(t, p, o) for (t, p), o in sorted(rows.items())]
+
+
+def error_name_text(err: KafkaError | KafkaException | Exception) -> str:
+    """kafka_error_text with Kafka's own error name (odradek.protocol.errors) where librdkafka
+    abbreviates it (UNKNOWN_TOPIC_OR_PART): librdkafka's non-negative codes are Kafka's."""
+    if isinstance(err, KafkaException) and err.args and isinstance(err.args[0], KafkaError):
+        err = err.args[0]
+    if isinstance(err, KafkaError) and err.code() > 0:
+        try:
+            return f"{ErrorCode(err.code()).name}: {err.str()}"
+        except ValueError:
+            pass
+    return kafka_error_text(err)
 
 
 class GroupAdmin:
@@ -63,7 +132,7 @@ class GroupAdmin:
         try:
             return future.result(timeout=self.timeout + 5)
         except KafkaException as exc:
-            raise AdminError(f"{what}: {kafka_error_text(exc)}") from None
+            raise AdminError(f"{what}: {error_name_text(exc)}") from None
         except concurrent.futures.TimeoutError:
             raise AdminError(f"{what}: no answer from {self.bootstrap} within {duration(self.timeout)}") from None
 
@@ -75,7 +144,7 @@ class GroupAdmin:
                 self._topics = self.client.list_topics(timeout=self.timeout).topics
             except KafkaException as exc:
                 raise AdminError(f"cannot reach {self.bootstrap} within {duration(self.timeout)} "
-                                 f"({kafka_error_text(exc)})") from None
+                                 f"({error_name_text(exc)})") from None
         return self._topics
 
     # -- list, describe, delete ----------------------------------------------------------------
@@ -89,7 +158,7 @@ class GroupAdmin:
         self.topics()
         result = self._wait(self.client.list_consumer_groups(request_timeout=self.timeout), "ListGroups")
         if result.errors:  # some broker did not answer: a partial list would look complete
-            raise AdminError(f"ListGroups: {kafka_error_text(result.errors[0])}")
+            raise AdminError(f"ListGroups: {error_name_text(result.errors[0])}")
         return sorted(({"group": g.group_id, "state": STATE_NAMES.get(g.state, str(g.state)),
                         "protocol_type": "" if g.is_simple_consumer_group else "consumer"}
                        for g in result.valid), key=lambda g: g["group"])
@@ -98,50 +167,146 @@ class GroupAdmin:
         """(Kafka's state name, librdkafka's ConsumerGroupDescription) of one group; an
         unknown group is Dead (what DescribeGroups answers for it)."""
         future = self.client.describe_consumer_groups([group], request_timeout=self.timeout)[group]
+        return self._state(group, future)
+
+    def _state(self, group: str, future: concurrent.futures.Future[Any]) -> tuple[str, Any]:
         try:
             description = future.result(timeout=self.timeout + 5)
         except KafkaException as exc:
             if exc.args and isinstance(exc.args[0], KafkaError) and exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
                 return "Dead", None
-            raise AdminError(f"DescribeGroups {group!r}: {kafka_error_text(exc)}") from None
+            raise AdminError(f"DescribeGroups {group!r}: {error_name_text(exc)}") from None
         except concurrent.futures.TimeoutError:
             raise AdminError(f"DescribeGroups {group!r}: no answer within {duration(self.timeout)}") from None
         return STATE_NAMES.get(description.state, str(description.state)), description
 
     def describe(self, group: str) -> dict[str, Any]:
         """State, members with their assignments, and per partition the committed offset, the
-        log end offset (high watermark) and the lag: Kafka's `--describe --members --offsets`."""
+        log end offset (high watermark) and the lag: Kafka's `--describe --members --offsets`.
+        AdminError if the group does not exist or could not be described."""
+        [described] = self.describe_many([group])
+        if "error" in described:
+            raise AdminError(described["error"])
+        return described
+
+    def describe_many(self, groups: list[str], offsets: bool = True) -> list[dict[str, Any]]:
+        """describe() of each group (one DescribeGroups for all), in the order given, duplicates
+        once; a group that does not exist or could not be described is ``{"group", "error"}``, so
+        one bad name does not hide the others (Kafka's tool goes on to the next group too).
+        Without ``offsets`` no OffsetFetch or ListOffsets is sent (the --members and --state
+        views) and the descriptions have no "offsets"."""
         topics = self.topics()
-        state, description = self.state(group)
-        if state == "Dead":
-            raise AdminError(f"consumer group {group!r} does not exist")
+        groups = list(dict.fromkeys(groups))
+        futures = self.client.describe_consumer_groups(groups, request_timeout=self.timeout) if groups else {}
+        out = []
+        for group in groups:
+            try:
+                state, description = self._state(group, futures[group])
+                if state == "Dead":
+                    raise AdminError(f"consumer group {group!r} does not exist")
+                out.append(self._description(group, state, description, topics if offsets else None))
+            except AdminError as exc:
+                out.append({"group": group, "error": str(exc)})
+        return out
+
+    def _description(self, group: str, state: str, description: Any,
+                     topics: dict[str, Any] | None) -> dict[str, Any]:
+        """One group's describe() from its DescribeGroups answer, and with ``topics`` (the
+        metadata) its offsets."""
         members = [{"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
                     "group_instance_id": m.group_instance_id,
                     "assignment": [{"topic": t, "partition": p} for t, p in
                                    sorted((tp.topic, tp.partition) for tp in m.assignment.topic_partitions)]}
                    for m in sorted(description.members, key=lambda m: m.member_id)]
+        coordinator = description.coordinator
+        described: dict[str, Any] = {
+            "group": group, "state": state,
+            "protocol_type": "" if description.is_simple_consumer_group else "consumer",
+            "assignor": description.partition_assignor,
+            "coordinator": coordinator.id if coordinator else None,
+            "coordinator_address": f"{coordinator.host}:{coordinator.port}" if coordinator else None,
+            "members": members}
+        if topics is None:
+            return described
         owner = {(a["topic"], a["partition"]): m["member_id"] for m in members for a in m["assignment"]}
         committed = self.committed(group)
         partitions = sorted(set(committed) | set(owner))
         ends = self.list_offsets([tp for tp in partitions if tp[0] in topics], OffsetSpec.latest())
-        offsets = []
+        rows = []
         for tp in partitions:
             current, end = committed.get(tp), ends.get(tp)  # end None: the topic was deleted
-            offsets.append({"topic": tp[0], "partition": tp[1], "committed": current, "log_end": end,
-                            # negative, as in Kafka's tool, when the log was truncated below it
-                            "lag": None if current is None or end is None else end - current,
-                            "member_id": owner.get(tp)})
-        return {"group": group, "state": state, "protocol_type": "" if description.is_simple_consumer_group
-                else "consumer", "assignor": description.partition_assignor,
-                "coordinator": description.coordinator.id if description.coordinator else None,
-                "members": members, "offsets": offsets}
+            rows.append({"topic": tp[0], "partition": tp[1], "committed": current, "log_end": end,
+                         # negative, as in Kafka's tool, when the log was truncated below it
+                         "lag": None if current is None or end is None else end - current,
+                         "member_id": owner.get(tp)})
+        described["offsets"] = rows
+        return described
 
     def delete(self, group: str) -> None:
         """DeleteGroups: the coordinator refuses a group with members (NON_EMPTY_GROUP) and an
         unknown one (GROUP_ID_NOT_FOUND)."""
+        [result] = self.delete_many([group])
+        if "error" in result:
+            raise AdminError(result["error"])
+
+    def delete_many(self, groups: list[str]) -> list[dict[str, Any]]:
+        """DeleteGroups for every group in one request; per group ``{"group", "deleted": True}``
+        or ``{"group", "deleted": False, "error"}``: each group is deleted or refused on its own,
+        so the caller must report every outcome, not stop at the first refusal."""
         self.topics()
-        self._wait(self.client.delete_consumer_groups([group], request_timeout=self.timeout)[group],
-                   f"cannot delete consumer group {group!r}")
+        groups = list(dict.fromkeys(groups))
+        futures = self.client.delete_consumer_groups(groups, request_timeout=self.timeout)
+        out: list[dict[str, Any]] = []
+        for group in groups:
+            try:
+                self._wait(futures[group], f"cannot delete consumer group {group!r}")
+            except AdminError as exc:
+                out.append({"group": group, "deleted": False, "error": str(exc)})
+            else:
+                out.append({"group": group, "deleted": True})
+        return out
+
+    def delete_offsets(self, group: str, topics: list[tuple[str, list[int] | None]]) -> list[dict[str, Any]]:
+        """OffsetDelete (KIP-496) of the partitions ``--topic T[:P,...]`` names: per partition
+        ``{"topic", "partition", "error"}``, error None where the offset is gone (or there was
+        none) and the Kafka error name where the coordinator refused, GROUP_SUBSCRIBED_TO_TOPIC
+        while a member of the group consumes the topic. A refusal of the whole request
+        (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP for a group that is not a consumer group) is an
+        AdminError."""
+        partitions = self.partitions(topics)
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        body = {"group_id": group, "topics": [{"name": t, "partitions": [{"partition_index": p} for p in ps]}
+                                              for t, ps in by_topic.items()]}
+        response = self._to_coordinator(group, OFFSET_DELETE, 0, body, f"cannot delete offsets of group {group!r}")
+        errors = {(t.name, int(p.partition_index)): int(p.error_code) for t in response.topics for p in t.partitions}
+        return [{"topic": t, "partition": p,
+                 "error": None if errors.get((t, p), 0) == 0 else _error_name(errors[(t, p)])} for t, p in partitions]
+
+    def _to_coordinator(self, group: str, api_key: int, version: int, body: dict[str, Any], what: str) -> Any:
+        """A raw request to ``group``'s coordinator (FindCoordinator first), sent again while
+        the coordinator moves or loads (COORDINATOR_RETRIABLE) until --timeout-s; AdminError
+        for any other top-level error."""
+        deadline = time.monotonic() + self.timeout
+        servers = self.bootstrap.split(",")
+        while True:
+            found = request_first(servers, self.bootstrap, FIND_COORDINATOR, 3, {"key": group, "key_type": 0},
+                                  self.timeout)
+            error = int(found.error_code)
+            if error == 0:
+                address = f"{found.host}:{int(found.port)}"
+                try:
+                    response = send_request(address, api_key, version, body, self.timeout)
+                except (OSError, ValueError):
+                    error = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                else:
+                    error = int(response.error_code)
+                    if error == 0:
+                        return response
+            if error not in COORDINATOR_RETRIABLE or time.monotonic() > deadline:
+                raise AdminError(f"{what}: {_code_name(error)}")
+            time.sleep(0.2)
 
     # -- offsets -------------------------------------------------------------------------------
 
@@ -175,17 +340,38 @@ class GroupAdmin:
             out.update((topic, p) for p in (wanted or existing))
         return sorted(out)
 
-    def plan_reset(self, group: str, topics: list[tuple[str, list[int] | None]],
+    def plan_reset(self, group: str, topics: list[tuple[str, list[int] | None]] | None,
                    target: ResetTarget) -> list[dict[str, Any]]:
-        """Kafka's prepareOffsetsToReset: per partition the committed offset and the new one,
-        clamped into [log start, log end] as Kafka's checkOffsetsRange does. Refused while the
-        group has members, as Kafka's tool refuses (a dry run too)."""
-        partitions = self.partitions(topics)
+        """Kafka's prepareOffsetsToReset: per partition the committed offset and the new one.
+        ``topics`` None: every partition the group has a committed offset for (--all-topics);
+        --from-file's partitions are its rows (``topics`` is not looked at). New offsets
+        are clamped into [log start, log end] as Kafka's checkOffsetsRange does, except
+        --to-current's, which keeps what is committed (the log end where nothing is, as Kafka).
+        Refused while the group has members, as Kafka's tool refuses (a dry run too)."""
+        committed: dict[Partition, int] | None = None
+        if target.kind == "file":
+            wanted_rows = {(t, p): o for t, p, o in target.offsets}
+            if not wanted_rows:
+                raise AdminError(f"the file names no partition to reset for group {group!r}")
+            by_topic: dict[str, list[int]] = {}
+            for t, p in sorted(wanted_rows):
+                by_topic.setdefault(t, []).append(p)
+            partitions = self.partitions(list(by_topic.items()))
+        elif topics is None:
+            committed = self.committed(group)
+            known = self.topics()
+            partitions = sorted(tp for tp in committed if tp[0] in known)
+            if not partitions:
+                raise AdminError(f"consumer group {group!r} has no committed offsets of existing topics "
+                                 f"(--all-topics resets those; name partitions with --topic)")
+        else:
+            partitions = self.partitions(topics)
         state, _ = self.state(group)
         if state not in INACTIVE:
             raise AdminError(f"consumer group {group!r} is {state}: offsets can only be reset while it "
                              f"has no members (stop its consumers first)")
-        committed = self.committed(group)
+        if committed is None:
+            committed = self.committed(group)
         starts = self.list_offsets(partitions, OffsetSpec.earliest())
         ends = self.list_offsets(partitions, OffsetSpec.latest())
         if target.kind == "earliest":
@@ -200,10 +386,17 @@ class GroupAdmin:
                 raise AdminError(f"cannot shift the offset of {missing[0][0]}-{missing[0][1]}: group "
                                  f"{group!r} has no committed offset for it")
             wanted = {tp: committed[tp] + target.value for tp in partitions}
-        elif target.kind == "datetime":
-            # the first offset whose timestamp is at or after the time; the log end where none is
-            found = self.list_offsets(partitions, OffsetSpec.for_timestamp(target.value))
+        elif target.kind in ("datetime", "duration"):
+            # the first offset whose timestamp is at or after the time; the log end where none is.
+            # --by-duration counts back from now, as Kafka's Instant.now().minus(duration)
+            ts = target.value if target.kind == "datetime" else int(time.time() * 1000) - target.value
+            found = self.list_offsets(partitions, OffsetSpec.for_timestamp(ts))
             wanted = {tp: ends[tp] if found[tp] < 0 else found[tp] for tp in partitions}
+        elif target.kind == "current":
+            return [{"topic": t, "partition": p, "current": committed.get((t, p)),
+                     "new": committed.get((t, p), ends[(t, p)])} for t, p in partitions]
+        elif target.kind == "file":
+            wanted = wanted_rows
         else:
             raise ValueError(target.kind)
         return [{"topic": t, "partition": p, "current": committed.get((t, p)),
@@ -220,10 +413,32 @@ class GroupAdmin:
         if failed:
             tp = failed[0]
             more = f" and {len(failed) - 1} more partitions" if len(failed) > 1 else ""
-            raise AdminError(f"{what} ({tp.topic}-{tp.partition}{more}): {kafka_error_text(tp.error)}")
+            raise AdminError(f"{what} ({tp.topic}-{tp.partition}{more}): {error_name_text(tp.error)}")
 
 
 # -- output ------------------------------------------------------------------------------------
+
+#: What the whole-request refusals of OffsetDelete mean to an operator.
+_MEANINGS: dict[int, str] = {
+    ErrorCode.GROUP_ID_NOT_FOUND: "the group does not exist",
+    ErrorCode.NON_EMPTY_GROUP: "the group has members and is not a consumer group",
+    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: "a member of the group consumes the topic",
+}
+
+
+def _error_name(code: int) -> str:
+    """Kafka's name of an error code, from odradek.protocol.errors."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error code {code}"
+
+
+def _code_name(code: int) -> str:
+    """_error_name with what it means where that is not plain from the name."""
+    meaning = _MEANINGS.get(code)
+    return f"{_error_name(code)} ({meaning})" if meaning else _error_name(code)
+
 
 def table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> str:
     """Aligned columns (admin_client.format_table); None or "" is shown as "-"."""
@@ -231,22 +446,75 @@ def table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> str:
 
 
 def format_list(groups: list[dict[str, str]]) -> str:
+    if not groups:
+        return "no consumer groups"
     return table(("Group", "State", "ProtocolType"), [(g["group"], g["state"], g["protocol_type"]) for g in groups])
 
 
 def format_describe(d: dict[str, Any]) -> str:
     """A header line, the members, then one row per partition (Kafka's --describe layout)."""
-    lines = [f"group {d['group']}: {d['state']}, {len(d['members'])} members, assignor "
-             f"{d['assignor'] or '-'}, coordinator {d['coordinator']}", ""]
+    lines = [f"group {d['group']}: {d['state']}, {plural(len(d['members']), 'member')}, assignor "
+             f"{d['assignor'] or '-'}, coordinator {'-' if d['coordinator'] is None else d['coordinator']}", ""]
     if d["members"]:
         lines += [table(("MemberId", "ClientId", "Host", "Assignment"), [
             (m["member_id"], m["client_id"], m["host"],
              ",".join(f"{a['topic']}-{a['partition']}" for a in m["assignment"])) for m in d["members"]]), ""]
-    lines.append(table(("Topic", "Partition", "Committed", "LogEnd", "Lag", "MemberId"), [
-        (o["topic"], o["partition"], o["committed"], o["log_end"], o["lag"], o["member_id"]) for o in d["offsets"]]))
+    if not d["offsets"]:
+        lines.append(f"consumer group {d['group']} has no committed offsets")
+    else:
+        lines.append(table(("Topic", "Partition", "Committed", "LogEnd", "Lag", "MemberId"), [
+            (o["topic"], o["partition"], o["committed"], o["log_end"], o["lag"], o["member_id"])
+            for o in d["offsets"]]))
     return "\n".join(lines)
+
+
+def format_describe_many(described: list[dict[str, Any]]) -> str:
+    """format_describe of each described group, a blank line between groups; the groups that
+    could not be described are left to the caller's error line."""
+    blocks = [format_describe(d) for d in described if "error" not in d]
+    return "\n\n".join(blocks)
+
+
+def _assignment(assignment: list[dict[str, Any]]) -> str:
+    """Kafka's --members --verbose ASSIGNMENT: topic(0,1,2) per topic."""
+    by_topic: dict[str, list[int]] = {}
+    for a in assignment:
+        by_topic.setdefault(a["topic"], []).append(a["partition"])
+    return ",".join(f"{t}({','.join(map(str, ps))})" for t, ps in by_topic.items())
+
+
+def format_members(described: list[dict[str, Any]], verbose: bool = False) -> str:
+    """Kafka's --describe --members: one row per member of every group (with ``verbose`` its
+    assignment), and a line for each group without members."""
+    header: tuple[str, ...] = ("Group", "MemberId", "ClientId", "Host", "Partitions")
+    rows = [(d["group"], m["member_id"], m["client_id"], m["host"], len(m["assignment"]))
+            + ((_assignment(m["assignment"]),) if verbose else ())
+            for d in described if "error" not in d for m in d["members"]]
+    lines = [table(header + (("Assignment",) if verbose else ()), rows)] if rows else []
+    lines += [f"consumer group {d['group']} has no active members"
+              for d in described if "error" not in d and not d["members"]]
+    return "\n".join(lines)
+
+
+def format_state(described: list[dict[str, Any]]) -> str:
+    """Kafka's --describe --state: coordinator, assignment strategy, state and member count."""
+    rows = [(d["group"], None if d["coordinator"] is None else f"{d['coordinator_address']} ({d['coordinator']})",
+             d["assignor"], d["state"], len(d["members"])) for d in described if "error" not in d]
+    return table(("Group", "Coordinator", "AssignmentStrategy", "State", "Members"), rows) if rows else ""
 
 
 def format_plan(plan: list[dict[str, Any]]) -> str:
     return table(("Topic", "Partition", "Current", "New"),
                  [(r["topic"], r["partition"], r["current"], r["new"]) for r in plan])
+
+
+def format_plan_csv(plan: list[dict[str, Any]]) -> str:
+    """The plan as kafka-consumer-groups.sh --export writes it, topic,partition,offset (the
+    new offset), which --from-file reads back."""
+    return "\n".join(f"{r['topic']},{r['partition']},{r['new']}" for r in plan)
+
+
+def format_offset_deletion(results: list[dict[str, Any]]) -> str:
+    """delete-offsets' outcome per partition, as Kafka's tool prints it (TOPIC PARTITION STATUS)."""
+    return table(("Topic", "Partition", "Status"),
+                 [(r["topic"], r["partition"], "deleted" if r["error"] is None else r["error"]) for r in results])
