@@ -114,11 +114,17 @@ def test_offsets_of_topics_a_live_group_may_subscribe_to_are_not_deleted(tmp_pat
     on_virtual_time(test, tmp_path)
 
 
-def test_offsets_of_an_empty_group_are_deleted(tmp_path: Path) -> None:
+def test_offsets_of_an_empty_group_are_deleted_and_the_group_dies_with_its_last(tmp_path: Path) -> None:
+    """Kafka's handleDeleteOffsets runs cleanupGroupMetadata: no waiting for the expiry pass."""
     async def test(rig: Rig) -> None:
-        await rig.c.commit_offsets("simple", "", None, -1, {TP: OffsetAndMetadata(5)})
+        other = TopicPartition("other", 0)
+        await rig.c.commit_offsets("simple", "", None, -1, {TP: OffsetAndMetadata(5), other: OffsetAndMetadata(6)})
         assert rig.c.delete_offsets("simple", [TP]) == (ErrorCode.NONE, {TP: ErrorCode.NONE})
         assert rig.c.fetch_offsets("simple", [TP]) == (ErrorCode.NONE, {TP: None})
+        assert rig.manager.get("simple") is not None  # one offset left
+        assert rig.c.delete_offsets("simple", [other]) == (ErrorCode.NONE, {other: ErrorCode.NONE})
+        assert rig.manager.get("simple") is None
+        assert rig.c.delete_offsets("simple", [other])[0] == ErrorCode.GROUP_ID_NOT_FOUND
     on_virtual_time(test, tmp_path)
 
 

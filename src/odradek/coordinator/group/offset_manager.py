@@ -84,17 +84,32 @@ class OffsetManager:
         results = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if not empty and group.is_subscribed_to(tp.topic)
                    else ErrorCode.NONE for tp in partitions}
         self._forget(group, [tp for tp, e in results.items() if e == ErrorCode.NONE and tp in group.offsets],
-                     "deleting offsets")
+                     "deleting offsets", bury_if_empty=True)
         return results
 
-    def _forget(self, group: GroupMetadata, partitions: list[TopicPartition], why: str) -> None:
-        """Drop the group's offsets of ``partitions`` and write their tombstones (acks=1)."""
+    def _forget(self, group: GroupMetadata, partitions: list[TopicPartition], why: str,
+                bury_if_empty: bool = False) -> None:
+        """Drop the group's offsets of ``partitions`` and write their tombstones (acks=1); with
+        ``bury_if_empty`` an Empty group left without offsets dies at once, as Kafka's
+        handleDeleteOffsets runs cleanupGroupMetadata (else `groups list` would show it until
+        the next expiry pass)."""
         for tp in partitions:
             del group.offsets[tp]
-        if partitions:
-            self._scheduler.spawn(self._manager.store(
-                group.group_id, group_records.offset_tombstones(group.group_id, partitions), durable=False),
-                f"group {group.group_id}: {why}")
+        tombstones = group_records.offset_tombstones(group.group_id, partitions)
+        if partitions and bury_if_empty:
+            tombstones += self._bury_if_empty(group)
+        if tombstones:
+            self._scheduler.spawn(self._manager.store(group.group_id, tombstones, durable=False),
+                                  f"group {group.group_id}: {why}")
+
+    def _bury_if_empty(self, group: GroupMetadata) -> list[tuple[bytes, bytes | None]]:
+        """An Empty group with no offsets (and no commit being written) goes Dead and leaves the
+        cache; the tombstone of its metadata record, to be written with its offsets'."""
+        if not group.is_state(GroupState.EMPTY) or group.offsets or group.pending_offset_commits:
+            return []
+        group.transition_to(GroupState.DEAD, self._clock.milliseconds())
+        self._manager.remove(group.group_id)
+        return [(group_records.group_metadata_key(group.group_id), None)]
 
     # -- deleted topics and expiry -------------------------------------------------------------
 
@@ -126,10 +141,7 @@ class OffsetManager:
             tombstones = group_records.offset_tombstones(group.group_id, expired)
             for tp in expired:
                 del group.offsets[tp]
-            if group.is_state(GroupState.EMPTY) and not group.offsets:
-                group.transition_to(GroupState.DEAD, now)
-                self._manager.remove(group.group_id)
-                tombstones.append((group_records.group_metadata_key(group.group_id), None))
+            tombstones += self._bury_if_empty(group)
             if tombstones:
                 expired_total += len(expired)
                 self._scheduler.spawn(self._manager.store(group.group_id, tombstones, durable=False),
