@@ -58,12 +58,22 @@ def add_commands(sub: Any) -> None:
     d.add_argument("--data-dir", type=directory_arg, required=True, metavar="DIR")
     d.set_defaults(func=cmd_down)
 
-    s = sub.add_parser("status", help="controller, live brokers and partition health, from ZooKeeper")
+    s = sub.add_parser("status", help="controller, live brokers, partition health and leader imbalance, from "
+                       "ZooKeeper; exits 3 when the cluster is unhealthy",
+                       description="The cluster's health from ZooKeeper: the controller, live and dead brokers, "
+                       "offline and under-replicated partitions, and partitions not led by their preferred "
+                       "replica.",
+                       epilog="exit status: 0 healthy; 1 error (ZooKeeper unreachable, no cluster there); 2 bad "
+                       "arguments; 3 unhealthy: a broker dead, a partition offline or under-replicated, no "
+                       "controller, or a server of a ZooKeeper ensemble down (leader imbalance alone is not "
+                       "unhealthy). With --watch, the status of the last frame drawn.")
     where = s.add_mutually_exclusive_group()
     where.add_argument("--zookeeper", type=zk_connect_arg, metavar="CONN", help="default 127.0.0.1:2181")
     where.add_argument("--data-dir", type=directory_arg, metavar="DIR", help="a cluster started by `odradek up` "
-                       "(its brokers that are down are named too)")
-    s.add_argument("--json", action="store_true")
+                       "(its brokers that are down are named too, and one whose recorded process is gone is "
+                       "dead at once, before ZooKeeper expires its session)")
+    s.add_argument("--json", action="store_true", help='print JSON: "healthy", "unhealthy_reasons", "brokers", '
+                   '"offline_partitions", "under_replicated_partitions", "preferred_replica_imbalance_count", ...')
     s.add_argument("--timeout-s", type=seconds_arg, default=10.0, help="how long to try to reach ZooKeeper")
     add_watch_option(s)
     s.set_defaults(func=cmd_status)
@@ -135,8 +145,9 @@ def cmd_broker(args: argparse.Namespace) -> None:
                         + (f": {exc.filename}" if exc.filename else "")) from None
     except Exception as exc:
         if type(exc).__module__.startswith("kazoo"):  # ZooKeeper not reachable at startup
+            why = "no answer in time" if "Timeout" in type(exc).__name__ else (str(exc) or "connection failed")
             raise UserError(f"broker {config.broker_id}: cannot reach ZooKeeper at {config.zookeeper} "
-                            f"({type(exc).__name__}: {exc}); is it running?") from None
+                            f"({why}); is it running?") from None
         raise
 
 
@@ -183,22 +194,59 @@ def cmd_down(args: argparse.Namespace) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> None:
-    from odradek.admin.admin_client import cluster_status, format_status
+    """Print the status once (or every --watch seconds), then exit with its health:
+    cluster_health's EXIT_* statuses, which scripts use as a health check."""
+    from odradek.admin.cluster_health import EXIT_ERROR, cluster_status, exit_status, format_status
+    from odradek.admin.errors import AdminError, ClusterError
 
     cluster = LocalCluster.load(args.data_dir) if args.data_dir else None
     zookeeper = cluster.zookeeper_connect if cluster is not None else args.zookeeper
     expected = None
     if cluster is not None:  # the brokers it should have, so one that is down is named
         expected = {b: (cluster.host, cluster.broker_port(b)) for b in cluster.broker_ids}
+    last = [0]  # the exit status of the frame last drawn
 
-    def render() -> str:
-        status = cluster_status(zookeeper or "127.0.0.1:2181", timeout=args.timeout_s, expected=expected)
+    def status_text() -> str:
+        try:
+            status = cluster_status(zookeeper or "127.0.0.1:2181", timeout=args.timeout_s, expected=expected,
+                                    processes=_broker_processes(cluster) if cluster is not None else None)
+        except AdminError as exc:
+            if cluster is None or cluster.running():
+                raise
+            raise AdminError(f"{exc}; no process of the cluster in {args.data_dir} runs (start it with "
+                             f"`odradek up --data-dir {args.data_dir}`)") from None
         for broker in status["live_brokers"] + status["brokers"]:
             if not broker.get("metrics_url") and cluster is not None:  # not registered: cluster.json's
                 broker["metrics_url"] = cluster.metrics_url(broker["id"])
+        last[0] = exit_status(status)
         return json.dumps(status, indent=2) if args.json else format_status(status)
 
-    show_or_watch(render, args.watch)
+    def frame() -> str:
+        """A watched frame tells of a ZooKeeper it cannot read and the watch goes on: an outage
+        is what a watching operator must see, not the end of the watch."""
+        try:
+            return status_text()
+        except (AdminError, ClusterError) as exc:
+            last[0] = EXIT_ERROR
+            return f"cannot read the cluster: {exc}"
+
+    show_or_watch(status_text if args.watch is None else frame, args.watch)
+    if last[0]:
+        raise SystemExit(last[0])  # main() returns 0 once a command returns
+
+
+def _broker_processes(cluster: LocalCluster) -> dict[int, Any]:
+    """Each recorded broker's pid file and whether that process still runs (status reports a
+    broker whose process is gone as dead before ZooKeeper expires its session)."""
+    from odradek.admin.cluster_health import BrokerProcess
+    from odradek.cluster.cluster_spec import read_pid
+    from odradek.cluster.local_cluster import pid_alive
+
+    processes = {}
+    for broker_id in cluster.broker_ids:
+        pid = read_pid(cluster.broker_dir(broker_id) / "broker.pid")
+        processes[broker_id] = BrokerProcess(pid, pid_alive(pid))
+    return processes
 
 
 def cmd_ui(args: argparse.Namespace) -> None:

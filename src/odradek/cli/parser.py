@@ -8,6 +8,7 @@ import odradek.cli.bench as bench
 import odradek.cli.cluster_commands as cluster_commands
 import odradek.cli.configs as configs
 import odradek.cli.groups as groups
+import odradek.cli.log_dirs as log_dirs
 import odradek.cli.reassign as reassign
 import odradek.cli.records as records
 import odradek.cli.topics as topics
@@ -23,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     records.add_commands(sub)
     groups.add_commands(sub)
     configs.add_commands(sub)
+    log_dirs.add_commands(sub)
     reassign.add_commands(sub)
     bench.add_commands(sub)
 

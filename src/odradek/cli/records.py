@@ -264,6 +264,9 @@ def _offline_text(topic: str, offline: list[int]) -> str:
 _FATAL_CONSUME_ERRORS = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
 #: How often `consume --group` commits what it has printed (librdkafka's auto.commit.interval.ms).
 COMMIT_INTERVAL_S = 5.0
+#: Commit errors of a group in the middle of a rebalance: the member's next commit, after it
+#: rejoined, carries the offsets (librdkafka does not mark them retriable).
+_REBALANCE_ERRORS = {KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID}
 #: How long `consume --group` waits for its first assignment, if --timeout-s is shorter.
 GROUP_JOIN_TIMEOUT_S = 30.0
 
@@ -272,12 +275,19 @@ class _PrintedOffsets:
     """`consume --group` reads at least once: a record's offset is stored after the record is
     written, and stored offsets are committed synchronously, after stdout is flushed, every
     COMMIT_INTERVAL_S, when the group takes partitions away and at exit (also on ^C; not on a
-    broken pipe, whose reader may not have read everything)."""
+    broken pipe, whose reader may not have read everything).
+
+    The timer runs from the read loop whether records arrive or not (due()): a member that
+    printed a burst and then went idle must not leave it uncommitted, or the group's lag
+    (`groups describe`, kafka_consumergroup_lag) counts records printed long ago. Committing
+    by hand rather than with librdkafka's enable.auto.commit keeps the flush of stdout before
+    each commit, so no offset is committed for a record still in a buffer."""
 
     def __init__(self, consumer: Any, out: Any) -> None:
         self.consumer, self.out = consumer, out
         self.started = self.last_commit = time.monotonic()
         self.assigned_at: float | None = None
+        self.uncommitted = False  # offsets stored since the last commit that succeeded
 
     def on_assign(self, _consumer: Any, _partitions: Any) -> None:
         self.assigned_at = time.monotonic()  # the idle timeout counts from here, not from the join
@@ -297,20 +307,34 @@ class _PrintedOffsets:
     def printed(self, msg: Any) -> None:
         try:
             self.consumer.store_offsets(msg)
+            self.uncommitted = True
         except KafkaException:  # its partition was just taken away: its next owner reads it again
             pass
-        if time.monotonic() - self.last_commit > COMMIT_INTERVAL_S:
-            self.commit()
+        self.due()
 
-    def commit(self, strict: bool = True) -> None:
+    def due(self) -> None:
+        """Commit if printed offsets wait and COMMIT_INTERVAL_S has passed since the last
+        commit; called after each record and each empty poll. A retriable failure (the
+        coordinator moving, a rebalance under way) is tried again at the next interval."""
+        if self.uncommitted and time.monotonic() - self.last_commit > COMMIT_INTERVAL_S:
+            self.commit(retry_later=True)
+
+    def commit(self, strict: bool = True, retry_later: bool = False) -> None:
         self.out.flush()
         self.last_commit = time.monotonic()
         try:
             self.consumer.commit(asynchronous=False)
         except KafkaException as exc:
             err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-            if strict and (err is None or err.code() != KafkaError._NO_OFFSET):  # _NO_OFFSET: nothing new
+            if err is not None and err.code() == KafkaError._NO_OFFSET:  # nothing new to commit
+                self.uncommitted = False
+                return
+            if retry_later and err is not None and (err.retriable() or err.code() in _REBALANCE_ERRORS):
+                return
+            if strict:
                 raise UserError(f"commit failed: {kafka_error_text(exc)}") from None
+            return
+        self.uncommitted = False
 
 
 def _print_records(consumer: Any, args: argparse.Namespace, commits: _PrintedOffsets | None,
@@ -328,6 +352,7 @@ def _print_records(consumer: Any, args: argparse.Namespace, commits: _PrintedOff
                         commits.check_joined(args.group, args.timeout_s)
                         continue
                     idle_since = max(idle_since, commits.assigned_at)
+                    commits.due()  # idle: what was printed is committed all the same
                 if not args.follow and time.monotonic() - idle_since > args.timeout_s:
                     break
                 continue
