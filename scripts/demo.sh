@@ -37,7 +37,7 @@ echo "== odradek topics describe $TOPIC"
 odradek topics describe "$TOPIC" --bootstrap-server "$BOOTSTRAP"
 
 echo "== odradek status"
-odradek status --data-dir "$DIR"
+odradek status --data-dir "$DIR" || echo "(status exited $?: unhealthy, as said above; the demo goes on)"
 
 echo "== Spark pipeline: page views -> sessionize (Structured Streaming) -> topic + Parquet -> report"
 .venv/bin/python -m pipelines.demo --bootstrap-server "$BOOTSTRAP" --work-dir "$DIR/pipeline" 2>&1 \
