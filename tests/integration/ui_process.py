@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 
-def start_ui(where: list[str], port: int, log: Path) -> subprocess.Popen:
+def start_ui(where: list[str], port: int, log: Path, interval_s: float = 0.5) -> subprocess.Popen:
     """`odradek ui` reading the cluster ``where`` names (--data-dir, or --zookeeper and
     --bootstrap-server), once it serves; stop it with stop_ui."""
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "odradek", "ui", *where, "--port", str(port),
-                                 "--interval-s", "0.5"],
+                                 "--interval-s", str(interval_s)],
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 20
     while True:

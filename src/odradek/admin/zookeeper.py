@@ -14,6 +14,7 @@ from kazoo.exceptions import NoNodeError
 
 from odradek.admin.errors import ClusterError
 from odradek.cli.output import duration
+from odradek.zk.client import reconnect_retry
 
 K = TypeVar("K")
 
@@ -30,17 +31,21 @@ def collect_data(pending: Mapping[K, Any], timeout: float) -> dict[K, bytes | No
 
 
 def connect_zk(hosts: str, timeout: float = 10.0) -> KazooClient:
-    """A started kazoo client whose connection-retry chatter does not reach the terminal."""
+    """A started kazoo client whose connection-retry chatter does not reach the terminal. It
+    reconnects at most zk.client's RECONNECT_MAX_DELAY_S apart, as the brokers do: kazoo's
+    default doubles its delay up to an hour, so `status --watch` or the dashboard would stay
+    stale for many minutes after a ZooKeeper outage of a few."""
     log = logging.getLogger("odradek.kazoo")
     if not log.handlers:
         log.addHandler(logging.NullHandler())
         log.propagate = False
-    client = KazooClient(hosts=hosts, logger=log)
+    client = KazooClient(hosts=hosts, logger=log, connection_retry=reconnect_retry())
     try:
         with warnings.catch_warnings():  # kazoo warns of a missing chroot; callers check what they need
             warnings.simplefilter("ignore")
             client.start(timeout=timeout)
     except Exception as exc:  # kazoo raises its own timeout type, or socket errors for bad hosts
         client.close()
-        raise ClusterError(f"cannot reach ZooKeeper at {hosts} within {duration(timeout)} ({exc})") from None
+        why = "no answer" if "Timeout" in type(exc).__name__ else (getattr(exc, "strerror", None) or str(exc))
+        raise ClusterError(f"cannot reach ZooKeeper at {hosts} within {duration(timeout)} ({why})") from None
     return client

@@ -165,7 +165,8 @@ def main() -> None:
             reply: dict[str, Any] = {"groups": read_groups(GroupAdmin(bootstrap, timeout, clients[bootstrap]),
                                                            time.monotonic() + float(request["budget"]))}
         except Exception as exc:  # noqa: BLE001 - every failure is the server's error line
-            reply = {"error": str(exc) if isinstance(exc, AdminError) else f"{type(exc).__name__}: {exc}"}
+            # the server's page shows it after plain_words.plain, which drops Python's class names
+            reply = {"error": str(exc) if isinstance(exc, AdminError) else f"reading the consumer groups failed: {exc}"}
         replies.write(json.dumps(reply, default=str) + "\n")
         replies.flush()
     os._exit(0)  # no client destroyed: their timed-out requests may still be outstanding

@@ -5,8 +5,12 @@ is offline or under-replicated, how far a reassignment or a deletion got) are te
 bytes and scrape text alone. The rules are the ones the operator tools already use, so the
 dashboard and `odradek status` / `odradek topics describe --under-replicated` never disagree:
 
-- a broker is live while /brokers/ids/N exists (its ZooKeeper session holds the ephemeral node);
-  it is dead when cluster.json expects it or a partition lists it as a replica and it does not;
+- a broker is live while /brokers/ids/N exists (its ZooKeeper session holds the ephemeral node)
+  and nothing says its process is gone: it is dead when cluster.json expects it or a partition
+  lists it as a replica and it is not registered, or when its Kafka port does not answer or its
+  recorded pid is gone (``down``: a broker killed a moment ago keeps its registration until its
+  session expires, seconds later; with ZooKeeper unreachable the last registrations read are all
+  there is, and only the probes tell which of them still run);
 - a partition is offline when its leader is -1 or a dead broker (Kafka's OfflinePartitionsCount),
   under-replicated when its ISR is smaller than its replica set less the replicas a reassignment
   is adding (Kafka's Partition.isUnderReplicated uses the same replication factor, KIP-455).
@@ -21,6 +25,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from odradek.admin.reassign_partitions_command import Ongoing
+from odradek.ui.plain_words import plain
 from odradek.zk import paths
 
 OK, UNDER_REPLICATED, OFFLINE = "ok", "under_replicated", "offline"
@@ -49,16 +54,33 @@ def _decode(decoder: Any, data: bytes | None, *args: Any) -> Any:
         return None
 
 
-def cluster_state(view: ZkView, expected_brokers: Iterable[int] = ()) -> dict[str, Any]:
-    """Brokers (live or dead), the controller and its epoch, and every topic's partition grid."""
-    controller = _decode(paths.decode_controller_id, view.controller)
+def registered_addresses(view: ZkView) -> dict[int, str]:
+    """host:port of each broker registered in ``view`` (what the poller probes)."""
+    out = {}
+    for broker_id, data in view.brokers.items():
+        info = _decode(lambda d, b=broker_id: paths.decode_broker_info(b, d, 0), data)
+        if info is not None:
+            out[broker_id] = f"{info.host}:{info.port}"
+    return out
+
+
+def cluster_state(view: ZkView, expected_brokers: Iterable[int] = (), down: Mapping[int, str] | None = None,
+                  stale: bool = False) -> dict[str, Any]:
+    """Brokers (live or dead, and why dead), the controller and its epoch, and every topic's
+    partition grid. ``down``: brokers known dead whatever ZooKeeper says, with the reason in
+    plain words (the poller's port probes and pid checks). ``stale``: ``view`` is the last one
+    read and ZooKeeper does not answer now, so who is controller is unknown and a registration
+    proves nothing more than that the broker ran when ZooKeeper last answered."""
+    down = down or {}
+    controller = None if stale else _decode(paths.decode_controller_id, view.controller)
     epoch = _decode(paths.decode_controller_epoch, view.controller_epoch)
     live: dict[int, Any] = {}
     metrics_urls: dict[int, str | None] = {}
     for broker_id, data in view.brokers.items():
-        info = _decode(lambda d, b=broker_id: paths.decode_broker_info(b, d, 0), data)
-        live[broker_id] = info
         metrics_urls[broker_id] = _decode(paths.decode_broker_metrics_url, data)
+        if broker_id in down:
+            continue
+        live[broker_id] = _decode(lambda d, b=broker_id: paths.decode_broker_info(b, d, 0), data)
     topics = []
     referenced: set[int] = set()
     leaders: dict[int, int] = {}
@@ -86,18 +108,47 @@ def cluster_state(view: ZkView, expected_brokers: Iterable[int] = ()) -> dict[st
         topics.append({"name": name, "deleting": name in deleting,
                        "reassigning": bool(assignment.adding_replicas or assignment.removing_replicas),
                        "partitions": rows})
-    ids = sorted(set(live) | set(expected_brokers) | referenced)
+    ids = sorted(set(live) | set(view.brokers) | set(expected_brokers) | referenced)
+    not_registered = "is not registered in ZooKeeper" + (" (as last read)" if stale else "")
     brokers = [{"id": b, "live": b in live,
                 "host": live[b].host if live.get(b) is not None else None,
                 "port": live[b].port if live.get(b) is not None else None,
                 "controller": b == controller, "leaders": leaders.get(b, 0),
-                "metrics_url": metrics_urls.get(b)} for b in ids]
-    return {"controller": controller, "controller_epoch": epoch, "brokers": brokers, "topics": topics,
+                "metrics_url": metrics_urls.get(b),
+                "reason": None if b in live else down.get(b, not_registered)} for b in ids]
+    return {"controller": controller, "controller_epoch": epoch, "stale": stale, "brokers": brokers, "topics": topics,
             # marked for deletion with the topic's znode already gone: the deletion is finishing
             "deleting_unknown": sorted(deleting - set(view.topics)),
             "summary": {"brokers": len(ids), "live_brokers": len(live), "topics": len(topics),
                         "partitions": sum(counts.values()), "offline": counts[OFFLINE],
                         "under_replicated": counts[UNDER_REPLICATED]}}
+
+
+READING, LIVE, DEGRADED, STALE, STOPPED = "reading", "live", "degraded", "stale", "stopped"
+
+
+def health(state: Mapping[str, Any] | None, zookeeper_error: str | None, read_at: float | None, now: float,
+           interval: float) -> dict[str, Any]:
+    """What the page's badge and banner say about the grid beside it: ``status`` READING
+    (nothing read yet), LIVE (fresh and healthy), DEGRADED (fresh, with dead brokers or offline
+    partitions), STALE (ZooKeeper does not answer: the grid is the last one read, as of
+    ``read_at``) or STOPPED (stale, and no broker answers either: the cluster is down);
+    ``problems`` the reasons in plain words, ZooKeeper's first. ``checked_at`` changes with
+    every poll, so the page can tell a server that stopped polling (no health for two
+    intervals) from a cluster that has nothing new."""
+    brokers = (state or {}).get("brokers", [])
+    summary = (state or {}).get("summary", {})
+    problems = [zookeeper_error] if zookeeper_error else []
+    problems += [f"broker {b['id']} {b['reason']}" for b in brokers if not b["live"] and b.get("reason")]
+    if zookeeper_error:
+        status = STOPPED if brokers and not any(b["live"] for b in brokers) else STALE
+    elif read_at is None:
+        status = READING
+    else:
+        status = DEGRADED if problems or summary.get("offline") else LIVE
+    return {"status": status, "stale": status in (STALE, STOPPED, READING), "problems": problems,
+            "read_at": None if read_at is None else int(read_at * 1000), "checked_at": int(now * 1000),
+            "interval_s": interval}
 
 
 def partition_status(replicas: list[int], adding: list[int], leader: int, isr: list[int],
@@ -115,7 +166,8 @@ def partition_status(replicas: list[int], adding: list[int], leader: int, isr: l
 
 def parse_state_changes(lines: Iterable[str], broker_id: int) -> list[dict[str, Any]]:
     """The JSON lines of one broker's state-change log (controller/state_change_log.py), each
-    with the broker whose log it came from; lines that are not JSON objects are skipped."""
+    with the broker whose log it came from; lines that are not JSON objects are skipped. A
+    failed transition's error loses the exception's class name the log keeps for developers."""
     out = []
     for line in lines:
         try:
@@ -124,6 +176,8 @@ def parse_state_changes(lines: Iterable[str], broker_id: int) -> list[dict[str, 
             continue
         if isinstance(record, dict):
             record["log_broker"] = broker_id
+            if isinstance(record.get("error"), str):
+                record["error"] = plain(record["error"])
             out.append(record)
     return out
 

@@ -11,6 +11,13 @@ a child process of its own (kafka_reader.py): librdkafka can abort the process h
 section that cannot be read keeps its last value and reports the error beside it, so a dead
 broker, a ZooKeeper outage or a crashed Kafka client shows on the page instead of stopping it.
 
+The grid is the exception to keeping the last value quietly: a grid that still says "3/3 brokers
+live" after the cluster stopped is worse than none. No ZooKeeper read holds its loop past an
+interval; the ``health`` section says each poll whether the grid is fresh, when it was last
+read and why not in plain words (plain_words.py), and each poll probes every known broker's
+Kafka port (and, with a data directory, its recorded pid), so brokers that stopped show dead
+whether or not ZooKeeper answers.
+
 The partition grid reads each topic znode and partition state znode once and then only when a
 ZooKeeper data watch says it changed (ZnodeCache), as Kafka's controller follows its own znodes.
 A poll re-reads only the few znodes that decide liveness (/brokers/ids/N, /controller,
@@ -49,12 +56,15 @@ from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
 from odradek.admin import reassign_client
+from odradek.admin.errors import ClusterError
 from odradek.admin.zookeeper import collect_data, connect_zk
 from odradek.broker.state_change_log_reader import LogChunk, read_log_chunk
-from odradek.cluster.local_cluster import LocalCluster
+from odradek.cluster.cluster_spec import read_pid
+from odradek.cluster.local_cluster import LocalCluster, pid_alive
 from odradek.common.metadata import TopicPartition
-from odradek.ui import model
+from odradek.ui import model, plain_words
 from odradek.ui.kafka_reader import GroupReader
+from odradek.ui.plain_words import ZooKeeperSilent
 from odradek.zk import paths
 
 log = logging.getLogger("odradek.ui")
@@ -72,12 +82,17 @@ MAX_BACKLOG = 64
 @dataclass(frozen=True)
 class ClusterSource:
     """Where the cluster is read from. ``bootstrap`` None: the live brokers ZooKeeper lists;
-    ``expected_brokers`` are shown dead when not registered (cluster.json's brokers)."""
+    ``expected_brokers`` are shown dead when not registered (cluster.json's brokers);
+    ``broker_addresses`` (host:port) are probed until a broker registers its own, so a broker
+    that never registered while the dashboard ran still shows whether it answers;
+    ``broker_pid_files`` tell at once that a broker's process is gone (a data directory's)."""
     zookeeper: str
     bootstrap: str | None = None
     expected_brokers: tuple[int, ...] = ()
     state_change_logs: Mapping[int, Path] = field(default_factory=dict)
     metrics_urls: Mapping[int, str] = field(default_factory=dict)
+    broker_addresses: Mapping[int, str] = field(default_factory=dict)
+    broker_pid_files: Mapping[int, Path] = field(default_factory=dict)
 
 
 def source_from_data_dir(data_dir: Path, bootstrap: str | None = None) -> ClusterSource:
@@ -88,7 +103,19 @@ def source_from_data_dir(data_dir: Path, bootstrap: str | None = None) -> Cluste
     return ClusterSource(
         cluster.zookeeper_connect, bootstrap, tuple(cluster.broker_ids),
         {b: cluster.broker_dir(b) / "data" / "state-change.log" for b in cluster.broker_ids},
-        {b: url for b in cluster.broker_ids if (url := cluster.metrics_url(b))})
+        {b: url for b in cluster.broker_ids if (url := cluster.metrics_url(b))},
+        {b: f"{cluster.host}:{cluster.broker_port(b)}" for b in cluster.broker_ids},
+        {b: cluster.broker_dir(b) / "broker.pid" for b in cluster.broker_ids})
+
+
+def connect_zookeeper(hosts: str, timeout: float) -> KazooClient:
+    """admin.zookeeper.connect_zk's client, which keeps trying to reconnect at most a second
+    apart for as long as the dashboard runs; ClusterError (in plain words) when it cannot
+    connect within ``timeout``: the command fails at once instead of serving an empty page."""
+    try:
+        return connect_zk(hosts, timeout)
+    except ClusterError as exc:
+        raise ClusterError(plain_words.plain(str(exc))) from None
 
 
 # -- blocking reads (each runs on a worker thread) ---------------------------------------------------
@@ -158,26 +185,39 @@ class ZkReader:
         self.requests = 0  # every ZooKeeper request the polls made
 
     def read(self, timeout: float) -> model.ZkView:
+        """One poll's view. Every request waits at most what is left of ``timeout`` for the
+        whole read (kazoo's synchronous calls wait for ever while it reconnects, which held the
+        dashboard on its last view through a whole ZooKeeper outage); nothing is asked while
+        the client is not connected (ZooKeeperSilent), so no request piles up in kazoo's queue
+        to be sent when ZooKeeper returns."""
         zk = self._zk
+        if not zk.connected:
+            raise ZooKeeperSilent()
+        deadline = time.monotonic() + timeout
         before = self.topics.reads + self.states.reads
 
-        def children(path: str) -> list[str]:
-            self.requests += 1
-            try:
-                return zk.get_children(path)
-            except NoNodeError:
-                return []
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
 
         def results(pending: dict[Any, Any]) -> dict[Any, bytes | None]:
             self.requests += len(pending)
-            return collect_data(pending, timeout)
+            return collect_data(pending, left())
 
-        brokers = {int(b): zk.get_async(paths.broker_path(int(b))) for b in children(paths.BROKER_IDS) if b.isdigit()}
+        listed = {path: zk.get_children_async(path) for path in (paths.BROKER_IDS, paths.BROKER_TOPICS,
+                                                                 paths.DELETE_TOPICS)}
+        self.requests += len(listed)
+        children: dict[str, list[str]] = {}
+        for path, result in listed.items():
+            try:
+                children[path] = result.get(timeout=left())
+            except NoNodeError:
+                children[path] = []
+        brokers = {int(b): zk.get_async(paths.broker_path(int(b))) for b in children[paths.BROKER_IDS] if b.isdigit()}
         singles = {paths.CONTROLLER: zk.get_async(paths.CONTROLLER),
                    paths.CONTROLLER_EPOCH: zk.get_async(paths.CONTROLLER_EPOCH)}
-        names = sorted(children(paths.BROKER_TOPICS))
-        deleting = tuple(sorted(children(paths.DELETE_TOPICS)))
-        topic_values = self.topics.get_many([paths.topic_path(t) for t in names], timeout)
+        names = sorted(children[paths.BROKER_TOPICS])
+        deleting = tuple(sorted(children[paths.DELETE_TOPICS]))
+        topic_values = self.topics.get_many([paths.topic_path(t) for t in names], left())
         topic_data = {t: d for t in names if (d := topic_values[paths.topic_path(t)]) is not None}
         state_paths: dict[tuple[str, int], str] = {}
         for topic, data in topic_data.items():
@@ -186,12 +226,17 @@ class ZkReader:
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue
             state_paths.update({(topic, p): paths.partition_state_path(TopicPartition(topic, p)) for p in partitions})
-        state_values = self.states.get_many(list(state_paths.values()), timeout)
+        state_values = self.states.get_many(list(state_paths.values()), left())
         single = results(singles)
         live = {b: d for b, d in results(brokers).items() if d is not None}
         self.requests += self.topics.reads + self.states.reads - before
         return model.ZkView(single[paths.CONTROLLER], single[paths.CONTROLLER_EPOCH], live, topic_data,
                             {tp: state_values[path] for tp, path in state_paths.items()}, deleting)
+
+
+class StateChangeLogUnread(Exception):
+    """Some brokers' state-change logs could not be read this round (the message says whose
+    and why, in the page's words)."""
 
 
 class LogTail:
@@ -250,7 +295,7 @@ class Poller:
     """Reads the cluster on its own loops and hands each changed section, as JSON, to every
     subscriber (one asyncio.Queue per browser connection)."""
 
-    SECTIONS = ("cluster", "timeline", "groups", "reassignments", "deletions", "metrics", "errors")
+    SECTIONS = ("cluster", "health", "timeline", "groups", "reassignments", "deletions", "metrics", "errors")
 
     def __init__(self, source: ClusterSource, zk_interval: float = 1.0, kafka_interval: float = 3.0,
                  metrics_interval: float = 2.0, timeout: float = 5.0) -> None:
@@ -267,6 +312,10 @@ class Poller:
         self._kafka_bootstrap: str | None = None
         self._zk_read = asyncio.Event()  # set after the first ZooKeeper read, failed or not
         self.zk_reader: ZkReader | None = None
+        self._view: model.ZkView | None = None  # the last view ZooKeeper answered with
+        self._read_at: float | None = None  # when (time.time())
+        self._zk_pending: asyncio.Future[model.ZkView] | None = None  # a read still waiting for ZooKeeper
+        self._addresses: dict[int, str] = dict(source.broker_addresses)  # host:port to probe, per broker
         self._http: aiohttp.ClientSession | None = None
         self._history: dict[int, deque[dict[str, float | None]]] = {}
         self._last_sample: dict[int, tuple[float, dict[str, float]]] = {}
@@ -275,11 +324,12 @@ class Poller:
         for name, empty in (("timeline", []), ("groups", []), ("reassignments", []), ("deletions", []),
                             ("metrics", {"brokers": {}, "urls": dict(source.metrics_urls)}), ("errors", {})):
             self._set(name, empty)
+        self._set("health", model.health(None, None, None, time.time(), zk_interval))
 
     async def start(self) -> None:
         """Connects to ZooKeeper (ClusterError when it cannot be reached: the command fails at
         once instead of serving an empty page), then starts the loops, each reading at once."""
-        self._zk = await asyncio.to_thread(connect_zk, self.source.zookeeper, self.timeout)
+        self._zk = await asyncio.to_thread(connect_zookeeper, self.source.zookeeper, self.timeout)
         self.zk_reader = ZkReader(self._zk)
         self._http = aiohttp.ClientSession()
         self._tasks = [asyncio.create_task(self._every(self.zk_interval, self._read_zk)),
@@ -290,6 +340,8 @@ class Poller:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
+        if self._zk_pending is not None:  # its thread ends by its own timeout
+            self._zk_pending.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._http is not None:
             await self._http.close()
@@ -327,7 +379,7 @@ class Poller:
         if error is None:
             self._errors.pop(section, None)
         else:
-            self._errors[section] = error
+            self._errors[section] = plain_words.plain(error)
         self._set("errors", dict(self._errors))
 
     async def _every(self, interval: float, read: Any) -> None:
@@ -343,20 +395,90 @@ class Poller:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure to read is shown, not raised
             log.debug("reading %s failed", section, exc_info=True)
-            self._report(section, f"{type(exc).__name__}: {exc}".rstrip(": ").splitlines()[0])
+            self._report(section, plain_words.describe(exc))
         else:
             self._report(section, None)
 
     # -- the reads -----------------------------------------------------------------------------------
 
     async def _read_zk(self) -> None:
-        async def read() -> None:
-            assert self.zk_reader is not None  # start() made it before starting this loop
-            view = await asyncio.to_thread(self.zk_reader.read, self.timeout)
-            self._cluster = model.cluster_state(view, self.source.expected_brokers)
+        """One poll of the grid: ZooKeeper's znodes and, at the same time, whether each broker's
+        process and Kafka port answer. Neither holds the loop past an interval: a ZooKeeper
+        read still unanswered is left running (at most one at a time; its requests time out by
+        themselves) and the grid is published from the last view, marked stale, with the
+        brokers the probes found dead shown dead, so a stopped cluster shows as stopped at the
+        next poll instead of as the last thing ZooKeeper said. Only the first read, which has
+        no earlier view to fall back on, is waited for up to the full timeout, and a broker
+        seen registered at an address not probed yet is probed before the grid is published."""
+        assert self.zk_reader is not None  # start() made it before starting this loop
+        if self._zk_pending is None:
+            self._zk_pending = asyncio.ensure_future(asyncio.to_thread(self.zk_reader.read, self.timeout))
+        pending = self._zk_pending
+        probed = dict(self._addresses)
+        probes = asyncio.ensure_future(self._probe_brokers(probed, pids=True))
+        await asyncio.wait({pending}, timeout=self.zk_interval if self._view is not None else self.timeout)
+        error = None
+        if not pending.done():
+            error = plain_words.zookeeper_silent(self.source.zookeeper)
+        else:
+            self._zk_pending = None
+            try:
+                self._view, self._read_at = pending.result(), time.time()
+            except Exception as exc:  # noqa: BLE001 - any failure to read is shown, not raised
+                log.debug("reading ZooKeeper failed", exc_info=True)
+                error = plain_words.describe(exc, self.source.zookeeper)
+        dead = await probes
+
+        async def publish() -> None:
+            view = self._view or model.ZkView()
+            registered = model.registered_addresses(view)
+            self._addresses.update(registered)
+            # a broker registered at an address not probed yet (new, or restarted elsewhere)
+            dead.update(await self._probe_brokers({b: a for b, a in registered.items()
+                                                   if probed.get(b) != a and b not in dead}))
+            # a probe of an address the broker no longer registers says nothing about it
+            down = {b: why for b, (address, why) in dead.items()
+                    if address is None or registered.get(b, address) == address}
+            self._cluster = model.cluster_state(view, self.source.expected_brokers, down, stale=error is not None)
             self._set("cluster", self._cluster)
-        await self._guarded("zookeeper", read())
+            self._set("health", model.health(self._cluster, error, self._read_at, time.time(), self.zk_interval))
+        await self._guarded("cluster", publish())
         self._zk_read.set()
+
+    def _probe_timeout(self) -> float:
+        """An interval, but a second at least: the page must not call a live broker dead
+        because the dashboard's own loop was busy for a moment."""
+        return min(self.timeout, max(self.zk_interval, 1.0))
+
+    async def _probe_brokers(self, addresses: Mapping[int, str], pids: bool = False) -> dict[int, tuple[str | None, str]]:
+        """Brokers found dead now, each with the address probed (None: not a probe) and why:
+        its recorded pid is gone (``pids``: with a data directory; at once, as `odradek status`
+        tells), or its Kafka port at ``addresses`` does not accept a connection. A broker killed
+        with SIGKILL keeps its registration until its ZooKeeper session expires, seconds later,
+        and with ZooKeeper down the registrations last read are all there is: the probes are
+        what tell."""
+        dead: dict[int, tuple[str | None, str]] = {}
+        for broker, pid_file in self.source.broker_pid_files.items() if pids else ():
+            pid = read_pid(pid_file)
+            if pid is not None and not pid_alive(pid):
+                dead[broker] = (None, f"is not running: its process (pid {pid}) is gone")
+
+        async def probe(broker: int, address: str) -> None:
+            host, _, port = address.rpartition(":")
+            try:
+                _, writer = await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), int(port)),
+                                                   self._probe_timeout())
+            except (OSError, asyncio.TimeoutError, ValueError):
+                dead[broker] = (address, f"does not answer on {address}")
+                return
+            writer.close()
+            try:
+                await writer.wait_closed()
+            except OSError:
+                pass
+
+        await asyncio.gather(*(probe(b, a) for b, a in sorted(addresses.items()) if b not in dead))
+        return dead
 
     def _metrics_urls(self) -> dict[int, str]:
         """cluster.json's (with a data directory), then what each live broker registered."""
@@ -391,7 +513,7 @@ class Poller:
                 return LogChunk(int(body["start"]), int(body["next_offset"]), int(body["size"]),
                                 [str(line) for line in body["lines"]])
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, KeyError, TypeError) as exc:
-                return f"broker {broker}: {type(exc).__name__}"
+                return plain_words.http_failure(broker, url, exc)
 
         async def read() -> None:
             chunks: dict[int, LogChunk | str] = await asyncio.to_thread(read_local) if local else {}
@@ -406,7 +528,7 @@ class Poller:
             if new:
                 self._set("timeline", model.merge_timeline(self._records, TIMELINE_RECORDS))
             if failed:
-                raise OSError("cannot read the state-change log of " + ", ".join(failed))
+                raise StateChangeLogUnread("; ".join(failed))
         await self._guarded("state_change_log", read())
 
     def _http_timeout(self) -> aiohttp.ClientTimeout:
@@ -435,8 +557,11 @@ class Poller:
             return
 
         async def groups() -> None:
-            self._set("groups", await asyncio.to_thread(self._groups.read, self._groups_bootstrap(bootstrap),
-                                                        self.timeout))
+            rows = await asyncio.to_thread(self._groups.read, self._groups_bootstrap(bootstrap), self.timeout)
+            for row in rows:  # a group that could not be described says why, in the page's words
+                if row.get("error"):
+                    row["error"] = plain_words.plain(row["error"])
+            self._set("groups", rows)
 
         async def reassignments() -> None:
             self._set("reassignments", await asyncio.to_thread(read_reassignments, bootstrap, self.timeout))
@@ -464,7 +589,7 @@ class Poller:
                     text = await response.text()
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
                 self._last_sample.pop(broker, None)  # the next rate starts afresh
-                return f"broker {broker}: {type(exc).__name__}"
+                return plain_words.http_failure(broker, url, exc)
             now = time.time()
             sample = model.metric_sample(text)
             point = model.chart_point(self._last_sample.get(broker), now, sample)
@@ -473,6 +598,6 @@ class Poller:
             return None
 
         failed = [e for e in await asyncio.gather(*(one(b, u) for b, u in sorted(urls.items()))) if e]
-        self._report("metrics", "cannot scrape " + ", ".join(failed) if failed else None)
+        self._report("metrics", "; ".join(failed) if failed else None)
         self._set("metrics", {"brokers": {str(b): list(h) for b, h in sorted(self._history.items())},
                               "urls": {str(b): u for b, u in sorted(urls.items())}})

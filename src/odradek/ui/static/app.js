@@ -2,7 +2,7 @@
 // Plain JS and SVG, no libraries: the page must work on a machine without internet access.
 "use strict";
 
-const state = { cluster: null, timeline: [], groups: [], reassignments: [], deletions: [], metrics: null, errors: {} };
+const state = { cluster: null, health: null, timeline: [], groups: [], reassignments: [], deletions: [], metrics: null, errors: {} };
 const COLORS = ["#3867d6", "#e67e22", "#2e9d5b", "#8e44ad", "#d8403a", "#16a2b8", "#7f8c8d", "#c0a000"];
 const CHARTS = [
   ["messages_in", "messages in / s"],
@@ -34,7 +34,8 @@ function renderHeader() {
   const c = state.cluster;
   if (!c) return;
   const ctl = $("controller");
-  ctl.textContent = c.controller === null ? "no controller" : `controller: broker ${c.controller} · epoch ${c.controller_epoch}`;
+  ctl.textContent = c.stale ? "controller: unknown" :
+    c.controller === null ? "no controller" : `controller: broker ${c.controller} · epoch ${c.controller_epoch}`;
   ctl.className = "pill" + (c.controller === null ? " bad" : "");
   ctl.dataset.controller = c.controller ?? "";
   const s = c.summary;
@@ -52,6 +53,7 @@ function renderBrokers() {
     <div class="broker ${b.live ? "live" : "dead"}" data-broker="${b.id}" data-live="${b.live}">
       <div><span class="id">${b.id}</span>${b.controller ? '<span class="badge">controller</span>' : ""}</div>
       <div>${b.live ? esc(b.host + ":" + b.port) : "<b>dead</b>"}</div>
+      ${b.live ? "" : `<div class="reason">${esc(b.reason || "")}</div>`}
       <div class="muted">${b.leaders} leaders</div>
     </div>`).join("");
 }
@@ -166,20 +168,74 @@ function renderCharts() {
   }).join("") + `<div class="legend">${series.map(s => `<span style="background:${s.color}"></span>broker ${esc(s.id)}`).join("")}</div>`;
 }
 
+// what each section of the errors is about, in the page's words
+const SECTION_NAMES = {
+  cluster: "partition grid", kafka: "Kafka requests", groups: "consumer groups", reassignments: "reassignments",
+  deletions: "topic deletions", metrics: "metrics", state_change_log: "state-change log",
+};
 function renderErrors() {
-  $("errors").innerHTML = Object.entries(state.errors).map(([k, v]) => `<div><b>${esc(k)}</b>: ${esc(v)}</div>`).join("");
+  $("errors").innerHTML = Object.entries(state.errors)
+    .map(([k, v]) => `<div data-section="${esc(k)}"><b>${esc(SECTION_NAMES[k] || k)}</b>: ${esc(v)}</div>`).join("");
+}
+
+// -- how fresh the page is: the badge, and the problems banner ---------------------------------
+// The badge is green only while the server streams and its last poll read ZooKeeper: a server
+// gone, a server that stopped polling (no health for two intervals), ZooKeeper not answering
+// and a stopped cluster each say so, with the time the grid was last read.
+let streaming = false;      // the EventSource is open
+let healthSeenAt = 0;       // Date.now() when the last health section arrived
+
+function ago(seconds) {
+  if (seconds < 90) return `${Math.max(0, Math.round(seconds))} s ago`;
+  if (seconds < 5400) return `${Math.round(seconds / 60)} min ago`;
+  return `${Math.round(seconds / 3600)} h ago`;
+}
+
+function freshness() {
+  const h = state.health;
+  if (!h || h.read_at === null || h.read_at === undefined) return { text: "never read", at: "" };
+  // the server's own clock for the age (the browser's may be off), plus the time since it said so
+  const age = (h.checked_at - h.read_at) / 1000 + (Date.now() - healthSeenAt) / 1000;
+  return { text: `last read ${time(h.read_at)} (${ago(age)})`, at: String(h.read_at) };
+}
+
+function renderHealth() {
+  const h = state.health, badge = $("connection");
+  const interval = (h && h.interval_s) || 1;
+  const silent = !h || Date.now() - healthSeenAt > (2 * interval + 1) * 1000;
+  const fresh = freshness();
+  let status, text, cls;
+  if (!streaming) { status = "disconnected"; text = `dashboard server does not answer · ${fresh.text}`; cls = "down"; }
+  else if (silent) { status = "stale"; text = `stale: no news from the dashboard server · ${fresh.text}`; cls = "down"; }
+  else if (h.status === "stopped") { status = "stopped"; text = `cluster stopped · ${fresh.text}`; cls = "down"; }
+  else if (h.status === "reading") { status = "reading"; text = "reading the cluster…"; cls = ""; }
+  else if (h.stale) { status = "stale"; text = `stale · ${fresh.text}`; cls = "down"; }
+  else { status = "live"; text = "live"; cls = "ok"; }
+  badge.textContent = text;
+  badge.className = "pill" + (cls ? " " + cls : "");
+  badge.dataset.status = status;
+  badge.dataset.readAt = fresh.at;
+  badge.title = fresh.text;
+  document.body.dataset.status = status;
+  const problems = [];
+  if (!streaming) problems.push("the dashboard server does not answer (the page reconnects by itself)");
+  else if (silent) problems.push(`the dashboard server sent nothing for ${Math.round((Date.now() - healthSeenAt) / 1000)} s`);
+  if (h) problems.push(...h.problems);
+  if (status !== "live" && status !== "reading") problems.push(`what the page shows was ${fresh.text}`);
+  $("problems").innerHTML = problems.map(p => `<div>${esc(p)}</div>`).join("");
 }
 
 const RENDER = {
   cluster: () => { renderHeader(); renderBrokers(); renderTopics(); },
+  health: () => { healthSeenAt = Date.now(); renderHealth(); },
   timeline: renderTimeline, groups: renderGroups, reassignments: renderWork, deletions: renderWork,
   metrics: renderCharts, errors: renderErrors,
 };
 
 function connect() {
   const source = new EventSource("/api/events");
-  source.onopen = () => { $("connection").textContent = "live"; $("connection").className = "pill ok"; };
-  source.onerror = () => { $("connection").textContent = "reconnecting…"; $("connection").className = "pill down"; };
+  source.onopen = () => { streaming = true; renderHealth(); };
+  source.onerror = () => { streaming = false; renderHealth(); };
   for (const name of Object.keys(RENDER)) {
     source.addEventListener(name, ev => {
       state[name] = JSON.parse(ev.data);
@@ -190,4 +246,5 @@ function connect() {
 }
 
 $("show-replicas").addEventListener("change", renderTimeline);
+setInterval(renderHealth, 1000);  // the age goes on, and a silent server turns the badge stale
 connect();
