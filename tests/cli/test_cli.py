@@ -44,8 +44,8 @@ def test_no_command_is_a_one_line_usage_error() -> None:
     assert_one_line_error(run(), 2, "COMMAND")
 
 
-def test_topics_create_without_partitions_names_the_missing_flags() -> None:
-    assert_one_line_error(run("topics", "create", "t"), 2, "topics create", "--partitions", "--replication-factor")
+def test_topics_create_without_a_topic_names_both_ways_to_give_it() -> None:
+    assert_one_line_error(run("topics", "create", "--partitions", "1"), 2, "topics create", "NAME", "--topic")
 
 
 @pytest.mark.parametrize("args, fragment", [

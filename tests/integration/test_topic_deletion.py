@@ -224,7 +224,7 @@ def test_cli_topics_alter_adds_partitions_and_refuses_fewer_in_one_line(cluster:
     smaller = _odradek("topics", "alter", "grow-cli", "--partitions", "2", "--bootstrap-server",
                        cluster.bootstrap_servers)
     assert smaller.returncode == 1 and "INVALID_PARTITIONS" in smaller.stderr and smaller.stderr.count("\n") == 1
-    described = json.loads(_odradek("topics", "describe", "grow-cli", "--json", "--bootstrap-server",
+    [described] = json.loads(_odradek("topics", "describe", "grow-cli", "--json", "--bootstrap-server",
                                     cluster.bootstrap_servers).stdout)
     assert len(described["partitions"]) == 6
 

@@ -1,14 +1,11 @@
-"""Operator queries behind `odradek topics ...` and `odradek status`.
+"""Operator queries behind `odradek topics ...` (`odradek status`'s are cluster_health.py's).
 
 Topic commands speak only the Kafka protocol (confluent-kafka, plus one raw Metadata request),
-so they work unchanged against Apache Kafka. `status` reads ZooKeeper directly in Kafka's own
-znode layout, because offline and under-replicated partitions are exactly what a broker that is
-down cannot tell you.
+so they work unchanged against Apache Kafka.
 """
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import logging
 import socket
 import struct
@@ -22,7 +19,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.admin.errors import AdminError, ClusterError
-from odradek.admin.zookeeper import collect_data, connect_zk
+from odradek.admin.zookeeper import connect_zk
 from odradek.cli.output import duration
 from odradek.client.librdkafka_log import client_logger
 from odradek.protocol.errors import ErrorCode
@@ -41,12 +38,25 @@ def quiet_logger() -> logging.Logger:
 
 
 def kafka_error_text(err: KafkaError | KafkaException | Exception) -> str:
-    """`NAME: message` for a Kafka error, e.g. `TOPIC_ALREADY_EXISTS: Topic 'x' already exists.`"""
+    """`NAME: message` for a Kafka error, e.g. `TOPIC_ALREADY_EXISTS: Topic 'x' already exists.`
+
+    A broker's error is named as Kafka names it (odradek.protocol.errors: the same numbers as
+    librdkafka's codes -1 and up), not by librdkafka's abbreviations (UNKNOWN_TOPIC_OR_PART,
+    UNKNOWN); librdkafka's own errors (codes below -1, named with a leading '_') keep its name."""
     if isinstance(err, KafkaException) and err.args and isinstance(err.args[0], KafkaError):
         err = err.args[0]
     if isinstance(err, KafkaError):
-        return f"{err.name()}: {err.str()}"
+        return f"{kafka_error_name(err.code(), err.name())}: {err.str()}"
     return str(err)
+
+
+def kafka_error_name(code: int, fallback: str = "") -> str:
+    """Kafka's name of a protocol error ``code`` (UNKNOWN_TOPIC_OR_PARTITION for 3), or
+    ``fallback`` (else the number) for a code that is not one of Kafka's."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return fallback or str(code)
 
 
 #: librdkafka refuses a socket.timeout.ms above 300,000 (its configuration table's maximum;
@@ -67,11 +77,19 @@ def admin_client(bootstrap: str, request_timeout: float = 0.0) -> AdminClient:
     return AdminClient(conf)
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int,
+#: CreateTopics' "the broker's default" for a partition count or replication factor (KIP-464)
+BROKER_DEFAULT = -1
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = BROKER_DEFAULT,
+                 replication_factor: int = BROKER_DEFAULT,
                  config: dict[str, str] | None = None, timeout: float | None = None,
                  replica_assignment: list[list[int]] | None = None, progress: ProgressFn | None = None,
-                 zookeeper: str | None = None) -> None:
+                 zookeeper: str | None = None) -> tuple[int, int]:
     """CreateTopics for one topic; raises AdminError carrying Kafka's error name and message.
+    Returns the topic's partition count and replication factor: ``partitions`` or
+    ``replication_factor`` BROKER_DEFAULT (-1, KIP-464) leaves them to the broker's
+    num.partitions and default.replication.factor, and the created topic's metadata tells them.
 
     Returns once every live broker knows the leaders of all its partitions: CreateTopics answers
     when the broker that took it does, and the others hear from the controller a moment later,
@@ -92,7 +110,7 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication_factor:
     total only once every broker knows them all (the brokers create the logs after the last
     election, and answer nothing meanwhile)."""
     if timeout is None:
-        timeout = creation_timeout_s(partitions)
+        timeout = creation_timeout_s(max(partitions, len(replica_assignment or ())))
     deadline = time.monotonic() + timeout
     request_timeout = min(timeout, MAX_REQUEST_TIMEOUT_S)
     if replica_assignment is not None:
@@ -118,10 +136,33 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication_factor:
             answered = False  # the write may still have happened: look for the topic below
         except TimeoutError:
             answered = False
+        if replica_assignment is not None:
+            partitions, replication_factor = len(replica_assignment), len(replica_assignment[0])
+        elif partitions == BROKER_DEFAULT or replication_factor == BROKER_DEFAULT:
+            partitions, replication_factor = _created_shape(bootstrap, name, deadline, answered)
         _wait_until_every_broker_knows(bootstrap, name, partitions, deadline, answered, progress, zk)
     finally:
         if zk is not None:
             zk.close()
+    return partitions, replication_factor
+
+
+def _created_shape(bootstrap: str, topic: str, deadline: float, answered: bool) -> tuple[int, int]:
+    """The partition count and replication factor of a topic just created with the broker's
+    defaults, from the first broker of ``bootstrap`` that lists it with every leader."""
+    while True:
+        try:
+            known = metadata_request(bootstrap, [topic], max(1.0, deadline - time.monotonic()))
+            t = known.topics[0] if known.topics else None
+            if t is not None and t.error_code == 0 and t.partitions and _led_partitions(known) == len(t.partitions):
+                return len(t.partitions), len(t.partitions[0].replica_nodes)
+        except AdminError:
+            pass  # a broker going away meanwhile: asked again until the deadline
+        if time.monotonic() > deadline:
+            raise AdminError(f"topic {topic!r} was created, but no broker listed its partitions in time"
+                             if answered else f"CreateTopics got no answer from {bootstrap} in time, and "
+                             f"no broker lists topic {topic!r}")
+        time.sleep(0.05)
 
 
 def _report_while_pending(future: Any, bootstrap: str, topic: str, partitions: int, progress: ProgressFn,
@@ -250,13 +291,13 @@ def _wait_until_every_broker_knows(bootstrap: str, topic: str, partitions: int,
         time.sleep(0.02)
 
 
-def list_topics(bootstrap: str, timeout: float = 10.0) -> list[str]:
-    """Topic names from the cluster's metadata, sorted."""
-    try:
-        meta = admin_client(bootstrap).list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise AdminError(f"cannot reach {bootstrap}: {kafka_error_text(exc)}") from None
-    return sorted(meta.topics)
+def list_topics(bootstrap: str, timeout: float = 10.0) -> list[dict[str, Any]]:
+    """Every topic of the cluster's metadata, sorted by name, as {"name", "internal"}: whether
+    it is one of Kafka's internal topics, as the broker's Metadata answer flags it
+    (is_internal), so Apache Kafka's own internal topics are marked too."""
+    response = metadata_request(bootstrap, None, timeout)
+    return [{"name": t.name, "internal": bool(t.is_internal)}
+            for t in sorted(response.topics, key=lambda t: t.name or "") if t.name and t.error_code == 0]
 
 
 def describe_topics(bootstrap: str, names: list[str] | None = None, timeout: float = 10.0) -> list[dict[str, Any]]:
@@ -274,6 +315,7 @@ def describe_topics(bootstrap: str, names: list[str] | None = None, timeout: flo
             raise AdminError(f"{t.error_code.name.upper()}: topic {t.name!r}")
         topics.append({
             "name": t.name,
+            "internal": bool(t.is_internal),
             "partitions": [
                 {"partition": int(p.partition_index), "leader": int(p.leader_id),
                  "leader_epoch": int(p.leader_epoch), "replicas": [int(r) for r in p.replica_nodes],
@@ -367,8 +409,20 @@ def request_first(servers: list[str], bootstrap: str, api_key: int, version: int
         try:
             return send_request(server.strip(), api_key, version, body, timeout, client_id)
         except (OSError, ValueError) as exc:
-            errors.append(f"{server.strip()}: {exc}")
+            errors.append(f"{server.strip()}: {connection_failure(exc)}")
     raise AdminError(f"cannot reach {bootstrap}: {'; '.join(errors)}")
+
+
+def connection_failure(exc: Exception) -> str:
+    """Why a connection failed, in words: the system's text without its "[Errno 111]" prefix
+    ("Connection refused"), "timed out", or the reason a reply could not be read."""
+    if isinstance(exc, socket.timeout):
+        return "timed out"
+    if isinstance(exc, socket.gaierror):
+        return f"unknown host ({exc.strerror or 'name not resolved'})"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or "connection failed"
 
 
 def send_request(server: str, api_key: int, version: int, body: dict[str, Any], timeout: float,
@@ -416,142 +470,3 @@ def format_table(rows: list[tuple[str, ...]]) -> str:
     """Aligned columns two spaces apart, the first row the header, as Kafka's tools print them."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
-
-
-def zookeeper_modes(zookeeper: str) -> list[dict[str, str]]:
-    """Each server of a connect string with its mode (leader, follower, standalone, "not
-    serving" or "down"), from the `srvr` four-letter word: what an operator needs when the
-    ensemble lost its quorum and nothing else can be read."""
-    from odradek.zk.server import connect_string_servers, server_mode
-
-    return [{"server": f"{host}:{port}", "mode": server_mode(host, port)}
-            for host, port in connect_string_servers(zookeeper)]
-
-
-def refused_servers(zookeeper: str, timeout: float = 1.0) -> list[str]:
-    """The servers of a connect string that refuse a connection outright (nothing listens):
-    kazoo would retry them until its whole timeout and then only say "Connection time-out"."""
-    from odradek.zk.server import connect_string_servers
-
-    refused = []
-    for host, port in connect_string_servers(zookeeper):
-        try:
-            socket.create_connection((host, port), timeout=timeout).close()
-        except ConnectionRefusedError:
-            refused.append(f"{host}:{port}")
-        except OSError:
-            pass  # unreachable or slow: kazoo's timeout decides
-    return refused
-
-
-def cluster_status(zookeeper: str, timeout: float = 10.0,
-                   expected: dict[int, tuple[str, int]] | None = None) -> dict[str, Any]:
-    """Controller, live brokers and partition health, read straight from ZooKeeper's znodes,
-    and the mode of every ZooKeeper server.
-
-    "brokers" lists every broker known to exist, live or not: the registered ones, those in
-    ``expected`` (id -> (host, port), e.g. a local cluster's cluster.json), and those named as
-    replicas in a partition assignment. A dead broker has deregistered from /brokers/ids, so
-    only these other sources can name it."""
-    modes = zookeeper_modes(zookeeper)
-    refused = refused_servers(zookeeper)
-    if refused and len(refused) == len(modes):  # fail now rather than after kazoo's whole timeout
-        raise AdminError(f"nothing listens on {', '.join(refused)} (is ZooKeeper running there?)")
-    try:
-        zk = connect_zk(zookeeper, timeout)
-    except ClusterError as exc:
-        shown = ", ".join(f"{m['server']} {m['mode']}" for m in modes)
-        raise AdminError(f"{exc}; ZooKeeper servers: {shown}") from None
-    try:
-        if not zk.exists("/brokers/ids"):  # every broker registers there: nothing of a cluster here
-            chroot = "/" in zookeeper
-            raise AdminError(f"no odradek/Kafka cluster under ZooKeeper {zookeeper}"
-                             + (" (wrong chroot?)" if chroot else " (no broker ever registered; a chroot missing?)"))
-        broker_ids = sorted(zk.get_children("/brokers/ids"), key=int)
-        topics = sorted(_children(zk, "/brokers/topics"))
-        # Pipelined reads: one round trip for the controller, every registration and every topic
-        read = collect_data({path: zk.get_async(path) for path in
-                             ["/controller", "/controller_epoch"] + [f"/brokers/ids/{b}" for b in broker_ids]
-                             + [f"/brokers/topics/{t}" for t in topics]}, timeout)
-        controller = _loads_or_none(read["/controller"])
-        epoch = _loads_or_none(read["/controller_epoch"])
-        brokers: list[dict[str, Any]] = []
-        for bid in broker_ids:
-            data = read[f"/brokers/ids/{bid}"]
-            info = _loads_or_none(data) or {}
-            # the broker publishes where it serves metrics in its own registration (zk.paths.encode_broker_info)
-            brokers.append({"id": int(bid), "host": info.get("host"), "port": info.get("port"),
-                            "metrics_url": paths.decode_broker_metrics_url(data) if data else None})
-        live = {b["id"] for b in brokers}
-        assignments = {t: (_loads_or_none(read[f"/brokers/topics/{t}"]) or {}).get("partitions", {})
-                       for t in topics}
-        # Pipelined reads: one round trip per partition would dominate with thousands of them.
-        pending = {(t, int(p)): zk.get_async(f"/brokers/topics/{t}/partitions/{p}/state")
-                   for t, parts in assignments.items() for p in parts}
-        offline, under = [], []
-        for (t, p), result in sorted(pending.items()):
-            try:
-                state = json.loads(result.get(timeout=timeout)[0])
-            except Exception:  # NoNodeError: the controller has not elected a leader yet
-                state = {"leader": -1, "isr": []}
-            replicas = assignments[t][str(p)]
-            if state["leader"] == -1 or state["leader"] not in live:
-                offline.append(f"{t}-{p}")
-            elif len(state["isr"]) < len(replicas):  # same rule as `topics describe --under-replicated`
-                under.append(f"{t}-{p}")
-    finally:
-        zk.stop()
-        zk.close()
-    known = {b["id"]: {**b, "live": True} for b in brokers}
-    for bid, (host, port) in (expected or {}).items():
-        known.setdefault(bid, {"id": bid, "host": host, "port": port, "metrics_url": None, "live": False})
-    for parts in assignments.values():
-        for replicas in parts.values():
-            for bid in replicas:
-                known.setdefault(int(bid), {"id": int(bid), "host": None, "port": None, "metrics_url": None,
-                                            "live": False})
-    return {
-        "zookeeper": zookeeper,
-        "zookeeper_servers": modes,
-        "controller": controller["brokerid"] if controller else None,
-        "controller_epoch": epoch,
-        "live_brokers": brokers,
-        "brokers": [known[b] for b in sorted(known)],
-        "dead_brokers": sorted(b for b in known if not known[b]["live"]),
-        "topics": len(topics),
-        "partitions": len(pending),
-        "offline_partitions": offline,
-        "under_replicated_partitions": under,
-    }
-
-
-def _loads_or_none(data: bytes | None) -> Any:
-    return json.loads(data) if data else None
-
-
-def _children(zk: Any, path: str) -> list[str]:
-    return zk.get_children(path) if zk.exists(path) else []
-
-
-def format_status(status: dict[str, Any]) -> str:
-    """The status as `key: value` lines; problem partitions listed (first 20) when present."""
-    brokers = ", ".join(f"{b['id']} ({b['host']}:{b['port']})" for b in status["live_brokers"]) or "none"
-    dead = ", ".join(f"{b['id']}" + (f" ({b['host']}:{b['port']})" if b["host"] else "")
-                     for b in status.get("brokers", []) if not b["live"]) or "none"
-    ctrl = status["controller"]
-    lines = [
-        f"zookeeper:          {status['zookeeper']}",
-        *(f"  server {i}:         {m['server']} {m['mode']}" for i, m in enumerate(status["zookeeper_servers"], 1)),
-        f"controller:         {'none' if ctrl is None else ctrl} (epoch {status['controller_epoch']})",
-        f"live brokers:       {brokers}",
-        f"dead brokers:       {dead}",
-        f"topics:             {status['topics']}",
-        f"partitions:         {status['partitions']}",
-        f"offline:            {len(status['offline_partitions'])}",
-        f"under-replicated:   {len(status['under_replicated_partitions'])}",
-    ]
-    for key in ("offline_partitions", "under_replicated_partitions"):
-        if status[key]:
-            more = f" (+{len(status[key]) - 20} more)" if len(status[key]) > 20 else ""
-            lines.append(f"{key.replace('_', ' ')}: {' '.join(status[key][:20])}{more}")
-    return "\n".join(lines)

@@ -1,6 +1,7 @@
-"""`odradek topics delete` and `odradek topics alter --partitions`: Kafka's TopicCommand
-(kafka-topics.sh --delete / --alter --partitions) over the Kafka protocol only (DeleteTopics,
-CreatePartitions, Metadata), so they work against Apache Kafka too.
+"""`odradek topics delete`, `odradek topics alter --partitions` and the choice of topics
+`topics describe` shows: Kafka's TopicCommand (kafka-topics.sh --delete / --alter --partitions,
+--topic as a pattern, --exclude-internal, --if-exists) over the Kafka protocol only
+(DeleteTopics, CreatePartitions, Metadata), so they work against Apache Kafka too.
 
 A deletion is asynchronous in Kafka (the controller deletes every replica, and waits for
 brokers that are down). DeleteTopics is given the whole timeout: odradek answers it once the
@@ -11,7 +12,9 @@ and names the topics whose deletion did not complete in time.
 from __future__ import annotations
 
 import concurrent.futures
+import re
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -29,24 +32,68 @@ from odradek.admin.admin_client import (
 )
 from odradek.admin.errors import AdminError
 from odradek.cli.output import duration
+from odradek.common.internal_topics import is_internal
 from odradek.protocol.errors import ErrorCode
 
 
+@dataclass
+class DeleteOutcome:
+    """What `delete_topics` did with each topic it was given, each list in the order given."""
+
+    deleted: list[str] = field(default_factory=list)
+    #: topics that did not exist (nothing to delete: --if-exists makes that no error)
+    missing: list[str] = field(default_factory=list)
+    #: topic -> why it was not deleted: refused, or asked for but not complete in time
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+class TopicsNotDeleted(AdminError):
+    """Some topics of a `delete_topics` were not deleted: the message names each and why, and
+    ``outcome`` has what happened to every topic (the others may well be deleted)."""
+
+    def __init__(self, outcome: DeleteOutcome, if_exists: bool) -> None:
+        errors = [] if if_exists or not outcome.missing else [no_such_topics(outcome.missing)]
+        super().__init__("; ".join(errors + list(outcome.failed.values())))
+        self.outcome = outcome
+
+
+def no_such_topics(missing: list[str]) -> str:
+    """The error for requested topics (or patterns) that name no topic."""
+    shown = ", ".join(repr(m) for m in missing)
+    return (f"topic{'s' if len(missing) > 1 else ''} {shown} "
+            f"{'do' if len(missing) > 1 else 'does'} not exist (odradek topics list shows the topics)")
+
+
+def internal_topic_refusal(name: str, what: str) -> str:
+    """Why ``what`` (an operation) is refused on the internal topic ``name``."""
+    return (f"topic {name} is an internal topic (the brokers keep consumer groups' committed offsets "
+            f"and transactions' state in Kafka's internal topics): {what}")
+
+
 def delete_topics(bootstrap: str, names: list[str], timeout: float = 60.0, progress: ProgressFn | None = None,
-                  zookeeper: str | None = None) -> None:
-    """Delete ``names`` and wait until no broker ``bootstrap`` reaches lists them; AdminError
-    naming every topic that does not exist, was refused, or is not gone in time.
+                  zookeeper: str | None = None, if_exists: bool = False) -> DeleteOutcome:
+    """Delete ``names`` and wait until no broker ``bootstrap`` reaches lists them; each topic's
+    outcome. TopicsNotDeleted if a topic does not exist (unless ``if_exists``), was refused or
+    is not gone in time: it carries every topic's outcome, so one that cannot be deleted never
+    hides that the others were (a plain AdminError only when no broker answered at all).
+    Internal topics are refused here without a request, as kafka-topics.sh refused them:
+    Apache Kafka's brokers would delete them (odradek's refuse).
     ``progress`` is told how many of the topics are deleted: where ``zookeeper`` is given,
     those whose deletion completed (admin.ZooKeeperProgress), else those the brokers no
     longer list, which they stop doing when the deletion starts; so without ZooKeeper the
     count stays below the total until DeleteTopics is answered."""
+    outcome = DeleteOutcome()
+    unique = list(dict.fromkeys(names))
+    for name in unique:
+        if is_internal(name):
+            outcome.failed[name] = internal_topic_refusal(name, "it cannot be deleted")
+    asked = [n for n in unique if n not in outcome.failed]
+    if not asked:
+        raise TopicsNotDeleted(outcome, if_exists)
     deadline = time.monotonic() + timeout
     request_timeout = max(1.0, min(timeout, MAX_REQUEST_TIMEOUT_S))
     admin = admin_client(bootstrap, request_timeout=request_timeout)
-    futures = admin.delete_topics(list(dict.fromkeys(names)), request_timeout=request_timeout,
-                                  operation_timeout=request_timeout)
-    errors: list[str] = []
-    failed: set[str] = set()
+    futures = admin.delete_topics(asked, request_timeout=request_timeout, operation_timeout=request_timeout)
     unfinished: list[str] = []
     if progress is not None:
         zk = zookeeper_progress(zookeeper)
@@ -60,24 +107,26 @@ def delete_topics(bootstrap: str, names: list[str], timeout: float = 60.0, progr
             future.result(timeout=request_timeout + 5)
         except KafkaException as exc:
             err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-            if err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                errors.append(f"topic {name!r} does not exist")
-                failed.add(name)
+            if err is not None and err.code() == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                outcome.missing.append(name)
             elif not timed_out(exc):
-                errors.append(f"{name}: {kafka_error_text(exc)}")
-                failed.add(name)
+                outcome.failed[name] = f"{name}: {kafka_error_text(exc)}"
             else:
                 unfinished.append(name)  # asked, maybe (the wait below tells whether at all)
         except TimeoutError:
             unfinished.append(name)
-    waiting = [n for n in futures if n not in failed]
+    waiting = [n for n in asked if n not in outcome.failed and n not in outcome.missing]
     still = _wait_until_gone(bootstrap, waiting, deadline, progress, len(futures))
     still += [n for n in unfinished if n not in still]
-    if still:
-        errors.append(f"deletion of {', '.join(still)} asked for but not complete after {duration(timeout)} "
-                      f"(a broker holding a replica may be down: it completes when the broker is back)")
-    if errors:
-        raise AdminError("; ".join(errors))
+    for name in still:
+        outcome.failed[name] = (f"deletion of {name} asked for but not complete after {duration(timeout)} "
+                                f"(a broker holding a replica may be down: it completes when the broker is back)")
+    outcome.deleted = [n for n in waiting if n not in still]
+    outcome.missing.sort(key=unique.index)
+    outcome.failed = {n: outcome.failed[n] for n in unique if n in outcome.failed}
+    if outcome.failed or (outcome.missing and not if_exists):
+        raise TopicsNotDeleted(outcome, if_exists)
+    return outcome
 
 
 def _report_while_pending(bootstrap: str, names: list[str], futures: Any, timeout: float,
@@ -127,7 +176,12 @@ def _wait_until_gone(bootstrap: str, names: list[str], deadline: float, progress
 
 def create_partitions(bootstrap: str, name: str, count: int, timeout: float = 30.0) -> None:
     """Grow ``name`` to ``count`` partitions (CreatePartitions); AdminError with Kafka's error
-    (INVALID_PARTITIONS for a count that does not grow it, UNKNOWN_TOPIC_OR_PARTITION...)."""
+    (INVALID_PARTITIONS for a count that does not grow it, UNKNOWN_TOPIC_OR_PARTITION...).
+    An internal topic is refused without a request, as kafka-topics.sh refuses it: a group's
+    coordinator is chosen by the partition count of __consumer_offsets."""
+    if is_internal(name):
+        raise AdminError(internal_topic_refusal(name, "its partition count cannot change (each consumer "
+                                                "group's coordinator is chosen by it)"))
     request_timeout = max(1.0, min(timeout, MAX_REQUEST_TIMEOUT_S))
     admin = admin_client(bootstrap, request_timeout=request_timeout)
     future = admin.create_partitions([NewPartitions(name, count)], request_timeout=request_timeout,
@@ -138,3 +192,48 @@ def create_partitions(bootstrap: str, name: str, count: int, timeout: float = 30
         raise AdminError(kafka_error_text(exc)) from None
     except TimeoutError:
         raise AdminError(f"CreatePartitions of {name!r} got no answer within {duration(timeout)}") from None
+
+
+def topic_exists(bootstrap: str, name: str, timeout: float = 10.0) -> bool:
+    """Whether the brokers' metadata lists ``name`` (kafka-topics.sh's --if-exists asks first)."""
+    response = metadata_request(bootstrap, [name], timeout)
+    return any(t.name == name and t.error_code == 0 for t in response.topics)
+
+
+#: the characters of a topic name (topic_admin's rule): a requested name made only of them is
+#: taken as a name, anything else as a regular expression
+_NAME_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def select_topics(listing: list[dict[str, Any]], requested: list[str] | None,
+                  exclude_internal: bool = False) -> tuple[list[str], list[str]]:
+    """The topics of ``listing`` (list_topics' {"name", "internal"}) that ``requested`` names,
+    sorted, and the requested entries that matched none. Kafka's TopicCommand.getTopics, with
+    one difference: kafka-topics.sh takes every --topic as a regular expression (commas
+    separate alternatives), odradek takes an entry made only of a topic name's characters as
+    that name, so `a.b` is the topic a.b and not also aXb; anything else must match a whole
+    name. ``requested`` None: every topic. ``exclude_internal`` leaves out the internal
+    topics even where named (as kafka-topics.sh --exclude-internal does)."""
+    names = [t["name"] for t in listing if not (exclude_internal and t["internal"])]
+    if requested is None:
+        return sorted(names), []
+    known = set(names) | {t["name"] for t in listing}
+    selected: set[str] = set()
+    unmatched: list[str] = []
+    for entry in requested:
+        found: set[str] = set()
+        for part in (p.strip() for p in entry.split(",")):
+            if not part:
+                continue
+            if _NAME_CHARS.fullmatch(part):
+                found |= {part} & known
+            else:
+                try:
+                    pattern = re.compile(part)
+                except re.error as exc:
+                    raise AdminError(f"{part!r} is neither a topic name nor a regular expression ({exc})") from None
+                found |= {n for n in names if pattern.fullmatch(n)}
+        if not found:
+            unmatched.append(entry)
+        selected |= found & set(names)
+    return sorted(selected), unmatched

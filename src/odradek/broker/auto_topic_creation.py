@@ -13,7 +13,8 @@ from odradek.broker.create_topics import (
     is_topic_exists_error,
     live_broker_ids,
 )
-from odradek.broker.topic_admin import INTERNAL_TOPICS, TopicError, validate_new_topic_name
+from odradek.broker.topic_admin import TopicError, validate_new_topic_name
+from odradek.common.internal_topics import is_internal
 from odradek.common.metadata import TopicAssignment
 from odradek.protocol.errors import ErrorCode
 from odradek.zk.paths import new_topic_id
@@ -28,13 +29,17 @@ async def auto_create_topics(ctx: BrokerContext, names: list[str]) -> dict[str, 
     the controller has elected its leaders); one created meanwhile by another request too. A
     name CreateTopics would refuse gets CreateTopics' error (INVALID_TOPIC_EXCEPTION,
     INVALID_REPLICATION_FACTOR when fewer brokers are alive). Internal topics are created by
-    the brokers that use them (the group coordinator creates __consumer_offsets), never here."""
+    the brokers that use them (the group coordinator creates __consumer_offsets with its own
+    partition count, replication factor and cleanup.policy=compact), never here: a Metadata
+    request for one is answered UNKNOWN_TOPIC_OR_PARTITION until its coordinator made it.
+    Kafka's AutoTopicCreationManager creates them here with their internal settings; odradek
+    keeps one path for each, so no client's Metadata request decides when it is made."""
     live = await live_broker_ids(ctx)
     existing = await existing_topics_if_needed(ctx, names)
     created: list[str] = []
 
     def create(name: str) -> int:
-        if name in INTERNAL_TOPICS:
+        if is_internal(name):
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         try:
             validate_new_topic_name(name, existing | set(created))

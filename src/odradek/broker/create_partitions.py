@@ -8,6 +8,11 @@ so leaders keep spreading round-robin. The answer comes once this broker's metad
 leader for every new partition (Kafka's DelayedCreatePartitions).
 
 Any broker answers, as for DeleteTopics (delete_topics.py).
+
+The partition count of an internal topic never changes (INVALID_TOPIC_EXCEPTION, as
+DeleteTopics refuses them): a group's coordinator is partition abs(hash(group id)) % count of
+__consumer_offsets, so another count would send every group to a partition without its
+committed offsets. kafka-topics.sh refuses it; Kafka's brokers do not, odradek's do.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
 from odradek.broker.delete_topics import wait_until
 from odradek.broker.topic_admin import TopicError, assign_replicas, check_fits_in_zookeeper, check_partition_count_fits
+from odradek.common.internal_topics import is_internal
 from odradek.common.metadata import TopicAssignment
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
@@ -97,6 +103,10 @@ def _create_partitions(ctx: BrokerContext, topics: list[Any], live: list[int],
                 if name not in found:
                     raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                      f"The topic '{name}' does not exist.")
+                if is_internal(name):
+                    raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                     f"The number of partitions of the internal topic {name} cannot be "
+                                     f"changed: each group's (or transaction's) state is found by that count.")
                 if name in deletions:
                     raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
                 current, version = found[name]

@@ -9,6 +9,12 @@ topic is TOPIC_DELETION_DISABLED (INVALID_REQUEST below v3, as Kafka answers).
 
 Unlike Kafka, any broker answers (as CreateTopics here does), not only the controller: the
 write is ZooKeeper's, and the wait is on this broker's own metadata and the marker.
+
+Internal topics (__consumer_offsets, __transaction_state) are refused with
+INVALID_TOPIC_EXCEPTION, the code Kafka's brokers give for appending to one or deleting its
+records. Kafka's brokers let any authorized client delete them and only kafka-topics.sh
+refused; odradek has no authorizer, so the broker is the only place that can keep a client
+from dropping every group's committed offsets.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ from typing import Any
 
 from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
+from odradek.common.internal_topics import is_internal
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
 
@@ -47,6 +54,8 @@ async def delete_topics(ctx: BrokerContext, header: Any, req: Any, version: int)
         elif name is None:
             # by topic id (v6): this broker's metadata names topics only
             result.update(error_code=ErrorCode.UNKNOWN_TOPIC_ID, error_message=f"Unknown topic id {topic_id}")
+        elif is_internal(name):
+            result.update(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=internal_topic_refusal(name))
         elif name in duplicated:
             result.update(error_code=ErrorCode.INVALID_REQUEST,
                           error_message=f"Topic {name} appears more than once in the request.")
@@ -72,6 +81,12 @@ async def delete_topics(ctx: BrokerContext, header: Any, req: Any, version: int)
                           error_message="The deletion was asked for and goes on (a broker holding a replica may be down); it has not completed yet.")
     return kio_util.encode_response(api_keys.DELETE_TOPICS, version, header.correlation_id,
                                     {"throttle_time": 0, "responses": results})
+
+
+def internal_topic_refusal(name: str) -> str:
+    """Why DeleteTopics refuses an internal topic, in the words a client shows its user."""
+    return (f"Topic {name} is an internal topic and cannot be deleted: the brokers keep consumer "
+            f"groups' committed offsets (or transactions' state) in it.")
 
 
 async def _wait_until_deleted(ctx: BrokerContext, topics: list[str], timeout_s: float) -> list[str]:

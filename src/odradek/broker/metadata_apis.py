@@ -13,7 +13,7 @@ from odradek.broker.connection import CloseConnection
 from odradek.broker.context import BrokerContext
 from odradek.broker.metadata_cache import MetadataCache, from_zookeeper
 from odradek.broker.topic_admin import is_legal_topic_name
-from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC
+from odradek.common.internal_topics import is_internal
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
 
@@ -122,7 +122,7 @@ def _metadata_response(ctx: BrokerContext, cache: MetadataCache, header: Any, re
                 "isr_nodes": list(state.isr),
                 "offline_replicas": [r for r in state.replicas if r not in live],
             })
-        topics.append({"error_code": 0, "name": name, "topic_id": None, "is_internal": name == OFFSETS_TOPIC,
+        topics.append({"error_code": 0, "name": name, "topic_id": None, "is_internal": is_internal(name),
                        "partitions": plist})
     body = {"throttle_time": 0, "cluster_id": ctx.cluster_id, "controller_id": cache.controller_id,
             "brokers": [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack} for b in cache.live_brokers],

@@ -17,6 +17,7 @@ import re
 from typing import Callable, Iterable
 
 from odradek.broker.replication_quota import FOLLOWER_REPLICAS, LEADER_REPLICAS, check_throttled_replicas
+from odradek.common.internal_topics import is_internal
 from odradek.common.metadata import TopicAssignment
 from odradek.protocol.errors import ErrorCode
 from odradek.zk import paths
@@ -85,8 +86,6 @@ def is_legal_topic_name(name: str | None) -> bool:
     return True
 
 
-#: Kafka's internal topics, created by the brokers themselves, never through CreateTopics
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 #: the prefix kept for odradek's own topics; the ones odradek's clients create for themselves
 #: (the Spark sink's commit marker topic, spark/options.py MARKER_TOPIC) are let through
 RESERVED_PREFIX = "__odradek"
@@ -105,7 +104,7 @@ def validate_new_topic_name(name: str, existing: Iterable[str] | Callable[[], It
     existing one once '.' and '_' are unified. ``existing`` may be a function, called only for a
     name that has '.' or '_' (Kafka reads every topic name from ZooKeeper then, and only then)."""
     validate_topic_name(name)
-    if name in INTERNAL_TOPICS:
+    if is_internal(name):
         raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                          f"Topic '{name}' is an internal topic: the brokers create it, clients may not")
     if name.startswith(RESERVED_PREFIX) and name not in CLIENT_CREATED_INTERNAL:

@@ -27,17 +27,28 @@ def add_commands(sub: Any) -> None:
     t = sub.add_parser("topics", help="create, list and describe topics")
     tsub = t.add_subparsers(dest="topics_command", metavar="SUBCOMMAND", required=True)
     tc = tsub.add_parser("create", help="create a topic")
-    tc.add_argument("name")
-    tc.add_argument("--partitions", type=positive_int, required=True, metavar="P")
-    tc.add_argument("--replication-factor", type=positive_int, required=True, metavar="R")
+    _add_topic_argument(tc)
+    tc.add_argument("--partitions", type=positive_int, metavar="P",
+                    help="how many partitions (default: the brokers' num.partitions)")
+    tc.add_argument("--replication-factor", type=positive_int, metavar="R",
+                    help="replicas of each partition (default: the brokers' default.replication.factor)")
     tc.add_argument("--config", type=keyvalue_arg, action="append", default=[], metavar="KEY=VALUE",
                     help="topic config, e.g. retention.ms=60000 (repeatable)")
     tc.add_argument("--if-not-exists", action="store_true", help="succeed if the topic already exists")
     tc.set_defaults(func=cmd_topics_create)
-    tl = tsub.add_parser("list", help="list topic names")
+    tl = tsub.add_parser("list", help="list topic names, internal topics marked (internal)")
+    tl.add_argument("--exclude-internal", action="store_true",
+                    help="leave out Kafka's internal topics (__consumer_offsets, __transaction_state)")
+    tl.add_argument("--json", action="store_true", help='print [{"name", "internal"}, ...]')
     tl.set_defaults(func=cmd_topics_list)
     td = tsub.add_parser("describe", help="leader, leader epoch, replicas and ISR of each partition")
-    td.add_argument("name", nargs="?")
+    td.add_argument("names", nargs="*", metavar="NAME",
+                    help="topics, or regular expressions matching whole names (as kafka-topics.sh's "
+                    "--topic: 'events-.*', 'a,b'); default: every topic")
+    td.add_argument("--topic", action="append", default=[], metavar="NAME", dest="topic_names",
+                    help="the same as NAME (kafka-topics.sh's spelling; repeatable)")
+    td.add_argument("--exclude-internal", action="store_true",
+                    help="leave out Kafka's internal topics (__consumer_offsets, __transaction_state)")
     td.add_argument("--json", action="store_true")
     td.add_argument("--under-replicated", action="store_true", help="only partitions whose ISR is smaller than "
                     "their replica list")
@@ -52,16 +63,21 @@ def add_commands(sub: Any) -> None:
     td.set_defaults(func=cmd_topics_describe)
     ta = tsub.add_parser("alter", help="change a topic: its partition count (kafka-topics.sh --alter "
                          "--partitions) or its configs (Kafka's kafka-configs.sh --alter)")
-    ta.add_argument("name")
+    _add_topic_argument(ta)
     _add_topic_config_options(ta)
     _add_topic_partitions_option(ta)
+    ta.add_argument("--if-exists", action="store_true", help="succeed, changing nothing, if the topic does "
+                    "not exist")
     ta.set_defaults(func=cmd_topics_alter)
     tx = tsub.add_parser("delete", help="delete topics and wait until they are gone (DeleteTopics, "
                          "Kafka's kafka-topics.sh --delete)")
-    tx.add_argument("names", nargs="+", metavar="NAME")
+    tx.add_argument("names", nargs="*", metavar="NAME")
+    tx.add_argument("--topic", action="append", default=[], metavar="NAME", dest="topic_names",
+                    help="the same as NAME (kafka-topics.sh's spelling; repeatable)")
+    tx.add_argument("--if-exists", action="store_true", help="a topic that does not exist is not an error")
     tx.add_argument("--timeout-s", type=seconds_arg, default=60.0,
                     help="how long to wait for the topics to be gone")
-    tx.set_defaults(func=cmd_topics_delete)
+    tx.set_defaults(func=cmd_topics_delete, usage_error=tx.error)
     te = tsub.add_parser("elect-leaders", help="move leadership back to preferred replicas (or, with "
                          "--unclean, elect leaders for partitions without a live in-sync replica)")
     te.add_argument("--topic", help="only this topic (default: every topic)")
@@ -73,7 +89,7 @@ def add_commands(sub: Any) -> None:
     te.set_defaults(func=cmd_topics_elect_leaders)
     tr = tsub.add_parser("delete-records", help="delete the records of a partition below an offset "
                          "(DeleteRecords, Kafka's kafka-delete-records.sh)")
-    tr.add_argument("name")
+    _add_topic_argument(tr)
     tr.add_argument("--partition", type=nonnegative_int, action="append", required=True, metavar="P",
                     help="the partition (repeatable)")
     before = tr.add_mutually_exclusive_group(required=True)
@@ -88,25 +104,42 @@ def add_commands(sub: Any) -> None:
         add_bootstrap_options(parser)
 
 
+def _add_topic_argument(parser: argparse.ArgumentParser) -> None:
+    """The one topic a command acts on: NAME, or --topic NAME as kafka-topics.sh spells it."""
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--topic", metavar="NAME", help="the same as NAME (kafka-topics.sh's spelling)")
+    which.add_argument("name", nargs="?", metavar="NAME", help="the topic")
+
+
+def _topic(args: argparse.Namespace) -> str:
+    """The topic of a command given _add_topic_argument (argparse took exactly one of the two)."""
+    name = args.name if args.name is not None else args.topic
+    args.name = name
+    return str(name)
+
+
 def cmd_topics_create(args: argparse.Namespace) -> None:
-    from odradek.admin.admin_client import create_topic
+    from odradek.admin.admin_client import BROKER_DEFAULT, create_topic
     from odradek.cli.output import Progress
 
-    bar = Progress(args.partitions, f"creating {args.name}: partitions led")
+    name = _topic(args)
+    partitions = BROKER_DEFAULT if args.partitions is None else args.partitions
+    rf = BROKER_DEFAULT if args.replication_factor is None else args.replication_factor
+    bar = Progress(max(partitions, 1), f"creating {name}: partitions led")
     try:
         probe_cluster(args)
-        create_topic(args.bootstrap_server, args.name, args.partitions, args.replication_factor, dict(args.config),
-                     progress=_progress_fn(bar, args.partitions >= PROGRESS_MIN_PARTITIONS),
-                     zookeeper=_zookeeper_for_progress(args, bar))
+        partitions, rf = create_topic(
+            args.bootstrap_server, name, partitions, rf, dict(args.config),
+            progress=_progress_fn(bar, partitions >= PROGRESS_MIN_PARTITIONS),
+            zookeeper=_zookeeper_for_progress(args, bar))
     except AdminError as exc:
         if not (args.if_not_exists and str(exc).startswith("TOPIC_ALREADY_EXISTS")):
             raise
-        print(f"topic {args.name} already exists")
+        print(f"topic {name} already exists")
         return
     finally:
         bar.close()
-    print(f"created topic {args.name} ({plural(args.partitions, 'partition')}, "
-          f"replication factor {args.replication_factor})")
+    print(f"created topic {name} ({plural(partitions, 'partition')}, replication factor {rf})")
 
 
 #: Topics of fewer partitions are created in about a second: no progress bar for them.
@@ -130,27 +163,56 @@ def _zookeeper_for_progress(args: argparse.Namespace, bar: Any) -> str | None:
 
 
 def cmd_topics_list(args: argparse.Namespace) -> None:
+    """One name a line, Kafka's internal topics followed by "(internal)"; --json for scripts."""
     from odradek.admin.admin_client import list_topics
 
     probe_cluster(args)
-    for name in list_topics(args.bootstrap_server):
-        print(name)
+    topics = [t for t in list_topics(args.bootstrap_server) if not (args.exclude_internal and t["internal"])]
+    if args.json:
+        print(json.dumps(topics))
+    elif not topics:
+        print("no topics" + (" other than internal ones" if args.exclude_internal else ""))
+    else:
+        for t in topics:
+            print(f"{t['name']} (internal)" if t["internal"] else t["name"])
 
 
 def cmd_topics_describe(args: argparse.Namespace) -> None:
     probe_cluster(args)
-    show_or_watch(lambda: _describe_topics(args), args.watch)
+    if args.watch is not None:
+        show_or_watch(lambda: _describe_topics(args, in_frame=True), args.watch)
+        return
+    missing: list[str] = []
+    print(_describe_topics(args, missing))
+    if missing:
+        from odradek.admin.topic_command import no_such_topics
+
+        raise UserError(no_such_topics(missing))
 
 
-def _describe_topics(args: argparse.Namespace) -> str:
-    from odradek.admin.admin_client import filter_partitions, format_describe, partition_offsets
+#: the partition filters of `topics describe`, as its flags and the words for them
+_FILTERS = {"under_replicated": "under-replicated", "offline": "offline", "under_min_isr": "under min ISR",
+            "at_min_isr": "at min ISR"}
+
+
+def _describe_topics(args: argparse.Namespace, missing: list[str] | None = None, in_frame: bool = False) -> str:
+    """The text (or JSON list) `topics describe` prints. Requested topics that do not exist go
+    to ``missing`` (the caller fails after printing the others), or with ``in_frame`` (--watch)
+    into the text itself."""
+    from odradek.admin.admin_client import filter_partitions, format_describe, list_topics, partition_offsets
     from odradek.admin.config_command import describe_topics_with_configs
+    from odradek.admin.topic_command import no_such_topics, select_topics
 
-    topics = describe_topics_with_configs(args.bootstrap_server, [args.name] if args.name else None)
-    if args.under_replicated or args.offline or args.under_min_isr or args.at_min_isr:
+    requested = (args.names + args.topic_names) or None
+    selected, unmatched = select_topics(list_topics(args.bootstrap_server), requested, args.exclude_internal)
+    if missing is not None:
+        missing.extend(unmatched)
+    topics = describe_topics_with_configs(args.bootstrap_server, selected) if selected else []
+    filters = [flag for flag in _FILTERS if getattr(args, flag)]
+    if filters:
         topics = filter_partitions(topics, under_replicated=args.under_replicated, offline=args.offline,
                                    under_min_isr=args.under_min_isr, at_min_isr=args.at_min_isr,
-                                   keep_empty=bool(args.name))
+                                   keep_empty=requested is not None)
     if args.offsets:
         offsets = partition_offsets(args.bootstrap_server,
                                     [(t["name"], p["partition"]) for t in topics for p in t["partitions"]])
@@ -158,12 +220,20 @@ def _describe_topics(args: argparse.Namespace) -> str:
             for p in t["partitions"]:
                 p["log_start_offset"], p["high_watermark"] = offsets[(t["name"], p["partition"])]
     if args.json:
-        return json.dumps(topics[0] if args.name else topics)
-    lines = [format_describe(topics, offsets=args.offsets)]
+        return json.dumps(topics)
+    if filters and selected and not any(t["partitions"] for t in topics):
+        lines = [f"no {' or '.join(_FILTERS[f] for f in filters)} partitions"]
+        topics = []
+    elif not topics:
+        lines = ["no topics"]
+    else:
+        lines = [format_describe(topics, offsets=args.offsets)]
     for topic in topics:
         if topic["configs"]:
             shown = ",".join(f"{k}={v}" for k, v in sorted(topic["configs"].items()))
             lines.append(f"Configs of topic {topic['name']}: {shown}")
+    if in_frame and unmatched:
+        lines.append(no_such_topics(unmatched))
     return "\n".join(lines)
 
 
@@ -206,19 +276,32 @@ def _alter_topic_partitions(args: argparse.Namespace) -> bool:
 
 
 def cmd_topics_delete(args: argparse.Namespace) -> None:
-    from odradek.admin.topic_command import delete_topics
+    """Every topic's outcome: "deleted topic(s) ..." on stdout, then one error line naming each
+    topic that was not deleted (exit 1), so a topic that cannot be deleted never hides that
+    the others were. --if-exists: a topic that does not exist is said so on stdout, no error."""
+    from odradek.admin.topic_command import TopicsNotDeleted, delete_topics, no_such_topics
     from odradek.cli.output import Progress
 
-    names = list(dict.fromkeys(args.names))
+    names = list(dict.fromkeys(args.names + args.topic_names))
+    if not names:
+        args.usage_error("give the topics to delete: NAME ... or --topic NAME")
     bar = Progress(len(names), "deleting topics")
+    failure: TopicsNotDeleted | None = None
     try:
         probe_cluster(args)
-        delete_topics(args.bootstrap_server, names, args.timeout_s,
-                      progress=_progress_fn(bar, len(names) >= PROGRESS_MIN_TOPICS),
-                      zookeeper=_zookeeper_for_progress(args, bar))
+        outcome = delete_topics(args.bootstrap_server, names, args.timeout_s,
+                                progress=_progress_fn(bar, len(names) >= PROGRESS_MIN_TOPICS),
+                                zookeeper=_zookeeper_for_progress(args, bar), if_exists=args.if_exists)
+    except TopicsNotDeleted as exc:
+        failure, outcome = exc, exc.outcome
     finally:
         bar.close()
-    print(f"deleted topic{'s' if len(names) > 1 else ''} {', '.join(names)}")
+    if outcome.deleted:
+        print(f"deleted topic{'s' if len(outcome.deleted) > 1 else ''} {', '.join(outcome.deleted)}")
+    if outcome.missing and args.if_exists:
+        print(f"{no_such_topics(outcome.missing).partition(' (')[0]}: nothing to delete")
+    if failure is not None:
+        raise failure
 
 
 #: Deleting fewer topics takes a moment: no progress bar for them.
@@ -226,13 +309,18 @@ PROGRESS_MIN_TOPICS = 10
 
 
 def cmd_topics_alter(args: argparse.Namespace) -> None:
+    from odradek.admin.topic_command import topic_exists
+
+    name = _topic(args)
     if args.partitions is None and not args.config and not args.delete_config:
         raise UserError("topics alter: nothing to change (give --partitions P, --config KEY=VALUE or "
                         "--delete-config KEY)")
     probe_cluster(args)
+    if args.if_exists and not topic_exists(args.bootstrap_server, name, args.timeout_s):
+        print(f"topic {name!r} does not exist: nothing altered")
+        return
     _alter_topic_partitions(args)
     _alter_topic_configs(args)
-
 
 
 def cmd_topics_elect_leaders(args: argparse.Namespace) -> None:
@@ -267,6 +355,7 @@ def cmd_topics_elect_leaders(args: argparse.Namespace) -> None:
 def cmd_topics_delete_records(args: argparse.Namespace) -> None:
     from odradek.admin.delete_records_command import delete_records, format_result
 
+    _topic(args)
     if args.before < -1:
         raise UserError(f"topics delete-records: --before {args.before}: an offset, or -1 for the high watermark")
     probe_cluster(args)

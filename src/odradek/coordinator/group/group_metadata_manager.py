@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 
 from odradek.common.clock import Clock
+from odradek.common.internal_topics import GROUP_METADATA_TOPIC_NAME
 from odradek.common.metadata import TopicPartition
 from odradek.coordinator.group import group_records
 from odradek.coordinator.group.group_metadata import GroupMetadata, GroupState, OffsetAndMetadata
@@ -26,7 +27,7 @@ from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger("odradek.coordinator.group.manager")
 
-OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC = GROUP_METADATA_TOPIC_NAME
 
 
 def java_string_hash(s: str) -> int:
