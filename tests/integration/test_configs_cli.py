@@ -109,6 +109,9 @@ def test_delete_removes_the_topics_own_value_while_a_cluster_default_holds(clust
                         "--bootstrap-server", cluster.bootstrap_servers)
             assert_one_line_error(again, 1, "Invalid config(s): retention.ms", "topic cfg-del")
             assert again.stdout == ""
+            by_topics = run("topics", "alter", "cfg-del", "--delete-config", "retention.ms",
+                            "--bootstrap-server", cluster.bootstrap_servers)  # kafka-topics.sh's way, same rule
+            assert_one_line_error(by_topics, 1, "Invalid config(s): retention.ms", "topic cfg-del")
             assert zk.get(paths.topic_config_path("cfg-del"))[1].version == stat.version
     finally:
         zk.stop()

@@ -409,8 +409,10 @@ def request_first(servers: list[str], bootstrap: str, api_key: int, version: int
         try:
             return send_request(server.strip(), api_key, version, body, timeout, client_id)
         except (OSError, ValueError) as exc:
-            errors.append(f"{server.strip()}: {connection_failure(exc)}")
-    raise AdminError(f"cannot reach {bootstrap}: {'; '.join(errors)}")
+            errors.append((server.strip(), connection_failure(exc)))
+    if len(errors) == 1:  # "cannot reach h:9092: Connection refused", the address said once
+        raise AdminError(f"cannot reach {errors[0][0]}: {errors[0][1]}")
+    raise AdminError(f"cannot reach {bootstrap}: {'; '.join(f'{s}: {why}' for s, why in errors)}")
 
 
 def connection_failure(exc: Exception) -> str:

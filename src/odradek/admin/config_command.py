@@ -121,6 +121,19 @@ def unset_keys(entries: list[dict[str, Any]], resource_type: int, name: str, key
     return [k for k in keys if k not in own]
 
 
+def refuse_unset_deletes(bootstrap: str, resource_type: int, name: str, keys: list[str], what: str,
+                         timeout: float) -> None:
+    """AdminError if a key of ``keys`` is not set on the resource itself (kafka-configs.sh's
+    "Invalid config(s)"), before anything is changed; `configs alter --delete` and
+    `topics alter --delete-config` both ask this."""
+    if not keys:
+        return
+    missing = unset_keys(describe(bootstrap, resource_type, name, timeout), resource_type, name, keys)
+    if missing:
+        raise AdminError(f"Invalid config(s): {', '.join(missing)}: not set on {what}, nothing changed "
+                         f"(`odradek configs describe` lists what is set)")
+
+
 def alter(bootstrap: str, resource_type: int, name: str, set_configs: dict[str, str], delete: list[str],
           timeout: float = 10.0) -> None:
     """IncrementalAlterConfigs: SET each of set_configs, DELETE each of delete (back to its default)."""

@@ -55,7 +55,7 @@ def cmd_configs_alter(args: argparse.Namespace) -> None:
     """kafka-configs.sh --alter: one IncrementalAlterConfigs. As kafka-configs.sh, a --delete of
     a key the resource does not set itself is refused before anything changes (the broker would
     accept it and change nothing), and so is a key named twice."""
-    from odradek.admin.config_command import alter, describe, entity, unset_keys
+    from odradek.admin.config_command import alter, entity, refuse_unset_deletes
 
     if not args.set and not args.delete:
         raise UserError("configs alter: nothing to change (give --set KEY=VALUE or --delete KEY)")
@@ -66,12 +66,7 @@ def cmd_configs_alter(args: argparse.Namespace) -> None:
                         f"with --set or --delete)")
     resource_type, name, what = entity(args.topic, args.broker, args.broker_defaults)
     probe_cluster(args)
-    if args.delete:
-        entries = describe(args.bootstrap_server, resource_type, name, args.timeout_s)
-        missing = unset_keys(entries, resource_type, name, args.delete)
-        if missing:
-            raise UserError(f"configs alter: Invalid config(s): {', '.join(missing)}: not set on {what}, "
-                            f"nothing changed (`odradek configs describe` lists what is set)")
+    refuse_unset_deletes(args.bootstrap_server, resource_type, name, args.delete, what, args.timeout_s)
     alter(args.bootstrap_server, resource_type, name, dict(args.set), args.delete, args.timeout_s)
     changes = [f"{k}={v}" for k, v in args.set] + [f"-{k}" for k in args.delete]
     print(f"altered configs of {what}: {', '.join(changes)}")

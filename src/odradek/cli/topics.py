@@ -248,10 +248,12 @@ def _add_topic_config_options(parser: argparse.ArgumentParser) -> None:
 
 def _alter_topic_configs(args: argparse.Namespace) -> bool:
     """Apply `topics alter`'s --config and --delete-config; False if none was given."""
-    from odradek.admin.config_command import TOPIC, alter
+    from odradek.admin.config_command import TOPIC, alter, refuse_unset_deletes
 
     if not args.config and not args.delete_config:
         return False
+    refuse_unset_deletes(args.bootstrap_server, TOPIC, args.name, args.delete_config, f"topic {args.name}",
+                         args.timeout_s)
     alter(args.bootstrap_server, TOPIC, args.name, dict(args.config), args.delete_config, args.timeout_s)
     changes = [f"{k}={v}" for k, v in args.config] + [f"-{k}" for k in args.delete_config]
     print(f"altered configs of topic {args.name}: {', '.join(changes)}")
