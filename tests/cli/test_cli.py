@@ -19,6 +19,7 @@ COMMANDS = [
     [], ["broker"], ["up"], ["down"], ["status"], ["topics"], ["topics", "create"], ["topics", "list"],
     ["topics", "describe"], ["produce"], ["consume"], ["bench"], ["bench", "produce"],
     ["groups"], ["groups", "list"], ["groups", "describe"], ["groups", "reset-offsets"], ["groups", "delete"],
+    ["groups", "delete-offsets"], ["log-dirs"], ["log-dirs", "describe"], ["configs", "describe"],
 ]
 
 
