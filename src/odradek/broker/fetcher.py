@@ -41,6 +41,9 @@ class _FetchState:
     # at the leader's high watermark after the last fetch (Kafka's
     # PartitionFetchState.isReplicaInSync): a follower throttle never holds such a partition
     in_sync: bool = False
+    # the leader's high watermark minus our log end after the last fetch that answered for
+    # the partition (Kafka's FetcherLagMetrics, whose maximum is ReplicaFetcherManager's MaxLag)
+    lag: int = 0
 
 
 class ReplicaFetcher:
@@ -115,6 +118,11 @@ class ReplicaFetcher:
 
     def __len__(self) -> int:
         return len(self._states)
+
+    def max_lag(self) -> int:
+        """The largest lag of the partitions this fetcher follows; for the metrics' thread,
+        so it reads a copy of the states the event loop changes."""
+        return max((state.lag for state in list(self._states.values())), default=0)
 
     async def close(self) -> None:
         """Stop the loop; the flag is what guarantees it, since Python 3.11's wait_for can
@@ -294,7 +302,8 @@ class ReplicaFetcher:
         if error == ErrorCode.NONE:
             records = data.records
             partition.append_as_follower(records or b"", data.high_watermark)
-            state.in_sync = partition.log_end_offset >= data.high_watermark
+            state.lag = max(0, data.high_watermark - partition.log_end_offset)
+            state.in_sync = state.lag == 0
             moved = partition.follow_leader_log_start(data.log_start_offset)
             if records or moved:
                 self._dirty.add(partition.tp)  # our fetch offset or log start moved
@@ -357,6 +366,10 @@ class ReplicaFetcherManager:
         leader_id = self._owner.pop(tp, None)
         if leader_id is not None and leader_id in self._fetchers:
             self._fetchers[leader_id].remove(tp)
+
+    def max_lag(self) -> int:
+        """Kafka's ReplicaFetcherManager MaxLag: the largest lag over every partition followed."""
+        return max((fetcher.max_lag() for fetcher in list(self._fetchers.values())), default=0)
 
     async def shutdown_idle(self) -> None:
         """Close fetchers that no longer have partitions."""

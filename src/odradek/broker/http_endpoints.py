@@ -1,6 +1,7 @@
-"""The broker's HTTP server: Prometheus metrics on ``/metrics`` (metrics.py's registry) and the
-tail of the broker's state-change log on ``/state-change-log``, so a dashboard on another host
-can follow the controller's decisions without the broker's files.
+"""The broker's HTTP server: Prometheus metrics on ``/metrics`` (metrics.py's exposition; with
+``?name[]=N&name[]=M`` only the samples so named, as prometheus_client's own handler filters) and
+the tail of the broker's state-change log on ``/state-change-log``, so a dashboard on another
+host can follow the controller's decisions without the broker's files.
 
 It replaces prometheus_client's start_http_server (which serves only the registry) with a small
 http.server of our own: read-only (GET and HEAD of two routes), every answer bounded
@@ -14,12 +15,14 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from odradek.broker.state_change_log_reader import read_log_chunk
 
@@ -34,11 +37,15 @@ HTTP_MAX_CONCURRENT = 8
 HTTP_TIMEOUT_S = 10.0
 
 
-def serve(host: str, port: int, registry: CollectorRegistry, state_change_log: Path | None) -> ThreadingHTTPServer:
-    """``/metrics`` (from ``registry``) and ``/state-change-log`` on daemon threads of their
+#: the text of a scrape, all of it (None) or only the samples named (``name[]`` parameters)
+Exposition = Callable[[AbstractSet[str] | None], bytes]
+
+
+def serve(host: str, port: int, exposition: Exposition, state_change_log: Path | None) -> ThreadingHTTPServer:
+    """``/metrics`` (from ``exposition``) and ``/state-change-log`` on daemon threads of their
     own; OSError when the port cannot be bound."""
     server = _BrokerHttpServer((host, port), _BrokerHttpHandler)
-    server.registry, server.state_change_log = registry, state_change_log
+    server.exposition, server.state_change_log = exposition, state_change_log
     threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
     log.info("metrics on http://%s:%d/metrics", host, server.server_address[1])
     return server
@@ -46,7 +53,7 @@ def serve(host: str, port: int, registry: CollectorRegistry, state_change_log: P
 
 class _BrokerHttpServer(ThreadingHTTPServer):
     daemon_threads = True
-    registry: CollectorRegistry
+    exposition: Exposition
     state_change_log: Path | None
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
@@ -85,7 +92,8 @@ class _BrokerHttpHandler(BaseHTTPRequestHandler):
     def _route(self) -> tuple[int, str, bytes]:
         url = urlsplit(self.path)
         if url.path in ("/metrics", "/"):
-            return 200, CONTENT_TYPE_LATEST, generate_latest(self.server.registry)
+            names = parse_qs(url.query).get("name[]")  # as prometheus_client's own handler filters
+            return 200, CONTENT_TYPE_LATEST, self.server.exposition(frozenset(names) if names else None)
         if url.path == "/state-change-log":
             return self._state_change_log(parse_qs(url.query, keep_blank_values=True))
         return 404, "text/plain", b"not found: /metrics or /state-change-log?offset=N\n"

@@ -73,16 +73,18 @@ class KafkaApis:
             return result
         api_key, version = struct.unpack_from(">hh", frame, 0)  # _handle checked the length
         if result is None or isinstance(result, (bytes, list)):
-            metrics.request_done(api_key, version, started)
+            metrics.request_done(api_key, version, started, result)
             return result
         return self._timed(result, metrics, api_key, version, started)
 
     async def _timed(self, pending: Awaitable[bytes | None], metrics: BrokerMetrics, api_key: int, version: int,
                      started: float) -> bytes | None:
+        response = None
         try:
-            return await pending
+            response = await pending
+            return response
         finally:
-            metrics.request_done(api_key, version, started)
+            metrics.request_done(api_key, version, started, response)
 
     def _handle(self, frame: memoryview, conn: KafkaConnection) -> bytes | None | Awaitable[bytes | None]:
         if len(frame) < 8:
@@ -134,10 +136,17 @@ class KafkaApis:
                 elif acks == -1 and partition is not None:
                     waits.append((entry, partition, last))
         if acks == 0:
+            self._count_errors(results)
             return None
         if waits:
             return self._await_acks(header.correlation_id, version, results, waits, req.timeout.total_seconds())
+        self._count_errors(results)
         return _produce_response(header.correlation_id, version, results)
+
+    def _count_errors(self, results: dict[str, list[list[int]]]) -> None:
+        """Produce's ErrorsPerSec from the results at hand (metrics.py reads other responses)."""
+        if self.ctx.metrics is not None:
+            self.ctx.metrics.count_errors(api_keys.PRODUCE, [e[1] for entries in results.values() for e in entries])
 
     def _append(self, tp: TopicPartition, records: bytes | None, acks: int,
                 entry: list[int]) -> tuple[Partition | None, ErrorCode | None, int]:
@@ -184,6 +193,7 @@ class KafkaApis:
             elif len(partition.isr) < partition.min_insync_replicas:
                 # committed by a shrunken ISR: written, but not as durable as asked (Kafka's rule)
                 entry[1] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        self._count_errors(results)
         return _produce_response(correlation_id, version, results)
 
     # -- ListOffsets and OffsetForLeaderEpoch ---------------------------------------------------

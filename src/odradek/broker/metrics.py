@@ -4,13 +4,19 @@ Grafana dashboards written for Apache Kafka work unchanged:
     kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions
         -> kafka_server_replicamanager_underreplicatedpartitions
 
-Gauges are computed when Prometheus scrapes (a whole scrape at 10,000 partitions takes a few
-milliseconds), never kept up to date on the hot path. Each request costs 4 µs (a counter and
-a histogram observation); bytes in and out are plain per-topic tallies, exported at scrape time. Controller figures come from the
-controller's per-event timing records (controller/timing.py), so the controller package knows
-nothing of Prometheus. Consumer group lag (named as the widely used kafka_exporter names it) is
-exported by each group's coordinator for the partitions it holds a replica of, measured against
-that replica's high watermark.
+Gauges are computed when Prometheus scrapes, never kept up to date on the hot path: the
+replica counts, each replica's log (kafka.log:type=Log,name=Size and its siblings), the
+follower fetchers' MaxLag, and on the active controller ActiveBrokerCount and
+PreferredReplicaImbalanceCount from the metadata it sent itself. Each request costs a counter
+and a histogram observation, and its response's error codes are tallied (ErrorsPerSec,
+response_errors.py says how they are read cheaply); bytes in and out are plain per-topic
+tallies, exported at scrape time and forgotten, as Kafka's BrokerTopicMetrics are, once this
+broker hosts no partition of the topic (deleted or moved away). Controller figures come from
+the controller's per-event timing records (controller/timing.py), so the controller package
+knows nothing of Prometheus. Consumer group lag (named as the widely used kafka_exporter names
+it) is exported by each group's coordinator for the partitions it holds a replica of, measured
+against that replica's high watermark. prometheus_client's ProcessCollector adds the standard
+process_* series (CPU seconds, resident memory, open descriptors, start time).
 
 The registry is served on ``/metrics`` by the broker's HTTP server (http_endpoints.py).
 """
@@ -21,16 +27,20 @@ import logging
 import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from odradek.broker import api_keys, http_endpoints
+from odradek.broker import api_keys, http_endpoints, response_errors
 from odradek.controller.timing import LOGGER_NAME as CONTROLLER_TIMING_LOGGER
+from odradek.protocol.errors import ErrorCode
+
+log = logging.getLogger("odradek.broker.metrics")
 
 #: Kafka's request names, for the `request` label (kafka.network:type=RequestMetrics,request=...)
 REQUEST_NAMES: dict[int, str] = {
@@ -41,7 +51,7 @@ REQUEST_NAMES: dict[int, str] = {
     api_keys.API_VERSIONS: "ApiVersions", api_keys.CREATE_TOPICS: "CreateTopics", api_keys.INIT_PRODUCER_ID: "InitProducerId",
     api_keys.OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch", api_keys.DESCRIBE_CONFIGS: "DescribeConfigs",
     api_keys.DELETE_GROUPS: "DeleteGroups", api_keys.ELECT_LEADERS: "ElectLeaders", api_keys.OFFSET_DELETE: "OffsetDelete",
-    api_keys.DESCRIBE_CLUSTER: "DescribeCluster",
+    api_keys.DESCRIBE_CLUSTER: "DescribeCluster", api_keys.DESCRIBE_LOG_DIRS: "DescribeLogDirs",
     4: "LeaderAndIsr", 5: "StopReplica", 6: "UpdateMetadata", 7: "ControlledShutdown",
     19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords", 33: "AlterConfigs", 37: "CreatePartitions",
     44: "IncrementalAlterConfigs", 45: "AlterPartitionReassignments", 46: "ListPartitionReassignments",
@@ -69,11 +79,21 @@ class BrokerMetrics:
         self.bytes_in: Tally[str] = Tally()
         self.bytes_out: Tally[str] = Tally()
         self.messages_in: Tally[str] = Tally()
+        #: api key -> error code -> responses' errors (Kafka's ErrorsPerSec), NONE included
+        self.errors: dict[int, Tally[int]] = {}
         self._request_children: dict[tuple[int, int], tuple[Any, Any]] = {}
+        self._unreadable_logged: set[int] = set()
+        ProcessCollector(registry=self.registry)
+        #: families written as text rather than through the registry (LogMetrics.render)
+        self._sections: list[Callable[[AbstractSet[str] | None], bytes]] = []
 
     # -- hot path ------------------------------------------------------------------------------
 
-    def request_done(self, api_key: int, version: int, started: float) -> None:
+    def request_done(self, api_key: int, version: int, started: float,
+                     response: bytes | list[Any] | None = None) -> None:
+        """One request answered (``response`` as sent, None if none was): its count, its time
+        and its response's error codes. Produce's errors are not read here: KafkaApis counts
+        them from its own results (count_errors)."""
         children = self._request_children.get((api_key, version))
         if children is None:
             name = REQUEST_NAMES.get(api_key, str(api_key))
@@ -81,6 +101,25 @@ class BrokerMetrics:
             self._request_children[(api_key, version)] = children
         children[0].inc()
         children[1].observe((time.perf_counter() - started) * 1000)
+        if response is None or api_key == api_keys.PRODUCE:
+            return
+        try:
+            codes = (response_errors.fetch_error_codes(version, response) if type(response) is list
+                     and api_key == api_keys.FETCH else response_errors.error_codes(api_key, version, response))
+        except Exception:  # noqa: BLE001 - a metric must never fail a request
+            if api_key not in self._unreadable_logged:  # once per API: it would repeat for each request
+                self._unreadable_logged.add(api_key)
+                log.warning("cannot read the error codes of %s v%d responses; they are not counted",
+                            REQUEST_NAMES.get(api_key, api_key), version, exc_info=True)
+            return
+        self.count_errors(api_key, codes)
+
+    def count_errors(self, api_key: int, codes: Iterable[int]) -> None:
+        tally = self.errors.get(api_key)
+        if tally is None:
+            tally = self.errors[api_key] = Tally()
+        for code in codes:  # a loop beats Counter.update's Mapping check for the usual one or two
+            tally[code] += 1
 
     def controller_event(self, record: dict[str, Any]) -> None:
         """One controller event's timing record: those that elected leaders are elections."""
@@ -93,16 +132,42 @@ class BrokerMetrics:
     def add_collector(self, collector: Collector) -> None:
         self.registry.register(collector)
 
+    def add_section(self, render: Callable[[AbstractSet[str] | None], bytes]) -> None:
+        self._sections.append(render)
+
+    def exposition(self, names: AbstractSet[str] | None = None) -> bytes:
+        """The whole scrape as Prometheus text, or only the samples named in ``names`` (the
+        ``name[]`` parameters of prometheus_client's own handler, so a poller that charts a few
+        series need not read every partition's)."""
+        text = generate_latest(self.registry if names is None else _Only(self.registry, names))
+        return text + b"".join(render(names) for render in self._sections)
+
     def serve(self, host: str, port: int, state_change_log: Path | None = None) -> ThreadingHTTPServer:
         """``/metrics`` and ``/state-change-log`` (http_endpoints.py) on daemon threads of
         their own; OSError when the port cannot be bound."""
-        return http_endpoints.serve(host, port, self.registry, state_change_log)
+        return http_endpoints.serve(host, port, self.exposition, state_change_log)
 
     def listen_to_controller(self) -> None:
         logger = logging.getLogger(CONTROLLER_TIMING_LOGGER)
         logger.addHandler(_TimingHandler(self.controller_event))
         if logger.getEffectiveLevel() > logging.INFO:
             logger.setLevel(logging.INFO)
+
+
+class _Only:
+    """The samples of a registry whose names (or whose family's name) are in ``names``."""
+
+    def __init__(self, registry: CollectorRegistry, names: AbstractSet[str]) -> None:
+        self._registry, self._names = registry, names
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._registry.collect():
+            whole = family.name in self._names
+            samples = [s for s in family.samples if whole or s.name in self._names]
+            if samples:
+                kept = Metric(family.name, family.documentation, family.type, family.unit)
+                kept.samples = samples
+                yield kept
 
 
 class _TimingHandler(logging.Handler):
@@ -117,32 +182,86 @@ class _TimingHandler(logging.Handler):
             pass
 
 
+#: Kafka's per-replica log gauges (kafka.log:type=Log,name=...,topic=T,partition=P)
+LOG_FAMILIES = (
+    ("kafka_log_log_size", "Bytes of this replica's log on disk"),
+    ("kafka_log_log_numlogsegments", "Segments of this replica's log"),
+    ("kafka_log_log_logstartoffset", "The first offset of this replica's log"),
+    ("kafka_log_log_logendoffset", "The offset this replica's log writes next"),
+)
+
+
+class LogMetrics:
+    """The per-replica log gauges, written as exposition text directly: four samples per
+    replica are most of a large broker's scrape, and an f-string line costs about a fifth of
+    what prometheus_client spends building and formatting a labelled sample. Topic
+    names need no escaping (Kafka allows only ASCII letters, digits, '.', '_' and '-'), but an
+    odd one is escaped anyway. `partitions()`: this broker's replicas."""
+
+    def __init__(self, partitions: Callable[[], Iterable[Any]]) -> None:
+        self._partitions = partitions
+
+    def render(self, names: AbstractSet[str] | None = None) -> bytes:
+        """The families (those in ``names``, if given) as Prometheus text."""
+        wanted = [i for i, (name, _) in enumerate(LOG_FAMILIES) if names is None or name in names]
+        if not wanted:
+            return b""
+        rows = []
+        for p in self._partitions():
+            plog, tp = p.log, p.tp
+            rows.append((f'{{topic="{_label_value(tp.topic)}",partition="{tp.partition}"}} ',
+                         (plog.size_in_bytes(), len(plog.segment_base_offsets()), plog.log_start_offset,
+                          plog.log_end_offset)))
+        out = []
+        for i in wanted:
+            name, doc = LOG_FAMILIES[i]
+            out.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n")
+            out.extend(f"{name}{labels}{values[i]}\n" for labels, values in rows)
+        return "".join(out).encode()
+
+
 class BrokerCollector(Collector):
     """Gauges read from the broker's state when Prometheus scrapes.
 
     `partitions()`: this broker's replicas (broker.partition.Partition); `isr_changes()`: the
     (shrinks, expansions) this broker made; `is_controller()`; `offline_and_global()`: the
     partitions with no live leader, and all, in this broker's metadata (one walk);
-    `group_lag()`: (group, topic, partition, lag) for the groups this broker coordinates."""
+    `group_lag()`: (group, topic, partition, lag) for the groups this broker coordinates;
+    `brokers_and_imbalance()`: the live brokers and the partitions not led by their preferred
+    replica, in this broker's metadata (asked on the active controller only: `controller_view`);
+    `fetcher_max_lag()`: the largest lag of a partition this broker follows."""
 
     def __init__(self, metrics: BrokerMetrics, partitions: Callable[[], Iterable[Any]],
                  isr_changes: Callable[[], tuple[int, int]], is_controller: Callable[[], bool],
                  offline_and_global: Callable[[], tuple[int, int]],
-                 group_lag: Callable[[], Iterable[tuple[str, str, int, int]]]) -> None:
+                 group_lag: Callable[[], Iterable[tuple[str, str, int, int]]], *,
+                 brokers_and_imbalance: Callable[[], tuple[int, int]],
+                 fetcher_max_lag: Callable[[], int]) -> None:
         self._metrics = metrics
         self._partitions = partitions
         self._isr_changes = isr_changes
         self._is_controller = is_controller
         self._offline_and_global = offline_and_global
         self._group_lag = group_lag
+        self._brokers_and_imbalance = brokers_and_imbalance
+        self._fetcher_max_lag = fetcher_max_lag
 
     def describe(self) -> list[Any]:
         return []
 
     def collect(self) -> Iterator[Any]:
+        m = self._metrics
+        # copies (the event loop adds topics meanwhile), taken before the replicas are listed:
+        # a topic counted here was hosted when counted, so one absent below has gone since
+        tallies = [(name, doc, tally, dict(tally)) for name, doc, tally in (
+            ("bytesin", "Bytes appended by producers", m.bytes_in),
+            ("bytesout", "Bytes sent to consumers and followers", m.bytes_out),
+            ("messagesin", "Records appended by producers", m.messages_in))]
         count = leaders = under = under_min = at_min = 0
+        hosted: set[str] = set()
         for p in self._partitions():
             count += 1
+            hosted.add(p.tp.topic)
             if not p.is_leader:
                 continue
             leaders += 1
@@ -158,6 +277,11 @@ class BrokerCollector(Collector):
                      "Led partitions whose ISR is below min.insync.replicas", under_min)
         yield _gauge("kafka_server_replicamanager_atminisrpartitioncount",
                      "Led partitions whose ISR is exactly min.insync.replicas", at_min)
+        lag = GaugeMetricFamily("kafka_server_replicafetchermanager_maxlag",
+                                "The most messages a partition this broker follows is behind its leader's "
+                                "high watermark", labels=["clientId"])
+        lag.add_metric(["Replica"], self._fetcher_max_lag())
+        yield lag
         shrinks, expands = self._isr_changes()
         yield _counter("kafka_server_replicamanager_isrshrinks", "ISR shrinks this broker made", shrinks)
         yield _counter("kafka_server_replicamanager_isrexpands", "ISR expansions this broker made", expands)
@@ -169,19 +293,61 @@ class BrokerCollector(Collector):
                      "Partitions without a live leader (reported by the active controller)", offline)
         yield _gauge("kafka_controller_kafkacontroller_globalpartitioncount",
                      "Partitions in the cluster (reported by the active controller)", total)
-        m = self._metrics
-        for name, doc, tally in (("bytesin", "Bytes appended by producers", m.bytes_in),
-                                 ("bytesout", "Bytes sent to consumers and followers", m.bytes_out),
-                                 ("messagesin", "Records appended by producers", m.messages_in)):
+        brokers, imbalance = self._brokers_and_imbalance() if active else (0, 0)
+        yield _gauge("kafka_controller_kafkacontroller_activebrokercount",
+                     "Live brokers (reported by the active controller)", brokers)
+        yield _gauge("kafka_controller_kafkacontroller_preferredreplicaimbalancecount",
+                     "Partitions not led by their preferred (first) replica, offline ones included "
+                     "(reported by the active controller)", imbalance)
+        for name, doc, tally, counted in tallies:
             family = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{name}", doc, labels=["topic"])
-            for topic, value in tally.items():
-                family.add_metric([topic], value)
+            for topic, value in counted.items():
+                if topic in hosted:
+                    family.add_metric([topic], value)
+                else:  # no partition here any more (Kafka's ReplicaManager.maybeRemoveTopicMetrics)
+                    tally.pop(topic, None)
             yield family
+        errors = CounterMetricFamily("kafka_network_requestmetrics_errors", "Error codes in responses, by API "
+                                     "and error (NONE included, once per partition as Kafka counts)",
+                                     labels=["request", "error"])
+        for api_key, codes in sorted(m.errors.items()):
+            request = REQUEST_NAMES.get(api_key, str(api_key))
+            for code, value in sorted(dict(codes).items()):
+                errors.add_metric([request, _error_name(code)], value)
+        yield errors
         lag = GaugeMetricFamily("kafka_consumergroup_lag", "High watermark minus the committed offset, for the "
                                 "groups this broker coordinates", labels=["consumergroup", "topic", "partition"])
         for group, topic, partition, value in self._group_lag():
             lag.add_metric([group, topic, str(partition)], value)
         yield lag
+
+
+def controller_view(cache: Any) -> tuple[int, int]:
+    """(live brokers, partitions whose leader is not their first replica) in a broker's
+    metadata cache (broker.metadata_cache.MetadataCache): on the active controller, what the
+    controller sent itself. A partition without a leader counts as imbalanced, topics being
+    deleted do not, as in Kafka's ControllerContext.preferredReplicaImbalanceCount. Runs on
+    the scrape's thread while the event loop updates the cache: it reads copies."""
+    imbalanced = 0
+    for topic in cache.topics():
+        states = cache.partitions(topic)
+        for state in list(states.values()) if states else ():
+            if state.replicas and state.leader != state.replicas[0]:
+                imbalanced += 1
+    return len(cache.live_brokers), imbalanced
+
+
+def _label_value(value: str) -> str:
+    if value.isascii() and '"' not in value and "\\" not in value and "\n" not in value:
+        return value
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:

@@ -27,7 +27,7 @@ from odradek.broker.dynamic_config_manager import DynamicConfigManager
 from odradek.broker.fetcher import ReplicaFetcher, ReplicaFetcherManager
 from odradek.broker.kafka_apis import KafkaApis
 from odradek.broker.metadata_cache import MetadataCache
-from odradek.broker.metrics import BrokerCollector, BrokerMetrics
+from odradek.broker.metrics import BrokerCollector, BrokerMetrics, LogMetrics, controller_view
 from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication_quota import ReplicationQuotas
@@ -112,7 +112,9 @@ class Broker:
         metrics.add_collector(BrokerCollector(
             metrics, rm.partitions, lambda: (rm.isr_shrinks, rm.isr_expands), lambda: self.controller.is_controller,
             cache.offline_and_all_partitions,
-            lambda: self.group_coordinator.lags(lambda tp: None if (p := rm.get(tp)) is None else p.high_watermark)))
+            lambda: self.group_coordinator.lags(lambda tp: None if (p := rm.get(tp)) is None else p.high_watermark),
+            brokers_and_imbalance=lambda: controller_view(cache), fetcher_max_lag=self.fetchers.max_lag))
+        metrics.add_section(LogMetrics(rm.partitions).render)
         try:
             metrics.serve(self.config.host, self.config.metrics_port, self.config.data_dir / "state-change.log")
         except OSError as exc:  # refused as a taken listen port is: a broker silently without metrics misleads
