@@ -146,10 +146,10 @@ def test_a_response_that_cannot_be_read_is_logged_once_and_never_fails_the_reque
     metrics = BrokerMetrics()
     with caplog.at_level(logging.WARNING, "odradek.broker.metrics"):
         for _ in range(3):
-            metrics.request_done(api_keys.DESCRIBE_GROUPS, 5, 0.0, b"\0\0\0\x02\0")
-    assert len(caplog.records) == 1 and "DescribeGroups" in caplog.records[0].getMessage()
-    assert api_keys.DESCRIBE_GROUPS not in metrics.errors
-    assert 'request="DescribeGroups"' in metrics.exposition().decode()  # still counted as a request
+            metrics.request_done(api_keys.FETCH, 12, 0.0, [b"\0\0\0\x02", b"\0"])  # cut short
+    assert len(caplog.records) == 1 and "Fetch" in caplog.records[0].getMessage()
+    assert api_keys.FETCH not in metrics.errors
+    assert 'request="Fetch"' in metrics.exposition().decode()  # still counted as a request
 
 
 @pytest.mark.parametrize("version", range(4, 13))
@@ -210,3 +210,18 @@ def test_max_lag_is_the_largest_gap_to_a_leaders_high_watermark_over_every_fetch
     assert manager.max_lag() == 15 and followed[2][1].in_sync
     manager.stop_following(TopicPartition("b", 0))  # a partition no longer followed has no lag
     assert manager.max_lag() == 0
+
+
+def test_a_built_response_carries_every_error_code_it_was_given() -> None:
+    """Kafka's errorCounts: top-level and nested, NONE included, without reading the bytes back."""
+    metadata = kio_util.encode_response(api_keys.METADATA, 12, 1, {
+        "throttle_time": 0, "brokers": [], "cluster_id": None, "controller_id": 1, "topics": [
+            {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": "gone", "topic_id": None,
+             "is_internal": False, "partitions": []},
+            {"error_code": 0, "name": "t", "topic_id": None, "is_internal": False, "partitions": [
+                {"error_code": 0, "partition_index": 0, "leader_id": 1, "leader_epoch": 0, "replica_nodes": [1],
+                 "isr_nodes": [1], "offline_replicas": []},
+                {"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": 1, "leader_id": -1,
+                 "leader_epoch": 0, "replica_nodes": [2], "isr_nodes": [], "offline_replicas": [2]}]}]})
+    assert sorted(error_codes(api_keys.METADATA, 12, metadata)) == sorted(
+        [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 0, 0, ErrorCode.LEADER_NOT_AVAILABLE])

@@ -4,10 +4,6 @@ or the group's lag counts records printed long ago. The real command runs as a s
 and is stopped by pid; the committed offsets are read with confluent-kafka's AdminClient."""
 from __future__ import annotations
 
-import signal
-import subprocess
-import threading
-
 import pytest
 from clients import create_topic, produce_acks_all
 from cluster_state import full_isr
@@ -15,7 +11,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
 from polling import wait_until
 
-from cli_helpers import ODRADEK
+from cli_helpers import Running
 from odradek.cli.records import COMMIT_INTERVAL_S
 from odradek.cluster.local_cluster import LocalCluster
 
@@ -29,36 +25,23 @@ def committed(bootstrap: str, group: str) -> int:
     return sum(max(tp.offset, 0) for tp in result.topic_partitions)
 
 
-class Lines:
-    """The lines a subprocess prints, gathered by a thread so that the test can poll them."""
-
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        self.lines: list[str] = []
-        assert proc.stdout is not None
-        stdout = proc.stdout
-        self.thread = threading.Thread(target=lambda: self.lines.extend(stdout), daemon=True)
-        self.thread.start()
-
-
 def test_an_idle_group_member_commits_what_it_printed(cluster: LocalCluster) -> None:
     bs, topic, group = cluster.bootstrap_servers, "idle-commit", "idle-printer"
     create_topic(bs, topic, 2, 3)
     wait_until(lambda: full_isr(cluster, topic, 3), 30, "full ISRs")
     produce_acks_all(bs, topic, 20, "a")
-    consumer = subprocess.Popen([ODRADEK, "consume", topic, "--group", group, "--from-beginning", "-f",
-                                 "--bootstrap-server", bs], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    consumer = Running("consume", topic, "--group", group, "--from-beginning", "-f", "--bootstrap-server", bs)
+    err = ""
     try:
-        out = Lines(consumer)
-        wait_until(lambda: len(out.lines) == 20, 60, "the 20 records printed")
+        wait_until(lambda: len(consumer.lines) == 20, 60, "the 20 records printed")
         # no record arrives any more: the timer alone commits them
         wait_until(lambda: committed(bs, group) == 20, COMMIT_INTERVAL_S + 20, "the idle member's commit")
-        assert consumer.poll() is None  # still following: not the commit at exit
+        assert consumer.proc.poll() is None  # still following: not the commit at exit
 
         produce_acks_all(bs, topic, 5, "b")
-        wait_until(lambda: len(out.lines) == 25, 30, "the 5 new records printed")
+        wait_until(lambda: len(consumer.lines) == 25, 30, "the 5 new records printed")
     finally:
-        consumer.send_signal(signal.SIGINT)
-        _, err = consumer.communicate(timeout=60)
+        err = consumer.interrupt(60)
     assert "Traceback" not in err and "error" not in err, err
-    assert consumer.returncode == 130
+    assert consumer.proc.returncode == 130
     assert committed(bs, group) == 25  # ^C commits what was printed before it leaves the group

@@ -1,8 +1,8 @@
 """A broker never takes another broker's data (Kafka's log-dir `.lock` and meta.properties).
 
-The operator's mistake this guards against, repeated with real processes: a second broker
-started on a running broker's data dir (`odradek broker --id 9 ... --data-dir <broker 1's>`)
-used to take every log there as a stray one and delete it, losing acknowledged records.
+The operator's mistake this guards against, with real processes: a second broker started on a
+running broker's data dir (`odradek broker --id 9 ... --data-dir <broker 1's>`) would take every
+log there as a stray one (not assigned to broker 9) and delete it, losing acknowledged records.
 """
 from __future__ import annotations
 

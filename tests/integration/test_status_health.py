@@ -20,7 +20,7 @@ from clients import create_topic
 from cluster_state import full_isr, leaders
 from polling import wait_until
 
-from cli_helpers import ODRADEK, run
+from cli_helpers import Running, run
 from cluster_helpers import start_cluster
 from odradek.admin.admin_client import elect_leaders
 from odradek.cluster.local_cluster import LocalCluster
@@ -127,17 +127,14 @@ def test_a_killed_broker_is_dead_at_once_and_status_exits_3(cluster: LocalCluste
     assert f"  - broker {victim}: process {pid} is gone; its ZooKeeper session has not expired yet\n" in text.stdout
     assert f"dead brokers:       {victim} (" in text.stdout
 
-    watcher = subprocess.Popen([ODRADEK, "status", "--data-dir", str(cluster.data_dir), "--watch", "0.5"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watcher = Running("status", "--data-dir", str(cluster.data_dir), "--watch", "0.5")
+    err = ""
     try:
-        assert watcher.stdout is not None
-        for line in watcher.stdout:
-            if line.startswith("healthy:"):
-                break
+        wait_until(lambda: any(line.split() == ["healthy:", "no"] for line in watcher.lines), 30,
+                   "a frame saying the cluster is unhealthy")
     finally:
-        watcher.send_signal(signal.SIGINT)
-        _, err = watcher.communicate(timeout=30)
-    assert watcher.returncode == 3 and "Traceback" not in err
+        err = watcher.interrupt()
+    assert watcher.proc.returncode == 3 and "Traceback" not in err
 
     wait_until(lambda: not status(cluster)[1]["brokers"][victim - 1]["registered"], 60, "the session to expire")
     wait_until(lambda: status(cluster)[1]["offline_partitions"] == [], 30, "the controller to move its leaders")

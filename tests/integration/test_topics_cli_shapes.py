@@ -77,6 +77,13 @@ def test_topic_given_as_kafka_topics_sh_spells_it(cluster: LocalCluster) -> None
     assert status == 0 and json.loads(out)[0]["low_watermark"] == 5, err
     assert_one_line_error(run("topics", "alter", "shp-opt", "--topic", "shp-opt", "--partitions", "3"), 2,
                           "--topic", "not allowed with")
+    # kafka-console-producer.sh's and kafka-console-consumer.sh's --topic
+    sent = run("produce", "--topic", "shp-opt", "--partition", "1", "--bootstrap-server", cluster.bootstrap_servers,
+               stdin="by-option\n")
+    assert sent.returncode == 0, sent.stderr
+    read = run("consume", "--topic", "shp-opt", "--partition", "1", "--from-beginning", "--max-messages", "1",
+               "--bootstrap-server", cluster.bootstrap_servers)
+    assert (read.returncode, read.stdout) == (0, "by-option\n"), read.stderr
     assert topics(cluster, "delete", "--topic", "shp-opt") == (0, "deleted topic shp-opt\n", "")
     assert "shp-opt" not in described(cluster)
 

@@ -22,7 +22,7 @@ from odradek.admin.errors import AdminError, ClusterError
 from odradek.admin.zookeeper import connect_zk
 from odradek.cli.output import duration
 from odradek.client.librdkafka_log import client_logger
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, error_name
 from odradek.zk import paths
 
 
@@ -46,17 +46,10 @@ def kafka_error_text(err: KafkaError | KafkaException | Exception) -> str:
     if isinstance(err, KafkaException) and err.args and isinstance(err.args[0], KafkaError):
         err = err.args[0]
     if isinstance(err, KafkaError):
-        return f"{kafka_error_name(err.code(), err.name())}: {err.str()}"
+        return f"{error_name(err.code(), err.name())}: {err.str()}"
     return str(err)
 
 
-def kafka_error_name(code: int, fallback: str = "") -> str:
-    """Kafka's name of a protocol error ``code`` (UNKNOWN_TOPIC_OR_PARTITION for 3), or
-    ``fallback`` (else the number) for a code that is not one of Kafka's."""
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return fallback or str(code)
 
 
 #: librdkafka refuses a socket.timeout.ms above 300,000 (its configuration table's maximum;

@@ -111,8 +111,11 @@ def cluster_status(zookeeper: str, timeout: float = 10.0,
             # the broker publishes where it serves metrics in its own registration (zk.paths.encode_broker_info)
             registered.append({"id": int(bid), "host": info.get("host"), "port": info.get("port"),
                                "metrics_url": paths.decode_broker_metrics_url(data) if data else None})
-        assignments = {t: (_loads_or_none(read[f"/brokers/topics/{t}"]) or {}).get("partitions", {})
-                       for t in topics}
+        topic_znodes = {t: _loads_or_none(read[f"/brokers/topics/{t}"]) or {} for t in topics}
+        assignments = {t: z.get("partitions", {}) for t, z in topic_znodes.items()}
+        # replicas a reassignment is adding are not missing from the ISR yet (Kafka's isUnderReplicated)
+        adding = {(t, int(p)): len(r) for t, z in topic_znodes.items()
+                  for p, r in (z.get("adding_replicas") or {}).items()}
         # Pipelined reads: one round trip per partition would dominate with thousands of them.
         pending = {(t, int(p)): zk.get_async(f"/brokers/topics/{t}/partitions/{p}/state")
                    for t, parts in assignments.items() for p in parts}
@@ -144,10 +147,11 @@ def cluster_status(zookeeper: str, timeout: float = 10.0,
     offline, under = [], []
     for (t, p), state in states.items():
         replicas = assignments[t][str(p)]
-        leader = -1 if state is None else state["leader"]
+        leader = -1 if state is None else state.get("leader", -1)
         if leader not in live:
             offline.append(f"{t}-{p}")
-        elif state is not None and len([r for r in state["isr"] if r in live]) < len(replicas):
+        elif state is not None and (len([r for r in state.get("isr", ()) if r in live])
+                                    < len(replicas) - adding.get((t, p), 0)):
             under.append(f"{t}-{p}")
     imbalance = leader_imbalance(assignments, states)
 
@@ -195,7 +199,7 @@ def leader_imbalance(assignments: dict[str, dict[str, list[int]]],
         if state is None or not replicas:
             continue
         first = int(replicas[0])
-        led_elsewhere = state["leader"] != first
+        led_elsewhere = state.get("leader", -1) != first
         count += led_elsewhere
         tally = preferred.setdefault(first, [0, 0])
         tally[0] += 1
@@ -250,7 +254,8 @@ def exit_status(status: dict[str, Any]) -> int:
 def format_status(status: dict[str, Any]) -> str:
     """The status as `key: value` lines, the verdict and its reasons first; problem partitions
     listed (first 20) when present."""
-    brokers = ", ".join(f"{b['id']} ({b['host']}:{b['port']})" for b in status["live_brokers"]) or "none"
+    brokers = ", ".join(f"{b['id']} ({b['host']}:{b['port']})" if b["host"] else str(b["id"])
+                        for b in status["live_brokers"]) or "none"
     dead = ", ".join(_dead_text(b) for b in status.get("brokers", []) if not b["live"]) or "none"
     ctrl = status["controller"]
     lines = [
@@ -258,7 +263,8 @@ def format_status(status: dict[str, Any]) -> str:
         *(f"  - {reason}" for reason in status["unhealthy_reasons"]),
         f"zookeeper:          {status['zookeeper']}",
         *(f"  server {i}:         {m['server']} {m['mode']}" for i, m in enumerate(status["zookeeper_servers"], 1)),
-        f"controller:         {'none' if ctrl is None else ctrl} (epoch {status['controller_epoch']})",
+        f"controller:         {'none' if ctrl is None else ctrl}"
+        + (f" (epoch {status['controller_epoch']})" if status["controller_epoch"] is not None else ""),
         f"live brokers:       {brokers}",
         f"dead brokers:       {dead}",
         f"topics:             {status['topics']}",

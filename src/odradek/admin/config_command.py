@@ -12,7 +12,7 @@ from typing import Any
 
 from odradek.admin.admin_client import describe_topics, metadata_request, request_first, send_request
 from odradek.admin.errors import AdminError
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import error_name
 
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
 TOPIC, BROKER = 2, 4
@@ -72,11 +72,7 @@ def _request(bootstrap: str, resource_type: int, name: str, api_key: int, versio
 def _error(code: Any, message: str | None, what: str) -> AdminError:
     """A refusal in Kafka's words: the error's protocol name from odradek.protocol.errors (the
     one registry), then the broker's message."""
-    try:
-        name = ErrorCode(int(code)).name
-    except ValueError:
-        name = f"error code {int(code)}"
-    return AdminError(f"{name}: {message or what}")
+    return AdminError(f"{error_name(int(code))}: {message or what}")
 
 
 def describe(bootstrap: str, resource_type: int, name: str, timeout: float = 10.0,

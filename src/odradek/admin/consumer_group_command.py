@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from odradek.admin.admin_client import format_table, kafka_error_text, quiet_logger, request_first, send_request
 from odradek.admin.errors import AdminError
 from odradek.cli.output import duration, plural
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, error_name
 
 Partition = tuple[str, int]
 
@@ -109,7 +109,7 @@ def error_name_text(err: KafkaError | KafkaException | Exception) -> str:
         err = err.args[0]
     if isinstance(err, KafkaError) and err.code() > 0:
         try:
-            return f"{ErrorCode(err.code()).name}: {err.str()}"
+            return f"{error_name(err.code())}: {err.str()}"
         except ValueError:
             pass
     return kafka_error_text(err)
@@ -282,7 +282,7 @@ class GroupAdmin:
         response = self._to_coordinator(group, OFFSET_DELETE, 0, body, f"cannot delete offsets of group {group!r}")
         errors = {(t.name, int(p.partition_index)): int(p.error_code) for t in response.topics for p in t.partitions}
         return [{"topic": t, "partition": p,
-                 "error": None if errors.get((t, p), 0) == 0 else _error_name(errors[(t, p)])} for t, p in partitions]
+                 "error": None if errors.get((t, p), 0) == 0 else error_name(errors[(t, p)])} for t, p in partitions]
 
     def _to_coordinator(self, group: str, api_key: int, version: int, body: dict[str, Any], what: str) -> Any:
         """A raw request to ``group``'s coordinator (FindCoordinator first), sent again while
@@ -426,18 +426,10 @@ _MEANINGS: dict[int, str] = {
 }
 
 
-def _error_name(code: int) -> str:
-    """Kafka's name of an error code, from odradek.protocol.errors."""
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"error code {code}"
-
-
 def _code_name(code: int) -> str:
     """_error_name with what it means where that is not plain from the name."""
     meaning = _MEANINGS.get(code)
-    return f"{_error_name(code)} ({meaning})" if meaning else _error_name(code)
+    return f"{error_name(code)} ({meaning})" if meaning else error_name(code)
 
 
 def table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> str:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.admin.admin_client import format_table, metadata_request, send_request
+from odradek.admin.admin_client import connection_failure, format_table, metadata_request, send_request
 from odradek.admin.errors import AdminError
 from odradek.cli.output import plural
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, error_name
 
 DESCRIBE_LOG_DIRS, VERSION = 35, 4
 CLIENT_ID = "log-dirs-tool"  # Kafka's tool's client.id
@@ -46,11 +46,12 @@ def describe(bootstrap: str, brokers: list[int] | None, topics: list[str] | None
         try:
             response = send_request(live[broker], DESCRIBE_LOG_DIRS, VERSION, {"topics": None}, timeout, CLIENT_ID)
         except (OSError, ValueError) as exc:
-            answers.append({"broker": broker, "error": f"cannot reach {live[broker]}: {exc}", "logDirs": []})
+            answers.append({"broker": broker, "error": f"cannot reach {live[broker]}: {connection_failure(exc)}",
+                            "logDirs": []})
             continue
         answers.append({"broker": broker, "logDirs": [_log_dir(result, wanted) for result in response.results]})
         if int(response.error_code):  # the request as a whole refused (v3+)
-            answers[-1]["error"] = ErrorCode(int(response.error_code)).name
+            answers[-1]["error"] = error_name(int(response.error_code))
     return {"version": 1, "brokers": answers}
 
 
@@ -61,7 +62,7 @@ def _log_dir(result: Any, wanted: set[str]) -> dict[str, Any]:
                   for t in sorted(result.topics, key=lambda t: t.name) if not wanted or t.name in wanted
                   for p in sorted(t.partitions, key=lambda p: int(p.partition_index))]
     code = int(result.error_code)
-    return {"logDir": result.log_dir, "error": ErrorCode(code).name if code else None, "partitions": partitions,
+    return {"logDir": result.log_dir, "error": error_name(code) if code else None, "partitions": partitions,
             "totalBytes": int(result.total_bytes), "usableBytes": int(result.usable_bytes)}
 
 

@@ -46,6 +46,14 @@ def connect_zk(hosts: str, timeout: float = 10.0) -> KazooClient:
             client.start(timeout=timeout)
     except Exception as exc:  # kazoo raises its own timeout type, or socket errors for bad hosts
         client.close()
-        why = "no answer" if "Timeout" in type(exc).__name__ else (getattr(exc, "strerror", None) or str(exc))
-        raise ClusterError(f"cannot reach ZooKeeper at {hosts} within {duration(timeout)} ({why})") from None
+        raise ClusterError(f"cannot reach ZooKeeper at {hosts} within {duration(timeout)} "
+                           f"({zk_failure_text(exc)})") from None
     return client
+
+
+def zk_failure_text(exc: BaseException) -> str:
+    """Why kazoo could not connect, in words: "no answer" for its timeouts (whose class name
+    would otherwise be the message), the system's text for socket errors."""
+    if "Timeout" in type(exc).__name__:
+        return "no answer"
+    return getattr(exc, "strerror", None) or str(exc) or "connection failed"

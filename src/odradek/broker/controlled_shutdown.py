@@ -29,7 +29,7 @@ from odradek.common.metadata import BrokerInfo, TopicPartition
 from odradek.controller.controller_channel import exchange
 from odradek.protocol import controller_api
 from odradek.protocol.controller_api import ControlledShutdownRequest, ControlledShutdownResponse
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, error_name
 from odradek.zk.client import KafkaZkClient
 
 log = logging.getLogger("odradek.broker.controlled_shutdown")
@@ -63,7 +63,7 @@ def request_controlled_shutdown(zk: KafkaZkClient, broker_id: int, broker_epoch:
     assert isinstance(response, ControlledShutdownResponse)
     if response.error_code != ErrorCode.NONE:
         raise ControlledShutdownError(f"controller {controller.id} answered "
-                                      f"{ErrorCode(response.error_code).name}")
+                                      f"{error_name(response.error_code)}")
     return response.remaining_partitions
 
 

@@ -38,7 +38,7 @@ from prometheus_client.registry import Collector
 
 from odradek.broker import api_keys, http_endpoints, response_errors
 from odradek.controller.timing import LOGGER_NAME as CONTROLLER_TIMING_LOGGER
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import error_name
 
 log = logging.getLogger("odradek.broker.metrics")
 
@@ -313,7 +313,7 @@ class BrokerCollector(Collector):
         for api_key, codes in sorted(m.errors.items()):
             request = REQUEST_NAMES.get(api_key, str(api_key))
             for code, value in sorted(dict(codes).items()):
-                errors.add_metric([request, _error_name(code)], value)
+                errors.add_metric([request, error_name(code, str(code))], value)
         yield errors
         lag = GaugeMetricFamily("kafka_consumergroup_lag", "High watermark minus the committed offset, for the "
                                 "groups this broker coordinates", labels=["consumergroup", "topic", "partition"])
@@ -341,13 +341,6 @@ def _label_value(value: str) -> str:
     if value.isascii() and '"' not in value and "\\" not in value and "\n" not in value:
         return value
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _error_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return str(code)
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:

@@ -2,13 +2,11 @@
 (Kafka's kafka.network:type=RequestMetrics,name=ErrorsPerSec,request=...,error=...).
 
 Kafka counts them from each response's ``errorCounts()``: the top-level error, if the response
-has one, and every topic's and partition's, NONE included. The broker's handlers describe their
-responses as nested dicts that kio encodes, so the codes are read back from the encoded bytes
-rather than collected by every handler: kio decodes a response 20-30 times faster than it
-builds one from dicts, so reading it back adds a few per cent to an API that is not on the
-replication path. The two that are get cheaper treatment: Produce is counted by KafkaApis from
-the per-partition results it already holds, and Fetch responses (fast_paths.fetch_response's
-buffers) are read by a small parser over their header chunks, record data never touched.
+has one, and every topic's and partition's, NONE included. Nothing is decoded again: responses
+built from dicts by kio_util.encode_response carry the codes build() set
+(kio_util.EncodedResponse); Produce is counted by KafkaApis from the per-partition results it
+already holds; Fetch responses (fast_paths.fetch_response's buffers) are read by a small parser
+over their header chunks, record data never touched.
 
 The ZooKeeper-era controller APIs and ApiVersions (whose response header never changes) carry
 their top-level error in the first two bytes after the correlation id; partition errors of a
@@ -18,79 +16,31 @@ controller's own metrics instead).
 from __future__ import annotations
 
 import struct
-import typing
-from dataclasses import fields, is_dataclass
-from functools import cache
 from typing import Any
 
-from kio.schema.errors import ErrorCode as KioErrorCode
-
 from odradek.broker import api_keys
-from odradek.protocol import controller_api, kio_util
+from odradek.protocol import controller_api
+from odradek.protocol.kio_util import EncodedResponse
+from odradek.protocol.schema import UnsignedVarInt
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 #: after the size prefix and the correlation id of a response with header v0
 _TOP_LEVEL_AT = 8
 
-#: (field name, whether it is an error code rather than entities holding some) of the fields
-#: of an entity class that lead to error codes; fields that cannot are left out
-_Plan = tuple[tuple[str, bool], ...]
-
 
 def error_codes(api_key: int, version: int, response: bytes | list[Any]) -> list[int]:
     """Every error code of one response as encoded for the client (with its size prefix);
-    ValueError or struct.error if the bytes are not what ``api_key`` answers."""
+    ValueError or struct.error if the bytes are not what ``api_key`` answers. A response of
+    none of the kinds above counts nothing."""
+    if isinstance(response, EncodedResponse):
+        return response.error_codes
     if api_key == api_keys.FETCH and isinstance(response, list):
         return fetch_error_codes(version, response)
-    raw = response if isinstance(response, bytes) else b"".join(response)
     if api_key == api_keys.API_VERSIONS or api_key in controller_api.VERSIONS:
+        raw = response if isinstance(response, bytes) else b"".join(response)
         return [_I16.unpack_from(raw, _TOP_LEVEL_AT)[0]]
-    _, body = kio_util.decode_response(api_key, version, memoryview(raw)[4:])
-    codes: list[int] = []
-    _walk(body, codes)
-    return codes
-
-
-def _walk(entity: Any, out: list[int]) -> None:
-    cls: type = type(entity)
-    for name, is_error in _plan(cls):
-        value = getattr(entity, name)
-        if is_error:
-            out.append(int(value))
-        elif value is None:
-            continue
-        elif isinstance(value, tuple):
-            for item in value:
-                _walk(item, out)
-        else:
-            _walk(value, out)
-
-
-@cache
-def _plan(cls: type) -> _Plan:
-    hints = typing.get_type_hints(cls)
-    plan = []
-    for f in fields(cls):
-        hint = hints[f.name]
-        if hint is KioErrorCode:
-            plan.append((f.name, True))
-            continue
-        nested = _nested_entity(hint)
-        if nested is not None and _plan(nested):
-            plan.append((f.name, False))
-    return tuple(plan)
-
-
-def _nested_entity(hint: Any) -> Any:
-    """The entity class inside ``X``, ``tuple[X, ...]`` or ``X | None``, if X is one."""
-    if is_dataclass(hint):
-        return hint
-    for arg in typing.get_args(hint):
-        found = _nested_entity(arg)
-        if found is not None:
-            return found
-    return None
+    return []
 
 
 def fetch_error_codes(version: int, chunks: list[Any]) -> list[int]:
@@ -144,14 +94,7 @@ def _skip_aborted(head: bytes, pos: int, flexible: bool) -> int:
 
 
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
+    return UnsignedVarInt.decode(memoryview(buf), pos)
 
 
 def _length(buf: bytes, pos: int, flexible: bool) -> tuple[int, int]:

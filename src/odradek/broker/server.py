@@ -286,6 +286,10 @@ class Broker:
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.close()
         await asyncio.to_thread(self.zk.close)
+        self.release_data_dir()
+
+    def release_data_dir(self) -> None:
+        """Free the data dir's lock (after the logs are closed): another broker may start on it."""
         self._dir_lock.release()
 
 

@@ -46,6 +46,8 @@ class Parser(argparse.ArgumentParser):
         unknown = self.unknown_options() if message.startswith("the following arguments are required") else []
         if unknown:
             message = f"unrecognized arguments: {' '.join(unknown)}"
+        elif message == "one of the arguments --topic NAME is required":  # add_topic_argument's pair
+            message = "give the topic: NAME or --topic NAME"
         sub = self.prog.partition(" ")[2]
         where = f"{sub}: " if sub else ""
         self.exit(2, f"odradek: error: {where}{message} (see `{self.prog} --help`)\n")
@@ -184,3 +186,18 @@ def show_or_watch(render: Callable[[], str], watch_s: float | None) -> None:
         print(render())
     else:
         watch(render, watch_s)
+
+
+def add_topic_argument(parser: argparse.ArgumentParser, kafka_tool: str = "kafka-topics.sh") -> None:
+    """The one topic a command acts on: NAME, or --topic NAME as Kafka's ``kafka_tool`` spells it."""
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--topic", metavar="NAME", help=f"the same as NAME ({kafka_tool}'s spelling)")
+    which.add_argument("name", nargs="?", metavar="NAME", help="the topic")
+
+
+def topic_of(args: argparse.Namespace) -> str:
+    """The topic of a command given add_topic_argument (argparse took exactly one of the two);
+    both args.name and args.topic hold it afterwards."""
+    name = str(args.name if args.name is not None else args.topic)
+    args.name = args.topic = name
+    return name

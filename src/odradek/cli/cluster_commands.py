@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from odradek.admin.zookeeper import zk_failure_text
 from odradek.cli.args import (
     UserError,
     add_watch_option,
@@ -20,7 +21,7 @@ from odradek.cli.args import (
     zk_connect_arg,
 )
 from odradek.cluster.local_cluster import LocalCluster
-from odradek.common.errors import StartupRefusedError
+from odradek.common.errors import StartupRefusedError, os_error_text
 
 
 def add_commands(sub: Any) -> None:
@@ -127,7 +128,7 @@ def cmd_broker(args: argparse.Namespace) -> None:
         if missing:
             raise UserError(f"broker: missing {', '.join(missing)} (or give them in --config)")
         config = BrokerConfig(**{k: v for k, v in flags.items() if v is not None})
-    run_broker = _import_broker_without_hypothesis()
+    from odradek.broker.server import run_broker
     from odradek.common.netutil import port_free
 
     if not port_free(config.host, config.port):
@@ -141,33 +142,12 @@ def cmd_broker(args: argparse.Namespace) -> None:
     except StartupRefusedError as exc:  # another broker's data dir, a broker id in use: a mistake
         raise UserError(f"broker {config.broker_id}: {exc}") from None
     except OSError as exc:  # the port taken between the check and the bind, a data dir not writable
-        raise UserError(f"broker {config.broker_id}: {exc.strerror or exc}"
-                        + (f": {exc.filename}" if exc.filename else "")) from None
+        raise UserError(f"broker {config.broker_id}: {os_error_text(exc)}") from None
     except Exception as exc:
         if type(exc).__module__.startswith("kazoo"):  # ZooKeeper not reachable at startup
-            why = "no answer in time" if "Timeout" in type(exc).__name__ else (str(exc) or "connection failed")
             raise UserError(f"broker {config.broker_id}: cannot reach ZooKeeper at {config.zookeeper} "
-                            f"({why}); is it running?") from None
+                            f"({zk_failure_text(exc)}); is it running?") from None
         raise
-
-
-def _import_broker_without_hypothesis() -> Any:
-    """The broker's entry point, imported with hypothesis hidden from kio.
-
-    kio's types register hypothesis strategies at import whenever hypothesis is installed (it
-    is, for the fuzz tests), which costs a starting broker seconds (`up` of a test cluster:
-    2.9-3.5 s instead of 0.7-1.2 s). A broker never generates test data.
-    Where hypothesis is already imported (a test process) nothing changes, and it is importable
-    again afterwards."""
-    hide = "hypothesis" not in sys.modules
-    if hide:
-        sys.modules["hypothesis"] = None  # type: ignore[assignment]  # `import hypothesis` fails
-    try:
-        from odradek.broker.server import run_broker
-    finally:
-        if hide:
-            del sys.modules["hypothesis"]
-    return run_broker
 
 
 def cmd_up(args: argparse.Namespace) -> None:

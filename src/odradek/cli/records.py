@@ -15,12 +15,14 @@ from confluent_kafka import KafkaError, KafkaException
 from odradek.admin.admin_client import kafka_error_text, quiet_logger
 from odradek.cli.args import (
     UserError,
+    add_topic_argument,
     keyvalue_arg,
     nonnegative_int,
     offset_start_arg,
     positive_int,
     record_format_arg,
     seconds_arg,
+    topic_of,
 )
 from odradek.cli.bootstrap import add_bootstrap_options, probe_cluster
 from odradek.cli.output import duration, plural
@@ -29,7 +31,7 @@ from odradek.cli.output import duration, plural
 def add_commands(sub: Any) -> None:
     """produce and consume."""
     pr = sub.add_parser("produce", help="send stdin lines as records")
-    pr.add_argument("topic")
+    add_topic_argument(pr, "kafka-console-producer.sh")
     pr.add_argument("--key-separator", metavar="SEP", help="split each line into key SEP value")
     pr.add_argument("--acks", choices=("all", "1", "0"), default="all", help="how many replicas must have "
                     "a record before it counts as sent")
@@ -41,7 +43,7 @@ def add_commands(sub: Any) -> None:
     pr.set_defaults(func=cmd_produce)
 
     co = sub.add_parser("consume", help="print records as lines")
-    co.add_argument("topic")
+    add_topic_argument(co, "kafka-console-consumer.sh")
     co.add_argument("--from-beginning", action="store_true", help="start at the log start, not the end "
                     "(same as --offset beginning)")
     co.add_argument("--partition", type=nonnegative_int, action="append", metavar="P",
@@ -82,6 +84,7 @@ def _check_topic(client: Any, bootstrap: str, topic: str, timeout: float) -> Any
 def cmd_produce(args: argparse.Namespace) -> None:
     from confluent_kafka import Producer
 
+    topic_of(args)
     probe_cluster(args)
     producer = Producer({"bootstrap.servers": args.bootstrap_server, "acks": args.acks, "linger.ms": 5,
                          "message.timeout.ms": int(args.timeout_s * 1000), "logger": quiet_logger(),
@@ -190,6 +193,7 @@ def _delivery_hint(args: argparse.Namespace, number: int, err: Any, msg: Any,
 def cmd_consume(args: argparse.Namespace) -> None:
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 
+    topic_of(args)
     if args.group and (args.partition or args.offset is not None):
         raise UserError("consume: --partition and --offset read without a group; a --group member reads "
                         "from the group's committed offsets (move them with `odradek groups reset-offsets`)")

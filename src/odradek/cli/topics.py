@@ -11,12 +11,14 @@ from typing import Any, Callable
 from odradek.admin.errors import AdminError
 from odradek.cli.args import (
     UserError,
+    add_topic_argument,
     add_watch_option,
     keyvalue_arg,
     nonnegative_int,
     positive_int,
     seconds_arg,
     show_or_watch,
+    topic_of,
 )
 from odradek.cli.bootstrap import add_bootstrap_options, probe_cluster
 from odradek.cli.output import plural
@@ -27,7 +29,7 @@ def add_commands(sub: Any) -> None:
     t = sub.add_parser("topics", help="create, list and describe topics")
     tsub = t.add_subparsers(dest="topics_command", metavar="SUBCOMMAND", required=True)
     tc = tsub.add_parser("create", help="create a topic")
-    _add_topic_argument(tc)
+    add_topic_argument(tc)
     tc.add_argument("--partitions", type=positive_int, metavar="P",
                     help="how many partitions (default: the brokers' num.partitions)")
     tc.add_argument("--replication-factor", type=positive_int, metavar="R",
@@ -63,7 +65,7 @@ def add_commands(sub: Any) -> None:
     td.set_defaults(func=cmd_topics_describe)
     ta = tsub.add_parser("alter", help="change a topic: its partition count (kafka-topics.sh --alter "
                          "--partitions) or its configs (Kafka's kafka-configs.sh --alter)")
-    _add_topic_argument(ta)
+    add_topic_argument(ta)
     _add_topic_config_options(ta)
     _add_topic_partitions_option(ta)
     ta.add_argument("--if-exists", action="store_true", help="succeed, changing nothing, if the topic does "
@@ -89,7 +91,7 @@ def add_commands(sub: Any) -> None:
     te.set_defaults(func=cmd_topics_elect_leaders)
     tr = tsub.add_parser("delete-records", help="delete the records of a partition below an offset "
                          "(DeleteRecords, Kafka's kafka-delete-records.sh)")
-    _add_topic_argument(tr)
+    add_topic_argument(tr)
     tr.add_argument("--partition", type=nonnegative_int, action="append", required=True, metavar="P",
                     help="the partition (repeatable)")
     before = tr.add_mutually_exclusive_group(required=True)
@@ -104,25 +106,11 @@ def add_commands(sub: Any) -> None:
         add_bootstrap_options(parser)
 
 
-def _add_topic_argument(parser: argparse.ArgumentParser) -> None:
-    """The one topic a command acts on: NAME, or --topic NAME as kafka-topics.sh spells it."""
-    which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--topic", metavar="NAME", help="the same as NAME (kafka-topics.sh's spelling)")
-    which.add_argument("name", nargs="?", metavar="NAME", help="the topic")
-
-
-def _topic(args: argparse.Namespace) -> str:
-    """The topic of a command given _add_topic_argument (argparse took exactly one of the two)."""
-    name = args.name if args.name is not None else args.topic
-    args.name = name
-    return str(name)
-
-
 def cmd_topics_create(args: argparse.Namespace) -> None:
     from odradek.admin.admin_client import BROKER_DEFAULT, create_topic
     from odradek.cli.output import Progress
 
-    name = _topic(args)
+    name = topic_of(args)
     partitions = BROKER_DEFAULT if args.partitions is None else args.partitions
     rf = BROKER_DEFAULT if args.replication_factor is None else args.replication_factor
     bar = Progress(max(partitions, 1), f"creating {name}: partitions led")
@@ -313,7 +301,7 @@ PROGRESS_MIN_TOPICS = 10
 def cmd_topics_alter(args: argparse.Namespace) -> None:
     from odradek.admin.topic_command import topic_exists
 
-    name = _topic(args)
+    name = topic_of(args)
     if args.partitions is None and not args.config and not args.delete_config:
         raise UserError("topics alter: nothing to change (give --partitions P, --config KEY=VALUE or "
                         "--delete-config KEY)")
@@ -357,7 +345,7 @@ def cmd_topics_elect_leaders(args: argparse.Namespace) -> None:
 def cmd_topics_delete_records(args: argparse.Namespace) -> None:
     from odradek.admin.delete_records_command import delete_records, format_result
 
-    _topic(args)
+    topic_of(args)
     if args.before < -1:
         raise UserError(f"topics delete-records: --before {args.before}: an offset, or -1 for the high watermark")
     probe_cluster(args)

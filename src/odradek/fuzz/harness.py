@@ -307,6 +307,7 @@ class InProcessBroker:
         for p in self.replica_manager.partitions():
             p.close()
         self.replica_manager.log_manager.close()
+        self.broker.release_data_dir()
         self.loop.close()
 
 

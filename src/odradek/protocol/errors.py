@@ -168,3 +168,13 @@ RETRIABLE: frozenset[ErrorCode] = frozenset({
 def is_retriable(code: int) -> bool:
     """True if a request that failed with `code` may be retried; unknown codes are not retriable."""
     return code in RETRIABLE
+
+
+def error_name(code: int, unknown: str | None = None) -> str:
+    """Kafka's name of a protocol error ``code`` (UNKNOWN_TOPIC_OR_PARTITION for 3): the one
+    registry every tool and metric names errors from. A code that is not one of Kafka's gives
+    ``unknown``, else "error code N" (never a ValueError from a broker's odd answer)."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return unknown if unknown is not None else f"error code {code}"

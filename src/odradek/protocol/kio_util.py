@@ -75,8 +75,9 @@ def _convert(hint_cls: type, name: str, value: Any) -> Any:
     return value
 
 
-def build(cls: type, data: dict[str, Any]) -> Any:
-    """Build entity `cls` from nested dicts, keeping only the fields this version has."""
+def build(cls: type, data: dict[str, Any], codes: list[int] | None = None) -> Any:
+    """Build entity `cls` from nested dicts, keeping only the fields this version has; every
+    error code it sets is appended to ``codes`` when given."""
     kwargs: dict[str, Any] = {}
     for name, nested, has_default in _field_plan(cls):
         if name not in data:
@@ -86,13 +87,23 @@ def build(cls: type, data: dict[str, Any]) -> Any:
         value = data[name]
         if nested is not None and value is not None:
             if isinstance(value, (list, tuple)):
-                value = tuple(build(nested, v) if isinstance(v, dict) else v for v in value)
+                value = tuple(build(nested, v, codes) if isinstance(v, dict) else v for v in value)
             elif isinstance(value, dict):
-                value = build(nested, value)
+                value = build(nested, value, codes)
         else:
             value = _convert(cls, name, value)
+            if codes is not None and type(value) is ErrorCode:
+                codes.append(value.value)
         kwargs[name] = value
     return cls(**kwargs)
+
+
+class EncodedResponse(bytes):
+    """A response as encoded for the client, with the error codes it carries (Kafka's
+    AbstractResponse.errorCounts: the top-level one and every topic's and partition's), so the
+    broker's request error counts need not read the response back."""
+
+    error_codes: list[int]
 
 
 def decode_request(frame: memoryview | bytes) -> tuple[Any, Any]:
@@ -113,10 +124,14 @@ def decode_request(frame: memoryview | bytes) -> tuple[Any, Any]:
     return header, body
 
 
-def encode_response(api_key: int, version: int, correlation_id: int, body: dict[str, Any]) -> bytes:
+def encode_response(api_key: int, version: int, correlation_id: int, body: dict[str, Any]) -> EncodedResponse:
     """Encode a response (with its 4-byte size prefix) from nested dicts."""
     cls = response_class(api_key, version)
-    return encode_entity(cls.__header_schema__, {"correlation_id": correlation_id}, build(cls, body))
+    codes: list[int] = []
+    encoded = EncodedResponse(encode_entity(cls.__header_schema__, {"correlation_id": correlation_id},
+                                            build(cls, body, codes)))
+    encoded.error_codes = codes
+    return encoded
 
 
 def encode_entity(header_cls: type, header: dict[str, Any], entity: Any) -> bytes:

@@ -2,8 +2,9 @@
 
 Nothing here does I/O, so the rules the page highlights (which broker is dead, which partition
 is offline or under-replicated, how far a reassignment or a deletion got) are tested from znode
-bytes and scrape text alone. The rules are the ones the operator tools already use, so the
-dashboard and `odradek status` / `odradek topics describe --under-replicated` never disagree:
+bytes and scrape text alone. The rules are the ones `odradek status` uses (admin/cluster_health.py),
+but for the probe of each broker's Kafka port, which only the dashboard makes (it polls anyway;
+status answers from ZooKeeper and the recorded pids in one look):
 
 - a broker is live while /brokers/ids/N exists (its ZooKeeper session holds the ephemeral node)
   and nothing says its process is gone: it is dead when cluster.json expects it or a partition

@@ -186,8 +186,8 @@ class ZkReader:
 
     def read(self, timeout: float) -> model.ZkView:
         """One poll's view. Every request waits at most what is left of ``timeout`` for the
-        whole read (kazoo's synchronous calls wait for ever while it reconnects, which held the
-        dashboard on its last view through a whole ZooKeeper outage); nothing is asked while
+        whole read (kazoo's synchronous calls wait for ever while it reconnects, and the page
+        would show its last view as current through a whole ZooKeeper outage); nothing is asked while
         the client is not connected (ZooKeeperSilent), so no request piles up in kazoo's queue
         to be sent when ZooKeeper returns."""
         zk = self._zk
@@ -577,14 +577,18 @@ class Poller:
                              self._guarded("deletions", deletions()))
 
     async def _scrape(self) -> None:
+        """Each broker's charted series: only those are asked for (``name[]``, as
+        prometheus_client's handler takes it), not the whole scrape, which holds four series
+        per replica a broker hosts (tens of thousands of lines to parse on this loop)."""
         urls = self._metrics_urls()
         if not urls:
             return
+        only = [("name[]", family) for _, family, _ in model.CHARTED]
 
         async def one(broker: int, url: str) -> str | None:
             assert self._http is not None  # start() made it before starting this loop
             try:
-                async with self._http.get(url, timeout=self._http_timeout()) as response:
+                async with self._http.get(url, params=only, timeout=self._http_timeout()) as response:
                     response.raise_for_status()
                     text = await response.text()
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
