@@ -64,6 +64,8 @@ class FakeZk:
         self.deletions: set[str] = set()
         #: /admin/reassign_partitions: None while it does not exist
         self.reassignments: dict[TopicPartition, tuple[int, ...]] | None = None
+        #: whether leader_isr_write loses KIP-253's maps, as today's broker ISR write does
+        self.leaders_drop_orderings = False
 
     # -- test setup -------------------------------------------------------------------------
     def register_broker(self, broker_id: int, epoch: int | None = None) -> BrokerInfo:
@@ -226,10 +228,26 @@ class FakeZk:
                 a.partitions, a.initial_partition_count or len(a.partitions))
         return {t: self.topics[t] for t in topics}
 
+    def set_undeleted_partition_counts(self, counts: Mapping[str, int]
+                                       ) -> dict[str, TopicAssignment]:
+        self.calls.append(("set_undeleted_partition_counts", dict(counts)))
+        if self.fenced:
+            raise ControllerMovedError("fenced")
+        out: dict[str, TopicAssignment] = {}
+        for topic, count in counts.items():
+            if topic in self.topics:
+                self.topics[topic] = out[topic] = dataclasses.replace(
+                    self.topics[topic], undeleted_partition_count=count)
+        return out
+
     def leader_isr_write(self, tp: TopicPartition, isr: tuple[int, ...]) -> None:
-        """What a partition leader does when it shrinks or expands its ISR."""
+        """What a partition leader does when it shrinks or expands its ISR. With
+        ``leaders_drop_orderings`` it writes the state without KIP-253's maps, as today's
+        broker does (replica_manager's ISR write does not know them); else it keeps them."""
         stored = self.states[tp]
-        self.states[tp] = stored._replace(isr=isr, zk_version=stored.zk_version + 1)
+        self.states[tp] = stored._replace(
+            isr=isr, zk_version=stored.zk_version + 1,
+            ordering=None if self.leaders_drop_orderings else stored.ordering)
 
 
 class FakeChannel:

@@ -21,7 +21,7 @@ from controller_fakes import FakeChannel, FakeZk
 
 from odradek.common.metadata import LeaderAndIsr, PartitionState, TopicPartition
 from odradek.controller.controller import Controller
-from odradek.controller.controller_context import UNCLEAN_LEADER_ELECTION
+from odradek.controller.controller_context import ENABLE_ORDERED_DELIVERY, UNCLEAN_LEADER_ELECTION
 from odradek.controller.events import (
     AlterPartitionReassignments,
     BrokerChange,
@@ -38,12 +38,22 @@ from odradek.controller.events import (
 )
 from odradek.controller.seams import ControllerMovedError
 from odradek.controller.state_change_log import StateChangeLog
-from odradek.protocol.controller_api import ControllerResponse, LeaderAndIsrRequest, StopReplicaRequest
+from odradek.protocol.controller_api import (
+    ControllerResponse,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
 
 BROKERS = (1, 2, 3, 4)
 TOPICS = {"a": (6, 3), "b": (4, 2), "c": (3, 1), "d": (3, 2)}  # name: (partitions, RF)
 UNCLEAN_TOPICS = {"d"}  # unclean.leader.election.enable=true
 UNCLEAN_ASKED = "unclean leader election asked for"
+#: KIP-253: the ordered topic of a World(ordered=True): (partitions, RF); it grows to at most
+#: ORDERED_MAX partitions
+ORDERED_TOPIC = "o"
+ORDERED = (3, 2)
+ORDERED_MAX = 12
 
 
 class FencedZk:
@@ -53,12 +63,17 @@ class FencedZk:
     _WRITES = ("create_partition_states", "update_leader_and_isr", "start_update_leader_and_isr",
                "delete_preferred_replica_election", "pop_isr_change_notifications",
                "delete_topic_deletions", "delete_topics", "backfill_topic_znodes",
-               "set_partition_reassignments", "set_replica_assignments")
+               "set_partition_reassignments", "set_replica_assignments",
+               "set_undeleted_partition_counts")
 
-    def __init__(self, zk: FakeZk, epoch: int, current_epoch: Callable[[], int]) -> None:
+    def __init__(self, zk: FakeZk, epoch: int, current_epoch: Callable[[], int],
+                 before_write: Callable[[int], None] = lambda epoch: None) -> None:
+        """``before_write(epoch)`` runs before each write: the world may depose the
+        controller right there (a newer one is elected while it works)."""
         self._zk = zk
         self._epoch = epoch
         self._current_epoch = current_epoch
+        self._before_write = before_write
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._zk, name)
@@ -66,6 +81,7 @@ class FencedZk:
             return attr
 
         def fenced(*args: Any, **kwargs: Any) -> Any:
+            self._before_write(self._epoch)
             if self._epoch != self._current_epoch():
                 raise ControllerMovedError(f"epoch {self._epoch} is not the current one")
             return attr(*args, **kwargs)
@@ -83,6 +99,8 @@ class SimBroker:
         self.roles: dict[TopicPartition, PartitionState] = {}
         #: partitions whose replica this incarnation deleted (StopReplica with delete)
         self.deleted: set[TopicPartition] = set()
+        #: KIP-253: the undeleted_partition_count per ordered topic, as requests told it
+        self.counts: dict[str, int] = {}
 
     def deliver(self, request: Any) -> bool:
         """Apply a request as replica_manager does; False if it was fenced off."""
@@ -93,6 +111,8 @@ class SimBroker:
             for tp in request.partitions:
                 self.roles.pop(tp, None)
                 self.deleted.add(tp)
+        if isinstance(request, (LeaderAndIsrRequest, UpdateMetadataRequest)):
+            self.counts.update(request.undeleted_partition_counts)
         if isinstance(request, LeaderAndIsrRequest):
             for state in request.partition_states:
                 current = self.roles.get(state.tp)
@@ -110,7 +130,9 @@ class World:
     still act in a "deposed" step."""
 
     def __init__(self, seed: int, brokers: tuple[int, ...] = BROKERS,
-                 topics: dict[str, tuple[int, int]] = TOPICS) -> None:
+                 topics: dict[str, tuple[int, int]] = TOPICS, ordered: bool = False) -> None:
+        """``ordered``: also an ordered topic (KIP-253), and steps that grow it and mark its
+        partitions for deletion with the controller deposed before one of its writes."""
         self.rng = random.Random(seed)
         self.zk = FakeZk()
         self.brokers = brokers
@@ -123,8 +145,23 @@ class World:
                                                   for i in range(rf)) for p in range(count)},
                                  {UNCLEAN_LEADER_ELECTION: "true"} if topic in UNCLEAN_TOPICS
                                  else None)
+        self.ordered = ordered
+        if ordered:
+            count, rf = ORDERED
+            self.zk.create_topic(ORDERED_TOPIC, {p: tuple(brokers[(p + i) % len(brokers)]
+                                                          for i in range(rf))
+                                                 for p in range(count)},
+                                 {ENABLE_ORDERED_DELIVERY: "true"})
         self.assignment = {TopicPartition(t, p): replicas for t, a in self.zk.topics.items()
                            for p, replicas in a.partitions.items()}
+        #: KIP-253 bookkeeping: the step in which each state znode appeared, the step in which
+        #: each partition was marked for deletion, and the writes before which the active
+        #: controller is deposed (None: never)
+        self.step_number = 0
+        self.born: dict[TopicPartition, int] = {}
+        self.marked_at: dict[TopicPartition, int] = {}
+        self.depose_before: int | None = None
+        self.deposed_mid_event = 0
         self.epoch = 0
         self.controllers: list[tuple[Controller, FakeChannel, int]] = []  # newest last
         #: events each controller put on its own queue (StopReplica answers), by index
@@ -148,11 +185,37 @@ class World:
         broker_id = self.rng.choice(sorted(self.live))
         channel = FakeChannel()
         queue: list[ControllerEvent] = []
-        controller = Controller(broker_id, FencedZk(self.zk, self.epoch, lambda: self.epoch),
+        controller = Controller(broker_id, FencedZk(self.zk, self.epoch, lambda: self.epoch,
+                                                    self._before_write),
                                 channel, StateChangeLog(io.StringIO()), enqueue=queue.append)
         self.controllers.append((controller, channel, self.epoch))
         self.queued.append(queue)
         self.process(Startup(epoch=self.epoch, epoch_zk_version=self.epoch))
+
+    def _before_write(self, epoch: int) -> None:
+        """Deposes the active controller before its next ``depose_before``-th write: the
+        epoch moves on (a newer controller won), so the write and every later one fail."""
+        if self.depose_before is None or epoch != self.epoch:
+            return
+        if self.depose_before == 0:
+            self.depose_before = None
+            self.epoch += 1
+            self.deposed_mid_event += 1
+        else:
+            self.depose_before -= 1
+
+    def process_deposed_at(self, event: ControllerEvent, writes: int | None) -> bool:
+        """``event`` with the active controller deposed before its ``writes``-th ZooKeeper
+        write (None: not at all); a deposed controller's successor is then elected and must
+        finish the work from what ZooKeeper holds. Returns whether it was deposed."""
+        self.depose_before = writes
+        epoch = self.epoch
+        self.process(event)
+        self.depose_before = None
+        if self.epoch != epoch:
+            self.elect()
+            return True
+        return False
 
     @property
     def active(self) -> Controller:
@@ -213,12 +276,74 @@ class World:
         """One random move that the current state allows; returns what it did."""
         kind, what = self._step()
         self.done[kind] += 1
+        self.note_births()
         # reassignments change assignments: the topic znodes are the truth (RS = ORS + TRS
         # while one is in progress)
         for topic, stored in self.zk.topics.items():
             for partition, replicas in stored.partitions.items():
                 self.assignment[TopicPartition(topic, partition)] = replicas
         return what
+
+    def note_births(self) -> None:
+        self.step_number += 1
+        for tp in self.zk.states:
+            self.born.setdefault(tp, self.step_number)
+        for tp in [tp for tp in self.born if tp not in self.zk.states]:
+            del self.born[tp]  # its topic was deleted
+
+    # -- KIP-253 steps on the ordered topic ---------------------------------------------------
+    def ordered_expand(self, added: int, depose_before: int | None) -> str:
+        """CreatePartitions on the ordered topic (it keeps undeleted_partition_count as it
+        was), then the controller's event, maybe deposed before one of its writes."""
+        old = self.zk.topics[ORDERED_TOPIC]
+        count = len(old.partitions)
+        rf = len(old.partitions[0])
+        new = {p: tuple(self.rng.sample(BROKERS, rf)) for p in range(count, count + added)}
+        self.zk.topics[ORDERED_TOPIC] = dataclasses.replace(
+            old, partitions={**old.partitions, **new})
+        self.assignment.update({TopicPartition(ORDERED_TOPIC, p): r for p, r in new.items()})
+        deposed = self.process_deposed_at(PartitionModifications(ORDERED_TOPIC), depose_before)
+        return (f"create ordered partitions {sorted(new)} of {ORDERED_TOPIC}"
+                + (f" (controller deposed before write {depose_before})" if deposed else ""))
+
+    def ordered_mark(self, count: int, depose_before: int | None) -> str:
+        """An admin lowers undeleted_partition_count (the CLI's write), then the controller's
+        event, maybe deposed before one of its writes."""
+        old = self.zk.topics[ORDERED_TOPIC]
+        self.zk.topics[ORDERED_TOPIC] = dataclasses.replace(old, undeleted_partition_count=count)
+        for p in old.partitions:
+            if p >= count:
+                self.marked_at.setdefault(TopicPartition(ORDERED_TOPIC, p), self.step_number + 1)
+        deposed = self.process_deposed_at(PartitionModifications(ORDERED_TOPIC), depose_before)
+        return (f"mark partitions of {ORDERED_TOPIC} from {count} for deletion"
+                + (f" (controller deposed before write {depose_before})" if deposed else ""))
+
+    def _ordered_step(self) -> tuple[str, str]:
+        rng = self.rng
+        stored = self.zk.topics[ORDERED_TOPIC]
+        total = len(stored.partitions)
+        initial = stored.initial_partition_count or total
+        undeleted = stored.undeleted_partition_count
+        marking = undeleted is not None and undeleted < total
+        depose = rng.randint(0, 4) if rng.random() < 0.6 else None
+        if rng.random() < 0.5 and not marking and total < ORDERED_MAX:
+            # (the CLI refuses an expansion while a deletion drains)
+            return "ordered_expand", self.ordered_expand(rng.randint(1, 3), depose)
+        current = undeleted if undeleted is not None else total
+        if current > initial:
+            return "ordered_mark", self.ordered_mark(rng.randint(initial, current - 1), depose)
+        if initial > 1 and rng.random() < 0.2:
+            # a count below initial_partition_count is refused and changes nothing
+            before = {tp: lai for tp, lai in self.zk.states.items() if tp.topic == ORDERED_TOPIC}
+            self.zk.topics[ORDERED_TOPIC] = dataclasses.replace(
+                stored, undeleted_partition_count=initial - 1)
+            self.process(PartitionModifications(ORDERED_TOPIC))
+            after = {tp: lai for tp, lai in self.zk.states.items() if tp.topic == ORDERED_TOPIC}
+            assert after == before, "a count below initial_partition_count was applied"
+            self.zk.topics[ORDERED_TOPIC] = stored  # the admin puts it back
+            self.process(PartitionModifications(ORDERED_TOPIC))
+            return "ordered_refused", "undeleted_partition_count below the initial one refused"
+        return "nothing", "nothing"
 
     def _step(self) -> tuple[str, str]:
         rng = self.rng
@@ -227,7 +352,9 @@ class World:
         choice = rng.choice(["kill", "kill", "restart", "restart", "shrink", "expand",
                              "controlled_shutdown", "resign", "preferred", "unclean", "deposed",
                              "race", "create", "bounce", "delete", "add_partitions",
-                             "reassign", "reassign"])
+                             "reassign", "reassign"] + (["ordered"] * 4 if self.ordered else []))
+        if choice == "ordered":
+            return self._ordered_step()
         if choice == "kill" and len(self.live) > 1:
             victim = rng.choice(sorted(self.live))
             self.kill(victim)
@@ -346,8 +473,11 @@ class World:
         """An admin moves a partition to random live brokers (sometimes another replication
         factor), through the API or /admin/reassign_partitions, or cancels a move."""
         rng = self.rng
+        # (a partition marked for deletion before it was created never gets a leader, so a
+        # move of it could not complete until its removal, which is not built yet)
         candidates = [tp for tp in sorted(self.assignment)
-                      if tp.topic in self.zk.topics and tp.topic not in self.zk.deletions]
+                      if tp.topic in self.zk.topics and tp.topic not in self.zk.deletions
+                      and not self.marked_uncreated(tp)]
         if not candidates:
             return "nothing", "nothing"
         tp = rng.choice(candidates)
@@ -395,6 +525,77 @@ class World:
             broker.deleted = {tp for tp in broker.deleted if tp.topic != topic}
 
     # -- the properties ----------------------------------------------------------------------
+    def marked_uncreated(self, tp: TopicPartition) -> bool:
+        """A partition of the ordered topic marked for deletion before it was ever created:
+        KIP-253 never creates it (nothing can have been written to it)."""
+        stored = self.zk.topics.get(tp.topic)
+        return (self.ordered and tp.topic == ORDERED_TOPIC and stored is not None
+                and stored.undeleted_partition_count is not None
+                and tp.partition >= stored.undeleted_partition_count and tp not in self.zk.states)
+
+    def check_ordered(self, action: str) -> None:
+        """KIP-253's invariants on the ordered topic:
+        - undeleted_partition_count is never below initial_partition_count, and the
+          controller never writes one that is;
+        - a partition at or past initial_partition_count with a state znode has
+          leader_epoch_after_creation naming every partition whose state znode appeared in an
+          earlier step, each with an epoch strictly lower than that partition's current one;
+        - a partition marked for deletion has leader_epoch_before_deletion naming every
+          undeleted partition whose state znode appeared before the marking, likewise;
+        - live brokers hosting the topic were told the topic's count."""
+        stored = self.zk.topics.get(ORDERED_TOPIC)
+        if stored is None:
+            return
+        where = f"after '{action}'"
+        initial = stored.initial_partition_count
+        assert initial is not None, f"no initial_partition_count {where}"
+        undeleted = stored.undeleted_partition_count
+        assert undeleted is None or undeleted >= initial, f"count {undeleted} < {initial} {where}"
+        for written in self.zk.calls_named("set_undeleted_partition_counts"):
+            for topic, count in written.items():  # type: ignore[attr-defined]
+                assert count >= (self.zk.topics[topic].initial_partition_count or 0), \
+                    f"the controller wrote count {count} for {topic} {where}"
+        states = {tp.partition: lai for tp, lai in self.zk.states.items()
+                  if tp.topic == ORDERED_TOPIC}
+
+        def check_map(p: int, name: str, recorded: tuple[tuple[int, int], ...],
+                      must_name: set[int]) -> None:
+            named = dict(recorded)
+            assert must_name <= set(named), \
+                f"{ORDERED_TOPIC}-{p} {name} {named} misses {sorted(must_name - set(named))} {where}"
+            for q, epoch in named.items():
+                if q in states:
+                    assert epoch < states[q].leader_epoch, \
+                        f"{ORDERED_TOPIC}-{p} {name} names {q} at epoch {epoch}, not below " \
+                        f"its current {states[q].leader_epoch} {where}"
+
+        count = undeleted if undeleted is not None else len(stored.partitions)
+        for p, lai in sorted(states.items()):
+            tp = TopicPartition(ORDERED_TOPIC, p)
+            born = self.born.get(tp, self.step_number + 1)
+            if p >= initial:
+                assert lai.ordering is not None and lai.ordering.after_creation, \
+                    f"{tp} created without leader_epoch_after_creation {where}: {lai}"
+                check_map(p, "leader_epoch_after_creation", lai.ordering.after_creation,
+                          {q for q in states if q < p
+                           and self.born.get(TopicPartition(ORDERED_TOPIC, q), born) < born})
+            if p >= count:
+                marked = self.marked_at.get(tp, self.step_number + 1)
+                must_name = {q for q in states if q < count
+                             and self.born.get(TopicPartition(ORDERED_TOPIC, q), marked) < marked}
+                if must_name:  # (no undeleted partition had a state: nothing to record yet)
+                    assert lai.ordering is not None and lai.ordering.before_deletion, \
+                        f"{tp} marked without leader_epoch_before_deletion {where}: {lai}"
+                check_map(p, "leader_epoch_before_deletion",
+                          lai.ordering.before_deletion if lai.ordering else (), must_name)
+        hosted = {r for tp, replicas in self.assignment.items() if tp.topic == ORDERED_TOPIC
+                  for r in replicas}
+        for broker in self.live.values():
+            if broker.id in hosted and any(tp.topic == ORDERED_TOPIC for tp in broker.roles):
+                assert broker.counts.get(ORDERED_TOPIC) == count, \
+                    f"broker {broker.id} was told count {broker.counts.get(ORDERED_TOPIC)}, " \
+                    f"ZooKeeper has {count} {where}"
+
     def check_deletions(self, action: str) -> None:
         """A topic is gone from ZooKeeper only once every replica was deleted by a live
         broker (a dead one's copy waits for it), and then no live broker hosts it."""
@@ -412,6 +613,8 @@ class World:
 
     def check(self, before: dict[TopicPartition, LeaderAndIsr], action: str) -> None:
         self.check_deletions(action)
+        if self.ordered:
+            self.check_ordered(action)
         written, self.leader_written = self.leader_written, {}
         live = set(self.live)
         deleting = self.zk.deletions
@@ -447,7 +650,7 @@ class World:
             assert cached == lai, f"controller caches {cached}: {where}"
         if action.startswith(("kill", "restart", "controller", "controlled", "create")):
             for tp, replicas in sorted(self.assignment.items()):
-                if tp.topic in deleting:
+                if tp.topic in deleting or self.marked_uncreated(tp):
                     continue
                 assert tp in self.zk.states or not live & set(replicas), \
                     f"{tp} (replicas {replicas}) has live replicas but no state after '{action}'"

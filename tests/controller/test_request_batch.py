@@ -92,3 +92,40 @@ def test_update_metadata_uses_latest_leadership_at_send_time() -> None:
     [(_, request)] = rig.channel.update_metadata()
     assert request.partition_states[0].leader == 2
     assert [b.id for b in request.live_brokers] == [1, 2, 3]
+
+
+def test_a_receiver_told_an_older_state_earlier_in_the_event_gets_the_latest() -> None:
+    """An epoch bump told to both replicas, then an ISR shrink told to the leader only (the
+    other broker handled as dead), then the same leadership re-sent to both (that broker
+    back, as a bounce does in one event): the returning broker must get the shrink's state,
+    not keep the bump's."""
+    rig = Rig()
+    t0 = tp("t", 0)
+    bumped = LeaderAndIsr(1, 4, (1, 2), 5, 3)
+    shrunk = LeaderAndIsr(1, 5, (1,), 5, 4)
+    rig.add_partition(t0, (1, 2), shrunk)
+    rig.batch.add_leader_and_isr([1, 2], t0, bumped, (1, 2), is_new=False)
+    rig.batch.add_leader_and_isr([1], t0, shrunk, (1, 2), is_new=False)
+    rig.batch.add_leader_and_isr([1, 2], t0, shrunk, (1, 2), is_new=False)
+    rig.send()
+    told = {b: r.partition_states[0] for b, r in rig.channel.leader_and_isr()}
+    assert {b: (s.leader_epoch, s.zk_version) for b, s in told.items()} == {1: (5, 4), 2: (5, 4)}
+
+
+def test_counts_of_ordered_topics_only_are_sent() -> None:
+    """KIP-253: LeaderAndIsr and UpdateMetadata name the undeleted_partition_count of the
+    ordered topics among their partitions, and nothing for the others."""
+    rig = Rig()
+    rig.ctx.put_topic_config("o", {"enable.ordered.delivery": "true"})
+    rig.ctx.put_topic_config("plain", {})
+    for topic in ("o", "plain"):
+        rig.add_partition(tp(topic, 0), (1, 2), LAI)
+        rig.add_partition(tp(topic, 1), (1, 2), LAI)
+    rig.ctx.set_applied_partition_count("o", 2, 2)
+    rig.batch.add_leader_and_isr([1, 2], tp("o", 0), LAI, (1, 2), is_new=False)
+    rig.batch.add_leader_and_isr([3], tp("plain", 0), LAI, (1, 2), is_new=False)
+    rig.send()
+    lai = {b: r.undeleted_partition_counts for b, r in rig.channel.leader_and_isr()}
+    assert lai == {1: (("o", 2),), 2: (("o", 2),), 3: ()}
+    um = {b: r.undeleted_partition_counts for b, r in rig.channel.update_metadata()}
+    assert um == {1: (("o", 2),), 2: (("o", 2),), 3: (("o", 2),)}

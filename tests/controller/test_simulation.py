@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from typing import Callable
 
 from controller_simulation import World
 
@@ -59,3 +60,73 @@ def test_random_schedules_keep_failover_safe() -> None:
                          "preferred", "unclean", "deposed", "race", "create", "bounce",
                          "delete", "add_partitions", "reassign"}, done
     assert fenced > 0, "no request of a deposed controller ever reached a broker"
+
+
+#: seeds of the schedules with an ordered topic (KIP-253)
+ORDERED_SEEDS = int(os.environ.get("ODRADEK_SIM_ORDERED_SEEDS", "60"))
+
+
+def _run(world: World, seed: int, steps: int) -> None:
+    world.elect()
+    world.note_births()
+    world.check({}, "controller failover")
+    for number in range(steps):
+        before = dict(world.zk.states)
+        try:
+            world.check(before, world.step())
+        except AssertionError as exc:
+            raise AssertionError(f"ordered seed {seed}, step {number}: {exc}") from None
+
+
+def test_random_schedules_with_an_ordered_topic_keep_its_maps_and_epochs() -> None:
+    """KIP-253's invariants (World.check_ordered) hold through random schedules in which the
+    ordered topic grows and has partitions marked for deletion, with the controller often
+    deposed before one of the event's ZooKeeper writes and a new one finishing the work."""
+    done: Counter[str] = Counter()
+    deposed = 0
+    for seed in range(ORDERED_SEEDS):
+        world = World(seed, ordered=True)
+        _run(world, seed, STEPS)
+        try:
+            world.heal()
+        except AssertionError as exc:
+            raise AssertionError(f"ordered seed {seed}, healing: {exc}") from None
+        done += world.done
+        deposed += world.deposed_mid_event
+    assert set(done) >= {"ordered_expand", "ordered_mark", "ordered_refused"}, done
+    assert deposed > 0, "no controller was ever deposed in the middle of an ordered step"
+
+
+def _deposed_before_each_write(step: Callable[[World, int], str]) -> int:
+    """Runs ``step`` on fresh worlds with the controller deposed before its first, second,
+    ... write until one runs to the end undisturbed; every outcome must pass the checks."""
+    for writes in range(50):
+        world = World(7, ordered=True)
+        world.elect()
+        world.note_births()
+        before = dict(world.zk.states)
+        action = step(world, writes)
+        world.note_births()
+        world.check(before, action)
+        if "deposed" not in action:
+            assert writes > 0, "the step made no ZooKeeper write"
+            return writes
+    raise AssertionError("still deposed after 50 writes")
+
+
+def test_ordered_expansion_is_finished_by_the_next_controller_whatever_write_it_stopped_at(
+) -> None:
+    def expand(world: World, writes: int) -> str:
+        return world.ordered_expand(3, writes)
+
+    assert _deposed_before_each_write(expand) >= 3  # the count, the bumps, the creations
+
+
+def test_deletion_marking_is_finished_by_the_next_controller_whatever_write_it_stopped_at(
+) -> None:
+    def grow_then_mark(world: World, writes: int) -> str:
+        world.ordered_expand(3, None)
+        world.note_births()
+        return world.ordered_mark(4, writes)
+
+    assert _deposed_before_each_write(grow_then_mark) >= 1

@@ -347,3 +347,44 @@ def test_retriable():
     assert not ErrorCode.OFFSET_OUT_OF_RANGE.retriable
     assert not is_retriable(12345)
     assert all(isinstance(code, ErrorCode) for code in RETRIABLE)
+
+
+# --- KIP-253: the topic's undeleted partition count -----------------------------------------
+
+def _counted_states():
+    return (PartitionState(TP_A0, 2, 1, 4, (1, 2), 3, (1, 2)),
+            PartitionState(TP_B0, 2, 2, 1, (2,), 0, (2,), True))
+
+
+def test_partition_counts_round_trip_in_leader_and_isr_and_update_metadata():
+    brokers = (BrokerInfo(1, "h1", 9092), BrokerInfo(2, "h2", 9093))
+    for req in (LeaderAndIsrRequest(1, 2, 3, _counted_states(), brokers, (("a", 6),)),
+                UpdateMetadataRequest(1, 2, 3, tuple(s._replace(is_new=False)
+                                                     for s in _counted_states()),
+                                      brokers, (("a", 6), ("b", 4)))):
+        _, decoded = request_round_trip(req)
+        assert decoded.undeleted_partition_counts == req.undeleted_partition_counts
+        assert decoded.partition_states == req.partition_states
+
+
+def test_a_request_without_counts_is_kafkas_byte_for_byte():
+    """Topics without ordered delivery get no trailer: the encoding is unchanged."""
+    brokers = (BrokerInfo(1, "h1", 9092),)
+    plain = LeaderAndIsrRequest(1, 2, 3, _counted_states(), brokers)
+    counted = LeaderAndIsrRequest(1, 2, 3, _counted_states(), brokers, (("a", 6),))
+    plain_bytes, counted_bytes = encode_request(plain, 7, "c"), encode_request(counted, 7, "c")
+    trailer = schema.encode(controller_api._PARTITION_COUNTS, [("a", 6)])
+    assert counted_bytes[4:] == plain_bytes[4:] + trailer
+    _, decoded = request_round_trip(plain)
+    assert decoded.undeleted_partition_counts == ()
+
+
+def test_a_malformed_count_trailer_is_refused():
+    frame = one_frame(encode_request(
+        UpdateMetadataRequest(0, 1, 2, (), (BrokerInfo(1, "h", 9092),), (("a", 6),)), 1, None))
+    _, _, _, _, end = parse_request_header(frame)
+    body = bytes(frame[end:])
+    with pytest.raises(SchemaError):
+        decode_request(API_UPDATE_METADATA, VERSIONS[API_UPDATE_METADATA], body[:-2])
+    with pytest.raises(SchemaError):
+        decode_request(API_UPDATE_METADATA, VERSIONS[API_UPDATE_METADATA], body + b"\0")

@@ -368,3 +368,41 @@ def test_entity_configs_and_change_notifications_are_read_in_batches(make_client
     assert list(notifications) == children and len(children) == 11
     assert [azk.decode_notification(d) for d in notifications.values()] == \
         [(azk.TOPICS, f"c{i}") for i in range(10)] + [(azk.BROKERS, "1")]
+
+
+def test_kip253_count_and_maps_round_trip_through_zookeeper(make_client) -> None:
+    """The controller's count write is fenced and keeps the rest of the topic znode; state
+    znodes keep KIP-253's maps through creation, conditional updates and both read paths
+    (kazoo and multi-read, which the decode memo sits behind)."""
+    from odradek.common.metadata import PartitionOrdering
+
+    zk = _controller(make_client)
+    zk.create_topic(TopicAssignment("o", paths.new_topic_id(), {p: (1,) for p in range(10)}, 8),
+                    {})
+    stored = zk.set_undeleted_partition_counts({"o": 10, "missing": 3})
+    assert list(stored) == ["o"] and stored["o"].undeleted_partition_count == 10
+    assert stored["o"].initial_partition_count == 8 and len(stored["o"].partitions) == 10
+    assert zk.get_topic_assignments(["o"])["o"] == stored["o"]
+
+    ordering = PartitionOrdering(((0, 3), (1, 4)))
+    states = {TopicPartition("o", p): LeaderAndIsr(1, 0, (1,), 1, 0,
+                                                   ordering if p >= 8 else None)
+              for p in range(10)}
+    created = zk.create_partition_states(states)
+    assert all(not isinstance(r, Exception) for r in created.values())
+    read = zk.get_partition_states(states)  # ten znodes: the multi-read path
+    assert read == states
+    assert zk.get_partition_state(TopicPartition("o", 9)) == states[TopicPartition("o", 9)]
+    marked = read[TopicPartition("o", 9)]._replace(
+        ordering=PartitionOrdering(ordering.after_creation, ((0, 3),)))
+    updated = zk.update_leader_and_isr({TopicPartition("o", 9): marked})
+    assert updated[TopicPartition("o", 9)] == marked._replace(zk_version=1)
+    assert zk.get_partition_states([TopicPartition("o", 9)]) == {
+        TopicPartition("o", 9): marked._replace(zk_version=1)}
+
+    other = make_client()
+    other.kazoo.delete("/controller")
+    assert other.try_become_controller(2) is not None
+    with pytest.raises(ControllerMovedError):
+        zk.set_undeleted_partition_counts({"o": 9})
+    assert other.get_topic_assignments(["o"])["o"].undeleted_partition_count == 10

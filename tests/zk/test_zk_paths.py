@@ -84,3 +84,26 @@ def test_producer_id_block_uses_kafka_string_bounds() -> None:
     assert json.loads(data)["block_start"] == "1000"
     assert paths.decode_producer_id_block(data) == block
     assert paths.decode_producer_id_block(b"") is None
+
+
+def test_kip253_fields_round_trip_and_are_absent_for_plain_topics() -> None:
+    from odradek.common.metadata import PartitionOrdering
+
+    plain = TopicAssignment("t", paths.new_topic_id(), {0: (1,), 1: (2,)}, 2)
+    assert "undeleted_partition_count" not in json.loads(paths.encode_topic_assignment(plain))
+    counted = TopicAssignment("t", plain.topic_id, {0: (1,), 1: (2,), 2: (1,)}, 2,
+                              undeleted_partition_count=2)
+    assert paths.decode_topic_assignment("t", paths.encode_topic_assignment(counted)) == counted
+    assert paths.decode_topic_assignment("t", paths.encode_topic_assignment(plain)) == plain
+
+    state = LeaderAndIsr(1, 3, (1, 2), 4, 7)
+    assert set(json.loads(paths.encode_leader_and_isr(state))) == {
+        "version", "leader", "leader_epoch", "isr", "controller_epoch"}
+    ordered = state._replace(ordering=PartitionOrdering(((0, 2), (1, 5)), ((0, 9),)))
+    obj = json.loads(paths.encode_leader_and_isr(ordered))
+    assert obj["leader_epoch_after_creation"] == {"0": 2, "1": 5}
+    assert obj["leader_epoch_before_deletion"] == {"0": 9}
+    assert paths.decode_leader_and_isr(paths.encode_leader_and_isr(ordered), 7) == ordered
+    # an election keeps the maps (new_leader), so no rewrite of the znode loses them
+    assert state.new_leader(2, (2,), 5).ordering is None
+    assert ordered.new_leader(2, (2,), 5).ordering == ordered.ordering

@@ -4,8 +4,16 @@ Produce stops at v9 and Fetch at v12: later versions name topics by id. Metadata
 for old clients and goes past v4 so kafka-python recognises a modern broker: it guesses the
 broker's age from the advertised versions, and below Metadata v4 falls back to a message format
 that Produce v3+ forbids.
+
+VERSIONS are the Kafka APIs (kio decodes them); ORDERED_DELIVERY_VERSIONS odradek's own
+(KIP-253, protocol/ordered_delivery_api.py decodes them) in a private key range far above Kafka's;
+ApiVersions advertises both (ADVERTISED). Clients ignore keys they do not know, as Kafka's
+ApiVersions contract has them do: librdkafka, kafka-python and aiokafka connect and work
+against the advertisement (tests/integration/test_ordered_delivery_apis.py).
 """
 from __future__ import annotations
+
+from odradek.protocol import ordered_delivery_api
 
 PRODUCE = 0
 FETCH = 1
@@ -77,7 +85,14 @@ VERSIONS: dict[int, tuple[int, int]] = {
     DESCRIBE_CLUSTER: (0, 1),
 }
 
+CONSUMER_GROUP_POSITION = ordered_delivery_api.API_CONSUMER_GROUP_POSITION  # 10000
+PARTITION_LEADER_EPOCHS_FOR_PARTITIONS = ordered_delivery_api.API_PARTITION_LEADER_EPOCHS_FOR_PARTITIONS  # 10001
+ORDERED_DELIVERY_VERSIONS: dict[int, tuple[int, int]] = dict(ordered_delivery_api.VERSIONS)
+#: what ApiVersions answers: Kafka's APIs and odradek's own
+ADVERTISED: dict[int, tuple[int, int]] = {**VERSIONS, **ORDERED_DELIVERY_VERSIONS}
+
 
 def supported(api_key: int, version: int) -> bool:
+    """A Kafka API and version this broker decodes with kio (not the ordered delivery APIs)."""
     lo_hi = VERSIONS.get(api_key)
     return lo_hi is not None and lo_hi[0] <= version <= lo_hi[1]

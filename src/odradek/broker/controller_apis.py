@@ -39,13 +39,23 @@ class ControllerApis:
         if api_key == controller_api.API_LEADER_AND_ISR:
             result = rm.become_leader_or_follower(request)
             if not isinstance(result, ControllerResponse):
-                return _encode_later(api_key, version, correlation_id, result)
+                return _encode_later(api_key, version, correlation_id, result,
+                                     lambda applied: self._record_counts(request, applied))
+            self._record_counts(request, result)
             response = result
         elif api_key == controller_api.API_STOP_REPLICA:
             response = rm.stop_replicas(request)
         else:
             response = self._update_metadata(request)
         return controller_api.encode_response(api_key, version, correlation_id, response)
+
+    def _record_counts(self, request: Any, applied: ControllerResponse) -> None:
+        """KIP-253: an applied LeaderAndIsr's undeleted_partition_counts are recorded in the
+        same loop callback as its leader epochs (the replica manager applies a request in one
+        synchronous call), so the two change together, as the KIP requires."""
+        counts = request.undeleted_partition_counts
+        if counts and applied.error_code == ErrorCode.NONE:
+            self._metadata.record_partition_counts(counts)
 
     def _update_metadata(self, request: Any) -> ControllerResponse:
         rm = self._rm
@@ -54,6 +64,8 @@ class ControllerApis:
             known = {b.id for b in self._metadata.live_brokers}
             self._metadata.update(request.controller_id, request.controller_epoch,
                                   request.live_brokers, request.partition_states)
+            if request.undeleted_partition_counts:  # KIP-253
+                self._metadata.record_partition_counts(request.undeleted_partition_counts)
             deleted = [st.tp for st in request.partition_states if st.leader == LEADER_DURING_DELETE]
             if deleted:  # Kafka's handleUpdateMetadataRequest: their groups' offsets go too
                 self._groups.handle_deleted_partitions(deleted)
@@ -84,5 +96,11 @@ class ControllerApis:
 
 
 async def _encode_later(api_key: int, version: int, correlation_id: int,
-                        pending: Awaitable[ControllerResponse]) -> bytes:
-    return controller_api.encode_response(api_key, version, correlation_id, await pending)
+                        pending: Awaitable[ControllerResponse],
+                        applied: Callable[[ControllerResponse], None] | None = None) -> bytes:
+    """``applied`` runs as soon as ``pending`` returns, before anything else on the loop: a
+    coroutine's return resumes its awaiter without yielding."""
+    response = await pending
+    if applied is not None:
+        applied(response)
+    return controller_api.encode_response(api_key, version, correlation_id, response)

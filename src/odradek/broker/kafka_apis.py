@@ -13,7 +13,15 @@ import struct
 import time
 from typing import Any, Awaitable
 
-from odradek.broker import api_keys, config_helper, group_apis, metadata_apis, reassignment_apis, zk_admin_manager
+from odradek.broker import (
+    api_keys,
+    config_helper,
+    group_apis,
+    metadata_apis,
+    ordered_delivery_apis,
+    reassignment_apis,
+    zk_admin_manager,
+)
 from odradek.broker.connection import CloseConnection, KafkaConnection
 from odradek.broker.context import BrokerContext
 from odradek.broker.create_partitions import create_partitions
@@ -92,6 +100,8 @@ class KafkaApis:
         api_key, version, correlation_id = struct.unpack_from(">hhi", frame, 0)
         if api_key in controller_api.VERSIONS:
             return self._controller_request(frame, api_key, version, correlation_id)
+        if api_key in api_keys.ORDERED_DELIVERY_VERSIONS:  # KIP-253's own APIs: kio has no schema for them
+            return ordered_delivery_apis.handle(self.ctx, frame)
         if api_key == api_keys.API_VERSIONS and not api_keys.supported(api_key, version):
             return metadata_apis.unsupported_api_versions(correlation_id)
         if not api_keys.supported(api_key, version):

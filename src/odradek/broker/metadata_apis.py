@@ -17,7 +17,7 @@ from odradek.common.internal_topics import is_internal
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
 
-_API_KEYS = [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(api_keys.VERSIONS.items())]
+_API_KEYS = [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(api_keys.ADVERTISED.items())]
 
 
 def api_versions(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:

@@ -41,6 +41,10 @@ class MetadataCache:
         self._brokers: dict[int, BrokerInfo] = {}
         self._topics: dict[str, dict[int, PartitionState]] = {}
         self._initialized = False
+        #: KIP-253: each ordered topic's undeleted_partition_count, as the controller's last
+        #: LeaderAndIsr or UpdateMetadata naming the topic said (topics without ordered
+        #: delivery are never named, and have no entry)
+        self._undeleted_counts: dict[str, int] = {}
 
     @property
     def initialized(self) -> bool:
@@ -73,6 +77,18 @@ class MetadataCache:
                 parts.pop(tp.partition, None)
                 if not parts:
                     del self._topics[tp.topic]
+                    self._undeleted_counts.pop(tp.topic, None)
+
+    def record_partition_counts(self, counts: Iterable[tuple[str, int]]) -> None:
+        """KIP-253: the undeleted_partition_count of ordered topics, from a controller request
+        this broker applied (call it in the same loop callback that applied the request's
+        leader epochs, so that a record is never checked against one without the other)."""
+        self._undeleted_counts.update(counts)
+
+    def undeleted_partition_count(self, topic: str) -> int | None:
+        """KIP-253: the ordered topic's count as last told by the controller; None for a topic
+        without ordered delivery (or not heard of yet)."""
+        return self._undeleted_counts.get(topic)
 
     @property
     def live_brokers(self) -> list[BrokerInfo]:

@@ -55,6 +55,8 @@ REQUEST_NAMES: dict[int, str] = {
     4: "LeaderAndIsr", 5: "StopReplica", 6: "UpdateMetadata", 7: "ControlledShutdown",
     19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords", 33: "AlterConfigs", 37: "CreatePartitions",
     44: "IncrementalAlterConfigs", 45: "AlterPartitionReassignments", 46: "ListPartitionReassignments",
+    api_keys.CONSUMER_GROUP_POSITION: "ConsumerGroupPosition",
+    api_keys.PARTITION_LEADER_EPOCHS_FOR_PARTITIONS: "PartitionLeaderEpochsForPartitions",
 }
 #: request time buckets in ms: a heartbeat takes well under 1 ms, a long-polling fetch 500
 TIME_BUCKETS_MS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)

@@ -36,7 +36,8 @@ TOPIC_CONFIGS: dict[str, tuple[str | None, int, str]] = {
                                        "Whether a replica outside the ISR may become leader (data loss)"),
     "max.message.bytes": ("message.max.bytes", INT, "The largest record batch a produce may append"),
     "message.timestamp.type": ("log.message.timestamp.type", STRING, "CreateTime or LogAppendTime"),
-    "enable.ordered.delivery": (None, BOOLEAN, "odradek only: stored, not acted on"),
+    "enable.ordered.delivery": (None, BOOLEAN, "odradek only (KIP-253, under construction): the controller records "
+                                               "expansions and deletions with leader epochs; no ordered client yet"),
     LEADER_REPLICAS: (None, LIST, "Replicas whose replication is throttled on the leader side, as "
                                   "[PartitionId]:[BrokerId],... or '*' for all replicas of the topic"),
     FOLLOWER_REPLICAS: (None, LIST, "Replicas whose replication is throttled on the follower side, as "

@@ -28,21 +28,44 @@ class TopicPartition(NamedTuple):
         return f"{self.topic}-{self.partition}"
 
 
+#: one partition's leader epoch per partition of the same topic: ((partition, epoch), ...),
+#: sorted by partition (a tuple, so a LeaderAndIsr stays hashable and comparable by value)
+PartitionEpochs = tuple[tuple[int, int], ...]
+
+
+class PartitionOrdering(NamedTuple):
+    """KIP-253's two maps in a partition state znode of a topic with ordered delivery.
+
+    ``after_creation`` (leaderEpochAfterCreation) is written when the partition is created by
+    an ordered expansion: every partition that existed before, with its leader epoch before the
+    controller bumped it, so a consumer can turn the parent's epoch into the offset below which
+    the parent still holds the keys that moved. ``before_deletion`` (leaderEpochBeforeDeletion)
+    is written when the partition is marked for deletion: every undeleted partition with its
+    leader epoch before the bump. Empty means absent."""
+
+    after_creation: PartitionEpochs = ()
+    before_deletion: PartitionEpochs = ()
+
+
 class LeaderAndIsr(NamedTuple):
     """Contents of /brokers/topics/T/partitions/P/state plus the znode version it was read at.
 
-    A NamedTuple for the same reason as TopicPartition: a failover builds one per partition."""
+    A NamedTuple for the same reason as TopicPartition: a failover builds one per partition.
+    ``ordering`` carries KIP-253's maps (None for every partition of a topic without ordered
+    delivery): it is part of the znode's contents, so every rewrite of the state must keep it,
+    which ``new_leader`` does."""
 
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int
     zk_version: int = 0
+    ordering: PartitionOrdering | None = None
 
     def new_leader(self, leader: int, isr: tuple[int, ...], controller_epoch: int) -> "LeaderAndIsr":
         """The next state after an election: the leader epoch always moves forward."""
         return new_tuple(LeaderAndIsr, (leader, self.leader_epoch + 1, isr, controller_epoch,
-                                        self.zk_version))
+                                        self.zk_version, self.ordering))
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,4 +157,7 @@ class TopicAssignment:
     #: partitions being reassigned (KIP-455): partition -> replicas being added / removed
     adding_replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
     removing_replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    #: KIP-253's undeleted_partition_count: partitions 0..count-1 take new records; those at
+    #: or past it are marked for deletion. None: every partition is undeleted.
+    undeleted_partition_count: int | None = None
 

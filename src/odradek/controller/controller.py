@@ -36,6 +36,7 @@ from odradek.controller.events import (
     UnknownPartitionError,
 )
 from odradek.controller.leader_selectors import ElectionStrategy, StateChangeFailedError
+from odradek.controller.ordered_partitions import OrderedPartitions
 from odradek.controller.partition_state_machine import PartitionStateMachine
 from odradek.controller.reassignment import ReassignmentManager
 from odradek.controller.replica_state_machine import ReplicaStateMachine
@@ -95,6 +96,8 @@ class Controller:
                                               _DeletionClient(self), delete_topic_enable)
         self._reassignment = ReassignmentManager(self._ctx, zk, self._partitions, self._replicas,
                                                  self._batch)
+        self._ordered = OrderedPartitions(self._ctx, zk, self._batch)
+        self._partitions.prepare_ordered_creation = self._ordered.prepare_creation
         if enqueue is not None:
             self._batch.on_stop_replica_deleted = (
                 lambda broker, epoch, tps, result: enqueue(_stop_replica_answer(
@@ -244,6 +247,9 @@ class Controller:
         self._batch.add_update_metadata(live, self._ctx.all_partitions())
         online, offline = self._replicas.initialize_replica_states()
         self._partitions.initialize_partition_states()
+        # KIP-253: finish what a deposed controller left of an ordered expansion or deletion
+        # marking, before the elections create the new partitions' state znodes
+        self._ordered.reconcile(self._ctx.all_topics())
         # replicas of topics being deleted are not told to serve again: they are deleted next
         online = [pr for pr in online if not self._ctx.is_topic_queued_up_for_deletion(pr.tp.topic)]
         # Kafka 2.4 runs the replica state machine's startup first: dead replicas leave their
@@ -388,6 +394,7 @@ class Controller:
             self._ctx.remove_topic(topic)
         new_partitions = self._load_topics(topics - known)
         if new_partitions:
+            self._ordered.reconcile(topics - known)
             self._on_new_partition_creation(new_partitions)
 
     def _on_new_partition_creation(self, tps: list[TopicPartition]) -> None:
@@ -410,16 +417,37 @@ class Controller:
             return
         added = sorted(TopicPartition(topic, p) for p in assignment.partitions
                        if not self._ctx.partition_replica_assignment(TopicPartition(topic, p)))
-        if not added:
+        # enable.ordered.delivery is read now: a config change reaches the controller no other way
+        for name, config in self._zk.get_topic_configs([topic]).items():
+            self._ctx.put_topic_config(name, config)
+        ordered = self._ctx.is_ordered(topic)
+        if ordered:
+            # KIP-253: the count may have changed without partitions being added (a deletion)
+            self._ctx.set_undeleted_partition_count(topic, assignment.undeleted_partition_count)
+        elif not added:
             return
         if self._ctx.is_topic_queued_up_for_deletion(topic):
-            logger.warning("not adding partitions %s to topic %s: it is being deleted",
-                           [tp.partition for tp in added], topic)
+            if added:
+                logger.warning("not adding partitions %s to topic %s: it is being deleted",
+                               [tp.partition for tp in added], topic)
             return
-        logger.info("new partitions of topic %s: %s", topic, [tp.partition for tp in added])
-        self._ctx.put_topic(TopicAssignment(topic, assignment.topic_id, {
-            tp.partition: assignment.partitions[tp.partition] for tp in added}))
-        self._on_new_partition_creation(added)
+        if added:
+            logger.info("new partitions of topic %s: %s", topic, [tp.partition for tp in added])
+            self._ctx.put_topic(TopicAssignment(topic, assignment.topic_id, {
+                tp.partition: assignment.partitions[tp.partition] for tp in added}))
+        if ordered:
+            self._reconcile_ordered(topic)
+        if added:
+            self._on_new_partition_creation(added)
+
+    def _reconcile_ordered(self, topic: str) -> None:
+        """KIP-253 for one ordered topic, on states read now: the topic's leaders may have
+        rewritten them since they were cached, and the maps must be decided on the stored
+        epochs."""
+        tps = self._ctx.partitions_for_topic(topic)
+        for tp, lai in self._zk.get_partition_states(tps).items():
+            self._ctx.put_partition_leadership(tp, lai)
+        self._ordered.reconcile([topic])
 
     # -- topic deletion (TopicDeletionManager) ----------------------------------------------
     def _process_topic_deletion(self) -> None:
@@ -468,6 +496,12 @@ class Controller:
         self._batch.add_update_metadata(self._ctx.live_or_shutting_down_broker_ids(),
                                         sorted(states))
         self._reassignment.on_isr_change(states)
+        # KIP-253: the leader's ISR write dropped the partition's maps; the cache kept them
+        lost = [tp for tp, lai in states.items() if lai.ordering is None
+                and (cached := self._ctx.partition_leadership(tp)) is not None
+                and cached.ordering is not None]
+        if lost:
+            self._ordered.restore_orderings(lost)
 
     # -- API-driven events ------------------------------------------------------------------
     def _process_replica_leader_election(

@@ -12,6 +12,7 @@ from typing import Callable, Iterable, KeysView
 from odradek.common.metadata import (
     BrokerInfo,
     LeaderAndIsr,
+    PartitionOrdering,
     ReplicaAssignment,
     TopicAssignment,
     TopicPartition,
@@ -20,6 +21,8 @@ from odradek.common.metadata import (
 from odradek.controller.states import PartitionReplica, PartitionStatus, ReplicaStatus
 
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
+#: KIP-253: the topic config that turns ordered delivery across expansion and deletion on
+ENABLE_ORDERED_DELIVERY = "enable.ordered.delivery"
 
 #: TopicPartition and PartitionReplica are NamedTuples, so plain sorted() orders them by
 #: (topic, partition[, replica]) with C tuple comparisons: no key function per element.
@@ -49,8 +52,12 @@ class ControllerContext:
         self.returning_brokers: frozenset[int] = frozenset()
         self._topic_ids: dict[str, str] = {}
         self._topic_configs: dict[str, dict[str, str]] = {}
+        #: KIP-253: the topics whose config has enable.ordered.delivery=true
+        self._ordered: set[str] = set()
         self._assignment: dict[TopicPartition, tuple[int, ...]] = {}
         self._leadership: dict[TopicPartition, LeaderAndIsr] = {}
+        #: whether any cached state carries KIP-253's maps (if not, nothing has to keep them)
+        self.has_orderings = False
         self._fresh: set[TopicPartition] = set()
         self._partition_states: dict[TopicPartition, PartitionStatus] = {}
         self._replica_states: dict[PartitionReplica, ReplicaStatus] = {}
@@ -63,6 +70,19 @@ class ControllerContext:
         #: replica list (RS = ORS + TRS) is in _assignment like every other partition's, and only
         #: there, so the two cannot disagree
         self._reassigning: dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        #: KIP-253: each topic's initial_partition_count and undeleted_partition_count as
+        #: stored (the latter None: every partition undeleted)
+        self._initial_counts: dict[str, int] = {}
+        self._undeleted_counts: dict[str, int | None] = {}
+        #: the count brokers are told, once the controller applied it (a refused count in the
+        #: znode is never advertised)
+        self._applied_counts: dict[str, int] = {}
+        #: the topic's partition count when its count was applied: partitions past it are an
+        #: expansion's (ordered_partitions.plan)
+        self._applied_totals: dict[str, int] = {}
+        #: KIP-253: the leaderEpochAfterCreation a partition of an ordered expansion gets when
+        #: its state znode is created, decided once the existing partitions' epochs are bumped
+        self._creation_ordering: dict[TopicPartition, PartitionOrdering] = {}
 
     # -- controller epoch -------------------------------------------------------------------
     @property
@@ -131,7 +151,11 @@ class ControllerContext:
 
     # -- topics, configs and assignments ----------------------------------------------------
     def put_topic(self, assignment: TopicAssignment) -> None:
+        """A partial assignment (only some partitions, no counts) leaves the counts known."""
         self._topic_ids[assignment.name] = assignment.topic_id
+        if assignment.initial_partition_count is not None:
+            self._initial_counts[assignment.name] = assignment.initial_partition_count
+            self._undeleted_counts[assignment.name] = assignment.undeleted_partition_count
         for partition, replicas in assignment.partitions.items():
             tp = TopicPartition(assignment.name, partition)
             self._assignment[tp] = tuple(replicas)
@@ -146,8 +170,14 @@ class ControllerContext:
         self._topics_ineligible_for_deletion.discard(topic)
         self._topic_ids.pop(topic, None)
         self._topic_configs.pop(topic, None)
+        self._ordered.discard(topic)
+        self._initial_counts.pop(topic, None)
+        self._undeleted_counts.pop(topic, None)
+        self._applied_counts.pop(topic, None)
+        self._applied_totals.pop(topic, None)
         for tp in self.partitions_for_topic(topic):
             del self._assignment[tp]
+            self._creation_ordering.pop(tp, None)
             self._leadership.pop(tp, None)
             self._partition_states.pop(tp, None)
             self._reassigning.pop(tp, None)
@@ -193,6 +223,11 @@ class ControllerContext:
 
     def put_topic_config(self, topic: str, config: dict[str, str]) -> None:
         self._topic_configs[topic] = dict(config)
+        value = config.get(ENABLE_ORDERED_DELIVERY)
+        if value is not None and value.strip().lower() == "true":
+            self._ordered.add(topic)
+        else:
+            self._ordered.discard(topic)
 
     def unclean_leader_election_enabled(self, topic: str) -> bool:
         """Kafka 2.4's default is false: availability over durability must be opted into."""
@@ -200,6 +235,65 @@ class ControllerContext:
         if value is None:
             return self._unclean_default()
         return value.strip().lower() == "true"
+
+    # -- ordered delivery (KIP-253) ---------------------------------------------------------
+    def is_ordered(self, topic: str) -> bool:
+        """Whether the topic has enable.ordered.delivery=true (off by default, as in the KIP)."""
+        return topic in self._ordered
+
+    def ordered_topics(self) -> frozenset[str]:
+        """The topics with enable.ordered.delivery=true (usually none: then no request carries
+        KIP-253's count)."""
+        return frozenset(self._ordered)
+
+    def initial_partition_count(self, topic: str) -> int | None:
+        return self._initial_counts.get(topic)
+
+    def set_undeleted_partition_count(self, topic: str, count: int | None) -> None:
+        self._undeleted_counts[topic] = count
+
+    def stored_undeleted_partition_count(self, topic: str) -> int | None:
+        """As the topic znode has it (None: absent)."""
+        return self._undeleted_counts.get(topic)
+
+    def set_applied_partition_count(self, topic: str, count: int, total: int) -> None:
+        self._applied_counts[topic] = count
+        self._applied_totals[topic] = total
+
+    def applied_partition_total(self, topic: str) -> int | None:
+        return self._applied_totals.get(topic)
+
+    def undeleted_partition_count(self, topic: str) -> int | None:
+        """The count brokers are told for an ordered topic: the last one the controller
+        applied, else the znode's when it is valid, else every partition; None for every other
+        topic, whose requests stay Kafka's."""
+        if not self.is_ordered(topic):
+            return None
+        applied = self._applied_counts.get(topic)
+        if applied is not None:
+            return applied
+        total = len(self.partitions_for_topic(topic))
+        count = self._undeleted_counts.get(topic)
+        initial = self._initial_counts.get(topic)
+        if count is None or count > total or (initial is not None and count < initial):
+            return total or None
+        return count
+
+    def put_creation_ordering(self, tp: TopicPartition, ordering: PartitionOrdering) -> None:
+        self._creation_ordering[tp] = ordering
+
+    def drop_creation_ordering(self, tp: TopicPartition) -> None:
+        self._creation_ordering.pop(tp, None)
+
+    def creation_ordering(self, tp: TopicPartition) -> PartitionOrdering | None:
+        return self._creation_ordering.get(tp)
+
+    def needs_creation_ordering(self, tp: TopicPartition) -> bool:
+        """A partition of an ordered topic past its initial count is only created with its
+        leaderEpochAfterCreation: without it no consumer could tell when the partition's keys
+        stopped going to its parent."""
+        initial = self._initial_counts.get(tp.topic)
+        return initial is not None and tp.partition >= initial and self.is_ordered(tp.topic)
 
     def partition_replica_assignment(self, tp: TopicPartition) -> tuple[int, ...]:
         return self._assignment.get(tp, ())
@@ -255,9 +349,28 @@ class ControllerContext:
 
     def put_partition_leadership(self, tp: TopicPartition, leader_and_isr: LeaderAndIsr) -> None:
         """Called with what was just read from or written to ZooKeeper, so the entry counts
-        as fresh for the rest of the event (leadership_reads.py)."""
+        as fresh for the rest of the event (leadership_reads.py).
+
+        KIP-253's maps are sticky: a partition leader rewriting its ISR writes the state
+        without them (brokers do not know them), so a state read without maps keeps the maps
+        cached before, and the controller's next write of the partition puts them back
+        (Controller._process_isr_change_notification does so at once)."""
+        if leader_and_isr[5] is None:
+            leader_and_isr = self.with_known_ordering(tp, leader_and_isr)
+        else:
+            self.has_orderings = True
         self._leadership[tp] = leader_and_isr
         self._fresh.add(tp)
+
+    def with_known_ordering(self, tp: TopicPartition, stored: LeaderAndIsr) -> LeaderAndIsr:
+        """``stored`` with the KIP-253 maps cached for ``tp`` when it has none (a leader's
+        ISR write dropped them): what the controller decides a write on, so its writes keep
+        them."""
+        if stored[5] is None:
+            cached = self._leadership.get(tp)
+            if cached is not None and cached[5] is not None:
+                return stored._replace(ordering=cached[5])
+        return stored
 
     def is_fresh(self, tp: TopicPartition) -> bool:
         """Whether ``tp``'s leadership was read or written during the current event."""

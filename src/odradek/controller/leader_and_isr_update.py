@@ -81,6 +81,9 @@ class LeaderAndIsrUpdate:
         ctx = self._ctx
         stored = (states_for_writes(ctx, self._zk, tps, self._leads_to_write)
                   if self._attempts == 0 else self._zk.get_partition_states(tps))
+        if ctx.has_orderings:  # KIP-253's maps survive a leader's ISR rewrite
+            known = ctx.with_known_ordering
+            stored = {tp: known(tp, lai) if lai[5] is None else lai for tp, lai in stored.items()}
         self._attempts += 1
         epoch = ctx.epoch
         current: dict[TopicPartition, LeaderAndIsr] = {}

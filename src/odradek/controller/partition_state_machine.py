@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Iterable
+from typing import Callable, Iterable
 
 from odradek.common.metadata import LeaderAndIsr, TopicPartition
 from odradek.controller.controller_context import ControllerContext
@@ -64,6 +64,9 @@ class PartitionStateMachine:
         self._zk = zk
         self._batch = batch
         self._log = log
+        #: KIP-253: decides the leaderEpochAfterCreation of new partitions of ordered topics
+        #: (bumping the epochs it names) right before they are created; set by the Controller
+        self.prepare_ordered_creation: Callable[[Iterable[str]], None] | None = None
 
     def initialize_partition_states(self) -> None:
         """Kafka's PartitionStateMachine.initializePartitionState: no stored leader -> New;
@@ -146,6 +149,9 @@ class PartitionStateMachine:
     ) -> None:
         """First live replica leads, all live replicas form the ISR, all in one create multi."""
         to_create: dict[TopicPartition, LeaderAndIsr] = {}
+        ordered = {tp.topic for tp in tps if self._ctx.needs_creation_ordering(tp)}
+        if ordered and self.prepare_ordered_creation is not None:
+            self.prepare_ordered_creation(ordered)
         for tp in tps:
             assignment = self._ctx.partition_replica_assignment(tp)
             live = tuple(r for r in assignment if self._ctx.is_replica_online(r, tp))
@@ -154,7 +160,14 @@ class PartitionStateMachine:
                     f"no assigned replica of {tp} is alive: assigned {list(assignment)}, live "
                     f"brokers {sorted(self._ctx.live_broker_ids())}"), results)
                 continue
-            to_create[tp] = LeaderAndIsr(live[0], 0, live, self._ctx.epoch, 0)
+            ordering = self._ctx.creation_ordering(tp)
+            if ordering is None and self._ctx.needs_creation_ordering(tp):
+                # KIP-253: the existing partitions' epochs must be bumped first (Controller's
+                # ordered expansion does it, then records the map this creation writes)
+                self._fail(tp, _P.NEW, _P.ONLINE, StateChangeFailedError(
+                    f"{tp} of an ordered topic waits for its leaderEpochAfterCreation"), results)
+                continue
+            to_create[tp] = LeaderAndIsr(live[0], 0, live, self._ctx.epoch, 0, ordering)
         if not to_create:
             return
         told = []

@@ -103,8 +103,15 @@ class ControllerBrokerRequestBatch:
             if (not is_new and entry is not None and entry[0] is lai
                     and entry[1].replicas == replicas):
                 # The same facts again (a failover re-sends every live replica's state after
-                # the elections and ISR shrinks already queued most of them): new receivers only.
-                brokers = [b for b in brokers if tp not in all_lai.get(b, ())]
+                # the elections and ISR shrinks already queued most of them): new receivers
+                # only, and receivers queued an older state of the partition earlier in the
+                # event (an epoch bump sent to every replica, then an ISR shrink that left this
+                # one out while its broker was handled as dead, then its return)
+                told = entry[1]
+                brokers = [b for b in brokers
+                           if (queued := all_lai.get(b, {}).get(tp)) is None
+                           or queued.leader_epoch != told.leader_epoch
+                           or queued.zk_version != told.zk_version]
                 if not brokers:
                     continue
             # One immutable entry shared by every receiver; a receiver already told in this
@@ -182,8 +189,18 @@ class ControllerBrokerRequestBatch:
         """None for a broker that is gone: it will be told everything on re-registration."""
         return self._context.broker_epoch(broker)
 
+    def _partition_counts(self, states: tuple[PartitionState, ...], ordered: frozenset[str]
+                          ) -> tuple[tuple[str, int], ...]:
+        """KIP-253: the undeleted_partition_count of each ordered topic ``states`` names."""
+        if not ordered:
+            return ()
+        count_of = self._context.undeleted_partition_count
+        return tuple(sorted((t, c) for t in {ps.tp.topic for ps in states} & ordered
+                            if (c := count_of(t)) is not None))
+
     def _send_leader_and_isr(self, controller_epoch: int) -> None:
         previous: tuple[PartitionState, ...] = ()
+        ordered = self._context.ordered_topics()
         for broker in sorted(self._leader_and_isr):
             broker_epoch = self._broker_epoch(broker)
             if broker_epoch is None:
@@ -204,6 +221,7 @@ class ControllerBrokerRequestBatch:
                 broker_epoch=broker_epoch,
                 partition_states=partition_states,
                 live_leaders=leaders,
+                undeleted_partition_counts=self._partition_counts(partition_states, ordered),
             )
             self._send(broker, request, True, len(states))
 
@@ -255,6 +273,8 @@ class ControllerBrokerRequestBatch:
                 self._update_metadata.setdefault(broker, set()).update(self._metadata_for_all)
         # Brokers told the same partitions share one tuple, which the encoder then encodes once.
         by_partitions: dict[frozenset[TopicPartition], tuple[PartitionState, ...]] = {}
+        ordered = self._context.ordered_topics()
+        counts_of: dict[frozenset[TopicPartition], tuple[tuple[str, int], ...]] = {}
         for broker in sorted(self._update_metadata):
             broker_epoch = self._broker_epoch(broker)
             if broker_epoch is None:
@@ -263,12 +283,15 @@ class ControllerBrokerRequestBatch:
             states = by_partitions.get(tps)
             if states is None:
                 states = by_partitions[tps] = self._metadata_states(sorted(tps), built)
+                if ordered:  # KIP-253: computed once per set of partitions too
+                    counts_of[tps] = self._partition_counts(states, ordered)
             request = UpdateMetadataRequest(
                 controller_id=self._controller_id,
                 controller_epoch=controller_epoch,
                 broker_epoch=broker_epoch,
                 partition_states=states,
                 live_brokers=live,
+                undeleted_partition_counts=counts_of.get(tps, ()),
             )
             self._send(broker, request)
 

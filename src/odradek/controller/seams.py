@@ -118,6 +118,13 @@ class ControllerZk(Protocol):
         both; returns the assignments as now stored."""
         ...
 
+    def set_undeleted_partition_counts(self, counts: Mapping[str, int]
+                                       ) -> dict[str, TopicAssignment]:
+        """Fenced: KIP-253's undeleted_partition_count into each topic znode, conditional on
+        the version read; returns the assignments as now stored, without the topics whose
+        znode changed meanwhile (unwritten: their change is the next event)."""
+        ...
+
 
 class BrokerChannel(Protocol):
     """One queue per live broker; ``send`` never blocks the controller's event thread."""

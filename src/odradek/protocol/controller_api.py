@@ -57,6 +57,10 @@ class UnsupportedVersionError(SchemaError):
     """An api_key/api_version pair this module does not speak (answer UNSUPPORTED_VERSION)."""
 
 
+#: KIP-253: (topic, undeleted_partition_count) for the ordered topics a request names
+PartitionCounts = tuple[tuple[str, int], ...]
+
+
 @dataclass(frozen=True)
 class LeaderAndIsrRequest:
     controller_id: int
@@ -64,6 +68,8 @@ class LeaderAndIsrRequest:
     broker_epoch: int
     partition_states: tuple[PartitionState, ...]
     live_leaders: tuple[BrokerInfo, ...]
+    #: odradek's addition (docs/protocol.md): empty for topics without ordered delivery
+    undeleted_partition_counts: PartitionCounts = ()
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,8 @@ class UpdateMetadataRequest:
     broker_epoch: int
     partition_states: tuple[PartitionState, ...]
     live_brokers: tuple[BrokerInfo, ...]
+    #: odradek's addition (docs/protocol.md): empty for topics without ordered delivery
+    undeleted_partition_counts: PartitionCounts = ()
 
 
 @dataclass(frozen=True)
@@ -356,6 +364,11 @@ _STOP_REPLICA_V1 = Struct(
     ("topics", Array(Struct(("name", String), ("partition_indexes", _INT32S)))),
 )
 
+# odradek's KIP-253 trailer of LeaderAndIsr v2 and UpdateMetadata v5: written after the last
+# field only when the request names an ordered topic, so every other request is Kafka's, byte
+# for byte (docs/protocol.md, "Controller requests: the topic's partition count")
+_PARTITION_COUNTS = Array(Struct(("topic", String), ("undeleted_partition_count", Int32)))
+
 _CONTROLLED_SHUTDOWN_V2 = Struct(("broker_id", Int32), ("broker_epoch", Int64))
 _CONTROLLED_SHUTDOWN_RESPONSE_V2 = Struct(
     ("error_code", Int16),
@@ -413,11 +426,15 @@ def _encode_body(req: ControllerRequest, out: list[bytes]) -> None:
         leaders = [(b.id, b.host, b.port) for b in req.live_leaders]
         _LEADER_AND_ISR_V2.encode((req.controller_id, req.controller_epoch, req.broker_epoch,
                                    req.partition_states, leaders), out)
+        if req.undeleted_partition_counts:
+            _PARTITION_COUNTS.encode(req.undeleted_partition_counts, out)
     elif isinstance(req, UpdateMetadataRequest):
         brokers = [(b.id, [(b.port, b.host, PLAINTEXT_LISTENER, SECURITY_PROTOCOL_PLAINTEXT)],
                     b.rack) for b in req.live_brokers]
         _UPDATE_METADATA_V5.encode((req.controller_id, req.controller_epoch, req.broker_epoch,
                                     req.partition_states, brokers), out)
+        if req.undeleted_partition_counts:
+            _PARTITION_COUNTS.encode(req.undeleted_partition_counts, out)
     elif isinstance(req, ControlledShutdownRequest):
         _CONTROLLED_SHUTDOWN_V2.encode((req.broker_id, req.broker_epoch), out)
     else:
@@ -446,17 +463,28 @@ def _decode_broker(broker_id: int, endpoints: list[tuple[int, str, str, int]], r
     return BrokerInfo(broker_id, host, port, rack=rack)
 
 
+def _decode_partition_counts(body: bytes | memoryview, end: int) -> PartitionCounts:
+    """The KIP-253 trailer after a LeaderAndIsr / UpdateMetadata body, if any; it must end
+    the body, as the body itself must without it."""
+    if end == len(body):
+        return ()
+    counts, _ = decode(_PARTITION_COUNTS, body, end)
+    return tuple((topic, count) for topic, count in counts)
+
+
 def decode_request(api_key: int, api_version: int, body: bytes | memoryview) -> ControllerRequest:
     """Decode the bytes after the request header; the whole body must be consumed."""
     _check_version(api_key, api_version)
     if api_key == API_LEADER_AND_ISR:
-        (cid, cepoch, bepoch, states, leaders), _ = decode(_LEADER_AND_ISR_V2, body)
+        (cid, cepoch, bepoch, states, leaders), end = decode(_LEADER_AND_ISR_V2, body, exact=False)
         brokers = tuple(BrokerInfo(bid, host, port) for bid, host, port in leaders)
-        return LeaderAndIsrRequest(cid, cepoch, bepoch, states, brokers)
+        return LeaderAndIsrRequest(cid, cepoch, bepoch, states, brokers,
+                                   _decode_partition_counts(body, end))
     if api_key == API_UPDATE_METADATA:
-        (cid, cepoch, bepoch, states, live), _ = decode(_UPDATE_METADATA_V5, body)
+        (cid, cepoch, bepoch, states, live), end = decode(_UPDATE_METADATA_V5, body, exact=False)
         brokers = tuple(_decode_broker(bid, eps, rack) for bid, eps, rack in live)
-        return UpdateMetadataRequest(cid, cepoch, bepoch, states, brokers)
+        return UpdateMetadataRequest(cid, cepoch, bepoch, states, brokers,
+                                     _decode_partition_counts(body, end))
     if api_key == API_CONTROLLED_SHUTDOWN:
         (broker_id, broker_epoch), _ = decode(_CONTROLLED_SHUTDOWN_V2, body)
         return ControlledShutdownRequest(broker_id, broker_epoch)

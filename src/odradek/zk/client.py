@@ -52,6 +52,7 @@ from kazoo.retry import KazooRetry
 from odradek.common.metadata import (
     BrokerInfo,
     LeaderAndIsr,
+    PartitionOrdering,
     ReplicaAssignment,
     TopicAssignment,
     TopicPartition,
@@ -90,8 +91,8 @@ K = TypeVar("K")
 # payloads (same leader, epoch, ISR and controller epoch): memoizing the JSON codec on the
 # payload takes it off the failover's critical path. Bounded, and the cache is only a cache.
 _STATE_CACHE_MAX = 4096
-_decoded: dict[bytes, tuple[int, int, tuple[int, ...], int]] = {}
-_encoded: dict[tuple[int, int, tuple[int, ...], int], bytes] = {}
+_decoded: dict[bytes, tuple[int, int, tuple[int, ...], int, PartitionOrdering | None]] = {}
+_encoded: dict[tuple[int, int, tuple[int, ...], int, PartitionOrdering | None], bytes] = {}
 
 
 def _decode_state(data: bytes, zk_version: int) -> LeaderAndIsr:
@@ -100,13 +101,15 @@ def _decode_state(data: bytes, zk_version: int) -> LeaderAndIsr:
         lai = paths.decode_leader_and_isr(data, zk_version)
         if len(_decoded) >= _STATE_CACHE_MAX:
             _decoded.clear()
-        _decoded[bytes(data)] = (lai.leader, lai.leader_epoch, lai.isr, lai.controller_epoch)
+        _decoded[bytes(data)] = (lai.leader, lai.leader_epoch, lai.isr, lai.controller_epoch,
+                                 lai.ordering)
         return lai
-    return new_tuple(LeaderAndIsr, (fields[0], fields[1], fields[2], fields[3], zk_version))
+    return new_tuple(LeaderAndIsr, (fields[0], fields[1], fields[2], fields[3], zk_version,
+                                    fields[4]))
 
 
 def _encode_state(state: LeaderAndIsr) -> bytes:
-    key = (state.leader, state.leader_epoch, state.isr, state.controller_epoch)
+    key = (state.leader, state.leader_epoch, state.isr, state.controller_epoch, state.ordering)
     data = _encoded.get(key)
     if data is None:
         data = paths.encode_leader_and_isr(state)
@@ -145,7 +148,7 @@ class PendingLeaderAndIsrWrites:
             else:
                 s = states[tp]
                 out[tp] = new_tuple(LeaderAndIsr, (s.leader, s.leader_epoch, s.isr,
-                                                   s.controller_epoch, r.version))
+                                                   s.controller_epoch, r.version, s.ordering))
         return out
 
 
@@ -920,6 +923,32 @@ class KafkaZkClient:
                     remaining.append(topic)
                 elif not isinstance(result, Exception):
                     out[topic] = decoded[topic]
+        return out
+
+    def set_undeleted_partition_counts(self, counts: Mapping[str, int]
+                                       ) -> dict[str, TopicAssignment]:
+        """Fenced: write KIP-253's undeleted_partition_count into the topic znodes, each
+        conditional on the version read, in one round. A topic whose znode changed meanwhile
+        (CreatePartitions, an admin lowering the count) is left out of the result unwritten:
+        that change fires the controller's watch, and the next event decides again on it,
+        rather than this write overwriting a count it did not see. Returns the assignments
+        as stored afterwards (topics gone or changed are left out)."""
+        out: dict[str, TopicAssignment] = {}
+        found = self._get_many({t: paths.topic_path(t) for t in sorted(counts)})
+        writes: list[tuple[str, _Op]] = []
+        decoded: dict[str, TopicAssignment] = {}
+        for topic, (data, stat) in found.items():
+            old = paths.decode_topic_assignment(topic, data)
+            new = dataclasses.replace(old, undeleted_partition_count=counts[topic])
+            decoded[topic] = new
+            if new != old:
+                writes.append((topic, _Op("set", paths.topic_path(topic),
+                                          paths.encode_topic_assignment(new), stat.version)))
+            else:
+                out[topic] = new
+        for topic, result in (self._run_fenced(writes) if writes else {}).items():
+            if not isinstance(result, Exception):
+                out[topic] = decoded[topic]
         return out
 
     def mark_topics_for_deletion(self, topics: Iterable[str]) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.common.metadata import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+from odradek.common.metadata import BrokerInfo, LeaderAndIsr, PartitionOrdering, TopicAssignment, TopicPartition
 
 BROKERS = "/brokers"
 BROKER_IDS = "/brokers/ids"
@@ -174,6 +174,8 @@ def encode_topic_assignment(assignment: TopicAssignment) -> bytes:
         "adding_replicas": {str(p): list(r) for p, r in sorted(assignment.adding_replicas.items()) if r},
         "removing_replicas": {str(p): list(r) for p, r in sorted(assignment.removing_replicas.items()) if r},
         "initial_partition_count": len(assignment.partitions) if initial is None else initial,
+        **({} if assignment.undeleted_partition_count is None
+           else {"undeleted_partition_count": assignment.undeleted_partition_count}),
     })
 
 
@@ -185,10 +187,12 @@ def decode_topic_assignment(topic: str, data: bytes) -> TopicAssignment:
     obj = _loads(data)
     partitions = {int(p): tuple(r) for p, r in obj.get("partitions", {}).items()}
     initial = obj.get("initial_partition_count")
+    undeleted = obj.get("undeleted_partition_count")
     return TopicAssignment(topic, obj.get("topic_id") or ZERO_TOPIC_ID, partitions,
                            int(initial) if initial is not None else None,
                            _replica_lists(obj.get("adding_replicas")),
-                           _replica_lists(obj.get("removing_replicas")))
+                           _replica_lists(obj.get("removing_replicas")),
+                           int(undeleted) if undeleted is not None else None)
 
 
 def _replica_lists(obj: Mapping[str, Any] | None) -> dict[int, tuple[int, ...]]:
@@ -199,21 +203,42 @@ def _replica_lists(obj: Mapping[str, Any] | None) -> dict[int, tuple[int, ...]]:
 # /brokers/topics/T/partitions/P/state -----------------------------------------------------
 
 
+AFTER_CREATION = "leader_epoch_after_creation"
+BEFORE_DELETION = "leader_epoch_before_deletion"
+
+
 def encode_leader_and_isr(state: LeaderAndIsr) -> bytes:
-    return _dumps({
+    """KIP-253's two maps ({"<partition>": epoch}) are written only when present, so the state
+    of a partition of a topic without ordered delivery is byte for byte Kafka's."""
+    obj: dict[str, Any] = {
         "version": 1,
         "leader": state.leader,
         "leader_epoch": state.leader_epoch,
         "isr": list(state.isr),
         "controller_epoch": state.controller_epoch,
-    })
+    }
+    ordering = state.ordering
+    if ordering is not None:
+        if ordering.after_creation:
+            obj[AFTER_CREATION] = {str(p): e for p, e in ordering.after_creation}
+        if ordering.before_deletion:
+            obj[BEFORE_DELETION] = {str(p): e for p, e in ordering.before_deletion}
+    return _dumps(obj)
+
+
+def _partition_epochs(obj: Mapping[str, Any] | None) -> tuple[tuple[int, int], ...]:
+    return tuple(sorted((int(p), int(e)) for p, e in (obj or {}).items()))
 
 
 def decode_leader_and_isr(data: bytes, zk_version: int) -> LeaderAndIsr:
     """`zk_version` is the znode's Stat.version: the next conditional write must name it."""
     obj = _loads(data)
+    after, before = obj.get(AFTER_CREATION), obj.get(BEFORE_DELETION)
+    ordering = (PartitionOrdering(_partition_epochs(after), _partition_epochs(before))
+                if after or before else None)
     return LeaderAndIsr(
-        obj["leader"], obj["leader_epoch"], tuple(obj["isr"]), obj["controller_epoch"], zk_version
+        obj["leader"], obj["leader_epoch"], tuple(obj["isr"]), obj["controller_epoch"], zk_version,
+        ordering,
     )
 
 

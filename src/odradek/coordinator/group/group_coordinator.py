@@ -37,6 +37,7 @@ from odradek.coordinator.group.group_metadata import (
     MemberMetadata,
     OffsetAndMetadata,
     SyncResult,
+    current_member_error,
 )
 from odradek.coordinator.group.group_metadata_manager import GROUP_WRITE_ERRORS, OFFSETS_TOPIC, GroupMetadataManager
 from odradek.coordinator.group.offset_manager import FetchedOffset, OffsetManager
@@ -189,7 +190,7 @@ class GroupCoordinator:
         if member_id in group.pending_members:
             self._add_member_and_rebalance(group, member_id, request, answer)
             return None
-        error = self._member_error(group, member_id, request.group_instance_id)
+        error = current_member_error(group, member_id, request.group_instance_id)
         if error is not None:
             return JoinResult(error, member_id)
         member = group.get(member_id)
@@ -420,7 +421,7 @@ class GroupCoordinator:
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.is_state(GroupState.DEAD):
             return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        error = self._member_error(group, member_id, group_instance_id)
+        error = current_member_error(group, member_id, group_instance_id)
         if error is None and generation_id != group.generation_id:
             error = ErrorCode.ILLEGAL_GENERATION
         if error is None and ((protocol_type is not None and protocol_type != group.protocol_type)
@@ -485,7 +486,7 @@ class GroupCoordinator:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_state(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = self._member_error(group, member_id, group_instance_id)
+        error = current_member_error(group, member_id, group_instance_id)
         if error is None and generation_id != group.generation_id:
             error = ErrorCode.ILLEGAL_GENERATION
         if error is not None:
@@ -518,7 +519,7 @@ class GroupCoordinator:
                 self._try_complete_join_if_preparing(group)
                 results.append(ErrorCode.NONE)
             else:
-                error = self._member_error(group, member_id, instance_id)
+                error = current_member_error(group, member_id, instance_id)
                 results.append(error if error is not None else self._remove(group, member_id, "left the group"))
         return ErrorCode.NONE, results
 
@@ -541,19 +542,6 @@ class GroupCoordinator:
     def _try_complete_join_if_preparing(self, group: GroupMetadata) -> None:
         if group.is_state(GroupState.PREPARING_REBALANCE):
             self._try_complete_join(group)
-
-    @staticmethod
-    def _member_error(group: GroupMetadata, member_id: str, group_instance_id: str | None) -> ErrorCode | None:
-        """Kafka's validateCurrentMember: a static member's instance id must map to this member
-        id (else it was replaced: FENCED_INSTANCE_ID); a dynamic member must exist."""
-        if group_instance_id is not None:
-            current = group.static_member_id(group_instance_id)
-            if current is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if current != member_id:
-                return ErrorCode.FENCED_INSTANCE_ID
-            return None
-        return None if group.has(member_id) else ErrorCode.UNKNOWN_MEMBER_ID
 
     # -- session timeouts ----------------------------------------------------------------------
 
@@ -633,7 +621,7 @@ class GroupCoordinator:
         if generation_id < 0 and group.is_state(GroupState.EMPTY):
             return None  # a consumer using assign(): the group only stores its offsets
         if generation_id >= 0 or member_id != "" or group_instance_id is not None:
-            error = self._member_error(group, member_id, group_instance_id)
+            error = current_member_error(group, member_id, group_instance_id)
             if error is None and generation_id != group.generation_id:
                 error = ErrorCode.ILLEGAL_GENERATION
             return error

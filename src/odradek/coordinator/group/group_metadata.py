@@ -406,3 +406,16 @@ class GroupMetadata:
     def is_subscribed_to(self, topic: str) -> bool:
         """Kafka's isSubscribedToTopic: unknown counts as subscribed."""
         return self.subscribed is None or topic in self.subscribed
+
+
+def current_member_error(group: GroupMetadata, member_id: str, group_instance_id: str | None) -> ErrorCode | None:
+    """Kafka's validateCurrentMember: a static member's instance id must map to this member
+    id (else it was replaced: FENCED_INSTANCE_ID); a dynamic member must exist."""
+    if group_instance_id is not None:
+        current = group.static_member_id(group_instance_id)
+        if current is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if current != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+        return None
+    return None if group.has(member_id) else ErrorCode.UNKNOWN_MEMBER_ID
