@@ -9,6 +9,7 @@ import pytest
 from odradek.cli.main import main
 
 
+@pytest.mark.slow  # 24 s of two ZooKeeper session expiries; failover itself is in make test (test_failover.py)
 def test_bench_failover_small_run_reports_its_keys(capsys) -> None:
     assert main(["bench", "failover", "--partitions", "200", "--brokers", "3", "--json",
                  "--timeout-s", "120", "--rounds", "1"]) == 0

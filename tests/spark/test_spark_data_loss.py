@@ -113,6 +113,7 @@ def _wait(predicate, timeout_s: float, what: str) -> None:
         time.sleep(0.3)
 
 
+@pytest.mark.slow  # 45 s of streaming triggers; make test keeps the batch variant above (make test-long runs this)
 def test_fail_on_data_loss_with_records_deleted_under_running_and_restarted_queries(spark, cluster, tmp_path) -> None:
     """As Spark's Kafka source: DeleteRecords below the offset a streaming query is at fails it
     with failOnDataLoss=true and makes it skip to the new log start with false, whether the
