@@ -20,7 +20,7 @@ from cluster_state import full_isr, known_everywhere
 from confluent_kafka import Consumer, ConsumerGroupState, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from polling import wait_until
-from wire import RawConnection
+from wire import RawConnection, coordinator_connection
 
 from cluster_helpers import start_cluster
 from odradek.cluster.local_cluster import LocalCluster
@@ -380,22 +380,6 @@ def test_coordinator_killed_mid_run_keeps_committed_offsets(cluster_factory: Any
 
 # -- bad input over the wire -------------------------------------------------------------------
 
-def coordinator_connection(c: LocalCluster, group: str) -> RawConnection:
-    """A raw connection to the group's coordinator (FindCoordinator v3, retried while
-    __consumer_offsets is being created)."""
-    conn = RawConnection(c.host, c.broker_port(c.broker_ids[0]))
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            found = conn.request(10, 3, {"key": group, "key_type": 0})
-            if found.error_code == 0:
-                return RawConnection(found.host, found.port)
-            assert found.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE and time.monotonic() < deadline, found
-            time.sleep(0.2)
-    finally:
-        conn.close()
-
-
 def raw_join(conn: RawConnection, group: str, member_id: str = "", protocol_type: str = "consumer") -> Any:
     return conn.request(11, 5, {"group_id": group, "session_timeout": 10_000, "rebalance_timeout": 5_000,
                                 "member_id": member_id, "group_instance_id": None, "protocol_type": protocol_type,
@@ -405,7 +389,7 @@ def raw_join(conn: RawConnection, group: str, member_id: str = "", protocol_type
 def test_bad_group_requests_get_the_errors_clients_expect(cluster: LocalCluster) -> None:
     topic = new_topic(cluster, "bad")
     group = f"g-{uuid.uuid4().hex[:8]}"
-    conn = coordinator_connection(cluster, group)
+    conn, _ = coordinator_connection(cluster.host, cluster.broker_port(cluster.broker_ids[0]), group)
     try:
         commit = conn.request(8, 8, {"group_id": group, "generation_id_or_member_epoch": 5, "member_id": "m",
                                      "group_instance_id": None, "topics": [{"name": topic, "partitions": [
@@ -442,7 +426,7 @@ def test_a_ten_thousand_character_group_id_is_a_group_id_like_any_other(cluster:
         assert consumer.committed([TopicPartition(topic, 0)], timeout=15)[0].offset == 0
     finally:
         consumer.close()
-    conn = coordinator_connection(cluster, long_group)
+    conn, _ = coordinator_connection(cluster.host, cluster.broker_port(cluster.broker_ids[0]), long_group)
     try:
         assert raw_join(conn, long_group).error_code == ErrorCode.MEMBER_ID_REQUIRED
     finally:

@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from kazoo.client import KazooClient
 from polling import wait_until
-from wire import RawConnection
+from wire import RawConnection, coordinator_connection
 
 from cluster_helpers import start_cluster
 from odradek.cluster.local_cluster import LocalCluster
@@ -182,22 +182,6 @@ def test_plain_clients_produce_and_consume_in_a_group_against_the_advertisement(
 
 # -- ConsumerGroupPosition over the wire ----------------------------------------------------------
 
-def coordinator_connection(c: LocalCluster, group: str) -> tuple[RawConnection, int]:
-    """A raw connection to the group's coordinator and its broker id (FindCoordinator v3,
-    retried while __consumer_offsets is being created)."""
-    conn = RawConnection(c.host, c.broker_port(c.broker_ids[0]))
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            found = conn.request(10, 3, {"key": group, "key_type": 0})
-            if found.error_code == 0:
-                return RawConnection(found.host, found.port), found.node_id
-            assert found.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE and time.monotonic() < deadline, found
-            time.sleep(0.2)
-    finally:
-        conn.close()
-
-
 def join_and_sync(conn: RawConnection, group: str, owned: list[TopicPartition]) -> tuple[str, int]:
     """A one-member group whose member owns ``owned``: (member id, generation)."""
     def join(member_id: str) -> object:
@@ -223,7 +207,7 @@ def join_and_sync(conn: RawConnection, group: str, owned: list[TopicPartition]) 
 def test_consumer_group_position_is_answered_by_the_coordinator(cluster: LocalCluster) -> None:
     topic, group = new_topic(cluster, "positions"), f"g-{uuid.uuid4().hex[:8]}"
     t0, t1, t2 = (TopicPartition(topic, p) for p in range(3))
-    conn, coordinator = coordinator_connection(cluster, group)
+    conn, coordinator = coordinator_connection(cluster.host, cluster.broker_port(cluster.broker_ids[0]), group)
     try:
         member, generation = join_and_sync(conn, group, [t0, t1])
 

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from typing import Any
 
 from odradek.protocol import kio_util
+from odradek.protocol.errors import ErrorCode
 
 
 class RawConnection:
@@ -47,3 +49,19 @@ class RawConnection:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def coordinator_connection(host: str, port: int, group: str) -> tuple[RawConnection, int]:
+    """A raw connection to the group's coordinator and its broker id, found by asking the
+    broker at host:port (FindCoordinator v3, retried while __consumer_offsets is being created)."""
+    conn = RawConnection(host, port)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            found = conn.request(10, 3, {"key": group, "key_type": 0})
+            if found.error_code == 0:
+                return RawConnection(found.host, found.port), found.node_id
+            assert found.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE and time.monotonic() < deadline, found
+            time.sleep(0.2)
+    finally:
+        conn.close()

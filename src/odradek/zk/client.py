@@ -897,32 +897,18 @@ class KafkaZkClient:
         2.8's setTopicIds) into topic znodes that lack them, fenced and conditional on the
         version read (a CreatePartitions racing us wins, and we re-read). Returns the
         assignments as stored afterwards."""
+        def backfill(old: TopicAssignment) -> TopicAssignment:
+            return dataclasses.replace(
+                old, topic_id=paths.new_topic_id() if old.topic_id == paths.ZERO_TOPIC_ID else old.topic_id,
+                initial_partition_count=old.initial_partition_count or len(old.partitions))
+
         out: dict[str, TopicAssignment] = {}
         remaining = sorted(topics)
         for _ in range(3):
             if not remaining:
                 break
-            found = self._get_many({t: paths.topic_path(t) for t in remaining})
-            writes: list[tuple[str, _Op]] = []
-            decoded: dict[str, TopicAssignment] = {}
-            for topic, (data, stat) in found.items():
-                old = paths.decode_topic_assignment(topic, data)
-                new = dataclasses.replace(
-                    old, topic_id=paths.new_topic_id() if old.topic_id == paths.ZERO_TOPIC_ID else old.topic_id,
-                    initial_partition_count=old.initial_partition_count or len(old.partitions))
-                decoded[topic] = new
-                if new != old:
-                    writes.append((topic, _Op("set", paths.topic_path(topic),
-                                              paths.encode_topic_assignment(new), stat.version)))
-                else:
-                    out[topic] = new
-            results = self._run_fenced(writes) if writes else {}
-            remaining = []
-            for topic, result in results.items():
-                if isinstance(result, BadVersionError):
-                    remaining.append(topic)
-                elif not isinstance(result, Exception):
-                    out[topic] = decoded[topic]
+            stored, remaining = self._rewrite_topic_znodes(remaining, backfill)
+            out.update(stored)
         return out
 
     def set_undeleted_partition_counts(self, counts: Mapping[str, int]
@@ -933,23 +919,36 @@ class KafkaZkClient:
         that change fires the controller's watch, and the next event decides again on it,
         rather than this write overwriting a count it did not see. Returns the assignments
         as stored afterwards (topics gone or changed are left out)."""
-        out: dict[str, TopicAssignment] = {}
-        found = self._get_many({t: paths.topic_path(t) for t in sorted(counts)})
+        stored, _changed = self._rewrite_topic_znodes(
+            sorted(counts), lambda old: dataclasses.replace(old, undeleted_partition_count=counts[old.name]))
+        return stored
+
+    def _rewrite_topic_znodes(self, topics: list[str], change: Callable[[TopicAssignment], TopicAssignment]
+                              ) -> tuple[dict[str, TopicAssignment], list[str]]:
+        """One round over topic znodes: read them all, apply ``change``, write those it
+        changed in one fenced multi, each conditional on the version read. Returns the
+        assignments as stored afterwards, and the topics whose znode changed meanwhile
+        (BadVersion: the caller may read again)."""
+        stored: dict[str, TopicAssignment] = {}
+        found = self._get_many({t: paths.topic_path(t) for t in topics})
         writes: list[tuple[str, _Op]] = []
         decoded: dict[str, TopicAssignment] = {}
         for topic, (data, stat) in found.items():
             old = paths.decode_topic_assignment(topic, data)
-            new = dataclasses.replace(old, undeleted_partition_count=counts[topic])
+            new = change(old)
             decoded[topic] = new
             if new != old:
                 writes.append((topic, _Op("set", paths.topic_path(topic),
                                           paths.encode_topic_assignment(new), stat.version)))
             else:
-                out[topic] = new
+                stored[topic] = new
+        changed = []
         for topic, result in (self._run_fenced(writes) if writes else {}).items():
-            if not isinstance(result, Exception):
-                out[topic] = decoded[topic]
-        return out
+            if isinstance(result, BadVersionError):
+                changed.append(topic)
+            elif not isinstance(result, Exception):
+                stored[topic] = decoded[topic]
+        return stored, changed
 
     def mark_topics_for_deletion(self, topics: Iterable[str]) -> None:
         """Create /admin/delete_topics/T for each topic (what DeleteTopics and Kafka's
