@@ -50,7 +50,7 @@ def fetch_error_codes(version: int, chunks: list[Any]) -> list[int]:
     read (each partition's records size is in them, its records are not). Every Fetch answer
     passes here, so the common shapes (no aborted transactions, no tagged fields, one-byte
     lengths) take the short way, a few byte tests per partition."""
-    head = chunks[1] if len(chunks) == 2 else b"".join(chunks[1::2])
+    head = memoryview(chunks[1] if len(chunks) == 2 else b"".join(chunks[1::2]))  # one view, read in place
     flexible = version >= 12
     pos = 9 if flexible else 8  # correlation id, the header's tagged fields, throttle time
     unpack = _I16.unpack_from
@@ -84,7 +84,7 @@ def fetch_error_codes(version: int, chunks: list[Any]) -> list[int]:
     return codes
 
 
-def _skip_aborted(head: bytes, pos: int, flexible: bool) -> int:
+def _skip_aborted(head: memoryview, pos: int, flexible: bool) -> int:
     aborted, pos = _length(head, pos, flexible)
     for _ in range(max(aborted, 0)):  # producer id, first offset
         pos += 16
@@ -93,11 +93,10 @@ def _skip_aborted(head: bytes, pos: int, flexible: bool) -> int:
     return pos
 
 
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    return UnsignedVarInt.decode(memoryview(buf), pos)
+_uvarint = UnsignedVarInt.decode
 
 
-def _length(buf: bytes, pos: int, flexible: bool) -> tuple[int, int]:
+def _length(buf: memoryview, pos: int, flexible: bool) -> tuple[int, int]:
     """An array's length; -1 for null."""
     if flexible:
         n, pos = _uvarint(buf, pos)
@@ -105,14 +104,14 @@ def _length(buf: bytes, pos: int, flexible: bool) -> tuple[int, int]:
     return _I32.unpack_from(buf, pos)[0], pos + 4
 
 
-def _string_size(buf: bytes, pos: int, flexible: bool) -> tuple[int, int]:
+def _string_size(buf: memoryview, pos: int, flexible: bool) -> tuple[int, int]:
     if flexible:
         n, pos = _uvarint(buf, pos)
         return max(n - 1, 0), pos
     return max(_I16.unpack_from(buf, pos)[0], 0), pos + 2
 
 
-def _skip_tags(buf: bytes, pos: int) -> int:
+def _skip_tags(buf: memoryview, pos: int) -> int:
     count, pos = _uvarint(buf, pos)
     for _ in range(count):
         _, pos = _uvarint(buf, pos)  # tag
