@@ -42,20 +42,20 @@ def test_counts_come_from_applied_leader_and_isr_and_update_metadata(tmp_path: P
     state = PartitionState(TP, 2, 1, 3, (1,), 0, (1,), True)
     # a new topic: the replica manager reads its config first (the awaitable path)
     _call(apis, controller_api.API_LEADER_AND_ISR,
-          LeaderAndIsrRequest(1, 2, -1, (state,), (), (("t", 4),)))
+          LeaderAndIsrRequest(1, 2, -1, (state,), (), (("t", 4, 2),)))
     assert metadata.undeleted_partition_count("t") == 4
     _call(apis, controller_api.API_LEADER_AND_ISR,
           LeaderAndIsrRequest(1, 2, -1, (state._replace(leader_epoch=4, is_new=False),), (),
-                              (("t", 5),)))
+                              (("t", 5, 2),)))
     assert metadata.undeleted_partition_count("t") == 5  # the synchronous path
     _call(apis, controller_api.API_UPDATE_METADATA,
           UpdateMetadataRequest(1, 2, -1, (state._replace(is_new=False),),
-                                (BrokerInfo(1, "h", 9092),), (("t", 6),)))
+                                (BrokerInfo(1, "h", 9092),), (("t", 6, 2),)))
     assert metadata.undeleted_partition_count("t") == 6
     # a request from an older controller is fenced, its count ignored
     _call(apis, controller_api.API_LEADER_AND_ISR,
-          LeaderAndIsrRequest(1, 1, -1, (state._replace(leader_epoch=9),), (), (("t", 2),)))
+          LeaderAndIsrRequest(1, 1, -1, (state._replace(leader_epoch=9),), (), (("t", 2, 2),)))
     _call(apis, controller_api.API_UPDATE_METADATA,
-          UpdateMetadataRequest(1, 1, -1, (), (BrokerInfo(1, "h", 9092),), (("t", 2),)))
+          UpdateMetadataRequest(1, 1, -1, (), (BrokerInfo(1, "h", 9092),), (("t", 2, 2),)))
     assert metadata.undeleted_partition_count("t") == 6
     assert metadata.undeleted_partition_count("plain") is None

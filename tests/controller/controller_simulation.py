@@ -112,7 +112,7 @@ class SimBroker:
                 self.roles.pop(tp, None)
                 self.deleted.add(tp)
         if isinstance(request, (LeaderAndIsrRequest, UpdateMetadataRequest)):
-            self.counts.update(request.undeleted_partition_counts)
+            self.counts.update((t, c) for t, c, _ in request.partition_counts)
         if isinstance(request, LeaderAndIsrRequest):
             for state in request.partition_states:
                 current = self.roles.get(state.tp)

@@ -164,8 +164,8 @@ def test_an_ordered_expansion_writes_the_count_then_bumps_then_creates_with_the_
     sent = channel.sent  # type: ignore[attr-defined]
     lai = [r for _, r in sent if isinstance(r, LeaderAndIsrRequest)]
     um = [r for _, r in sent if isinstance(r, UpdateMetadataRequest)]
-    assert lai and all(r.undeleted_partition_counts == (("t", 4),) for r in lai)
-    assert um and all(r.undeleted_partition_counts == (("t", 4),) for r in um)
+    assert lai and all(r.partition_counts == (("t", 4, 2),) for r in lai)
+    assert um and all(r.partition_counts == (("t", 4, 2),) for r in um)
     # one request of each kind per broker, as for every event
     assert set(Counter((b, type(r).__name__) for b, r in sent).values()) == {1}
 
@@ -183,7 +183,7 @@ def test_a_topic_without_ordered_delivery_keeps_kafkas_expansion() -> None:
     assert {p: zk.states[tp("t", p)] for p in (0, 1)} == before
     assert zk.states[tp("t", 2)].ordering is None
     assert zk.topics["t"].undeleted_partition_count is None
-    assert all(r.undeleted_partition_counts == ()  # type: ignore[attr-defined]
+    assert all(r.partition_counts == ()  # type: ignore[attr-defined]
                for _, r in channel.sent)  # type: ignore[attr-defined]
 
 
@@ -204,7 +204,7 @@ def test_a_lower_count_marks_partitions_bumps_the_undeleted_and_tells_every_brok
         p: epochs[p] + 1 for p in range(3)}
     sent = channel.sent  # type: ignore[attr-defined]
     assert {b for b, r in sent if isinstance(r, UpdateMetadataRequest)
-            and r.undeleted_partition_counts == (("t", 3),)} == {1, 2, 3}
+            and r.partition_counts == (("t", 3, 2),)} == {1, 2, 3}
 
 
 def test_a_count_below_the_initial_one_is_left_unapplied() -> None:

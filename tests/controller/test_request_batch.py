@@ -125,7 +125,7 @@ def test_counts_of_ordered_topics_only_are_sent() -> None:
     rig.batch.add_leader_and_isr([1, 2], tp("o", 0), LAI, (1, 2), is_new=False)
     rig.batch.add_leader_and_isr([3], tp("plain", 0), LAI, (1, 2), is_new=False)
     rig.send()
-    lai = {b: r.undeleted_partition_counts for b, r in rig.channel.leader_and_isr()}
-    assert lai == {1: (("o", 2),), 2: (("o", 2),), 3: ()}
-    um = {b: r.undeleted_partition_counts for b, r in rig.channel.update_metadata()}
-    assert um == {1: (("o", 2),), 2: (("o", 2),), 3: (("o", 2),)}
+    lai = {b: r.partition_counts for b, r in rig.channel.leader_and_isr()}
+    assert lai == {1: (("o", 2, 2),), 2: (("o", 2, 2),), 3: ()}
+    um = {b: r.partition_counts for b, r in rig.channel.update_metadata()}
+    assert um == {1: (("o", 2, 2),), 2: (("o", 2, 2),), 3: (("o", 2, 2),)}

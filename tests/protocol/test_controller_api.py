@@ -358,12 +358,12 @@ def _counted_states():
 
 def test_partition_counts_round_trip_in_leader_and_isr_and_update_metadata():
     brokers = (BrokerInfo(1, "h1", 9092), BrokerInfo(2, "h2", 9093))
-    for req in (LeaderAndIsrRequest(1, 2, 3, _counted_states(), brokers, (("a", 6),)),
+    for req in (LeaderAndIsrRequest(1, 2, 3, _counted_states(), brokers, (("a", 6, 4),)),
                 UpdateMetadataRequest(1, 2, 3, tuple(s._replace(is_new=False)
                                                      for s in _counted_states()),
-                                      brokers, (("a", 6), ("b", 4)))):
+                                      brokers, (("a", 6, 4), ("b", 4, 4)))):
         _, decoded = request_round_trip(req)
-        assert decoded.undeleted_partition_counts == req.undeleted_partition_counts
+        assert decoded.partition_counts == req.partition_counts
         assert decoded.partition_states == req.partition_states
 
 
@@ -371,17 +371,17 @@ def test_a_request_without_counts_is_kafkas_byte_for_byte():
     """Topics without ordered delivery get no trailer: the encoding is unchanged."""
     brokers = (BrokerInfo(1, "h1", 9092),)
     plain = LeaderAndIsrRequest(1, 2, 3, _counted_states(), brokers)
-    counted = LeaderAndIsrRequest(1, 2, 3, _counted_states(), brokers, (("a", 6),))
+    counted = LeaderAndIsrRequest(1, 2, 3, _counted_states(), brokers, (("a", 6, 4),))
     plain_bytes, counted_bytes = encode_request(plain, 7, "c"), encode_request(counted, 7, "c")
-    trailer = schema.encode(controller_api._PARTITION_COUNTS, [("a", 6)])
+    trailer = schema.encode(controller_api._PARTITION_COUNTS, [("a", 6, 4)])
     assert counted_bytes[4:] == plain_bytes[4:] + trailer
     _, decoded = request_round_trip(plain)
-    assert decoded.undeleted_partition_counts == ()
+    assert decoded.partition_counts == ()
 
 
 def test_a_malformed_count_trailer_is_refused():
     frame = one_frame(encode_request(
-        UpdateMetadataRequest(0, 1, 2, (), (BrokerInfo(1, "h", 9092),), (("a", 6),)), 1, None))
+        UpdateMetadataRequest(0, 1, 2, (), (BrokerInfo(1, "h", 9092),), (("a", 6, 4),)), 1, None))
     _, _, _, _, end = parse_request_header(frame)
     body = bytes(frame[end:])
     with pytest.raises(SchemaError):

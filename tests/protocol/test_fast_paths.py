@@ -27,6 +27,20 @@ def test_produce_response_matches_kio(version: int) -> None:
     assert frame == kio_util.encode_response(0, version, 99, body)
 
 
+@pytest.mark.parametrize("version", range(8, 10))
+def test_produce_response_error_message_matches_kio(version: int) -> None:
+    """KIP-467's ErrorMessage: what librdkafka shows in the delivery report of a refused batch."""
+    topics = [("t", [(0, 87, -1, -1), (1, 0, 5, 0)])]
+    frame = fast_paths.produce_response(version, 3, topics, {("t", 0): "key k belongs to partition 1"})
+    body = {"throttle_time": 0, "responses": [{"name": "t", "partition_responses": [
+        {"index": 0, "error_code": 87, "base_offset": -1, "log_start_offset": -1, "record_errors": [],
+         "error_message": "key k belongs to partition 1"},
+        {"index": 1, "error_code": 0, "base_offset": 5, "log_start_offset": 0, "record_errors": []}]}]}
+    assert frame == kio_util.encode_response(0, version, 3, body)
+    _, resp = kio_util.decode_response(0, version, frame[4:])
+    assert [p.error_message for p in resp.responses[0].partition_responses] == ["key k belongs to partition 1", None]
+
+
 @pytest.mark.parametrize("version", range(4, 13))
 def test_fetch_response_matches_kio(version: int) -> None:
     records = b"\x01" * 300

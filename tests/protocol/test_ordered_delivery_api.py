@@ -28,12 +28,19 @@ group_position_responses = st.builds(
                     max_size=6),
     st.lists(tps, max_size=6, unique=True).map(tuple))
 epochs_requests = st.builds(api.PartitionLeaderEpochsForPartitionsRequest,
-                            st.lists(tps, max_size=8, unique=True).map(tuple))
-epochs_responses = st.builds(
-    api.PartitionLeaderEpochsForPartitionsResponse,
-    st.dictionaries(tps, st.builds(api.PartitionLeaderEpochs, st.integers(-1, 120), epoch_maps, epoch_maps),
-                    max_size=6),
-    int32s)
+                            st.lists(tps, max_size=8, unique=True).map(tuple),
+                            st.lists(topics, max_size=3, unique=True).map(tuple))
+partition_counts = st.builds(api.TopicPartitionCounts, st.integers(-1, 120), int32s, int32s)
+
+
+@st.composite
+def epochs_responses(draw: st.DrawFn) -> api.PartitionLeaderEpochsForPartitionsResponse:
+    """Every topic of the partitions has its counts (as a broker answers), and maybe more topics."""
+    partitions = draw(st.dictionaries(
+        tps, st.builds(api.PartitionLeaderEpochs, st.integers(-1, 120), epoch_maps, epoch_maps), max_size=6))
+    extra = draw(st.lists(topics, max_size=3, unique=True))
+    counts = {t: draw(partition_counts) for t in dict.fromkeys([*(tp.topic for tp in partitions), *extra])}
+    return api.PartitionLeaderEpochsForPartitionsResponse(partitions, draw(int32s), counts)
 
 
 def _grouped_order(tps: tuple[TopicPartition, ...]) -> tuple[TopicPartition, ...]:
@@ -83,12 +90,13 @@ def test_consumer_group_position_response_round_trip(resp: api.ConsumerGroupPosi
 
 
 @settings(max_examples=150, deadline=None)
-@given(req=epochs_requests, resp=epochs_responses)
+@given(req=epochs_requests, resp=epochs_responses())
 def test_partition_leader_epochs_round_trip(req: api.PartitionLeaderEpochsForPartitionsRequest,
                                             resp: api.PartitionLeaderEpochsForPartitionsResponse) -> None:
     decoded_req = _request_round_trip(req)
     assert isinstance(decoded_req, api.PartitionLeaderEpochsForPartitionsRequest)
     assert decoded_req.partitions == _grouped_order(req.partitions)
+    assert set(decoded_req.topic_names()) == {tp.topic for tp in req.partitions} | set(req.topics)
     assert _response_round_trip(resp) == resp
 
 
@@ -107,11 +115,13 @@ def test_consumer_group_position_request_bytes_are_the_documented_layout() -> No
 
 def test_partition_leader_epochs_response_bytes_are_the_documented_layout() -> None:
     resp = api.PartitionLeaderEpochsForPartitionsResponse(
-        {TopicPartition("t", 4): api.PartitionLeaderEpochs(0, {0: 7}, None)}, throttle_time_ms=0)
+        {TopicPartition("t", 4): api.PartitionLeaderEpochs(0, {0: 7}, None)}, throttle_time_ms=0,
+        counts={"t": api.TopicPartitionCounts(0, 4, 6)})
     assert api.encode_response(10001, 0, 5, resp)[4:] == b"".join([
         struct.pack(">i", 5), b"\x00",                          # header v1: correlation id, tags
         struct.pack(">i", 0),                                   # ThrottleTimeMs
-        b"\x02", b"\x02t", b"\x02", struct.pack(">ih", 4, 0),   # Topics[t]: Partitions[4], ErrorCode
+        b"\x02", b"\x02t", struct.pack(">hii", 0, 4, 6),        # Topics[t]: ErrorCode, Initial/UndeletedPartitionCount
+        b"\x02", struct.pack(">ih", 4, 0),                      # Partitions[4], ErrorCode
         b"\x02", struct.pack(">ii", 0, 7), b"\x00",             # LeaderEpochAfterCreation {0: 7}
         b"\x00",                                                # LeaderEpochBeforeDeletion null
         b"\x00", b"\x00", b"\x00",                              # partition, topic, top-level tags

@@ -50,10 +50,10 @@ class ControllerApis:
         return controller_api.encode_response(api_key, version, correlation_id, response)
 
     def _record_counts(self, request: Any, applied: ControllerResponse) -> None:
-        """KIP-253: an applied LeaderAndIsr's undeleted_partition_counts are recorded in the
+        """KIP-253: an applied LeaderAndIsr's partition_counts are recorded in the
         same loop callback as its leader epochs (the replica manager applies a request in one
         synchronous call), so the two change together, as the KIP requires."""
-        counts = request.undeleted_partition_counts
+        counts = request.partition_counts
         if counts and applied.error_code == ErrorCode.NONE:
             self._metadata.record_partition_counts(counts)
 
@@ -64,8 +64,8 @@ class ControllerApis:
             known = {b.id for b in self._metadata.live_brokers}
             self._metadata.update(request.controller_id, request.controller_epoch,
                                   request.live_brokers, request.partition_states)
-            if request.undeleted_partition_counts:  # KIP-253
-                self._metadata.record_partition_counts(request.undeleted_partition_counts)
+            if request.partition_counts:  # KIP-253
+                self._metadata.record_partition_counts(request.partition_counts)
             deleted = [st.tp for st in request.partition_states if st.leader == LEADER_DURING_DELETE]
             if deleted:  # Kafka's handleUpdateMetadataRequest: their groups' offsets go too
                 self._groups.handle_deleted_partitions(deleted)

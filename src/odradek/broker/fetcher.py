@@ -225,16 +225,22 @@ class ReplicaFetcher:
             await asyncio.sleep(RETRY_BACKOFF_S)
             return
         full = self._session_epoch in (INITIAL_EPOCH, FINAL_EPOCH)
+        # swapped out here, not cleared after the response: a LeaderAndIsr handled while the
+        # request is out (next_epoch: the same leader at its next epoch, Kafka's
+        # Partition.makeFollower restarting the fetch there) marks a partition the session must
+        # hear of, and a partition resting after FENCED_LEADER_EPOCH has just been forgotten by
+        # this very request; clearing that mark left it out of every later request for good
+        dirty, self._dirty = self._dirty, set()
         if full:
             changed = [tp for tp in self._states
                        if tp not in self._truncating and tp not in resting and tp not in held]
             gone: list[TopicPartition] = []
             self._leaving = set()  # a full request replaces the whole session
         else:
-            changed = [tp for tp in self._dirty
+            changed = [tp for tp in dirty
                        if tp in self._states and tp not in self._truncating and tp not in resting
                        and tp not in held]
-            # swapped out, not cleared after the response: remove() may run while we wait
+            # swapped out likewise: remove() may run while we wait
             leaving, self._leaving = self._leaving, set()
             gone = [tp for tp in leaving
                     if tp in self._sent
@@ -272,7 +278,6 @@ class ReplicaFetcher:
                 del self._sent[tp]
             for tp in changed:
                 self._sent[tp] = position[tp]
-        self._dirty.clear()
         quota = self._quota if self._quota is not None and self._quota.active else None
         throttled_bytes = 0
         for topic in resp.responses:

@@ -33,6 +33,7 @@ from odradek.broker.elect_leaders import elect_leaders
 from odradek.broker.fetch_handler import FetchHandler, leader_for
 from odradek.broker.init_producer_id import init_producer_id
 from odradek.broker.metrics import BrokerMetrics
+from odradek.broker.ordered_delivery_fence import OrderedDeliveryFence
 from odradek.broker.partition import Partition
 from odradek.broker.producer_state import ProducerStateError
 from odradek.common.errors import NotLeaderError
@@ -50,6 +51,7 @@ log = logging.getLogger("odradek.broker.kafka_apis")
 class KafkaApis:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
+        self.ordered_delivery_fence = OrderedDeliveryFence(ctx.metadata.ordered_partition_counts)
         self._routes = {
             api_keys.PRODUCE: self.produce,
             api_keys.FETCH: FetchHandler(ctx),
@@ -130,6 +132,7 @@ class KafkaApis:
         acks = req.acks
         # per topic: [partition, error_code, base_offset, log_start_offset], filled in as we go
         results: dict[str, list[list[int]]] = {}
+        messages: dict[tuple[str, int], str] = {}  # the error message of a refused partition, if any
         waits: list[tuple[list[int], Partition, int]] = []
         for topic in req.topic_data:
             out = results.setdefault(topic.name, [])
@@ -140,7 +143,7 @@ class KafkaApis:
                     entry[1] = ErrorCode.INVALID_REQUIRED_ACKS
                     continue
                 partition, error, last = self._append(TopicPartition(topic.name, pdata.index), pdata.records,
-                                                      acks, entry)
+                                                      acks, entry, header.client_id, messages)
                 if error is not None:
                     entry[1] = error
                 elif acks == -1 and partition is not None:
@@ -149,18 +152,21 @@ class KafkaApis:
             self._count_errors(results)
             return None
         if waits:
-            return self._await_acks(header.correlation_id, version, results, waits, req.timeout.total_seconds())
+            return self._await_acks(header.correlation_id, version, results, waits, req.timeout.total_seconds(),
+                                    messages)
         self._count_errors(results)
-        return _produce_response(header.correlation_id, version, results)
+        return _produce_response(header.correlation_id, version, results, messages)
 
     def _count_errors(self, results: dict[str, list[list[int]]]) -> None:
         """Produce's ErrorsPerSec from the results at hand (metrics.py reads other responses)."""
         if self.ctx.metrics is not None:
             self.ctx.metrics.count_errors(api_keys.PRODUCE, [e[1] for entries in results.values() for e in entries])
 
-    def _append(self, tp: TopicPartition, records: bytes | None, acks: int,
-                entry: list[int]) -> tuple[Partition | None, ErrorCode | None, int]:
-        """Append as leader; fills entry's base and log start offsets, returns the last offset."""
+    def _append(self, tp: TopicPartition, records: bytes | None, acks: int, entry: list[int],
+                client_id: str | None, messages: dict[tuple[str, int], str]
+                ) -> tuple[Partition | None, ErrorCode | None, int]:
+        """Append as leader; fills entry's base and log start offsets, returns the last offset
+        (and puts the words of a refusal that needs them into ``messages``)."""
         partition = self.ctx.replica_manager.get(tp)
         if partition is None or not partition.is_leader:
             return None, self.ctx.metadata.not_served_error(tp), -1
@@ -173,6 +179,11 @@ class KafkaApis:
         if partition.log.config.compact and has_keyless_record(records):
             log.info("%s: rejected produce: a record without a key for a compacted topic", tp)
             return None, ErrorCode.INVALID_RECORD, -1
+        refused = self.ordered_delivery_fence.check(tp, records, client_id)  # KIP-253
+        if refused is not None:
+            log.info("%s: rejected produce from %r: %s", tp, client_id, refused[1])
+            messages[tp.topic, tp.partition] = refused[1]
+            return None, refused[0], -1
         if acks == -1 and len(partition.isr) < partition.min_insync_replicas:
             return None, ErrorCode.NOT_ENOUGH_REPLICAS, -1
         try:
@@ -191,7 +202,8 @@ class KafkaApis:
         return partition, None, last
 
     async def _await_acks(self, correlation_id: int, version: int, results: dict[str, list[list[int]]],
-                          waits: list[tuple[list[int], Partition, int]], timeout_s: float) -> bytes:
+                          waits: list[tuple[list[int], Partition, int]], timeout_s: float,
+                          messages: dict[tuple[str, int], str]) -> bytes:
         futures = [p.wait_for_high_watermark(last) for _, p, last in waits]
         await asyncio.wait(futures, timeout=max(timeout_s, 0.001))
         for (entry, partition, _last), fut in zip(waits, futures):
@@ -204,7 +216,7 @@ class KafkaApis:
                 # committed by a shrunken ISR: written, but not as durable as asked (Kafka's rule)
                 entry[1] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         self._count_errors(results)
-        return _produce_response(correlation_id, version, results)
+        return _produce_response(correlation_id, version, results, messages)
 
     # -- ListOffsets and OffsetForLeaderEpoch ---------------------------------------------------
 
@@ -260,6 +272,8 @@ def _offset_for(partition: Partition, timestamp: int) -> int:
     return -1 if found is None or found >= partition.high_watermark else found
 
 
-def _produce_response(correlation_id: int, version: int, results: dict[str, list[list[int]]]) -> bytes:
+def _produce_response(correlation_id: int, version: int, results: dict[str, list[list[int]]],
+                      messages: dict[tuple[str, int], str]) -> bytes:
     return fast_paths.produce_response(version, correlation_id,
-                                       [(t, [tuple(e) for e in ps]) for t, ps in results.items()])  # type: ignore[misc]
+                                       [(t, [tuple(e) for e in ps]) for t, ps in results.items()],  # type: ignore[misc]
+                                       messages)

@@ -45,6 +45,7 @@ class MetadataCache:
         #: LeaderAndIsr or UpdateMetadata naming the topic said (topics without ordered
         #: delivery are never named, and have no entry)
         self._undeleted_counts: dict[str, int] = {}
+        self._initial_counts: dict[str, int] = {}
 
     @property
     def initialized(self) -> bool:
@@ -78,17 +79,27 @@ class MetadataCache:
                 if not parts:
                     del self._topics[tp.topic]
                     self._undeleted_counts.pop(tp.topic, None)
+                    self._initial_counts.pop(tp.topic, None)
 
-    def record_partition_counts(self, counts: Iterable[tuple[str, int]]) -> None:
-        """KIP-253: the undeleted_partition_count of ordered topics, from a controller request
-        this broker applied (call it in the same loop callback that applied the request's
-        leader epochs, so that a record is never checked against one without the other)."""
-        self._undeleted_counts.update(counts)
+    def record_partition_counts(self, counts: Iterable[tuple[str, int, int]]) -> None:
+        """KIP-253: the undeleted_partition_count and initial_partition_count of ordered
+        topics, from a controller request this broker applied (call it in the same loop
+        callback that applied the request's leader epochs, so that a record is never checked
+        against one without the other)."""
+        for topic, undeleted, initial in counts:
+            self._undeleted_counts[topic] = undeleted
+            self._initial_counts[topic] = initial
 
     def undeleted_partition_count(self, topic: str) -> int | None:
         """KIP-253: the ordered topic's count as last told by the controller; None for a topic
         without ordered delivery (or not heard of yet)."""
         return self._undeleted_counts.get(topic)
+
+    def ordered_partition_counts(self, topic: str) -> tuple[int, int] | None:
+        """KIP-253: (initial_partition_count, undeleted_partition_count) of an ordered topic,
+        what linear hashing needs to say where a key belongs; None for any other topic."""
+        undeleted = self._undeleted_counts.get(topic)
+        return None if undeleted is None else (self._initial_counts[topic], undeleted)
 
     @property
     def live_brokers(self) -> list[BrokerInfo]:

@@ -80,7 +80,20 @@ async def _partition_leader_epochs(ctx: BrokerContext, api_key: int, version: in
     if known:
         answers.update(await _read_epochs(ctx, known))
     ordered = {tp: answers[tp] for tp in request.partitions}  # the request's order
-    return _encoded(api_key, version, correlation_id, api.PartitionLeaderEpochsForPartitionsResponse(ordered))
+    counts = {topic: _counts(ctx, topic) for topic in request.topic_names()}
+    return _encoded(api_key, version, correlation_id,
+                    api.PartitionLeaderEpochsForPartitionsResponse(ordered, counts=counts))
+
+
+def _counts(ctx: BrokerContext, topic: str) -> api.TopicPartitionCounts:
+    """A topic's counts from this broker's metadata, which the controller's LeaderAndIsr and
+    UpdateMetadata keep (the same counts this broker's produce fence checks against)."""
+    if not ctx.metadata.partitions(topic):
+        return api.TopicPartitionCounts(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    counts = ctx.metadata.ordered_partition_counts(topic)
+    if counts is None:
+        return api.TopicPartitionCounts()
+    return api.TopicPartitionCounts(ErrorCode.NONE, *counts)
 
 
 async def _read_epochs(ctx: BrokerContext, tps: list[TopicPartition]) -> dict[TopicPartition, api.PartitionLeaderEpochs]:

@@ -59,6 +59,9 @@ class ReplicaManager:
         #: reads topic ids for partitions new to this broker (Kafka 2.8+ gets them in the
         #: LeaderAndIsr itself): a log on disk under another id is of a deleted incarnation
         self.load_topic_ids: TopicIdLoader | None = None
+        #: KIP-253: whether a topic has ordered delivery (the controller named its count); the
+        #: state znodes of such a topic carry the ordering maps, which an ISR write must keep
+        self.is_ordered_topic: Callable[[str], bool] = lambda topic: False
 
     def get(self, tp: TopicPartition) -> Partition | None:
         return self._partitions.get(tp)
@@ -334,6 +337,7 @@ class ReplicaManager:
 
     def _write_isrs(self, writes: dict[TopicPartition, LeaderAndIsr]) -> dict[TopicPartition, int | LeaderAndIsr | None]:
         """New zk_version on success, else the state ZooKeeper holds now (None if gone)."""
+        self._keep_orderings(writes)
         out: dict[TopicPartition, int | LeaderAndIsr | None] = dict(
             self.zk.conditional_update_partition_states(writes))
         lost = [tp for tp, version in out.items() if version is None]
@@ -341,6 +345,20 @@ class ReplicaManager:
             current = self.zk.get_partition_states(lost)
             out.update((tp, current.get(tp)) for tp in lost)
         return out
+
+    def _keep_orderings(self, writes: dict[TopicPartition, LeaderAndIsr]) -> None:
+        """KIP-253's maps live in the state znode but not in LeaderAndIsr, so before rewriting
+        the ISR of an ordered topic's partition the leader reads them back and keeps them.
+        The write stays conditional on the version the leader knows: a map read at another
+        version is not used, and that write fails as any stale one does. One extra read per
+        ISR change, only for ordered topics (which change ISRs as rarely as any other)."""
+        ordered = [tp for tp in writes if self.is_ordered_topic(tp.topic)]
+        if not ordered:
+            return
+        for tp, stored in self.zk.get_partition_states(ordered).items():
+            wanted = writes[tp]
+            if stored.ordering is not None and stored.zk_version == wanted.zk_version:
+                writes[tp] = wanted._replace(ordering=stored.ordering)
 
     def brokers_registered(self, broker_ids: set[int]) -> None:
         """Brokers that (re-)registered: a follower of ours on one of them that caught up

@@ -77,6 +77,7 @@ class Broker:
                                               config.min_insync_replicas, self.fetchers, self._load_topic_configs,
                                               self.zk, config.replica_lag_time_max_ms,
                                               lambda: {b.id for b in self.metadata.live_brokers})
+        self.replica_manager.is_ordered_topic = lambda topic: self.metadata.undeleted_partition_count(topic) is not None
         self.controller = ControllerService(
             config.broker_id, self.zk, config.data_dir / "state-change.log",
             config.leader_imbalance_check_interval_seconds if config.auto_leader_rebalance_enable else None,

@@ -190,12 +190,15 @@ class ControllerBrokerRequestBatch:
         return self._context.broker_epoch(broker)
 
     def _partition_counts(self, states: tuple[PartitionState, ...], ordered: frozenset[str]
-                          ) -> tuple[tuple[str, int], ...]:
-        """KIP-253: the undeleted_partition_count of each ordered topic ``states`` names."""
+                          ) -> tuple[tuple[str, int, int], ...]:
+        """KIP-253: the undeleted_partition_count and initial_partition_count of each ordered
+        topic ``states`` names (an ordered topic's znode always has the initial count; were it
+        missing, the undeleted count stands in, which is right until the first change)."""
         if not ordered:
             return ()
         count_of = self._context.undeleted_partition_count
-        return tuple(sorted((t, c) for t in {ps.tp.topic for ps in states} & ordered
+        initial_of = self._context.initial_partition_count
+        return tuple(sorted((t, c, initial_of(t) or c) for t in {ps.tp.topic for ps in states} & ordered
                             if (c := count_of(t)) is not None))
 
     def _send_leader_and_isr(self, controller_epoch: int) -> None:
@@ -221,7 +224,7 @@ class ControllerBrokerRequestBatch:
                 broker_epoch=broker_epoch,
                 partition_states=partition_states,
                 live_leaders=leaders,
-                undeleted_partition_counts=self._partition_counts(partition_states, ordered),
+                partition_counts=self._partition_counts(partition_states, ordered),
             )
             self._send(broker, request, True, len(states))
 
@@ -274,7 +277,7 @@ class ControllerBrokerRequestBatch:
         # Brokers told the same partitions share one tuple, which the encoder then encodes once.
         by_partitions: dict[frozenset[TopicPartition], tuple[PartitionState, ...]] = {}
         ordered = self._context.ordered_topics()
-        counts_of: dict[frozenset[TopicPartition], tuple[tuple[str, int], ...]] = {}
+        counts_of: dict[frozenset[TopicPartition], tuple[tuple[str, int, int], ...]] = {}
         for broker in sorted(self._update_metadata):
             broker_epoch = self._broker_epoch(broker)
             if broker_epoch is None:
@@ -291,7 +294,7 @@ class ControllerBrokerRequestBatch:
                 broker_epoch=broker_epoch,
                 partition_states=states,
                 live_brokers=live,
-                undeleted_partition_counts=counts_of.get(tps, ()),
+                partition_counts=counts_of.get(tps, ()),
             )
             self._send(broker, request)
 

@@ -57,8 +57,9 @@ class UnsupportedVersionError(SchemaError):
     """An api_key/api_version pair this module does not speak (answer UNSUPPORTED_VERSION)."""
 
 
-#: KIP-253: (topic, undeleted_partition_count) for the ordered topics a request names
-PartitionCounts = tuple[tuple[str, int], ...]
+#: KIP-253: (topic, undeleted_partition_count, initial_partition_count) for the ordered topics a
+#: request names (brokers need both to check where a key belongs)
+PartitionCounts = tuple[tuple[str, int, int], ...]
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class LeaderAndIsrRequest:
     partition_states: tuple[PartitionState, ...]
     live_leaders: tuple[BrokerInfo, ...]
     #: odradek's addition (docs/protocol.md): empty for topics without ordered delivery
-    undeleted_partition_counts: PartitionCounts = ()
+    partition_counts: PartitionCounts = ()
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class UpdateMetadataRequest:
     partition_states: tuple[PartitionState, ...]
     live_brokers: tuple[BrokerInfo, ...]
     #: odradek's addition (docs/protocol.md): empty for topics without ordered delivery
-    undeleted_partition_counts: PartitionCounts = ()
+    partition_counts: PartitionCounts = ()
 
 
 @dataclass(frozen=True)
@@ -367,7 +368,8 @@ _STOP_REPLICA_V1 = Struct(
 # odradek's KIP-253 trailer of LeaderAndIsr v2 and UpdateMetadata v5: written after the last
 # field only when the request names an ordered topic, so every other request is Kafka's, byte
 # for byte (docs/protocol.md, "Controller requests: the topic's partition count")
-_PARTITION_COUNTS = Array(Struct(("topic", String), ("undeleted_partition_count", Int32)))
+_PARTITION_COUNTS = Array(Struct(("topic", String), ("undeleted_partition_count", Int32),
+                                 ("initial_partition_count", Int32)))
 
 _CONTROLLED_SHUTDOWN_V2 = Struct(("broker_id", Int32), ("broker_epoch", Int64))
 _CONTROLLED_SHUTDOWN_RESPONSE_V2 = Struct(
@@ -426,15 +428,15 @@ def _encode_body(req: ControllerRequest, out: list[bytes]) -> None:
         leaders = [(b.id, b.host, b.port) for b in req.live_leaders]
         _LEADER_AND_ISR_V2.encode((req.controller_id, req.controller_epoch, req.broker_epoch,
                                    req.partition_states, leaders), out)
-        if req.undeleted_partition_counts:
-            _PARTITION_COUNTS.encode(req.undeleted_partition_counts, out)
+        if req.partition_counts:
+            _PARTITION_COUNTS.encode(req.partition_counts, out)
     elif isinstance(req, UpdateMetadataRequest):
         brokers = [(b.id, [(b.port, b.host, PLAINTEXT_LISTENER, SECURITY_PROTOCOL_PLAINTEXT)],
                     b.rack) for b in req.live_brokers]
         _UPDATE_METADATA_V5.encode((req.controller_id, req.controller_epoch, req.broker_epoch,
                                     req.partition_states, brokers), out)
-        if req.undeleted_partition_counts:
-            _PARTITION_COUNTS.encode(req.undeleted_partition_counts, out)
+        if req.partition_counts:
+            _PARTITION_COUNTS.encode(req.partition_counts, out)
     elif isinstance(req, ControlledShutdownRequest):
         _CONTROLLED_SHUTDOWN_V2.encode((req.broker_id, req.broker_epoch), out)
     else:
@@ -469,7 +471,7 @@ def _decode_partition_counts(body: bytes | memoryview, end: int) -> PartitionCou
     if end == len(body):
         return ()
     counts, _ = decode(_PARTITION_COUNTS, body, end)
-    return tuple((topic, count) for topic, count in counts)
+    return tuple((topic, count, initial) for topic, count, initial in counts)
 
 
 def decode_request(api_key: int, api_version: int, body: bytes | memoryview) -> ControllerRequest:

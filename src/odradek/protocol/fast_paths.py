@@ -14,7 +14,7 @@ next fetch.
 from __future__ import annotations
 
 import struct
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -53,8 +53,10 @@ def _frame(parts: list[bytes | memoryview]) -> list[bytes | memoryview]:
 
 
 def produce_response(version: int, correlation_id: int,
-                     topics: Sequence[tuple[str, Sequence[ProducePartition]]]) -> bytes:
-    """ProduceResponse v3-v9 with its header and size prefix."""
+                     topics: Sequence[tuple[str, Sequence[ProducePartition]]],
+                     messages: Mapping[tuple[str, int], str] | None = None) -> bytes:
+    """ProduceResponse v3-v9 with its header and size prefix; ``messages`` the ErrorMessage
+    (v8+, KIP-467) of a partition whose error needs words, by (topic, partition)."""
     flexible = version >= 9
     out: list[bytes | memoryview] = [b"", _I32.pack(correlation_id) + (b"\0" if flexible else b"")]
     out.append(_count(len(topics), flexible))
@@ -66,8 +68,12 @@ def produce_response(version: int, correlation_id: int,
                 out.append(_PRODUCE_PART_V5.pack(index, error, base_offset, -1, log_start))
             else:
                 out.append(_PRODUCE_PART_V3.pack(index, error, base_offset, -1))
-            if version >= 8:  # no record errors, null error message
-                out.append(b"\x01\x00" if flexible else b"\0\0\0\0\xff\xff")
+            if version >= 8:  # no record errors, then the error message (null unless given)
+                message = messages.get((name, index)) if messages else None
+                if message is None:
+                    out.append(b"\x01\x00" if flexible else b"\0\0\0\0\xff\xff")
+                else:
+                    out.append((b"\x01" if flexible else b"\0\0\0\0") + _string(message, flexible))
             if flexible:
                 out.append(b"\0")
         if flexible:

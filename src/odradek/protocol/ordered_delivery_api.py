@@ -107,6 +107,27 @@ class ConsumerGroupPositionResponse:
 @dataclass(frozen=True, slots=True)
 class PartitionLeaderEpochsForPartitionsRequest:
     partitions: tuple[TopicPartition, ...]
+    #: topics whose counts are wanted without any partition's maps (a producer's question)
+    topics: tuple[str, ...] = ()
+
+    def topic_names(self) -> list[str]:
+        """Every topic the request names, in first-seen order (each gets its counts back)."""
+        return list(dict.fromkeys([*(tp.topic for tp in self.partitions), *self.topics]))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartitionCounts:
+    """An ordered topic's initial_partition_count and undeleted_partition_count, as the
+    answering broker's metadata holds them (-1 and -1 for a topic without ordered delivery);
+    UNKNOWN_TOPIC_OR_PARTITION when the broker's metadata does not know the topic."""
+
+    error_code: int = 0
+    initial_partition_count: int = UNKNOWN
+    undeleted_partition_count: int = UNKNOWN
+
+    @property
+    def ordered(self) -> bool:
+        return self.undeleted_partition_count >= 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +146,8 @@ class PartitionLeaderEpochs:
 class PartitionLeaderEpochsForPartitionsResponse:
     partitions: Mapping[TopicPartition, PartitionLeaderEpochs]
     throttle_time_ms: int = 0
+    #: every topic the request named
+    counts: Mapping[str, TopicPartitionCounts] = field(default_factory=dict)
 
 
 Request = Union[ConsumerGroupPositionRequest, PartitionLeaderEpochsForPartitionsRequest]
@@ -169,10 +192,14 @@ _EPOCH_MAP = CompactArray(Struct(("partition_index", Int32), ("leader_epoch", In
                           nullable=True)
 _PARTITION_LEADER_EPOCHS_RESPONSE_V0 = Struct(
     ("throttle_time_ms", Int32),
-    ("topics", _topics_of(Struct(("partition_index", Int32), ("error_code", Int16),
-                                 ("leader_epoch_after_creation", _EPOCH_MAP),
-                                 ("leader_epoch_before_deletion", _EPOCH_MAP),
-                                 ("_tagged", TaggedFields)))),
+    ("topics", CompactArray(Struct(
+        ("name", CompactString), ("error_code", Int16),
+        ("initial_partition_count", Int32), ("undeleted_partition_count", Int32),
+        ("partitions", CompactArray(Struct(("partition_index", Int32), ("error_code", Int16),
+                                           ("leader_epoch_after_creation", _EPOCH_MAP),
+                                           ("leader_epoch_before_deletion", _EPOCH_MAP),
+                                           ("_tagged", TaggedFields)))),
+        ("_tagged", TaggedFields)))),
     ("_tagged", TaggedFields),
 )
 
@@ -242,11 +269,19 @@ def _encode_body(message: Request | Response, out: list[bytes]) -> None:
         _CONSUMER_GROUP_POSITION_RESPONSE_V0.encode(
             (message.throttle_time_ms, message.error_code, topics, _grouped(message.wanted), {}), out)
     elif isinstance(message, PartitionLeaderEpochsForPartitionsRequest):
-        _PARTITION_LEADER_EPOCHS_REQUEST_V0.encode((_grouped(message.partitions), {}), out)
+        grouped = _grouped(message.partitions)
+        named = {topic for topic, _, _ in grouped}
+        grouped += [(topic, [], {}) for topic in dict.fromkeys(message.topics) if topic not in named]
+        _PARTITION_LEADER_EPOCHS_REQUEST_V0.encode((grouped, {}), out)
     else:
-        entries_of: list[Any] = [(topic, [(p, e.error_code, _epoch_map(e.leader_epoch_after_creation),
-                                           _epoch_map(e.leader_epoch_before_deletion), {}) for p, e in entries], {})
-                                 for topic, entries in _by_topic(message.partitions).items()]
+        by_topic = _by_topic(message.partitions)
+        entries_of: list[Any] = []
+        for topic in dict.fromkeys([*by_topic, *message.counts]):
+            c = message.counts.get(topic, TopicPartitionCounts())
+            entries_of.append((topic, c.error_code, c.initial_partition_count, c.undeleted_partition_count,
+                               [(p, e.error_code, _epoch_map(e.leader_epoch_after_creation),
+                                 _epoch_map(e.leader_epoch_before_deletion), {})
+                                for p, e in by_topic.get(topic, [])], {}))
         _PARTITION_LEADER_EPOCHS_RESPONSE_V0.encode((message.throttle_time_ms, entries_of, {}), out)
 
 
@@ -283,7 +318,8 @@ def decode_request(api_key: int, api_version: int, body: bytes | memoryview) -> 
         return ConsumerGroupPositionRequest(group_id, generation_id, member_id, instance_id, reported, requested)
     topics, _ = _decoded(_PARTITION_LEADER_EPOCHS_REQUEST_V0, body)
     return PartitionLeaderEpochsForPartitionsRequest(
-        tuple(dict.fromkeys(TopicPartition(topic, p) for topic, ps, _ in topics for p in ps)))
+        tuple(dict.fromkeys(TopicPartition(topic, p) for topic, ps, _ in topics for p in ps)),
+        tuple(dict.fromkeys(topic for topic, ps, _ in topics if not ps)))
 
 
 def decode_request_frame(frame: bytes | memoryview) -> tuple[int, int, int, str | None, Request]:
@@ -336,8 +372,10 @@ def decode_response(api_key: int, api_version: int, body: bytes | memoryview) ->
             code,
             None if after is None else {q: e for q, e, _ in after},
             None if before is None else {q: e for q, e, _ in before})
-        for topic, entries, _ in topics for p, code, after, before, _ in entries}
-    return PartitionLeaderEpochsForPartitionsResponse(partitions, throttle)
+        for topic, _, _, _, entries, _ in topics for p, code, after, before, _ in entries}
+    counts = {topic: TopicPartitionCounts(code, initial, undeleted)
+              for topic, code, initial, undeleted, _, _ in topics}
+    return PartitionLeaderEpochsForPartitionsResponse(partitions, throttle, counts)
 
 
 def error_codes(resp: Response) -> list[int]:
@@ -345,4 +383,4 @@ def error_codes(resp: Response) -> list[int]:
     has one, and every partition's), for the broker's request error counts."""
     if isinstance(resp, ConsumerGroupPositionResponse):
         return [resp.error_code, *(r.error_code for r in resp.positions.values())]
-    return [e.error_code for e in resp.partitions.values()]
+    return [*(c.error_code for c in resp.counts.values()), *(e.error_code for e in resp.partitions.values())]

@@ -277,21 +277,32 @@ def has_keyless_record(buf: Buffer) -> bool:
     """Whether some record in `buf` has a null key: Kafka's LogValidator refuses those for a
     compacted topic (INVALID_RECORD), where a keyless record could never be compacted away.
     Batches this process cannot decompress, or cannot parse, are left to the log's own checks."""
-    view = memoryview(buf)
     try:
-        for h in iter_batches(view):
-            section = memoryview(records_section(view[h.position:h.position + h.size], h))
-            pos = 0
-            for _ in range(h.record_count):
-                length, body = _read_varint(section, pos)
-                # past attributes, timestampDelta and offsetDelta: the key's length, -1 for null
-                # (read in place: no key is copied to learn whether it is there)
-                if _read_varint(section, _skip_varint(section, _skip_varint(section, body + 1)))[0] < 0:
-                    return True
-                pos = body + length
+        return any(key is None for key in record_keys(buf))
     except (UnsupportedCompressionError, ValueError, IndexError, EOFError, OSError):
         return False
-    return False
+
+
+def record_keys(buf: Buffer) -> Iterator[memoryview | None]:
+    """The key of every record in `buf` (one or more batches), None for a null key, each a view
+    into the (decompressed) records: nothing past the key is decoded, nothing is copied.
+    Raises UnsupportedCompressionError, or ValueError/IndexError/EOFError/OSError on bytes that
+    do not parse."""
+    view = memoryview(buf)
+    for h in iter_batches(view):
+        section = memoryview(records_section(view[h.position:h.position + h.size], h))
+        pos = 0
+        for _ in range(h.record_count):
+            length, body = _read_varint(section, pos)
+            # past attributes, timestampDelta and offsetDelta: the key's length, -1 for null
+            key_length, key_at = _read_varint(section, _skip_varint(section, _skip_varint(section, body + 1)))
+            if key_length < 0:
+                yield None
+            else:
+                if key_at + key_length > body + length:
+                    raise ValueError("a record's key runs past the record")
+                yield section[key_at:key_at + key_length]
+            pos = body + length
 
 
 def build_filtered_batch(batch: Buffer, header: BatchHeader, section: Buffer,

@@ -1,0 +1,296 @@
+"""OrderedProducer: confluent-kafka's Producer for topics with ordered delivery across
+partition expansion and deletion (KIP-253), a one-line switch for an application.
+
+    producer = OrderedProducer({"bootstrap.servers": "...", ...})   # was confluent_kafka.Producer
+    producer.produce("orders", value, key=customer_id, on_delivery=report)
+    producer.poll(0); producer.flush()
+
+Where a record goes. On a topic with enable.ordered.delivery=true, keyed and unkeyed records
+are partitioned by linear hashing (common/linear_hashing.py) over the topic's
+initial_partition_count N and undeleted_partition_count: Kafka's murmur2 of the key masked
+positive, so before any expansion a key lands exactly where Kafka's default partitioner puts it.
+Unkeyed records go round-robin over the undeleted partitions. Every other topic is handed to
+an ordinary confluent-kafka Producer, unchanged.
+
+How order survives a change of the count. Each ordered topic has its own librdkafka producer,
+whose client id declares the count it routes with (protocol/declared_partition_counts.py);
+leaders refuse a record routed with any other count (FENCED_LEADER_EPOCH), and the count changes
+on a leader together with the leader epoch bump that marks the consumers' barrier. So every
+record acknowledged in an old partition lies before the barrier, and every refused record is
+re-sent. On the first refusal the topic stops sending: new records are held, the inner producer
+is drained (every record in flight acknowledged or refused: librdkafka refuses every later record
+of the same partition too, since their count is just as stale), the count is read again, a new
+inner producer declaring it is made, and the refused records are re-sent in the order the
+application produced them, then the held ones. A key's records are therefore appended in
+produce order: the ones before the refusal were acknowledged in the old partition (before the
+barrier), the rest follow in the key's new partition.
+
+Delivery reports go to each record's on_delivery exactly once, from poll() and flush(), as in
+confluent-kafka; a refused record's report is the one of its re-send.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from odradek.client.ordered_metadata import OrderedMetadataClient, OrderedMetadataError, parse_bootstrap
+from odradek.common.linear_hashing import POSITIVE_MASK, level_and_split, murmur2
+from odradek.protocol.declared_partition_counts import with_declared_counts
+
+log = logging.getLogger(__name__)
+
+DeliveryCallback = Callable[[Any, Any], None]
+
+#: how long a refused topic waits between reads of its count while the broker asked still
+#: has the old one (the controller's UpdateMetadata reaches brokers a little apart)
+COUNT_RETRY_BACKOFF_S = 0.05
+
+#: distinct keys whose hash is kept (a key's hash does not depend on the count)
+HASH_CACHE_SIZE = 65536
+
+#: delivery errors after which a record is sent again, in order: the leader refused the count
+#: it was routed with (KIP-253's InvalidPartitionMetadata), or librdkafka did not know the
+#: partition yet (its metadata older than the count)
+_SEND_AGAIN = frozenset({KafkaError.FENCED_LEADER_EPOCH, KafkaError._UNKNOWN_PARTITION})
+
+
+@dataclass
+class _Record:
+    """One produce() call, kept until its delivery report: what a re-send needs."""
+
+    seq: int
+    value: Any
+    key: Any
+    timestamp: int
+    headers: Any
+    on_delivery: DeliveryCallback | None
+
+
+class _OrderedTopic:
+    """One ordered topic: its counts, its inner producer and the records not yet reported."""
+
+    def __init__(self, owner: OrderedProducer, name: str, initial: int, undeleted: int) -> None:
+        self.owner = owner
+        self.name = name
+        self.initial = initial
+        self.undeleted = undeleted
+        self.inner = owner._new_inner(name, undeleted)
+        self.outstanding = 0        # records handed to the inner producer, not yet reported
+        self.refused: list[_Record] = []
+        self.held: list[_Record] = []
+        self.fenced = False         # a refusal was seen: drain, re-read the count, re-send
+        self.stale_count = False    # ... and the refusal said the count changed
+        self._round_robin = itertools.count()
+        self._split()
+
+    def _split(self) -> None:
+        level, self._split_at = level_and_split(self.initial, self.undeleted)
+        self._low, self._high = self.initial << level, self.initial << (level + 1)
+
+    def partition_of(self, key: Any) -> int:
+        if key is None:
+            h = next(self._round_robin) & POSITIVE_MASK
+        else:
+            h = self.owner._hash(key if isinstance(key, bytes) else str(key).encode())
+        bucket = h % self._low
+        return h % self._high if bucket < self._split_at else bucket
+
+    def produce(self, record: _Record) -> None:
+        if self.fenced or self.refused or self.held:
+            self.held.append(record)  # behind the records waiting to be re-sent
+            return
+        self._send(record)
+
+    def _send(self, record: _Record) -> None:
+        def report(err: Any, msg: Any) -> None:
+            self.outstanding -= 1
+            if err is not None and err.code() in _SEND_AGAIN:
+                self._refuse(record, err.code() == KafkaError.FENCED_LEADER_EPOCH)
+                return
+            if record.on_delivery is not None:
+                record.on_delivery(err, msg)
+
+        kwargs: dict[str, Any] = {"value": record.value, "key": record.key, "partition": self.partition_of(record.key),
+                                  "on_delivery": report}
+        if record.timestamp:
+            kwargs["timestamp"] = record.timestamp
+        if record.headers is not None:
+            kwargs["headers"] = record.headers
+        while True:
+            try:
+                self.inner.produce(self.name, **kwargs)
+                break
+            except BufferError:  # librdkafka's queue is full: serve reports, as an application would
+                self.inner.poll(0.1)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION:
+                    raise
+                # librdkafka's metadata is older than the count (a partition just created)
+                self._refuse(record, False)
+                return
+        self.outstanding += 1
+
+    def _refuse(self, record: _Record, stale_count: bool) -> None:
+        self.fenced = True
+        self.stale_count |= stale_count
+        self.refused.append(record)
+
+    def pending(self) -> int:
+        return self.outstanding + len(self.refused) + len(self.held)
+
+    def serve(self, timeout_s: float) -> int:
+        """Delivery reports, and the recovery from a refusal once the inner producer is drained."""
+        served = self.inner.poll(timeout_s)
+        if self.fenced:
+            self.inner.flush(max(timeout_s, 0.0))
+            if self.outstanding == 0:
+                self._recover()
+        return int(served)
+
+    def _recover(self) -> None:
+        """Every record in flight is reported: after a stale count, read the count until it
+        differs from the one refused and declare it in a new inner producer; re-send in
+        produce order."""
+        stale = self.undeleted
+        counts = self.owner._counts(self.name)
+        while self.stale_count and (counts is None or counts[1] == stale):
+            time.sleep(COUNT_RETRY_BACKOFF_S)
+            counts = self.owner._counts(self.name)
+        if counts is not None and counts != (self.initial, self.undeleted):
+            self.initial, self.undeleted = counts
+            self._split()
+            log.info("%s: undeleted_partition_count %d -> %d; re-sending %d records in order",
+                     self.name, stale, self.undeleted, len(self.refused))
+            self.inner = self.owner._new_inner(self.name, self.undeleted)
+        else:
+            time.sleep(COUNT_RETRY_BACKOFF_S)  # librdkafka's metadata catches up meanwhile
+        again = sorted(self.refused, key=lambda r: r.seq) + self.held
+        self.refused, self.held, self.fenced, self.stale_count = [], [], False, False
+        for record in again:
+            self._send(record)
+
+
+class OrderedProducer:
+    """confluent_kafka.Producer's produce/poll/flush/len for ordered and plain topics alike
+    (the module's text says how order is kept)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self._config = dict(config)
+        servers = self._config.get("bootstrap.servers") or self._config.get("metadata.broker.list")
+        if not servers:
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, "bootstrap.servers is required"))
+        self._client_id = str(self._config.get("client.id", "rdkafka"))
+        self._plain = Producer(self._config)
+        self._metadata = OrderedMetadataClient(parse_bootstrap(servers), self._client_id)
+        self._topics: dict[str, _OrderedTopic | None] = {}
+        self._seq = itertools.count()
+        self._hashes: dict[bytes, int] = {}
+
+    # -- confluent-kafka's Producer ------------------------------------------------------------
+
+    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = -1,
+                on_delivery: DeliveryCallback | None = None, callback: DeliveryCallback | None = None,
+                timestamp: int = 0, headers: Any = None) -> None:
+        """As confluent-kafka's; on an ordered topic an explicit ``partition`` is refused (the
+        key decides, or the record could land where its key does not belong)."""
+        ordered = self._ordered(topic)
+        report = on_delivery or callback
+        if ordered is None:
+            kwargs: dict[str, Any] = {"value": value, "key": key, "partition": partition}
+            if report is not None:
+                kwargs["on_delivery"] = report
+            if timestamp:
+                kwargs["timestamp"] = timestamp
+            if headers is not None:
+                kwargs["headers"] = headers
+            self._plain.produce(topic, **kwargs)
+            return
+        if partition not in (-1, None):
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG,
+                                            f"{topic} has ordered delivery: its records are partitioned by key, "
+                                            f"not by an explicit partition"))
+        ordered.produce(_Record(next(self._seq), value, key, timestamp, headers, report))
+
+    def poll(self, timeout: float = -1) -> int:
+        timeout_s = 1e9 if timeout is None or timeout < 0 else timeout
+        served = self._plain.poll(0)
+        for ordered in self._ordered_topics():
+            served += ordered.serve(0)
+        if not served and timeout_s > 0:
+            served = self._plain.poll(min(timeout_s, 0.1)) if not self._ordered_topics() else self._wait(timeout_s)
+        return served
+
+    def flush(self, timeout: float = -1) -> int:
+        """Wait until every record is reported (re-sends included); returns how many are not."""
+        deadline = time.monotonic() + (1e9 if timeout is None or timeout < 0 else timeout)
+        while True:
+            left = self._plain.flush(max(0.0, min(0.1, deadline - time.monotonic())))
+            for ordered in self._ordered_topics():
+                ordered.serve(min(0.1, max(0.0, deadline - time.monotonic())))
+            left += sum(o.pending() for o in self._ordered_topics())
+            if left == 0 or time.monotonic() >= deadline:
+                return left
+
+    def __len__(self) -> int:
+        return len(self._plain) + sum(o.pending() for o in self._ordered_topics())
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        return self._plain.list_topics(topic, timeout)
+
+    def close(self) -> None:
+        """Release the side connection (librdkafka's producers go with the object)."""
+        self._metadata.close()
+
+    # -- what the topics share -------------------------------------------------------------------
+
+    def _wait(self, timeout_s: float) -> int:
+        deadline = time.monotonic() + timeout_s
+        served = 0
+        while not served and time.monotonic() < deadline:
+            served += self._plain.poll(0)
+            for ordered in self._ordered_topics():
+                served += ordered.serve(min(0.05, max(0.0, deadline - time.monotonic())))
+        return served
+
+    def _ordered_topics(self) -> list[_OrderedTopic]:
+        return [t for t in self._topics.values() if t is not None]
+
+    def _ordered(self, topic: str) -> _OrderedTopic | None:
+        try:
+            return self._topics[topic]
+        except KeyError:
+            pass
+        counts = self._counts(topic)
+        ordered = None if counts is None else _OrderedTopic(self, topic, *counts)
+        self._topics[topic] = ordered
+        return ordered
+
+    def _counts(self, topic: str) -> tuple[int, int] | None:
+        """(initial, undeleted) of an ordered topic, None for a plain one (or an unknown one,
+        which librdkafka may auto-create as a plain topic)."""
+        try:
+            found = self._metadata.counts([topic])[topic]
+        except OrderedMetadataError as exc:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT,
+                                            f"cannot read the partition counts of {topic}: {exc}")) from None
+        if not found.ordered:
+            return None
+        return found.initial_partition_count, found.undeleted_partition_count
+
+    def _hash(self, key: bytes) -> int:
+        h = self._hashes.get(key)
+        if h is None:
+            if len(self._hashes) >= HASH_CACHE_SIZE:
+                self._hashes.clear()
+            h = self._hashes[key] = murmur2(key) & POSITIVE_MASK
+        return h
+
+    def _new_inner(self, topic: str, undeleted: int) -> Producer:
+        config = dict(self._config)
+        config["client.id"] = with_declared_counts(self._client_id, {topic: undeleted})
+        return Producer(config)
