@@ -30,7 +30,7 @@ group_position_responses = st.builds(
 epochs_requests = st.builds(api.PartitionLeaderEpochsForPartitionsRequest,
                             st.lists(tps, max_size=8, unique=True).map(tuple),
                             st.lists(topics, max_size=3, unique=True).map(tuple))
-partition_counts = st.builds(api.TopicPartitionCounts, st.integers(-1, 120), int32s, int32s)
+partition_counts = st.builds(api.TopicPartitionCounts, st.integers(-1, 120), int32s, int32s, int32s)
 
 
 @st.composite
@@ -116,11 +116,11 @@ def test_consumer_group_position_request_bytes_are_the_documented_layout() -> No
 def test_partition_leader_epochs_response_bytes_are_the_documented_layout() -> None:
     resp = api.PartitionLeaderEpochsForPartitionsResponse(
         {TopicPartition("t", 4): api.PartitionLeaderEpochs(0, {0: 7}, None)}, throttle_time_ms=0,
-        counts={"t": api.TopicPartitionCounts(0, 4, 6)})
+        counts={"t": api.TopicPartitionCounts(0, 4, 6, 7)})
     assert api.encode_response(10001, 0, 5, resp)[4:] == b"".join([
         struct.pack(">i", 5), b"\x00",                          # header v1: correlation id, tags
         struct.pack(">i", 0),                                   # ThrottleTimeMs
-        b"\x02", b"\x02t", struct.pack(">hii", 0, 4, 6),        # Topics[t]: ErrorCode, Initial/UndeletedPartitionCount
+        b"\x02", b"\x02t", struct.pack(">hiii", 0, 4, 6, 7),    # Topics[t]: ErrorCode, Initial/Undeleted/PartitionCount
         b"\x02", struct.pack(">ih", 4, 0),                      # Partitions[4], ErrorCode
         b"\x02", struct.pack(">ii", 0, 7), b"\x00",             # LeaderEpochAfterCreation {0: 7}
         b"\x00",                                                # LeaderEpochBeforeDeletion null

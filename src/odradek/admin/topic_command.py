@@ -8,6 +8,12 @@ brokers that are down). DeleteTopics is given the whole timeout: odradek answers
 deletion completed (Kafka once the broker's metadata dropped the topic), REQUEST_TIMED_OUT
 otherwise; ``delete_topics`` then polls Metadata until no broker it reaches lists the topic,
 and names the topics whose deletion did not complete in time.
+
+Topics with enable.ordered.delivery=true (KIP-253) can also lose partitions: `alter
+--partitions` with a lower count is a deletion (the brokers mark the partitions past it; they
+take no new records and go once empty), and `describe` adds each ordered topic's counts and
+partition tree. Both read the counts with odradek's PartitionLeaderEpochsForPartitions; against
+a broker without it (Apache Kafka) every topic is plain and the commands are kafka-topics.sh's.
 """
 from __future__ import annotations
 
@@ -27,13 +33,17 @@ from odradek.admin.admin_client import (
     admin_client,
     kafka_error_text,
     metadata_request,
+    partition_offsets,
     timed_out,
     zookeeper_progress,
 )
 from odradek.admin.errors import AdminError
 from odradek.cli.output import duration
+from odradek.client.ordered_metadata import OrderedMetadataClient, OrderedMetadataError, parse_bootstrap
 from odradek.common.internal_topics import is_internal
+from odradek.common.linear_hashing import blocked_by_deleted, creation_blocker, parent_of
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.ordered_delivery_api import TopicPartitionCounts
 
 
 @dataclass
@@ -175,8 +185,9 @@ def _wait_until_gone(bootstrap: str, names: list[str], deadline: float, progress
 
 
 def create_partitions(bootstrap: str, name: str, count: int, timeout: float = 30.0) -> None:
-    """Grow ``name`` to ``count`` partitions (CreatePartitions); AdminError with Kafka's error
-    (INVALID_PARTITIONS for a count that does not grow it, UNKNOWN_TOPIC_OR_PARTITION...).
+    """Grow ``name`` to ``count`` partitions (CreatePartitions), or for a topic with ordered
+    delivery lower its undeleted count to ``count`` (KIP-253); AdminError with Kafka's error
+    (INVALID_PARTITIONS for a count that does not grow a plain topic, UNKNOWN_TOPIC_OR_PARTITION...).
     An internal topic is refused without a request, as kafka-topics.sh refuses it: a group's
     coordinator is chosen by the partition count of __consumer_offsets."""
     if is_internal(name):
@@ -192,6 +203,118 @@ def create_partitions(bootstrap: str, name: str, count: int, timeout: float = 30
         raise AdminError(kafka_error_text(exc)) from None
     except TimeoutError:
         raise AdminError(f"CreatePartitions of {name!r} got no answer within {duration(timeout)}") from None
+
+
+@dataclass(frozen=True)
+class PartitionCountChange:
+    """What `alter --partitions` did to a topic's count, for its progress line."""
+
+    name: str
+    count: int
+    #: enable.ordered.delivery=true: the counts below are KIP-253's, read before the change
+    ordered: bool = False
+    initial: int = 0
+    #: the undeleted partitions before the change (ordered topics only)
+    before: int = 0
+
+    @property
+    def deletion(self) -> bool:
+        return self.ordered and self.count < self.before
+
+    def marked(self) -> list[int]:
+        """The partitions a deletion marked: the undeleted ones at or past the new count."""
+        return list(range(self.count, self.before)) if self.deletion else []
+
+    def sources(self) -> dict[int, int]:
+        """Each partition a growth of an ordered topic created -> the one partition whose keys
+        it takes (linear hashing: its nearest ancestor among the partitions before)."""
+        if not self.ordered or self.count <= self.before:
+            return {}
+        existing = range(self.before)
+        return {p: creation_blocker(p, self.initial, existing) for p in range(self.before, self.count)}
+
+
+def ordered_counts(bootstrap: str, names: list[str], timeout: float = 10.0) -> dict[str, TopicPartitionCounts]:
+    """KIP-253's counts of each topic (``ordered`` False for a plain topic, for one that does not
+    exist, and for every topic of a broker without KIP-253); AdminError if no broker answers."""
+    client = OrderedMetadataClient(parse_bootstrap(bootstrap), "odradek-topics", timeout)
+    try:
+        return client.counts(names)
+    except OrderedMetadataError as exc:
+        raise AdminError(f"cannot read the partition counts of {', '.join(names)}: {exc}") from None
+    finally:
+        client.close()
+
+
+def alter_partition_count(bootstrap: str, name: str, count: int, timeout: float = 30.0) -> PartitionCountChange:
+    """`topics alter --partitions`: CreatePartitions with ``count``, which grows any topic and
+    shrinks one with ordered delivery (KIP-253's deletion; the broker refuses it for any other
+    topic, as Kafka does). The counts are read first, for the progress line only: the broker
+    decides on what ZooKeeper holds when it answers."""
+    # an internal topic is refused by create_partitions without any request
+    counts = TopicPartitionCounts() if is_internal(name) else ordered_counts(bootstrap, [name], min(timeout, 10.0))[name]
+    create_partitions(bootstrap, name, count, timeout)
+    if not counts.ordered:
+        return PartitionCountChange(name, count)
+    return PartitionCountChange(name, count, True, counts.initial_partition_count,
+                                counts.undeleted_partition_count)
+
+
+def add_ordered_delivery(bootstrap: str, topics: list[dict[str, Any]], timeout: float = 10.0) -> None:
+    """Add KIP-253's view to each ordered topic of ``topics`` (describe_topics' dicts, their
+    partitions perhaps filtered): "ordered_delivery" {"initial_partition_count",
+    "undeleted_partition_count"}, and per partition "parent" (the partition whose keys it took
+    when an expansion created it; None for an initial partition) and "marked_for_deletion"; a
+    marked partition also gets "records_left" (log end - log start offset, ListOffsets; None if
+    its leader cannot answer) and "blocks" (the undeleted partitions whose consumers wait until
+    it is read to its end: linear hashing's owner of its keys now). Plain topics are left as
+    they are: one request for the counts, and ListOffsets only for marked partitions."""
+    if not topics:
+        return
+    counts = ordered_counts(bootstrap, [t["name"] for t in topics], timeout)
+    ordered = [t for t in topics if counts[t["name"]].ordered]
+    marked: list[tuple[str, int]] = []
+    for topic in ordered:
+        found = counts[topic["name"]]
+        initial, undeleted = found.initial_partition_count, found.undeleted_partition_count
+        topic["ordered_delivery"] = {"initial_partition_count": initial, "undeleted_partition_count": undeleted}
+        for p in topic["partitions"]:
+            index = p["partition"]
+            p["parent"] = parent_of(index, initial)
+            p["marked_for_deletion"] = index >= undeleted
+            if index >= undeleted:
+                p["blocks"] = list(blocked_by_deleted(index, initial, undeleted))
+                marked.append((topic["name"], index))
+    offsets = partition_offsets(bootstrap, marked, timeout) if marked else {}
+    for topic in ordered:
+        for p in topic["partitions"]:
+            if p["marked_for_deletion"]:
+                start, end = p.get("log_start_offset"), p.get("high_watermark")
+                if start is None or end is None:
+                    start, end = offsets.get((topic["name"], p["partition"]), (None, None))
+                p["records_left"] = None if start is None or end is None else max(end - start, 0)
+
+
+def format_ordered_delivery(topic: dict[str, Any]) -> list[str]:
+    """The lines `topics describe` prints under the table for an ordered topic (add_ordered_delivery's
+    fields): its counts, then each partition created by an expansion or marked for deletion."""
+    counts = topic["ordered_delivery"]
+    lines = [f"Ordered delivery of topic {topic['name']} (KIP-253): initial_partition_count "
+             f"{counts['initial_partition_count']}, undeleted_partition_count {counts['undeleted_partition_count']}"]
+    for p in topic["partitions"]:
+        said = []
+        if p["parent"] is not None:
+            said.append(f"parent {p['parent']}")
+        if p["marked_for_deletion"]:
+            left = p["records_left"]
+            records = "records left unknown (no leader)" if left is None else (
+                f"{left} record{'' if left == 1 else 's'} left")
+            blocks = ", ".join(map(str, p["blocks"]))
+            said.append(f"marked for deletion, {records}; blocks partition{'s' if len(p['blocks']) > 1 else ''} "
+                        f"{blocks} until read to its end")
+        if said:
+            lines.append(f"  partition {p['partition']}: {'; '.join(said)}")
+    return lines
 
 
 def topic_exists(bootstrap: str, name: str, timeout: float = 10.0) -> bool:

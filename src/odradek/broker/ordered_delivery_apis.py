@@ -88,12 +88,11 @@ async def _partition_leader_epochs(ctx: BrokerContext, api_key: int, version: in
 def _counts(ctx: BrokerContext, topic: str) -> api.TopicPartitionCounts:
     """A topic's counts from this broker's metadata, which the controller's LeaderAndIsr and
     UpdateMetadata keep (the same counts this broker's produce fence checks against)."""
-    if not ctx.metadata.partitions(topic):
+    partitions = ctx.metadata.partitions(topic)
+    if not partitions:
         return api.TopicPartitionCounts(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    counts = ctx.metadata.ordered_partition_counts(topic)
-    if counts is None:
-        return api.TopicPartitionCounts()
-    return api.TopicPartitionCounts(ErrorCode.NONE, *counts)
+    counts = ctx.metadata.ordered_partition_counts(topic) or (api.UNKNOWN, api.UNKNOWN)
+    return api.TopicPartitionCounts(ErrorCode.NONE, *counts, len(partitions))
 
 
 async def _read_epochs(ctx: BrokerContext, tps: list[TopicPartition]) -> dict[TopicPartition, api.PartitionLeaderEpochs]:

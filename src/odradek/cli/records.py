@@ -1,5 +1,10 @@
 """`odradek produce` and `odradek consume`: stdin lines as records, and records as lines (as
-kafka-console-producer/consumer and kcat do), over librdkafka (confluent_kafka)."""
+kafka-console-producer/consumer and kcat do), over librdkafka (confluent_kafka).
+
+`produce` sends through odradek.client's OrderedProducer, which hands a plain topic to a plain
+confluent-kafka Producer and partitions a topic with enable.ordered.delivery=true by KIP-253's
+linear hashing, re-sending in order what a change of its partition count refused: one path for
+both, and a keyed line's order is kept across `topics alter --partitions`."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +13,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -26,6 +31,9 @@ from odradek.cli.args import (
 )
 from odradek.cli.bootstrap import add_bootstrap_options, probe_cluster
 from odradek.cli.output import duration, plural
+
+if TYPE_CHECKING:
+    from odradek.client.ordered_producer import OrderedProducer
 
 
 def add_commands(sub: Any) -> None:
@@ -82,17 +90,30 @@ def _check_topic(client: Any, bootstrap: str, topic: str, timeout: float) -> Any
 
 
 def cmd_produce(args: argparse.Namespace) -> None:
-    from confluent_kafka import Producer
+    from odradek.client.ordered_producer import OrderedProducer
 
     topic_of(args)
     probe_cluster(args)
-    producer = Producer({"bootstrap.servers": args.bootstrap_server, "acks": args.acks, "linger.ms": 5,
-                         "message.timeout.ms": int(args.timeout_s * 1000), "logger": quiet_logger(),
-                         "message.max.bytes": CLIENT_MESSAGE_MAX_BYTES})
+    try:
+        producer = OrderedProducer({"bootstrap.servers": args.bootstrap_server, "acks": args.acks, "linger.ms": 5,
+                                    "message.timeout.ms": int(args.timeout_s * 1000), "logger": quiet_logger(),
+                                    "message.max.bytes": CLIENT_MESSAGE_MAX_BYTES})
+    except (KafkaException, ValueError) as exc:
+        raise UserError(f"cannot produce to {args.bootstrap_server}: {kafka_error_text(exc)}") from None
+    try:
+        _produce_lines(args, producer)
+    finally:
+        producer.close()
+
+
+def _produce_lines(args: argparse.Namespace, producer: OrderedProducer) -> None:
+    """stdin's lines to the topic through ``producer`` (an OrderedProducer), one record a line."""
     meta = _check_topic(producer, args.bootstrap_server, args.topic, args.timeout_s)
     if args.partition is not None and args.partition not in meta.partitions:
         raise UserError(f"topic {args.topic} has no partition {args.partition} (it has "
                         f"{plural(len(meta.partitions), 'partition')}, 0-{len(meta.partitions) - 1})")
+    if args.partition is not None:
+        _refuse_partition_of_ordered_topic(args)
     extra: dict[str, Any] = {} if args.partition is None else {"partition": args.partition}
     if args.header:
         extra["headers"] = [(k, v.encode()) for k, v in args.header]
@@ -131,6 +152,24 @@ def cmd_produce(args: argparse.Namespace) -> None:
             first = f": {kafka_error_text(err)}{_delivery_hint(args, number, err, msg, failures)}"
         raise UserError(f"{len(failures) + left} of {plural(sent, 'record')} not delivered to {args.topic}{first}")
     print(f"produced {plural(sent, 'record')} to {args.topic}", file=sys.stderr)
+
+
+def _refuse_partition_of_ordered_topic(args: argparse.Namespace) -> None:
+    """--partition on a topic with ordered delivery (KIP-253): refused before any line is read,
+    since each key's partition is decided by linear hashing over the topic's counts (a record
+    sent elsewhere would be refused by the partition's leader, or break its key's order)."""
+    from odradek.admin.errors import AdminError
+    from odradek.admin.topic_command import ordered_counts
+
+    try:
+        counts = ordered_counts(args.bootstrap_server, [args.topic], args.timeout_s)[args.topic]
+    except AdminError as exc:
+        raise UserError(str(exc)) from None
+    if counts.ordered:
+        raise UserError(f"topic {args.topic} has ordered delivery (enable.ordered.delivery=true): each record's "
+                        f"partition is decided by its key over the topic's {counts.undeleted_partition_count} "
+                        f"undeleted partitions, so --partition cannot be given (leave it out; use "
+                        f"--key-separator to send keys)")
 
 
 #: The producer's message.max.bytes: the broker decides what is too large (the topic's

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from odradek.admin.errors import AdminError
 from odradek.cli.args import (
@@ -22,6 +22,9 @@ from odradek.cli.args import (
 )
 from odradek.cli.bootstrap import add_bootstrap_options, probe_cluster
 from odradek.cli.output import plural
+
+if TYPE_CHECKING:
+    from odradek.admin.topic_command import PartitionCountChange
 
 
 def add_commands(sub: Any) -> None:
@@ -43,7 +46,8 @@ def add_commands(sub: Any) -> None:
                     help="leave out Kafka's internal topics (__consumer_offsets, __transaction_state)")
     tl.add_argument("--json", action="store_true", help='print [{"name", "internal"}, ...]')
     tl.set_defaults(func=cmd_topics_list)
-    td = tsub.add_parser("describe", help="leader, leader epoch, replicas and ISR of each partition")
+    td = tsub.add_parser("describe", help="leader, leader epoch, replicas and ISR of each partition (and for a "
+                         "topic with ordered delivery, KIP-253's counts, parents and partitions marked for deletion)")
     td.add_argument("names", nargs="*", metavar="NAME",
                     help="topics, or regular expressions matching whole names (as kafka-topics.sh's "
                     "--topic: 'events-.*', 'a,b'); default: every topic")
@@ -189,7 +193,12 @@ def _describe_topics(args: argparse.Namespace, missing: list[str] | None = None,
     into the text itself."""
     from odradek.admin.admin_client import filter_partitions, format_describe, list_topics, partition_offsets
     from odradek.admin.config_command import describe_topics_with_configs
-    from odradek.admin.topic_command import no_such_topics, select_topics
+    from odradek.admin.topic_command import (
+        add_ordered_delivery,
+        format_ordered_delivery,
+        no_such_topics,
+        select_topics,
+    )
 
     requested = (args.names + args.topic_names) or None
     selected, unmatched = select_topics(list_topics(args.bootstrap_server), requested, args.exclude_internal)
@@ -207,6 +216,7 @@ def _describe_topics(args: argparse.Namespace, missing: list[str] | None = None,
         for t in topics:
             for p in t["partitions"]:
                 p["log_start_offset"], p["high_watermark"] = offsets[(t["name"], p["partition"])]
+    add_ordered_delivery(args.bootstrap_server, topics)  # KIP-253's counts and tree; plain topics unchanged
     if args.json:
         return json.dumps(topics)
     if filters and selected and not any(t["partitions"] for t in topics):
@@ -220,6 +230,8 @@ def _describe_topics(args: argparse.Namespace, missing: list[str] | None = None,
         if topic["configs"]:
             shown = ",".join(f"{k}={v}" for k, v in sorted(topic["configs"].items()))
             lines.append(f"Configs of topic {topic['name']}: {shown}")
+        if "ordered_delivery" in topic:
+            lines.extend(format_ordered_delivery(topic))
     if in_frame and unmatched:
         lines.append(no_such_topics(unmatched))
     return "\n".join(lines)
@@ -251,18 +263,46 @@ def _alter_topic_configs(args: argparse.Namespace) -> bool:
 def _add_topic_partitions_option(parser: argparse.ArgumentParser) -> None:
     """`topics alter --partitions` (kept apart from its config options)."""
     parser.add_argument("--partitions", type=positive_int, metavar="P",
-                        help="grow the topic to P partitions (CreatePartitions; it cannot shrink)")
+                        help="grow the topic to P partitions (CreatePartitions); a topic with "
+                        "enable.ordered.delivery=true can also shrink (KIP-253: the partitions past P are "
+                        "marked for deletion, take no new records and are removed once empty)")
 
 
 def _alter_topic_partitions(args: argparse.Namespace) -> bool:
     """Apply `topics alter --partitions`; False if it was not given."""
-    from odradek.admin.topic_command import create_partitions
+    from odradek.admin.topic_command import alter_partition_count
 
     if args.partitions is None:
         return False
-    create_partitions(args.bootstrap_server, args.name, args.partitions, max(args.timeout_s, 30.0))
-    print(f"topic {args.name} now has {plural(args.partitions, 'partition')}")
+    change = alter_partition_count(args.bootstrap_server, args.name, args.partitions, max(args.timeout_s, 30.0))
+    print(partition_count_line(change))
     return True
+
+
+def partition_count_line(change: PartitionCountChange) -> str:
+    """The progress line of `topics alter --partitions` (a topic_command.PartitionCountChange):
+    Kafka's for a plain topic; for an ordered one (KIP-253) what moved where, since that is
+    what its consumers will wait on."""
+    name = change.name
+    if not change.ordered:
+        return f"topic {name} now has {plural(change.count, 'partition')}"
+    if change.deletion:
+        marked = change.marked()
+        one = len(marked) == 1
+        return (f"{name}: {change.before} -> {change.count} undeleted partitions; "
+                f"partition{'' if one else 's'} {', '.join(map(str, marked))} marked for deletion "
+                f"({'it takes' if one else 'they take'} no new records and {'is' if one else 'are'} "
+                f"removed once empty)")
+    sources = list(change.sources().items())
+    shown = [f"partition {p} takes keys from partition {q}" if i == 0 else f"partition {p} from {q}"
+             for i, (p, q) in enumerate(sources[:PARENTS_SHOWN])]
+    more = (f" and {len(sources) - PARENTS_SHOWN} more (`odradek topics describe {name}` shows each "
+            f"partition's parent)") if len(sources) > PARENTS_SHOWN else ""
+    return f"{name}: {change.before} -> {change.count} partitions; {', '.join(shown)}{more}"
+
+
+#: how many new partitions' sources `topics alter --partitions` names on its one line
+PARENTS_SHOWN = 8
 
 
 def cmd_topics_delete(args: argparse.Namespace) -> None:

@@ -5,16 +5,15 @@ docs/protocol.md).
 The clients send their records and fetches through librdkafka, which cannot carry or read
 fields it does not know, so this one small blocking connection carries KIP-253's own request.
 It speaks ApiVersions v0 first: a broker that does not advertise the request (a stock Kafka
-broker) has no ordered delivery, and every topic is plain there.
+broker) has no ordered delivery, and every topic is plain there. The socket work is
+client/broker_connection.py's, shared with the group member.
 """
 from __future__ import annotations
 
-import itertools
 import logging
-import socket
-import struct
 from typing import Iterable, Sequence
 
+from odradek.client.broker_connection import BrokerConnection
 from odradek.common.metadata import TopicPartition
 from odradek.protocol import ordered_delivery_api as api
 from odradek.protocol.schema import SchemaError
@@ -22,7 +21,6 @@ from odradek.protocol.schema import SchemaError
 log = logging.getLogger(__name__)
 
 _API_VERSIONS = 18
-_SIZE = struct.Struct(">i")
 
 
 class OrderedMetadataError(Exception):
@@ -51,15 +49,14 @@ class OrderedMetadataClient:
         self._addresses = list(bootstrap)
         self._client_id = client_id
         self._timeout_s = timeout_s
-        self._sock: socket.socket | None = None
+        self._conn: BrokerConnection | None = None
         self._supported: bool | None = None
-        self._correlation = itertools.count(1)
         self._next_address = 0
 
     def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def add_brokers(self, addresses: Iterable[tuple[str, int]]) -> None:
         """Brokers learned from metadata, tried after the bootstrap list."""
@@ -87,14 +84,12 @@ class OrderedMetadataClient:
         last: Exception | None = None
         for _ in range(len(self._addresses)):
             try:
-                sock = self._connected()
+                conn = self._connected()
                 if not self._supported:
                     return None
-                correlation = next(self._correlation)
-                sock.sendall(api.encode_request(request, correlation, self._client_id))
-                got, body = api.parse_response_header(self._read_frame(sock))
-                if got != correlation:
-                    raise OSError(f"correlation id {got}, expected {correlation}")
+                frame = conn.request_frame(lambda correlation: api.encode_request(request, correlation,
+                                                                                  self._client_id))
+                _, body = api.parse_response_header(frame)
                 response = api.decode_response(api.API_PARTITION_LEADER_EPOCHS_FOR_PARTITIONS, 0, body)
                 assert isinstance(response, api.PartitionLeaderEpochsForPartitionsResponse)
                 return response
@@ -103,50 +98,27 @@ class OrderedMetadataClient:
                 self.close()
         raise OrderedMetadataError(f"no broker answered ({last})")
 
-    def _connected(self) -> socket.socket:
-        if self._sock is not None:
-            return self._sock
+    def _connected(self) -> BrokerConnection:
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
         host, port = self._addresses[self._next_address % len(self._addresses)]
         self._next_address += 1
-        sock = socket.create_connection((host, port), timeout=self._timeout_s)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = BrokerConnection(host, port, self._client_id, self._timeout_s)
         try:
-            self._supported = self._speaks_kip_253(sock)
+            self._supported = self._speaks_kip_253(conn)
         except BaseException:
-            sock.close()
+            conn.close()
             raise
-        self._sock = sock
-        return sock
-
-    def _speaks_kip_253(self, sock: socket.socket) -> bool:
-        """ApiVersions v0: whether the broker advertises PartitionLeaderEpochsForPartitions v0."""
-        client_id = self._client_id.encode()
-        correlation = next(self._correlation)
-        body = struct.pack(">hhih", _API_VERSIONS, 0, correlation, len(client_id)) + client_id
-        sock.sendall(_SIZE.pack(len(body)) + body)
-        frame = self._read_frame(sock)
-        got, error, count = struct.unpack_from(">ihi", frame, 0)
-        if got != correlation or error != 0:
-            raise OSError(f"ApiVersions answered correlation {got}, error {error}")
-        for i in range(count):
-            key, low, high = struct.unpack_from(">hhh", frame, 10 + 6 * i)
-            if key == api.API_PARTITION_LEADER_EPOCHS_FOR_PARTITIONS:
-                return low <= 0 <= high
-        return False
+        self._conn = conn
+        return conn
 
     @staticmethod
-    def _read_frame(sock: socket.socket) -> bytes:
-        size = _SIZE.unpack(_read_exactly(sock, 4))[0]
-        if not 0 <= size <= 64 << 20:
-            raise OSError(f"response size {size}")
-        return _read_exactly(sock, size)
-
-
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < n:
-        chunk = sock.recv(n - len(chunks))
-        if not chunk:
-            raise OSError("connection closed by the broker")
-        chunks += chunk
-    return bytes(chunks)
+    def _speaks_kip_253(conn: BrokerConnection) -> bool:
+        """ApiVersions v0: whether the broker advertises PartitionLeaderEpochsForPartitions v0."""
+        response = conn.request(_API_VERSIONS, 0, {})
+        if response.error_code != 0:
+            raise OSError(f"ApiVersions answered error code {int(response.error_code)}")
+        for key in response.api_keys:
+            if key.api_key == api.API_PARTITION_LEADER_EPOCHS_FOR_PARTITIONS:
+                return bool(key.min_version <= 0 <= key.max_version)
+        return False

@@ -118,12 +118,14 @@ class PartitionLeaderEpochsForPartitionsRequest:
 @dataclass(frozen=True, slots=True)
 class TopicPartitionCounts:
     """An ordered topic's initial_partition_count and undeleted_partition_count, as the
-    answering broker's metadata holds them (-1 and -1 for a topic without ordered delivery);
+    answering broker's metadata holds them (-1 and -1 for a topic without ordered delivery),
+    and its partition count (undeleted and marked for deletion, as Metadata counts them);
     UNKNOWN_TOPIC_OR_PARTITION when the broker's metadata does not know the topic."""
 
     error_code: int = 0
     initial_partition_count: int = UNKNOWN
     undeleted_partition_count: int = UNKNOWN
+    partition_count: int = UNKNOWN
 
     @property
     def ordered(self) -> bool:
@@ -194,7 +196,7 @@ _PARTITION_LEADER_EPOCHS_RESPONSE_V0 = Struct(
     ("throttle_time_ms", Int32),
     ("topics", CompactArray(Struct(
         ("name", CompactString), ("error_code", Int16),
-        ("initial_partition_count", Int32), ("undeleted_partition_count", Int32),
+        ("initial_partition_count", Int32), ("undeleted_partition_count", Int32), ("partition_count", Int32),
         ("partitions", CompactArray(Struct(("partition_index", Int32), ("error_code", Int16),
                                            ("leader_epoch_after_creation", _EPOCH_MAP),
                                            ("leader_epoch_before_deletion", _EPOCH_MAP),
@@ -279,7 +281,7 @@ def _encode_body(message: Request | Response, out: list[bytes]) -> None:
         for topic in dict.fromkeys([*by_topic, *message.counts]):
             c = message.counts.get(topic, TopicPartitionCounts())
             entries_of.append((topic, c.error_code, c.initial_partition_count, c.undeleted_partition_count,
-                               [(p, e.error_code, _epoch_map(e.leader_epoch_after_creation),
+                               c.partition_count, [(p, e.error_code, _epoch_map(e.leader_epoch_after_creation),
                                  _epoch_map(e.leader_epoch_before_deletion), {})
                                 for p, e in by_topic.get(topic, [])], {}))
         _PARTITION_LEADER_EPOCHS_RESPONSE_V0.encode((message.throttle_time_ms, entries_of, {}), out)
@@ -372,9 +374,9 @@ def decode_response(api_key: int, api_version: int, body: bytes | memoryview) ->
             code,
             None if after is None else {q: e for q, e, _ in after},
             None if before is None else {q: e for q, e, _ in before})
-        for topic, _, _, _, entries, _ in topics for p, code, after, before, _ in entries}
-    counts = {topic: TopicPartitionCounts(code, initial, undeleted)
-              for topic, code, initial, undeleted, _, _ in topics}
+        for topic, _, _, _, _, entries, _ in topics for p, code, after, before, _ in entries}
+    counts = {topic: TopicPartitionCounts(code, initial, undeleted, total)
+              for topic, code, initial, undeleted, total, _, _ in topics}
     return PartitionLeaderEpochsForPartitionsResponse(partitions, throttle, counts)
 
 

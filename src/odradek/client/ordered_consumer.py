@@ -1,0 +1,552 @@
+"""OrderedConsumer: confluent-kafka's Consumer for topics with ordered delivery across partition
+expansion and deletion (KIP-253 parts 6-8), a one-line switch for an application.
+
+    consumer = OrderedConsumer({"bootstrap.servers": "...", "group.id": "billing"})
+    consumer.subscribe(["orders"], on_partition_key_assigned=..., on_partition_key_maybe_revoked=...)
+    while True:
+        msg = consumer.poll(1.0)       # a confluent_kafka.Message
+
+How. The group is joined by odradek's own member (group_membership.py: KIP-253 part 6 needs an
+assignor librdkafka cannot take from Python, and part 7 needs the generation id), and records
+are fetched by a librdkafka Consumer on the assigned partitions (assign(), never subscribe()).
+Each owned partition of an ordered topic has a gate (partition_gates.py): a partition an
+expansion created delivers nothing until the group has read its parent past the expansion's
+barrier, and a partition receiving a deleted partition's keys stops at the deletion's barrier
+until the group has read the deleted partition to its end. A closed gate pauses the partition
+in librdkafka and seeks back to the first record not delivered, so nothing is skipped.
+
+The group's positions travel through the coordinator (ConsumerGroupPosition) every heartbeat
+interval, from the heartbeat thread: each member asks for the partitions its gates wait on and
+reports the positions the coordinator asked it for. The position of a partition is the offset
+after the last record poll() returned, so a gate opens only on records the application has
+been given. Which positions to report follows part 7's condition (first time asked; or the
+position grew and reached the high watermark; or the leader epoch of the last delivered record
+grew), decided in poll() so that ``on_partition_key_maybe_revoked`` runs in the application's
+thread before the position leaves.
+
+Starting offsets: the committed offset, else auto.offset.reset, except that a partition an
+expansion created always starts at its log start: its first records were written before any
+member saw it, and "latest" would skip them.
+
+A change of a subscribed topic's partition count or undeleted count (read every heartbeat)
+makes the member rejoin, which re-plans the gates (KIP-253 part 8 step 6's purpose).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from odradek.client.broker_connection import BrokerConnection
+from odradek.client.group_membership import Assignment, CommitFailedError, GroupMember
+from odradek.client.ordered_metadata import OrderedMetadataClient, OrderedMetadataError, parse_bootstrap
+from odradek.client.partition_gates import Gate, TopicLayout, lookups_for
+from odradek.common.metadata import TopicPartition
+from odradek.protocol import ordered_delivery_api as api
+from odradek.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+Callback = Callable[..., None]
+
+#: confluent-kafka configuration keys that belong to the group member, not the fetcher
+_GROUP_KEYS = ("group.id", "group.instance.id", "session.timeout.ms", "heartbeat.interval.ms",
+               "max.poll.interval.ms", "partition.assignment.strategy", "enable.auto.commit",
+               "auto.commit.interval.ms", "group.protocol.type", "on_commit")
+
+_METADATA, _OFFSET_FOR_LEADER_EPOCH = 3, 23
+
+
+@dataclass
+class _Owned:
+    """One partition this member owns in the current generation."""
+
+    tp: TopicPartition
+    position: int                    # offset after the last record delivered (the start at first)
+    gate: Gate | None = None         # None: a plain topic's partition, never held back
+    paused: bool = False
+    last_epoch: int = -1             # leader epoch of the last record delivered
+    reported: tuple[int, int] | None = None   # (position, last_epoch) last published for the coordinator
+    high_watermark: int = -1
+    key_assigned: bool = False       # on_partition_key_assigned has run for it
+
+
+@dataclass
+class _Exchange:
+    """What the poll thread and the heartbeat thread share, under ``lock``."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    reports: dict[TopicPartition, api.ReportedPosition] = field(default_factory=dict)
+    requested: tuple[TopicPartition, ...] = ()
+    group_positions: dict[TopicPartition, int] = field(default_factory=dict)
+    wanted: frozenset[TopicPartition] = frozenset()
+    asked_before: frozenset[TopicPartition] = frozenset()
+
+
+class OrderedConsumer:
+    """confluent_kafka.Consumer's subscribe/poll/commit/close with KIP-253's ordering for
+    ordered topics (the module's text says how); plain topics are read as any consumer would."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self._config = dict(config)
+        group_id = self._config.get("group.id")
+        servers = self._config.get("bootstrap.servers") or self._config.get("metadata.broker.list")
+        if not group_id or not servers:
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, "group.id and bootstrap.servers are required"))
+        self._group_id = str(group_id)
+        self._client_id = str(self._config.get("client.id", "rdkafka"))
+        self._bootstrap = parse_bootstrap(str(servers))
+        self._auto_commit = str(self._config.get("enable.auto.commit", True)).lower() in ("true", "1")
+        self._auto_commit_s = int(self._config.get("auto.commit.interval.ms", 5000)) / 1000
+        self._reset_earliest = str(self._config.get("auto.offset.reset", "latest")) in ("earliest", "smallest",
+                                                                                         "beginning")
+        fetch_config = {k: v for k, v in self._config.items() if k not in _GROUP_KEYS}
+        fetch_config.update({"group.id": f"{self._group_id}.odradek-fetcher-{uuid.uuid4().hex[:8]}",
+                             "enable.auto.commit": False, "enable.auto.offset.store": False})
+        self._fetcher = Consumer(fetch_config)
+        self._member = GroupMember(
+            self._bootstrap, self._group_id, self._client_id, self._assign,
+            session_timeout_ms=int(self._config.get("session.timeout.ms", 45000)),
+            heartbeat_interval_ms=int(self._config.get("heartbeat.interval.ms", 3000)),
+            rebalance_timeout_ms=int(self._config.get("max.poll.interval.ms", 300000)),
+            group_instance_id=self._config.get("group.instance.id"),
+            on_heartbeat=self._on_heartbeat)
+        self._metadata = OrderedMetadataClient(self._bootstrap, self._client_id)      # the poll thread's
+        self._hb_metadata = OrderedMetadataClient(self._bootstrap, self._client_id)   # the heartbeat thread's
+        self._topics: list[str] = []
+        self._callbacks: dict[str, Callback | None] = {}
+        self._owned: dict[TopicPartition, _Owned] = {}
+        self._layouts: dict[str, TopicLayout] = {}
+        self._exchange = _Exchange()
+        self._joined = False
+        self._next_commit = time.monotonic() + self._auto_commit_s
+        self._closed = False
+
+    # -- confluent-kafka's Consumer ------------------------------------------------------------
+
+    def subscribe(self, topics: list[str], on_assign: Callback | None = None, on_revoke: Callback | None = None,
+                  on_lost: Callback | None = None, on_partition_key_assigned: Callback | None = None,
+                  on_partition_key_maybe_revoked: Callback | None = None) -> None:
+        """As confluent-kafka's, plus KIP-253's PartitionKeyRebalanceListener callbacks (each
+        called with (consumer, [TopicPartition])): a partition's keys become this member's to
+        deliver (its gates opened), or may soon be another member's (its position is about to be
+        reported to members waiting on it)."""
+        self._topics = list(dict.fromkeys(topics))
+        self._callbacks = {"assign": on_assign, "revoke": on_revoke, "lost": on_lost,
+                           "key_assigned": on_partition_key_assigned,
+                           "key_maybe_revoked": on_partition_key_maybe_revoked}
+        self._member.request_rejoin()
+
+    def poll(self, timeout: float = -1) -> Any:
+        """The next record the gates allow, or None after ``timeout`` seconds."""
+        deadline = time.monotonic() + (1e9 if timeout is None or timeout < 0 else timeout)
+        while True:
+            if self._topics and (not self._joined or self._member.needs_rejoin):
+                self._rejoin(deadline)
+            self._maybe_auto_commit()
+            self._open_gates()
+            self._publish_reports()
+            left = deadline - time.monotonic()
+            msg = self._fetcher.poll(max(0.0, min(left, 0.1)))
+            if msg is not None:
+                delivered = self._admit(msg)
+                if delivered is not None:
+                    return delivered
+            if time.monotonic() >= deadline:
+                return None
+
+    def commit(self, message: Any = None, offsets: list[KafkaTopicPartition] | None = None,
+               asynchronous: bool = True) -> None:
+        """Commits the positions of delivered records (or the given message's / offsets), as
+        the group member of the current generation. Synchronous whatever ``asynchronous`` says."""
+        if message is not None:
+            epoch = message.leader_epoch()
+            wanted = {TopicPartition(message.topic(), message.partition()):
+                      (message.offset() + 1, -1 if epoch is None else epoch)}
+        elif offsets is not None:
+            wanted = {TopicPartition(o.topic, o.partition): (o.offset, -1) for o in offsets}
+        else:
+            wanted = {tp: (o.position, o.last_epoch) for tp, o in self._owned.items()}
+        if wanted:
+            self._member.commit_offsets(wanted)
+
+    def assignment(self) -> list[KafkaTopicPartition]:
+        return [KafkaTopicPartition(tp.topic, tp.partition) for tp in self._owned]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._auto_commit and self._joined:
+                self._commit_quietly()
+            self._member.leave()
+        finally:
+            self._member.close()
+            self._fetcher.close()
+            self._metadata.close()
+            self._hb_metadata.close()
+
+    # -- the group: assignment (part 6) and rejoining ------------------------------------------
+
+    def _assign(self, subscriptions: dict[str, list[str]]) -> dict[str, list[TopicPartition]]:
+        """The leader's assignor: per topic, the undeleted partitions and the partitions marked
+        for deletion are dealt out separately (KIP-253 part 6), each round-robin over the
+        members subscribed to the topic, so new records spread evenly whatever is draining."""
+        out: dict[str, list[TopicPartition]] = {m: [] for m in subscriptions}
+        topics = sorted({t for ts in subscriptions.values() for t in ts})
+        counts = self._metadata.counts(topics)
+        for topic in topics:
+            c = counts[topic]
+            if c.error_code or c.partition_count <= 0:
+                continue
+            members = sorted(m for m, ts in subscriptions.items() if topic in ts)
+            undeleted = c.undeleted_partition_count if c.ordered else c.partition_count
+            groups = [range(0, undeleted), range(undeleted, c.partition_count)]
+            start = 0
+            for partitions in groups:
+                for i, p in enumerate(partitions):
+                    out[members[(start + i) % len(members)]].append(TopicPartition(topic, p))
+                start += len(partitions)  # the marked ones continue where the undeleted left off
+        return out
+
+    def _rejoin(self, deadline: float) -> None:
+        if self._owned:
+            revoked = [KafkaTopicPartition(tp.topic, tp.partition) for tp in self._owned]
+            if self._auto_commit:
+                self._commit_quietly()
+            self._call("revoke", revoked)
+            self._fetcher.unassign()
+            self._owned = {}
+        with self._exchange.lock:
+            self._exchange.reports, self._exchange.requested = {}, ()
+            self._exchange.group_positions, self._exchange.wanted = {}, frozenset()
+            self._exchange.asked_before = frozenset()
+        assignment = self._member.join(self._topics, timeout_s=max(1.0, deadline - time.monotonic()) + 60)
+        self._joined = True
+        self._take(assignment)
+
+    def _take(self, assignment: Assignment) -> None:
+        """Starting offsets, layouts and gates for a new assignment, then hand it to librdkafka
+        (the partitions whose gates are closed paused before any fetch)."""
+        partitions = list(assignment.partitions)
+        committed = self._member.fetch_offsets(partitions) if partitions else {}
+        self._layouts = self._read_layouts(sorted({tp.topic for tp in partitions}))
+        owned: dict[TopicPartition, _Owned] = {}
+        for tp in partitions:
+            low, high = self._watermarks(tp)
+            layout = self._layouts.get(tp.topic)
+            start = committed.get(tp)
+            created = layout is not None and tp.partition in layout.after_creation
+            if start is None or start < low or start > high:
+                start = low if (created or self._reset_earliest or start is not None and start < low) else high
+            owned[tp] = _Owned(tp, start, high_watermark=high)
+            if layout is not None:
+                owned[tp].gate = self._gate(tp, layout, start <= low)
+        self._owned = owned
+        self._fetcher.assign([KafkaTopicPartition(tp.topic, tp.partition, o.position) for tp, o in owned.items()])
+        closed = [KafkaTopicPartition(tp.topic, tp.partition) for tp, o in owned.items()
+                  if o.gate is not None and (o.gate.parent is not None or o.gate.deletions)]
+        if closed:
+            self._fetcher.pause(closed)
+            for k in closed:
+                owned[TopicPartition(k.topic, k.partition)].paused = True
+        self._call("assign", [KafkaTopicPartition(tp.topic, tp.partition) for tp in partitions])
+        open_now = [tp for tp, o in owned.items() if not o.paused]
+        for tp in open_now:
+            owned[tp].key_assigned = True
+        if open_now:
+            self._call("key_assigned", [KafkaTopicPartition(tp.topic, tp.partition) for tp in open_now])
+        log.info("group %s generation %d: %d partitions (%d waiting on a barrier)", self._group_id,
+                 assignment.generation_id, len(owned), len(closed))
+
+    def _watermarks(self, tp: TopicPartition) -> tuple[int, int]:
+        """Log start and high watermark (ListOffsets), waiting while librdkafka's metadata does
+        not know a partition an expansion just created."""
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                low, high = self._fetcher.get_watermark_offsets(KafkaTopicPartition(tp.topic, tp.partition), timeout=10)
+                return int(low), int(high)
+            except KafkaException as exc:
+                if time.monotonic() > deadline:
+                    raise
+                log.debug("%s: no watermarks yet (%s)", tp, exc)
+                time.sleep(0.2)
+
+    def _read_layouts(self, topics: list[str]) -> dict[str, TopicLayout]:
+        """Each ordered topic's counts and KIP-253 maps (PartitionLeaderEpochsForPartitions)."""
+        if not topics:
+            return {}
+        counts = self._metadata.counts(topics)
+        ordered = {t: c for t, c in counts.items() if c.ordered and c.partition_count > 0}
+        if not ordered:
+            return {}
+        answer = self._metadata.leader_epochs(
+            [TopicPartition(t, p) for t, c in ordered.items() for p in range(c.partition_count)])
+        layouts = {}
+        for t, c in ordered.items():
+            after = {tp.partition: dict(e.leader_epoch_after_creation)
+                     for tp, e in (answer.partitions.items() if answer else ())
+                     if tp.topic == t and e.leader_epoch_after_creation}
+            before = {tp.partition: dict(e.leader_epoch_before_deletion)
+                      for tp, e in (answer.partitions.items() if answer else ())
+                      if tp.topic == t and e.leader_epoch_before_deletion}
+            layouts[t] = TopicLayout(c.initial_partition_count, c.undeleted_partition_count, c.partition_count,
+                                     after, before)
+        return layouts
+
+    def _gate(self, tp: TopicPartition, layout: TopicLayout, reads_from_start: bool) -> Gate:
+        """Step 4.1-4.3 and 5.1-5.2: the epochs the partition waits on, as offsets."""
+        lookups = lookups_for(layout, tp.partition, reads_from_start)
+        gate = Gate()
+        if lookups.parent is not None:
+            parent = TopicPartition(tp.topic, lookups.parent[0])
+            ends = end_offsets_for_epochs(self._bootstrap, self._client_id, {parent: lookups.parent[1]})
+            gate.parent = (parent.partition, ends[parent])
+        if lookups.deletions:
+            per_epoch = {e: end_offsets_for_epochs(self._bootstrap, self._client_id, {tp: e})[tp]
+                         for e in set(lookups.deletions.values())}
+            gate.deletions = {q: per_epoch[e] for q, e in lookups.deletions.items()}
+        return gate
+
+    # -- delivering ------------------------------------------------------------------------------
+
+    def _admit(self, msg: Any) -> Any:
+        """The message if the application may have it now; else None (dropped or held back)."""
+        if msg.error():
+            if msg.error().code() == KafkaError._PARTITION_EOF:
+                return None
+            return msg
+        tp = TopicPartition(msg.topic(), msg.partition())
+        owned = self._owned.get(tp)
+        if owned is None or msg.offset() < owned.position:
+            return None  # revoked since, or fetched before a seek back
+        if owned.gate is not None:
+            limit = self._limit(owned)
+            if limit is not None and msg.offset() >= limit:
+                self._hold(owned)
+                return None
+        owned.position = msg.offset() + 1
+        epoch = msg.leader_epoch()
+        if epoch is not None and epoch > owned.last_epoch:
+            owned.last_epoch = epoch
+        return msg
+
+    def _limit(self, owned: _Owned) -> int | None:
+        assert owned.gate is not None
+        topic = owned.tp.topic
+        with self._exchange.lock:
+            positions = dict(self._exchange.group_positions)
+
+        def position_of(p: int) -> int | None:
+            mine = self._owned.get(TopicPartition(topic, p))
+            return mine.position if mine is not None else positions.get(TopicPartition(topic, p))
+
+        def drained(p: int) -> bool:
+            position = position_of(p)
+            if position is None:
+                return False
+            end = self._high_watermark(TopicPartition(topic, p))
+            return end is not None and position >= end
+
+        return owned.gate.limit(position_of, drained)
+
+    def _hold(self, owned: _Owned) -> None:
+        """Pause the partition at its position: records past a closed barrier are fetched again
+        once it opens, never skipped."""
+        k = KafkaTopicPartition(owned.tp.topic, owned.tp.partition, owned.position)
+        if not owned.paused:
+            self._fetcher.pause([k])
+            owned.paused = True
+        self._fetcher.seek(k)
+
+    def _open_gates(self) -> None:
+        """Resume the paused partitions whose barriers opened; run on_partition_key_assigned
+        for those delivering for the first time."""
+        opened = []
+        for owned in self._owned.values():
+            if not owned.paused or owned.gate is None:
+                continue
+            limit = self._limit(owned)
+            if limit is None or limit > owned.position:
+                self._fetcher.resume([KafkaTopicPartition(owned.tp.topic, owned.tp.partition)])
+                owned.paused = False
+                if not owned.key_assigned:
+                    owned.key_assigned = True
+                    opened.append(KafkaTopicPartition(owned.tp.topic, owned.tp.partition))
+        if opened:
+            self._call("key_assigned", opened)
+        waits = sorted({TopicPartition(o.tp.topic, p) for o in self._owned.values() if o.gate is not None
+                        for p in o.gate.waits_on()} - set(self._owned))
+        with self._exchange.lock:
+            self._exchange.requested = tuple(waits)
+
+    def _high_watermark(self, tp: TopicPartition) -> int | None:
+        try:
+            _, high = self._fetcher.get_watermark_offsets(KafkaTopicPartition(tp.topic, tp.partition),
+                                                          timeout=5, cached=tp in self._owned)
+        except KafkaException:
+            return None
+        return high if high >= 0 else None
+
+    # -- the position exchange (part 7) ----------------------------------------------------------
+
+    def _publish_reports(self) -> None:
+        """Decide in the application's thread which positions go to the coordinator (part 7's
+        condition), running on_partition_key_maybe_revoked for them first."""
+        with self._exchange.lock:
+            wanted, asked_before = self._exchange.wanted, self._exchange.asked_before
+        due = []
+        for tp in wanted:
+            owned = self._owned.get(tp)
+            if owned is None:
+                continue
+            now = (owned.position, owned.last_epoch)
+            if owned.reported is None or tp not in asked_before:
+                due.append(owned)
+                continue
+            grew = now[0] > owned.reported[0]
+            at_end = owned.position >= (self._high_watermark(tp) or 0)
+            if (grew and at_end) or now[1] > owned.reported[1]:
+                due.append(owned)
+        if not due:
+            return
+        self._call("key_maybe_revoked", [KafkaTopicPartition(o.tp.topic, o.tp.partition) for o in due])
+        with self._exchange.lock:
+            for owned in due:
+                owned.reported = (owned.position, owned.last_epoch)
+                self._exchange.reports[owned.tp] = api.ReportedPosition(owned.position, owned.last_epoch)
+            self._exchange.asked_before = self._exchange.asked_before | {o.tp for o in due}
+
+    def _on_heartbeat(self, member: GroupMember) -> None:
+        """The heartbeat thread: one ConsumerGroupPosition exchange, then the count check."""
+        assignment = member.assignment
+        if assignment is None:
+            return
+        ex = self._exchange
+        with ex.lock:
+            reports, requested = dict(ex.reports), ex.requested
+        if reports or requested or self._layouts:
+            request = api.ConsumerGroupPositionRequest(self._group_id, assignment.generation_id,
+                                                       assignment.member_id, self._config.get("group.instance.id"),
+                                                       reports, requested)
+            frame = member.coordinator_request_frame(lambda corr: api.encode_request(request, corr, self._client_id))
+            _, body = api.parse_response_header(frame)
+            response = api.decode_response(api.API_CONSUMER_GROUP_POSITION, 0, body)
+            assert isinstance(response, api.ConsumerGroupPositionResponse)
+            if response.error_code == ErrorCode.NONE:
+                with ex.lock:
+                    for tp in reports:
+                        if ex.reports.get(tp) == reports[tp]:
+                            del ex.reports[tp]  # sent; a newer one published meanwhile stays
+                    for tp, result in response.positions.items():
+                        if result.error_code == ErrorCode.NONE and result.position >= 0:
+                            ex.group_positions[tp] = result.position
+                    ex.asked_before = ex.asked_before & ex.wanted
+                    ex.wanted = frozenset(response.wanted)
+            elif response.error_code in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION):
+                member.request_rejoin()
+        self._check_layouts(member)
+
+    def _check_layouts(self, member: GroupMember) -> None:
+        """A subscribed topic grew, or had partitions marked or removed: rejoin (part 8 step 6)."""
+        if not self._topics or member.needs_rejoin:
+            return
+        try:
+            counts = self._hb_metadata.counts(self._topics)
+        except OrderedMetadataError:
+            return
+        for topic in self._topics:
+            c = counts[topic]
+            layout = self._layouts.get(topic)
+            if c.ordered and (layout is None or (layout.undeleted, layout.total) !=
+                              (c.undeleted_partition_count, c.partition_count)):
+                log.info("%s: %d undeleted of %d partitions now; rejoining", topic, c.undeleted_partition_count,
+                         c.partition_count)
+                member.request_rejoin()
+                return
+
+    # -- commits and callbacks -------------------------------------------------------------------
+
+    def _maybe_auto_commit(self) -> None:
+        if self._auto_commit and self._owned and time.monotonic() >= self._next_commit:
+            self._next_commit = time.monotonic() + self._auto_commit_s
+            self._commit_quietly()
+
+    def _commit_quietly(self) -> None:
+        try:
+            self.commit()
+        except (CommitFailedError, OSError) as exc:
+            log.info("group %s: commit skipped: %s", self._group_id, exc)
+
+    def _call(self, name: str, partitions: list[KafkaTopicPartition]) -> None:
+        callback = self._callbacks.get(name)
+        if callback is not None:
+            callback(self, partitions)
+
+
+def _leaders(conn: BrokerConnection, topics: list[str]) -> tuple[dict[int, tuple[str, int]], dict[TopicPartition, int]]:
+    response = conn.request(_METADATA, 1, {"topics": [{"name": t} for t in topics]})
+    brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+    leaders = {TopicPartition(t.name, p.partition_index): p.leader_id for t in response.topics for p in t.partitions}
+    return brokers, leaders
+
+
+def end_offsets_for_epochs(bootstrap: list[tuple[str, int]], client_id: str,
+                           epochs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    """OffsetsForLeaderEpoch of each partition's epoch, asked of its leader: the first offset
+    after the epoch (step 4.3's lowerOffsetThreshold, 5.2's upperOffsetThreshold)."""
+    out: dict[TopicPartition, int] = {}
+    if not epochs:
+        return out
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            out.update(_ask_leaders(bootstrap, client_id, {tp: e for tp, e in epochs.items() if tp not in out}))
+        except OSError as exc:
+            log.info("OffsetsForLeaderEpoch: %s; retrying", exc)
+        if len(out) == len(epochs):
+            return out
+        if time.monotonic() > deadline:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"no leader answered OffsetsForLeaderEpoch for "
+                                                                   f"{sorted(set(epochs) - set(out))}"))
+        time.sleep(0.2)
+
+
+def _ask_leaders(bootstrap: list[tuple[str, int]], client_id: str,
+                 epochs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    host, port = bootstrap[int(time.monotonic()) % len(bootstrap)]
+    conn = BrokerConnection(host, port, client_id)
+    try:
+        brokers, leaders = _leaders(conn, sorted({tp.topic for tp in epochs}))
+    finally:
+        conn.close()
+    by_leader: dict[int, dict[TopicPartition, int]] = {}
+    for tp, epoch in epochs.items():
+        leader = leaders.get(tp, -1)
+        if leader in brokers:
+            by_leader.setdefault(leader, {})[tp] = epoch
+    out = {}
+    for leader, asked in by_leader.items():
+        conn = BrokerConnection(*brokers[leader], client_id)
+        try:
+            topics: dict[str, list[dict[str, int]]] = {}
+            for tp, epoch in asked.items():
+                topics.setdefault(tp.topic, []).append(
+                    {"partition": tp.partition, "current_leader_epoch": -1, "leader_epoch": epoch})
+            response = conn.request(_OFFSET_FOR_LEADER_EPOCH, 3, {
+                "replica_id": -1, "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
+        finally:
+            conn.close()
+        for t in response.topics:
+            for p in t.partitions:
+                if p.error_code == ErrorCode.NONE and p.end_offset >= 0:
+                    out[TopicPartition(t.topic, p.partition)] = p.end_offset
+    return out
