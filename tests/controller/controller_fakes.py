@@ -18,6 +18,7 @@ from odradek.protocol.controller_api import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
+from odradek.zk.paths import PartitionRemovalReport
 
 
 class NodeExistsError(Exception):
@@ -66,6 +67,9 @@ class FakeZk:
         self.reassignments: dict[TopicPartition, tuple[int, ...]] | None = None
         #: whether leader_isr_write loses KIP-253's maps, as today's broker ISR write does
         self.leaders_drop_orderings = False
+        #: KIP-253: /admin/ordered_partition_removals children: name -> report (None: malformed)
+        self.removal_reports: dict[str, PartitionRemovalReport | None] = {}
+        self._next_report = 0
 
     # -- test setup -------------------------------------------------------------------------
     def register_broker(self, broker_id: int, epoch: int | None = None) -> BrokerInfo:
@@ -82,6 +86,13 @@ class FakeZk:
         self.topics[name] = TopicAssignment(name, f"id-{name}", dict(partitions), len(partitions))
         if config:
             self.configs[name] = dict(config)
+
+    def report_removal(self, tp: TopicPartition, leader_epoch: int) -> str:
+        """What a partition leader does when a partition marked for deletion is empty."""
+        name = f"removal-{self._next_report:010d}"
+        self._next_report += 1
+        self.removal_reports[name] = PartitionRemovalReport(tp, leader_epoch)
+        return name
 
     def calls_named(self, name: str) -> list[object]:
         return [arg for method, arg in self.calls if method == name]
@@ -239,6 +250,46 @@ class FakeZk:
                 self.topics[topic] = out[topic] = dataclasses.replace(
                     self.topics[topic], undeleted_partition_count=count)
         return out
+
+    def get_partition_removals(self) -> dict[str, PartitionRemovalReport | None]:
+        self.calls.append(("get_partition_removals", None))
+        return dict(self.removal_reports)
+
+    def delete_partition_removals(self, names: Iterable[str]) -> None:
+        names = sorted(names)
+        self.calls.append(("delete_partition_removals", names))
+        if self.fenced:
+            raise ControllerMovedError("fenced")
+        for name in names:
+            self.removal_reports.pop(name, None)
+
+    def remove_partitions(self, topic: str, partitions: Iterable[int], reports: Iterable[str],
+                          rewrite: Mapping[TopicPartition, LeaderAndIsr] | None = None
+                          ) -> TopicAssignment | None:
+        """One multi: the partitions leave the topic znode, their states and the reports go,
+        the states of ``rewrite`` are set (all or nothing: a version conflict writes nothing)."""
+        removed = sorted(set(partitions))
+        reports = sorted(reports)
+        rewrite = dict(rewrite or {})
+        self.calls.append(("remove_partitions", (topic, removed, reports, rewrite)))
+        if self.fenced:
+            raise ControllerMovedError("fenced")
+        stored = self.topics.get(topic)
+        if stored is None or any(tp not in self.states or self.states[tp].zk_version
+                                 != lai.zk_version for tp, lai in rewrite.items()):
+            return None
+        for tp, lai in rewrite.items():
+            self.states[tp] = lai._replace(zk_version=lai.zk_version + 1)
+        self.topics[topic] = new = dataclasses.replace(
+            stored, partitions={p: r for p, r in stored.partitions.items() if p not in removed},
+            adding_replicas={p: r for p, r in stored.adding_replicas.items() if p not in removed},
+            removing_replicas={p: r for p, r in stored.removing_replicas.items()
+                               if p not in removed})
+        for p in removed:
+            self.states.pop(TopicPartition(topic, p), None)
+        for name in reports:
+            self.removal_reports.pop(name, None)
+        return new
 
     def leader_isr_write(self, tp: TopicPartition, isr: tuple[int, ...]) -> None:
         """What a partition leader does when it shrinks or expands its ISR. With

@@ -31,6 +31,7 @@ from odradek.controller.events import (
     IsrChangeNotification,
     PartitionModifications,
     PartitionReassignment,
+    PartitionRemovalReports,
     ReplicaLeaderElection,
     Startup,
     TopicChange,
@@ -64,7 +65,8 @@ class FencedZk:
                "delete_preferred_replica_election", "pop_isr_change_notifications",
                "delete_topic_deletions", "delete_topics", "backfill_topic_znodes",
                "set_partition_reassignments", "set_replica_assignments",
-               "set_undeleted_partition_counts")
+               "set_undeleted_partition_counts", "delete_partition_removals",
+               "remove_partitions")
 
     def __init__(self, zk: FakeZk, epoch: int, current_epoch: Callable[[], int],
                  before_write: Callable[[int], None] = lambda epoch: None) -> None:
@@ -162,6 +164,12 @@ class World:
         self.marked_at: dict[TopicPartition, int] = {}
         self.depose_before: int | None = None
         self.deposed_mid_event = 0
+        #: KIP-253 removal: (partition, leader epoch) of every removal report filed, and the
+        #: (partition, broker) replicas deleted by a StopReplica with delete since the
+        #: partition last appeared
+        self.reports_filed: set[tuple[TopicPartition, int]] = set()
+        self.replica_deleted: set[tuple[TopicPartition, int]] = set()
+        self.removed = 0
         self.epoch = 0
         self.controllers: list[tuple[Controller, FakeChannel, int]] = []  # newest last
         #: events each controller put on its own queue (StopReplica answers), by index
@@ -235,6 +243,9 @@ class World:
                 broker = self.live.get(broker_id)
                 if broker is not None and not broker.deliver(request):
                     self.fenced_requests += 1
+                elif (broker is not None and isinstance(request, StopReplicaRequest)
+                      and request.delete_partitions):
+                    self.replica_deleted.update((tp, broker_id) for tp in request.partitions)
             for broker_id, request, callback in answers:
                 broker = self.live.get(broker_id)
                 if (isinstance(request, StopReplicaRequest) and broker is not None
@@ -263,6 +274,8 @@ class World:
         self.complete_reassignments()
         self.check_deletions("every broker back")
         assert not self.zk.deletions, f"deletions {sorted(self.zk.deletions)} never completed"
+        if self.ordered:
+            self.drain_everything()
 
     def leader_changes_isr(self, tp: TopicPartition, isr: tuple[int, ...]) -> None:
         """The partition's leader writes a new ISR and notifies the controller."""
@@ -318,8 +331,57 @@ class World:
         return (f"mark partitions of {ORDERED_TOPIC} from {count} for deletion"
                 + (f" (controller deposed before write {depose_before})" if deposed else ""))
 
+    def marked_with_state(self) -> list[TopicPartition]:
+        """Partitions of the ordered topic marked for deletion that have a state znode."""
+        stored = self.zk.topics.get(ORDERED_TOPIC)
+        if stored is None or stored.undeleted_partition_count is None:
+            return []
+        return sorted(tp for tp in self.zk.states if tp.topic == ORDERED_TOPIC
+                      and tp.partition >= stored.undeleted_partition_count)
+
+    def ordered_drain(self, tp: TopicPartition, stale: bool, depose_before: int | None) -> str:
+        """The partition's leader finds it empty and files a removal report (with an older
+        leader epoch when ``stale``: the controller must drop it), then the controller's event,
+        maybe deposed before one of its writes."""
+        epoch = self.zk.states[tp].leader_epoch - (1 if stale else 0)
+        self.zk.report_removal(tp, epoch)
+        self.reports_filed.add((tp, epoch))
+        deposed = self.process_deposed_at(PartitionRemovalReports(), depose_before)
+        return (f"{tp} reported drained at leader epoch {epoch}"
+                + (f" (controller deposed before write {depose_before})" if deposed else ""))
+
+    def drain_everything(self) -> None:
+        """Liveness, once every broker is back: every marked partition reported drained by its
+        current leader epoch is removed, down to undeleted_partition_count, and no report is
+        left behind."""
+        for topic, stored in self.zk.topics.items():  # (healing completed reassignments)
+            for partition, replicas in stored.partitions.items():
+                self.assignment[TopicPartition(topic, partition)] = replicas
+        for _ in range(ORDERED_MAX):
+            marked = self.marked_with_state()
+            if not marked:
+                break
+            for tp in marked:
+                self.zk.report_removal(tp, self.zk.states[tp].leader_epoch)
+                self.reports_filed.add((tp, self.zk.states[tp].leader_epoch))
+            before = dict(self.zk.states)
+            self.process(PartitionRemovalReports())
+            self.check_removals(before, "every marked partition reported drained")
+            self.check_ordered("every marked partition reported drained")
+        stored = self.zk.topics[ORDERED_TOPIC]
+        count = stored.undeleted_partition_count
+        assert count is None or len(stored.partitions) == count, \
+            f"{ORDERED_TOPIC} still has partitions {sorted(stored.partitions)} past count {count}"
+        assert not self.zk.removal_reports, f"reports left: {self.zk.removal_reports}"
+
     def _ordered_step(self) -> tuple[str, str]:
         rng = self.rng
+        marked = self.marked_with_state()
+        if marked and rng.random() < 0.5:
+            # usually the highest (removable at once), sometimes a lower one (waits)
+            tp = marked[-1] if rng.random() < 0.6 else rng.choice(marked)
+            return "ordered_drain", self.ordered_drain(
+                tp, rng.random() < 0.15, rng.randint(0, 3) if rng.random() < 0.6 else None)
         stored = self.zk.topics[ORDERED_TOPIC]
         total = len(stored.partitions)
         initial = stored.initial_partition_count or total
@@ -596,6 +658,45 @@ class World:
                     f"broker {broker.id} was told count {broker.counts.get(ORDERED_TOPIC)}, " \
                     f"ZooKeeper has {count} {where}"
 
+    def check_removals(self, before: dict[TopicPartition, LeaderAndIsr], action: str) -> None:
+        """KIP-253's removal of drained partitions:
+        - a topic's partitions are numbered 0..N-1 without a gap;
+        - a removed partition has no state znode, every replica of it was deleted by its
+          broker (StopReplica with delete) and no live broker hosts it;
+        - a partition with a state znode is removed only if a report with its current leader
+          epoch said it was empty;
+        - a report of a partition that is gone (or no longer marked) does not outlive the
+          event that read it, and the topic never has fewer than undeleted_partition_count."""
+        where = f"after '{action}'"
+        for topic, stored in self.zk.topics.items():
+            assert sorted(stored.partitions) == list(range(len(stored.partitions))), \
+                f"{topic} has partitions {sorted(stored.partitions)} {where}"
+            count = stored.undeleted_partition_count
+            assert count is None or len(stored.partitions) >= count, \
+                f"{topic} has {len(stored.partitions)} partitions, fewer than its count {count}"
+        removed = sorted(tp for tp in self.assignment if tp.topic in self.zk.topics
+                         and tp.partition not in self.zk.topics[tp.topic].partitions)
+        for tp in removed:
+            assert tp not in self.zk.states, f"removed {tp} kept its state znode {where}"
+            for replica in self.assignment[tp]:
+                assert (tp, replica) in self.replica_deleted, \
+                    f"removed {tp} but broker {replica} never deleted its replica {where}"
+            for broker in self.live.values():
+                assert tp not in broker.roles, f"broker {broker.id} hosts removed {tp} {where}"
+            old = before.get(tp)
+            if old is not None:
+                assert (tp, old.leader_epoch) in self.reports_filed, \
+                    f"{tp} removed at leader epoch {old.leader_epoch} without a report of it"
+            del self.assignment[tp]
+            self.born.pop(tp, None)
+            self.marked_at.pop(tp, None)
+            self.replica_deleted = {(t, r) for t, r in self.replica_deleted if t != tp}
+            self.removed += 1
+        for name, report in self.zk.removal_reports.items():
+            assert report is not None and report.tp.topic in self.zk.topics \
+                and report.tp.partition in self.zk.topics[report.tp.topic].partitions, \
+                f"report {name} of {report} outlived its partition {where}"
+
     def check_deletions(self, action: str) -> None:
         """A topic is gone from ZooKeeper only once every replica was deleted by a live
         broker (a dead one's copy waits for it), and then no live broker hosts it."""
@@ -614,13 +715,15 @@ class World:
     def check(self, before: dict[TopicPartition, LeaderAndIsr], action: str) -> None:
         self.check_deletions(action)
         if self.ordered:
+            self.check_removals(before, action)
             self.check_ordered(action)
         written, self.leader_written = self.leader_written, {}
         live = set(self.live)
         deleting = self.zk.deletions
+        removing = self.active.context.partitions_being_removed()
         for tp, lai in sorted(self.zk.states.items()):
-            if tp.topic in deleting:
-                continue  # not elected, not told: being deleted
+            if tp.topic in deleting or tp in removing:
+                continue  # not elected, not told: being deleted (a topic, or drained)
             where = f"{tp} after '{action}': {lai}"
             assert lai.isr and set(lai.isr) <= set(self.assignment[tp]), where
             assert lai.leader == -1 or lai.leader in lai.isr, where
@@ -650,7 +753,7 @@ class World:
             assert cached == lai, f"controller caches {cached}: {where}"
         if action.startswith(("kill", "restart", "controller", "controlled", "create")):
             for tp, replicas in sorted(self.assignment.items()):
-                if tp.topic in deleting or self.marked_uncreated(tp):
+                if tp.topic in deleting or self.marked_uncreated(tp) or tp in removing:
                     continue
                 assert tp in self.zk.states or not live & set(replicas), \
                     f"{tp} (replicas {replicas}) has live replicas but no state after '{action}'"

@@ -21,6 +21,11 @@ leader epochs only). After every step the properties that make failover safe are
   a topic is deleted only once every replica's broker deleted its copy;
 - at the end, with every broker back, every deletion asked for has completed.
 
+With an ordered topic (KIP-253) also World.check_ordered's and World.check_removals'
+properties: the maps of marked and new partitions, no gap in a topic's partition numbers, a
+removed partition without state znode and with every replica deleted, removed only after a
+report with its current leader epoch; and at the end every drained partition removed.
+
 A failure names its seed and step: the same seed replays the same schedule.
 """
 from __future__ import annotations
@@ -29,7 +34,9 @@ import os
 from collections import Counter
 from typing import Callable
 
-from controller_simulation import World
+from controller_simulation import ORDERED_TOPIC, World
+
+from odradek.common.metadata import TopicPartition
 
 #: seeds per test run; ODRADEK_SIM_SEEDS=100000 for a long search (about 2 s per 100 seeds)
 SEEDS = int(os.environ.get("ODRADEK_SIM_SEEDS", "150"))
@@ -79,11 +86,14 @@ def _run(world: World, seed: int, steps: int) -> None:
 
 
 def test_random_schedules_with_an_ordered_topic_keep_its_maps_and_epochs() -> None:
-    """KIP-253's invariants (World.check_ordered) hold through random schedules in which the
-    ordered topic grows and has partitions marked for deletion, with the controller often
-    deposed before one of the event's ZooKeeper writes and a new one finishing the work."""
+    """KIP-253's invariants (World.check_ordered, World.check_removals) hold through random
+    schedules in which the ordered topic grows, has partitions marked for deletion and its
+    leaders report drained ones (with a stale epoch now and then), with the controller often
+    deposed before one of the event's ZooKeeper writes and a new one finishing the work; at
+    the end every marked partition, reported drained, is removed."""
     done: Counter[str] = Counter()
     deposed = 0
+    removed = 0
     for seed in range(ORDERED_SEEDS):
         world = World(seed, ordered=True)
         _run(world, seed, STEPS)
@@ -93,7 +103,10 @@ def test_random_schedules_with_an_ordered_topic_keep_its_maps_and_epochs() -> No
             raise AssertionError(f"ordered seed {seed}, healing: {exc}") from None
         done += world.done
         deposed += world.deposed_mid_event
-    assert set(done) >= {"ordered_expand", "ordered_mark", "ordered_refused"}, done
+        removed += world.removed
+    assert set(done) >= {"ordered_expand", "ordered_mark", "ordered_refused",
+                         "ordered_drain"}, done
+    assert removed > 0, "no drained partition was ever removed"
     assert deposed > 0, "no controller was ever deposed in the middle of an ordered step"
 
 
@@ -130,3 +143,70 @@ def test_deletion_marking_is_finished_by_the_next_controller_whatever_write_it_s
         return world.ordered_mark(4, writes)
 
     assert _deposed_before_each_write(grow_then_mark) >= 1
+
+
+def _marked_world() -> World:
+    """The ordered topic grown from 3 to 6 partitions, then 3, 4 and 5 marked for deletion."""
+    world = World(7, ordered=True)
+    world.elect()
+    world.note_births()
+    world.ordered_expand(3, None)
+    world.note_births()
+    world.ordered_mark(3, None)
+    world.note_births()
+    return world
+
+
+def test_removal_of_a_drained_partition_is_finished_by_the_next_controller_whatever_write_it_stopped_at(
+) -> None:
+    """The highest marked partition reported drained goes (state znode, replicas, report,
+    assignment), whichever ZooKeeper write of the removal its controller was deposed before."""
+    for writes in range(50):
+        world = _marked_world()
+        top = TopicPartition(ORDERED_TOPIC, 5)
+        before = dict(world.zk.states)
+        action = world.ordered_drain(top, False, writes)
+        world.note_births()
+        world.check(before, action)
+        assert sorted(world.zk.topics[ORDERED_TOPIC].partitions) == [0, 1, 2, 3, 4], action
+        assert top not in world.zk.states and not world.zk.removal_reports, action
+        assert world.removed == 1, action
+        if "deposed" not in action:
+            assert writes > 0, "the removal made no ZooKeeper write"
+            return
+    raise AssertionError("still deposed after 50 writes")
+
+
+def test_a_lower_drained_partition_waits_for_those_above_and_a_stale_report_is_dropped() -> None:
+    world = _marked_world()
+    low, high = TopicPartition(ORDERED_TOPIC, 4), TopicPartition(ORDERED_TOPIC, 5)
+    before = dict(world.zk.states)
+    world.ordered_drain(low, False, None)
+    world.check(before, "lower drained")
+    assert len(world.zk.topics[ORDERED_TOPIC].partitions) == 6
+    assert [r.tp for r in world.zk.removal_reports.values() if r] == [low], "its report waits"
+    world.ordered_drain(high, True, None)  # an older leader epoch: dropped, nothing removed
+    world.check(before, "stale report")
+    assert len(world.zk.topics[ORDERED_TOPIC].partitions) == 6
+    assert [r.tp for r in world.zk.removal_reports.values() if r] == [low]
+    before = dict(world.zk.states)
+    world.ordered_drain(high, False, None)
+    world.check(before, "higher drained")
+    assert sorted(world.zk.topics[ORDERED_TOPIC].partitions) == [0, 1, 2, 3], \
+        "both drained partitions go in one step"
+    assert not world.zk.removal_reports and world.removed == 2
+    # the deletion is not complete (3 is marked, not drained); once it is, the topic can grow
+    before = dict(world.zk.states)
+    world.ordered_drain(TopicPartition(ORDERED_TOPIC, 3), False, None)
+    world.check(before, "last drained")
+    assert sorted(world.zk.topics[ORDERED_TOPIC].partitions) == [0, 1, 2]
+    before = dict(world.zk.states)
+    world.note_births()
+    action = world.ordered_expand(2, None)
+    world.note_births()
+    world.check(before, action)
+    stored = world.zk.topics[ORDERED_TOPIC]
+    assert stored.undeleted_partition_count == 5 and len(stored.partitions) == 5
+    for p in (3, 4):
+        lai = world.zk.states[TopicPartition(ORDERED_TOPIC, p)]
+        assert lai.ordering is not None and lai.ordering.after_creation, lai

@@ -1,4 +1,5 @@
-"""The KIP-253 messages (ConsumerGroupPosition, PartitionLeaderEpochsForPartitions): every message
+"""The KIP-253 messages (ConsumerGroupPosition, PartitionLeaderEpochsForPartitions,
+DescribeOrderedGroups): every message
 survives a round trip, the bytes are those docs/protocol.md specifies, and no input, however
 malformed, raises anything but SchemaError."""
 from __future__ import annotations
@@ -21,7 +22,9 @@ epoch_maps = st.none() | st.dictionaries(int32s, int32s, min_size=1, max_size=5)
 group_position_requests = st.builds(
     api.ConsumerGroupPositionRequest, st.text(max_size=10), int32s, st.text(max_size=10), st.none() | st.text(max_size=5),
     st.dictionaries(tps, st.builds(api.ReportedPosition, st.integers(-1, 2**63 - 1), int32s), max_size=6),
-    st.lists(tps, max_size=6, unique=True).map(tuple))
+    st.lists(tps, max_size=6, unique=True).map(tuple),
+    st.dictionaries(tps, st.builds(api.BlockedPartition, int32s, st.integers(-1, 2**63 - 1),
+                                   st.integers(-(2**63), 2**63 - 1)), max_size=4))
 group_position_responses = st.builds(
     api.ConsumerGroupPositionResponse, st.integers(-1, 120), int32s,
     st.dictionaries(tps, st.builds(api.PositionResult, st.integers(-1, 2**63 - 1), st.integers(-1, 120)),
@@ -30,6 +33,13 @@ group_position_responses = st.builds(
 epochs_requests = st.builds(api.PartitionLeaderEpochsForPartitionsRequest,
                             st.lists(tps, max_size=8, unique=True).map(tuple),
                             st.lists(topics, max_size=3, unique=True).map(tuple))
+describe_requests = st.builds(api.DescribeOrderedGroupsRequest, st.lists(st.text(max_size=8), max_size=4,
+                                                                          unique=True).map(tuple))
+group_blocks = st.builds(api.OrderedGroupBlock, st.text(max_size=8), int32s, st.integers(-1, 2**63 - 1),
+                         st.integers(-1, 2**63 - 1), st.integers(-(2**63), 2**63 - 1))
+describe_responses = st.builds(api.DescribeOrderedGroupsResponse, st.dictionaries(
+    st.text(max_size=8), st.builds(api.OrderedGroupDescription, st.integers(-1, 120), int32s,
+                                   st.dictionaries(tps, group_blocks, max_size=4)), max_size=4), int32s)
 partition_counts = st.builds(api.TopicPartitionCounts, st.integers(-1, 120), int32s, int32s, int32s)
 
 
@@ -75,6 +85,7 @@ def test_consumer_group_position_request_round_trip(req: api.ConsumerGroupPositi
     assert isinstance(decoded, api.ConsumerGroupPositionRequest)
     assert decoded.reported == req.reported
     assert decoded.requested == _grouped_order(req.requested)
+    assert decoded.blocked == req.blocked
     assert (decoded.group_id, decoded.generation_id, decoded.member_id, decoded.group_instance_id) == (
         req.group_id, req.generation_id, req.member_id, req.group_instance_id)
 
@@ -100,16 +111,51 @@ def test_partition_leader_epochs_round_trip(req: api.PartitionLeaderEpochsForPar
     assert _response_round_trip(resp) == resp
 
 
+@settings(max_examples=150, deadline=None)
+@given(req=describe_requests, resp=describe_responses)
+def test_describe_ordered_groups_round_trip(req: api.DescribeOrderedGroupsRequest,
+                                            resp: api.DescribeOrderedGroupsResponse) -> None:
+    assert _request_round_trip(req) == req
+    assert _response_round_trip(resp) == resp
+
+
+def test_the_blocked_set_defaults_to_empty_for_callers_that_do_not_name_it() -> None:
+    req = api.ConsumerGroupPositionRequest("g", 1, "m", None, {}, ())
+    assert req.blocked == {}
+    decoded = _request_round_trip(req)
+    assert isinstance(decoded, api.ConsumerGroupPositionRequest) and decoded.blocked == {}
+
+
 def test_consumer_group_position_request_bytes_are_the_documented_layout() -> None:
     """Request header v2 and the v0 body field by field, as docs/protocol.md lists them."""
     req = api.ConsumerGroupPositionRequest("g", 3, "m", None, {TopicPartition("t", 1): api.ReportedPosition(500, 2)},
-                                           (TopicPartition("t", 0),))
+                                           (TopicPartition("t", 0),),
+                                           {TopicPartition("t", 2): api.BlockedPartition(0, 800, 1_700_000_000_000)})
     assert api.encode_request(req, 9, "c")[4:] == b"".join([
         struct.pack(">hhih", 10000, 0, 9, 1), b"c", b"\x00",   # header: key, version, correlation, client id, tags
         b"\x02g", struct.pack(">i", 3), b"\x02m", b"\x00",     # GroupId, GenerationId, MemberId, GroupInstanceId null
         b"\x02", b"\x02t", b"\x02", struct.pack(">iqi", 1, 500, 2), b"\x00", b"\x00",  # ReportedTopics
         b"\x02", b"\x02t", b"\x02", struct.pack(">i", 0), b"\x00",                   # RequestedTopics
+        b"\x02", b"\x02t", b"\x02", struct.pack(">iiqq", 2, 0, 800, 1_700_000_000_000),  # BlockedTopics[t][2]
+        b"\x00", b"\x00",                                                             # partition, topic tags
         b"\x00",                                                                     # tagged fields
+    ])
+
+
+def test_describe_ordered_groups_bytes_are_the_documented_layout() -> None:
+    assert api.encode_request(api.DescribeOrderedGroupsRequest(("g",)), 4, "c")[4:] == b"".join([
+        struct.pack(">hhih", 10002, 0, 4, 1), b"c", b"\x00",  # header v2
+        b"\x02", b"\x02g", b"\x00",                           # Groups ["g"], tagged fields
+    ])
+    resp = api.DescribeOrderedGroupsResponse({"g": api.OrderedGroupDescription(0, 5, {
+        TopicPartition("t", 3): api.OrderedGroupBlock("m", 1, api.READ_TO_END, 40, 1000)})})
+    assert api.encode_response(10002, 0, 6, resp)[4:] == b"".join([
+        struct.pack(">i", 6), b"\x00",                           # header v1
+        struct.pack(">i", 0),                                    # ThrottleTimeMs
+        b"\x02", b"\x02g", struct.pack(">hi", 0, 5),             # Groups[g]: ErrorCode, GenerationId
+        b"\x02", b"\x02t", b"\x02", struct.pack(">i", 3), b"\x02m",  # BlockedTopics[t]: PartitionIndex 3, MemberId
+        struct.pack(">iqqq", 1, -1, 40, 1000),                   # WaitsOn, Barrier (to its end), GroupPosition, Since
+        b"\x00", b"\x00", b"\x00", b"\x00",                       # partition, topic, group, top-level tags
     ])
 
 
@@ -151,7 +197,10 @@ def _sample_frames() -> list[bytes]:
     tp = TopicPartition("topic", 3)
     return [api.encode_request(r, 1, "c")[4:] for r in (
         api.ConsumerGroupPositionRequest("group", 5, "member", "instance", {tp: api.ReportedPosition(10, 1)}, (tp,)),
+        api.ConsumerGroupPositionRequest("group", 5, "member", None, {}, (tp,),
+                                         {tp: api.BlockedPartition(0, 99, 1_700_000_000_000)}),
         api.PartitionLeaderEpochsForPartitionsRequest((tp, TopicPartition("other", 0))),
+        api.DescribeOrderedGroupsRequest(("group", "other")),
     )]
 
 
@@ -177,7 +226,7 @@ def test_what_would_allocate_or_crash_is_refused(body: bytes, why: str) -> None:
 
 
 @settings(max_examples=400, deadline=None)
-@given(key=st.sampled_from([10000, 10001]), body=st.binary(max_size=64))
+@given(key=st.sampled_from([10000, 10001, 10002]), body=st.binary(max_size=64))
 def test_random_bodies_raise_only_schema_error(key: int, body: bytes) -> None:
     frame = struct.pack(">hhih", key, 0, 1, -1) + b"\x00" + body
     try:
@@ -203,6 +252,8 @@ def test_error_codes_of_a_response() -> None:
     assert sorted(api.error_codes(resp)) == [0, 3]
     epochs = api.PartitionLeaderEpochsForPartitionsResponse({TopicPartition("t", 0): api.PartitionLeaderEpochs(7)})
     assert api.error_codes(epochs) == [7]
+    described = api.DescribeOrderedGroupsResponse({"a": api.OrderedGroupDescription(16), "b": api.OrderedGroupDescription()})
+    assert api.error_codes(described) == [16, 0]
 
 
 # -- docs/protocol.md is the specification: the codec must say the same --------------------------
@@ -255,6 +306,8 @@ def _codec_shape(t: object) -> str:
     (10000, "response", api._CONSUMER_GROUP_POSITION_RESPONSE_V0),
     (10001, "request", api._PARTITION_LEADER_EPOCHS_REQUEST_V0),
     (10001, "response", api._PARTITION_LEADER_EPOCHS_RESPONSE_V0),
+    (10002, "request", api._DESCRIBE_ORDERED_GROUPS_REQUEST_V0),
+    (10002, "response", api._DESCRIBE_ORDERED_GROUPS_RESPONSE_V0),
 ])
 def test_the_codec_is_the_documented_schema(key: int, kind: str, codec: object) -> None:
     documented = _documented_schemas()[(key, kind)]

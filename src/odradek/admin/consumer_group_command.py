@@ -9,6 +9,10 @@ group's coordinator. So it works unchanged against Apache Kafka. Like Kafka's to
 are only reset while the group has no members (Empty, or Dead: never seen, where the commit
 creates it); the coordinator itself refuses a commit without a member id to any other group
 (UNKNOWN_MEMBER_ID), so a consumer joining between the check and the commit is not overwritten.
+
+For a group reading a topic with enable.ordered.delivery (KIP-253), describe also shows which of
+its partitions wait on a barrier: odradek's DescribeOrderedGroups, asked of the group's
+coordinator only when some topic of the group is ordered (a stock Kafka broker never sees it).
 """
 from __future__ import annotations
 
@@ -24,6 +28,8 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from odradek.admin.admin_client import format_table, kafka_error_text, quiet_logger, request_first, send_request
 from odradek.admin.errors import AdminError
 from odradek.cli.output import duration, plural
+from odradek.client.ordered_metadata import OrderedMetadataClient, OrderedMetadataError, parse_bootstrap
+from odradek.protocol import ordered_delivery_api as ordered_api
 from odradek.protocol.errors import ErrorCode, error_name
 
 Partition = tuple[str, int]
@@ -207,7 +213,40 @@ class GroupAdmin:
                 out.append(self._description(group, state, description, topics if offsets else None))
             except AdminError as exc:
                 out.append({"group": group, "error": str(exc)})
+        if offsets:
+            self._add_ordered(out)
         return out
+
+    def _add_ordered(self, described: list[dict[str, Any]]) -> None:
+        """An "ordered" section (ordered_section) in each described group that reads a topic
+        with ordered delivery: the group's topics (committed or assigned) are asked for their
+        KIP-253 counts, and the groups reading an ordered one for their blocks. A cluster
+        without KIP-253 has no ordered topic, so nothing is added and nothing else is asked."""
+        topics_of = {d["group"]: {o["topic"] for o in d["offsets"]} for d in described if "error" not in d}
+        every = sorted(set().union(*topics_of.values())) if topics_of else []
+        if not every:
+            return
+        try:
+            brokers = parse_bootstrap(self.bootstrap)
+        except ValueError:
+            raise AdminError(f"expected HOST:PORT[,HOST:PORT...] as the bootstrap servers, got {self.bootstrap!r}") \
+                from None
+        client = OrderedMetadataClient(brokers, "odradek-groups", self.timeout)
+        try:
+            counts = client.counts(every)
+            ordered = {t for t, c in counts.items() if c.ordered}
+            groups = [g for g, topics in topics_of.items() if topics & ordered]
+            answers = client.describe_groups(groups) if groups else {}
+        except OrderedMetadataError:
+            raise AdminError(f"cannot read the KIP-253 state of the groups' topics: no broker of "
+                             f"{self.bootstrap} answered") from None
+        finally:
+            client.close()
+        now_ms = int(time.time() * 1000)
+        for d in described:
+            if d["group"] in groups:
+                answer = None if answers is None else answers[d["group"]]
+                d["ordered"] = ordered_section(sorted(topics_of[d["group"]] & ordered), answer, now_ms)
 
     def _description(self, group: str, state: str, description: Any,
                      topics: dict[str, Any] | None) -> dict[str, Any]:
@@ -443,6 +482,51 @@ def format_list(groups: list[dict[str, str]]) -> str:
     return table(("Group", "State", "ProtocolType"), [(g["group"], g["state"], g["protocol_type"]) for g in groups])
 
 
+def ordered_section(topics: list[str], answer: ordered_api.OrderedGroupDescription | None,
+                    now_ms: int) -> dict[str, Any]:
+    """describe's "ordered" entry of a group reading ordered ``topics``: its generation and
+    every blocked partition (member, what it waits on, the barrier offset or read_to_end, the
+    group's position there, since when and for how long), or an "error" in Kafka's words
+    when the coordinator did not say (``answer`` None: it does not speak DescribeOrderedGroups)."""
+    if answer is None:
+        return {"topics": topics, "generation": None, "blocked": [],
+                "error": "the group's coordinator does not answer DescribeOrderedGroups (an older broker)"}
+    if answer.error_code != 0:
+        return {"topics": topics, "generation": None, "blocked": [], "error": _code_name(answer.error_code)}
+    blocked = [{"topic": tp.topic, "partition": tp.partition, "member_id": b.member_id, "waits_on": b.waits_on,
+                "read_to_end": b.barrier_offset == ordered_api.READ_TO_END,
+                "barrier_offset": None if b.barrier_offset == ordered_api.READ_TO_END else b.barrier_offset,
+                "group_position": None if b.group_position < 0 else b.group_position,
+                "blocked_since_ms": b.blocked_since_ms,
+                # the member's clock against this one: clocks apart never make an age negative
+                "blocked_s": max(0, now_ms - b.blocked_since_ms) / 1000}
+               for tp, b in sorted(answer.blocked.items())]
+    return {"topics": topics, "generation": answer.generation_id, "blocked": blocked, "error": None}
+
+
+def block_text(b: dict[str, Any]) -> str:
+    """One blocked partition in an operator's words (describe's and the dashboard's)."""
+    at = ("group position not reported yet" if b["group_position"] is None
+          else f"group at offset {b['group_position']}")
+    until = (f"until the group reads it to its end ({at})" if b["read_to_end"]
+             else f"until the group reaches offset {b['barrier_offset']} ({at})")
+    return (f"{b['topic']}-{b['partition']} (member {b['member_id']}) waits on partition {b['waits_on']} "
+            f"{until}, blocked for {duration(b['blocked_s'])}")
+
+
+def format_ordered(section: dict[str, Any]) -> list[str]:
+    """The "Blocked on KIP-253 barriers" lines of a group reading ordered topics."""
+    lines = [f"Blocked on KIP-253 barriers (ordered {'topic' if len(section['topics']) == 1 else 'topics'} "
+             f"{', '.join(section['topics'])}):"]
+    if section["error"] is not None:
+        lines.append(f"  not known: {section['error']}")
+    elif not section["blocked"]:
+        lines.append("  no partition is blocked")
+    else:
+        lines += [f"  {block_text(b)}" for b in section["blocked"]]
+    return lines
+
+
 def format_describe(d: dict[str, Any]) -> str:
     """A header line, the members, then one row per partition (Kafka's --describe layout)."""
     lines = [f"group {d['group']}: {d['state']}, {plural(len(d['members']), 'member')}, assignor "
@@ -457,6 +541,8 @@ def format_describe(d: dict[str, Any]) -> str:
         lines.append(table(("Topic", "Partition", "Committed", "LogEnd", "Lag", "MemberId"), [
             (o["topic"], o["partition"], o["committed"], o["log_end"], o["lag"], o["member_id"])
             for o in d["offsets"]]))
+    if "ordered" in d:
+        lines += ["", *format_ordered(d["ordered"])]
     return "\n".join(lines)
 
 

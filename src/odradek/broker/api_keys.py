@@ -87,6 +87,7 @@ VERSIONS: dict[int, tuple[int, int]] = {
 
 CONSUMER_GROUP_POSITION = ordered_delivery_api.API_CONSUMER_GROUP_POSITION  # 10000
 PARTITION_LEADER_EPOCHS_FOR_PARTITIONS = ordered_delivery_api.API_PARTITION_LEADER_EPOCHS_FOR_PARTITIONS  # 10001
+DESCRIBE_ORDERED_GROUPS = ordered_delivery_api.API_DESCRIBE_ORDERED_GROUPS  # 10002
 ORDERED_DELIVERY_VERSIONS: dict[int, tuple[int, int]] = dict(ordered_delivery_api.VERSIONS)
 #: what ApiVersions answers: Kafka's APIs and odradek's own
 ADVERTISED: dict[int, tuple[int, int]] = {**VERSIONS, **ORDERED_DELIVERY_VERSIONS}

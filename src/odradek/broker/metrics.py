@@ -15,7 +15,9 @@ broker hosts no partition of the topic (deleted or moved away). Controller figur
 the controller's per-event timing records (controller/timing.py), so the controller package
 knows nothing of Prometheus. Consumer group lag (named as the widely used kafka_exporter names
 it) is exported by each group's coordinator for the partitions it holds a replica of, measured
-against that replica's high watermark. prometheus_client's ProcessCollector adds the standard
+against that replica's high watermark; the coordinator also exports, per group reading a topic
+with KIP-253's ordered delivery, how many of its partitions wait on a barrier and how old the
+oldest wait is (OrderedGroupsCollector; a group without a block has no series). prometheus_client's ProcessCollector adds the standard
 process_* series (CPU seconds, resident memory, open descriptors, start time).
 
 The registry is served on ``/metrics`` by the broker's HTTP server (http_endpoints.py).
@@ -57,6 +59,7 @@ REQUEST_NAMES: dict[int, str] = {
     44: "IncrementalAlterConfigs", 45: "AlterPartitionReassignments", 46: "ListPartitionReassignments",
     api_keys.CONSUMER_GROUP_POSITION: "ConsumerGroupPosition",
     api_keys.PARTITION_LEADER_EPOCHS_FOR_PARTITIONS: "PartitionLeaderEpochsForPartitions",
+    api_keys.DESCRIBE_ORDERED_GROUPS: "DescribeOrderedGroups",
 }
 #: request time buckets in ms: a heartbeat takes well under 1 ms, a long-polling fetch 500
 TIME_BUCKETS_MS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
@@ -88,6 +91,7 @@ class BrokerMetrics:
         ProcessCollector(registry=self.registry)
         #: families written as text rather than through the registry (LogMetrics.render)
         self._sections: list[Callable[[AbstractSet[str] | None], bytes]] = []
+        self._ordered_groups: Callable[[], Iterable[tuple[str, int, float]]] | None = None
 
     # -- hot path ------------------------------------------------------------------------------
 
@@ -133,6 +137,14 @@ class BrokerMetrics:
 
     def add_collector(self, collector: Collector) -> None:
         self.registry.register(collector)
+
+    def export_ordered_groups(self, blocked: Callable[[], Iterable[tuple[str, int, float]]]) -> None:
+        """Export the KIP-253 blocks of the groups this broker coordinates, ``blocked()`` giving
+        (group, blocked partitions, oldest block's age in s); the first source given stays (a
+        broker has one coordinator), so callers may call this on every request."""
+        if self._ordered_groups is None:
+            self._ordered_groups = blocked
+            self.add_collector(OrderedGroupsCollector(blocked))
 
     def add_section(self, render: Callable[[AbstractSet[str] | None], bytes]) -> None:
         self._sections.append(render)
@@ -322,6 +334,34 @@ class BrokerCollector(Collector):
         for group, topic, partition, value in self._group_lag():
             lag.add_metric([group, topic, str(partition)], value)
         yield lag
+
+
+class OrderedGroupsCollector(Collector):
+    """Per consumer group reading a topic with enable.ordered.delivery (KIP-253), from the
+    coordinator's position exchange at scrape time: how many of its partitions wait on a
+    barrier (a parent not yet read past the offset its new child needs, a partition marked for
+    deletion not yet read to its end) and how long the oldest has waited. A group's series are
+    there only while it has a block: an alert on the age fires on a group stuck behind a
+    barrier, and a block that ends, or a group that goes, leaves no stale value behind."""
+
+    def __init__(self, blocked: Callable[[], Iterable[tuple[str, int, float]]]) -> None:
+        self._blocked = blocked
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        count = GaugeMetricFamily("odradek_ordered_group_blocked_partitions",
+                                  "Partitions of the group held back by a KIP-253 barrier, as its members "
+                                  "last reported to this coordinator", labels=["group"])
+        age = GaugeMetricFamily("odradek_ordered_group_oldest_block_seconds",
+                                "How long the group's longest-blocked partition has waited on its KIP-253 "
+                                "barrier, s", labels=["group"])
+        for group, blocked, oldest_s in self._blocked():
+            count.add_metric([group], blocked)
+            age.add_metric([group], oldest_s)
+        yield count
+        yield age
 
 
 def controller_view(cache: Any) -> tuple[int, int]:

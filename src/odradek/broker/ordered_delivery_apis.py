@@ -7,7 +7,11 @@ the group answers NOT_COORDINATOR, as it would a Heartbeat. PartitionLeaderEpoch
 is answered by any broker from the partition state znodes, where the controller writes the
 leader epoch maps of an ordered expansion and deletion: one batched ZooKeeper read per request,
 in a worker thread (KafkaZkClient blocks), and only for partitions the broker's metadata knows,
-so a request naming made-up partitions costs ZooKeeper nothing.
+so a request naming made-up partitions costs ZooKeeper nothing. DescribeOrderedGroups goes to
+the group's coordinator too, and is answered from what the members' ConsumerGroupPosition
+requests told the position exchange about their blocks. The first of these requests a broker
+answers also puts the exchange's blocks among its Prometheus metrics (it holds none before:
+the exchange is made on first use, and server.py knows nothing of KIP-253).
 
 Both are inert for topics without enable.ordered.delivery: such partitions have no maps (both
 come back null) and no member asks for their positions. Bytes that are not one of these
@@ -55,10 +59,22 @@ def handle(ctx: BrokerContext, frame: memoryview) -> bytes | Awaitable[bytes]:
     except Exception as exc:  # noqa: BLE001 - whatever the bytes, the broker stays up
         raise CloseConnection(f"malformed ordered delivery request: {exc!r}") from None
     if isinstance(request, api.ConsumerGroupPositionRequest):
-        response = positions_of(ctx.group_coordinator).exchange(
-            request, lambda tp: ctx.metadata.partition(tp) is not None)
+        exchange = _exported(ctx)
+        response = exchange.exchange(request, lambda tp: ctx.metadata.partition(tp) is not None)
         return _encoded(api_key, version, correlation_id, response)
+    if isinstance(request, api.DescribeOrderedGroupsRequest):
+        exchange = _exported(ctx)
+        described = api.DescribeOrderedGroupsResponse({g: exchange.describe(g) for g in request.groups})
+        return _encoded(api_key, version, correlation_id, described)
     return _partition_leader_epochs(ctx, api_key, version, correlation_id, request)
+
+
+def _exported(ctx: BrokerContext) -> GroupPositions:
+    """The coordinator's position exchange, its blocks exported in the broker's metrics (once)."""
+    exchange = positions_of(ctx.group_coordinator)
+    if ctx.metrics is not None:
+        ctx.metrics.export_ordered_groups(exchange.blocked_summary)
+    return exchange
 
 
 def _encoded(api_key: int, version: int, correlation_id: int, response: api.Response) -> EncodedResponse:

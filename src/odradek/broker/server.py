@@ -26,6 +26,7 @@ from odradek.broker.dynamic_broker_config import DynamicBrokerConfig
 from odradek.broker.dynamic_config_manager import DynamicConfigManager
 from odradek.broker.fetcher import ReplicaFetcher, ReplicaFetcherManager
 from odradek.broker.kafka_apis import KafkaApis
+from odradek.broker.marked_partitions import CHECK_INTERVAL_S, MarkedPartitions
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.metrics import BrokerCollector, BrokerMetrics, LogMetrics, controller_view
 from odradek.broker.producer_id_manager import ProducerIdManager
@@ -97,6 +98,11 @@ class Broker:
         self.dynamic_config = DynamicConfigManager(config.broker_id, self.zk, broker_config,
                                                    self.replica_manager, self.log_cleaner, self.replication_quotas)
         self.producer_ids = ProducerIdManager(config.broker_id, self.zk)
+        # KIP-253: partitions marked for deletion this broker leads are rolled, then reported
+        # to the controller once empty
+        self.marked_partitions = MarkedPartitions(self.replica_manager.partitions,
+                                                  self.metadata.ordered_partition_counts,
+                                                  self.zk.report_partition_removal)
         self.controller_apis = ControllerApis(self.replica_manager, self.metadata, self.group_coordinator,
                                               self.controller.ask)
         self._server: asyncio.base_events.Server | None = None
@@ -184,6 +190,7 @@ class Broker:
                  loop.create_task(self._every(cfg.log_retention_check_interval_ms / 1000,
                                               self._retention)),
                  loop.create_task(self._every(FREEZE_EVERY_S, gc_policy.tick)),
+                 loop.create_task(self._every(CHECK_INTERVAL_S, self.marked_partitions.check)),
                  loop.create_task(self._every(cfg.offsets_retention_check_interval_ms / 1000,
                                               self.group_coordinator.expire_offsets))]
         await self._stopping.wait()

@@ -40,12 +40,14 @@ def add_commands(sub: Any) -> None:
     gl.add_argument("--json", action="store_true")
     gl.set_defaults(func=cmd_groups_list)
     gd = gsub.add_parser("describe", help="state, members, and per partition the committed offset, "
-                         "log end offset and lag, of one or more groups")
+                         "log end offset and lag, of one or more groups; for topics with "
+                         "enable.ordered.delivery, the partitions blocked on KIP-253 barriers")
     _add_group_arguments(gd, "*", "the consumer groups (or --group G, repeatable)")
     gd.add_argument("--all-groups", action="store_true", help="every consumer group of the cluster")
     view = gd.add_mutually_exclusive_group()
     view.add_argument("--offsets", action="store_const", dest="view", const="offsets",
-                      help="the members, then per partition Committed LogEnd Lag (the default)")
+                      help="the members, then per partition Committed LogEnd Lag, then the partitions "
+                           "blocked on KIP-253 barriers of ordered topics (the default)")
     view.add_argument("--members", action="store_const", dest="view", const="members",
                       help="per member its id, client id, host and partition count, instead of the default view")
     view.add_argument("--state", action="store_const", dest="view", const="state",

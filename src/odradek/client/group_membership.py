@@ -89,6 +89,9 @@ _ASSIGNMENT_HEAD = Struct(("version", Int16),
 _COORDINATOR_MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
 #: the coordinator is there but not ready (or the request timed out in it): ask again
 _RETRY_LATER = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.REQUEST_TIMED_OUT})
+#: a partition the coordinator's metadata does not know yet (a broker just restarted, or a
+#: partition just created): Kafka's retriable UnknownTopicOrPartitionException, asked again
+_PARTITION_RETRIABLE = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
 #: the member's generation is over or moving on: a commit with it must not count
 _GENERATION_OVER = frozenset({ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID,
                               ErrorCode.REBALANCE_IN_PROGRESS})
@@ -478,6 +481,8 @@ class GroupMember:
                 raise CommitFailedError(f"OffsetCommit for group {self.group_id} generation {generation_id} "
                                         f"refused: {error_name(code)}", code)
             tp, code = next(iter(failed.items()))
+            if codes <= _PARTITION_RETRIABLE:
+                raise _Retry(f"OffsetCommit of {tp}: {error_name(code)}", rediscover=False)
             raise GroupMembershipError(f"OffsetCommit of {tp} in group {self.group_id}: {error_name(code)}", code)
 
         self._with_coordinator("OffsetCommit", commit, time.monotonic() + timeout_s)

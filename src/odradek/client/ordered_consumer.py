@@ -44,7 +44,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from odradek.client.broker_connection import BrokerConnection
-from odradek.client.group_membership import Assignment, CommitFailedError, GroupMember
+from odradek.client.group_membership import Assignment, GroupMember, GroupMembershipError
 from odradek.client.ordered_metadata import OrderedMetadataClient, OrderedMetadataError, parse_bootstrap
 from odradek.client.partition_gates import Gate, TopicLayout, lookups_for
 from odradek.common.metadata import TopicPartition
@@ -437,7 +437,12 @@ class OrderedConsumer:
             request = api.ConsumerGroupPositionRequest(self._group_id, assignment.generation_id,
                                                        assignment.member_id, self._config.get("group.instance.id"),
                                                        reports, requested)
-            frame = member.coordinator_request_frame(lambda corr: api.encode_request(request, corr, self._client_id))
+            try:
+                frame = member.coordinator_request_frame(
+                    lambda corr: api.encode_request(request, corr, self._client_id))
+            except OSError as exc:  # the coordinator is moving: the next heartbeat tries again
+                log.info("group %s: position exchange skipped: %s", self._group_id, exc)
+                return
             _, body = api.parse_response_header(frame)
             response = api.decode_response(api.API_CONSUMER_GROUP_POSITION, 0, body)
             assert isinstance(response, api.ConsumerGroupPositionResponse)
@@ -483,7 +488,7 @@ class OrderedConsumer:
     def _commit_quietly(self) -> None:
         try:
             self.commit()
-        except (CommitFailedError, OSError) as exc:
+        except (GroupMembershipError, OSError) as exc:  # the next commit carries the positions
             log.info("group %s: commit skipped: %s", self._group_id, exc)
 
     def _call(self, name: str, partitions: list[KafkaTopicPartition]) -> None:

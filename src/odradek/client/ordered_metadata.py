@@ -1,6 +1,7 @@
 """What odradek's ordered-delivery clients ask a broker beside the Kafka protocol: an ordered
 topic's partition counts and KIP-253's leader epoch maps (PartitionLeaderEpochsForPartitions,
-docs/protocol.md).
+docs/protocol.md), and for operators' tools the groups' blocks (DescribeOrderedGroups, asked of
+each group's coordinator).
 
 The clients send their records and fetches through librdkafka, which cannot carry or read
 fields it does not know, so this one small blocking connection carries KIP-253's own request.
@@ -11,16 +12,23 @@ client/broker_connection.py's, shared with the group member.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Iterable, Sequence
 
 from odradek.client.broker_connection import BrokerConnection
 from odradek.common.metadata import TopicPartition
 from odradek.protocol import ordered_delivery_api as api
+from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schema import SchemaError
 
 log = logging.getLogger(__name__)
 
 _API_VERSIONS = 18
+_FIND_COORDINATOR, _FIND_COORDINATOR_VERSION = 10, 3
+#: a coordinator that moved, is loading the group or is not there yet: find it and ask again
+_COORDINATOR_RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
+_RETRY_BACKOFF_S = 0.2
 
 
 class OrderedMetadataError(Exception):
@@ -79,6 +87,59 @@ class OrderedMetadataClient:
         without KIP-253."""
         return self._ask(api.PartitionLeaderEpochsForPartitionsRequest(tuple(partitions)))
 
+    def describe_groups(self, group_ids: Iterable[str]) -> dict[str, api.OrderedGroupDescription] | None:
+        """DescribeOrderedGroups of each group at its coordinator (FindCoordinator first), asked
+        again while the coordinator moves or loads the group, until this client's timeout (then
+        the group's answer carries the last error code: COORDINATOR_NOT_AVAILABLE when no broker
+        answered at all). None when a coordinator does not advertise the API (a stock Kafka
+        broker, or an odradek broker from before it): that cluster has no blocks to show."""
+        wanted = list(dict.fromkeys(group_ids))
+        deadline = time.monotonic() + self._timeout_s
+        out: dict[str, api.OrderedGroupDescription] = {}
+        while True:
+            for group_id in [g for g in wanted if g not in out or out[g].error_code in _COORDINATOR_RETRIABLE]:
+                described = self._describe_at_coordinator(group_id)
+                if described is None:
+                    return None
+                out[group_id] = described
+            if all(d.error_code not in _COORDINATOR_RETRIABLE for d in out.values()) \
+                    or time.monotonic() + _RETRY_BACKOFF_S > deadline:
+                return {g: out[g] for g in wanted}
+            time.sleep(_RETRY_BACKOFF_S)
+
+    def _describe_at_coordinator(self, group_id: str) -> api.OrderedGroupDescription | None:
+        """One try: FindCoordinator through the bootstrap connection, then DescribeOrderedGroups
+        on a connection of its own to the coordinator (closed after)."""
+        try:
+            found = self._connected().request(_FIND_COORDINATOR, _FIND_COORDINATOR_VERSION,
+                                              {"key": group_id, "key_type": 0})
+        except OSError as exc:
+            log.debug("FindCoordinator for %s failed: %s", group_id, exc)
+            self.close()
+            return api.OrderedGroupDescription(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if found.error_code != 0:
+            return api.OrderedGroupDescription(int(found.error_code))
+        request = api.DescribeOrderedGroupsRequest((group_id,))
+        try:
+            conn = BrokerConnection(str(found.host), int(found.port), self._client_id, self._timeout_s)
+        except OSError as exc:
+            log.debug("coordinator %s:%s of %s unreachable: %s", found.host, found.port, group_id, exc)
+            return api.OrderedGroupDescription(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        try:
+            versions = self._advertised(conn).get(api.API_DESCRIBE_ORDERED_GROUPS)
+            if versions is None or not versions[0] <= 0 <= versions[1]:
+                return None
+            frame = conn.request_frame(lambda correlation: api.encode_request(request, correlation, self._client_id))
+            _, body = api.parse_response_header(frame)
+            response = api.decode_response(api.API_DESCRIBE_ORDERED_GROUPS, 0, body)
+        except (OSError, SchemaError) as exc:
+            log.debug("DescribeOrderedGroups of %s failed: %s", group_id, exc)
+            return api.OrderedGroupDescription(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        finally:
+            conn.close()
+        assert isinstance(response, api.DescribeOrderedGroupsResponse)
+        return response.groups.get(group_id, api.OrderedGroupDescription(ErrorCode.UNKNOWN_SERVER_ERROR))
+
     def _ask(self, request: api.PartitionLeaderEpochsForPartitionsRequest
              ) -> api.PartitionLeaderEpochsForPartitionsResponse | None:
         last: Exception | None = None
@@ -115,10 +176,13 @@ class OrderedMetadataClient:
     @staticmethod
     def _speaks_kip_253(conn: BrokerConnection) -> bool:
         """ApiVersions v0: whether the broker advertises PartitionLeaderEpochsForPartitions v0."""
+        versions = OrderedMetadataClient._advertised(conn).get(api.API_PARTITION_LEADER_EPOCHS_FOR_PARTITIONS)
+        return versions is not None and versions[0] <= 0 <= versions[1]
+
+    @staticmethod
+    def _advertised(conn: BrokerConnection) -> dict[int, tuple[int, int]]:
+        """ApiVersions v0: every API key the broker advertises, with its (min, max) version."""
         response = conn.request(_API_VERSIONS, 0, {})
         if response.error_code != 0:
             raise OSError(f"ApiVersions answered error code {int(response.error_code)}")
-        for key in response.api_keys:
-            if key.api_key == api.API_PARTITION_LEADER_EPOCHS_FOR_PARTITIONS:
-                return bool(key.min_version <= 0 <= key.max_version)
-        return False
+        return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}

@@ -27,6 +27,7 @@ from odradek.controller.events import (
     NotControllerError,
     PartitionModifications,
     PartitionReassignment,
+    PartitionRemovalReports,
     ReplicaLeaderElection,
     Resign,
     Startup,
@@ -37,6 +38,7 @@ from odradek.controller.events import (
 )
 from odradek.controller.leader_selectors import ElectionStrategy, StateChangeFailedError
 from odradek.controller.ordered_partitions import OrderedPartitions
+from odradek.controller.partition_removal import PartitionRemoval
 from odradek.controller.partition_state_machine import PartitionStateMachine
 from odradek.controller.reassignment import ReassignmentManager
 from odradek.controller.replica_state_machine import ReplicaStateMachine
@@ -98,6 +100,8 @@ class Controller:
                                                  self._batch)
         self._ordered = OrderedPartitions(self._ctx, zk, self._batch)
         self._partitions.prepare_ordered_creation = self._ordered.prepare_creation
+        self._removal = PartitionRemoval(self._ctx, zk, self._partitions, self._replicas,
+                                         self._batch)
         if enqueue is not None:
             self._batch.on_stop_replica_deleted = (
                 lambda broker, epoch, tps, result: enqueue(_stop_replica_answer(
@@ -156,6 +160,8 @@ class Controller:
                           "PartitionModifications")
             case PartitionReassignment():
                 self._run(self._reassignment.on_zk_reassignment, "PartitionReassignment")
+            case PartitionRemovalReports():
+                self._run(self._removal.check, "PartitionRemovalReports")
             case AlterPartitionReassignments(targets=targets, callback=callback):
                 self._run(lambda: self._reassignment.trigger(targets),
                           "AlterPartitionReassignments", answer=callback)
@@ -250,8 +256,13 @@ class Controller:
         # KIP-253: finish what a deposed controller left of an ordered expansion or deletion
         # marking, before the elections create the new partitions' state znodes
         self._ordered.reconcile(self._ctx.all_topics())
+        # KIP-253: drained partitions reported before the failover are being removed again
+        # (their replicas deleted, never told to serve), as /admin/delete_topics is re-read
+        self._removal.check()
         # replicas of topics being deleted are not told to serve again: they are deleted next
-        online = [pr for pr in online if not self._ctx.is_topic_queued_up_for_deletion(pr.tp.topic)]
+        being_deleted = self._ctx.is_being_deleted
+        online = [pr for pr in online if not being_deleted(pr.tp)]
+        offline = [pr for pr in offline if not self._ctx.is_partition_being_removed(pr.tp)]
         # Kafka 2.4 runs the replica state machine's startup first: dead replicas leave their
         # ISRs (a dead leader leaves the partition leaderless), then the partition state
         # machine elects, writing every partition the dead broker led twice. Electing first
@@ -332,7 +343,9 @@ class Controller:
         replicas = self._ctx.replicas_on_brokers(new_ids)
         queued = self._ctx.is_topic_queued_up_for_deletion
         # replicas of topics being deleted are not brought online: they are deleted instead
-        self._replicas.handle_state_changes([pr for pr in replicas if not queued(pr.tp.topic)],
+        # (and those of drained partitions being removed, KIP-253)
+        being_deleted = self._ctx.is_being_deleted
+        self._replicas.handle_state_changes([pr for pr in replicas if not being_deleted(pr.tp)],
                                             ReplicaStatus.ONLINE)
         self._partitions.trigger_online_partition_state_change()
         self._reassignment.on_brokers_started(new_ids)
@@ -341,6 +354,8 @@ class Controller:
             logger.info("brokers %s hold replicas of topics being deleted %s: resuming their "
                         "deletion", new_ids, sorted(deleting))
             self._deletion.resume_deletion_for_topics(deleting)
+        if any(pr.tp in self._ctx.partitions_being_removed() for pr in replicas):
+            self._removal.on_brokers_started(new_ids)  # their replicas' deletion goes on
 
     def _on_broker_failure(self, dead_ids: list[int]) -> None:
         """KafkaController.onBrokerFailure: leaderless partitions go Offline and are re-elected
@@ -351,7 +366,11 @@ class Controller:
         self._partitions.handle_state_changes(leaderless, PartitionStatus.OFFLINE)
         dead = self._ctx.replicas_on_brokers(dead_ids)
         queued = self._ctx.is_topic_queued_up_for_deletion
-        self._elect_then_take_offline([pr for pr in dead if not queued(pr.tp.topic)])
+        removing = self._ctx.partitions_being_removed()
+        self._elect_then_take_offline([pr for pr in dead if not queued(pr.tp.topic)
+                                       and pr.tp not in removing])
+        if removing:  # KIP-253: their deletion waits for the broker
+            self._removal.on_brokers_failed([pr for pr in dead if pr.tp in removing])
         # a replica being deleted cannot be on a dead broker: its topic waits for the broker
         self._deletion.fail_replica_deletion([pr for pr in dead if queued(pr.tp.topic)])
         if not leaderless:
@@ -439,6 +458,10 @@ class Controller:
             self._reconcile_ordered(topic)
         if added:
             self._on_new_partition_creation(added)
+        if ordered:
+            # KIP-253: a deletion's partitions never created go at once; a removal that
+            # could not write the topic znode (it changed) tries again
+            self._removal.check()
 
     def _reconcile_ordered(self, topic: str) -> None:
         """KIP-253 for one ordered topic, on states read now: the topic's leaders may have
@@ -480,14 +503,23 @@ class Controller:
             # no answer: the broker left the channel, and its failure restarts the deletion
             # (Kafka drops a removed broker's requests without calling back)
             return
-        self._deletion.on_stop_replica_response(event.broker_id, event.partitions,
-                                                event.error_code, event.partition_errors)
+        removing = self._ctx.partitions_being_removed()
+        removed = tuple(tp for tp in event.partitions if tp in removing)
+        if len(removed) < len(event.partitions):
+            self._deletion.on_stop_replica_response(
+                event.broker_id, tuple(tp for tp in event.partitions if tp not in removing),
+                event.error_code, event.partition_errors)
+        if removed:  # KIP-253: replicas of drained partitions
+            self._removal.on_stop_replica_response(event.broker_id, removed, event.error_code,
+                                                   event.partition_errors)
 
     # -- ISR changes made by leaders --------------------------------------------------------
     def _process_isr_change_notification(self) -> None:
         """Leaders change ISRs themselves; the controller only refreshes and re-advertises."""
+        # (a drained partition being removed is not told anything more: its replicas go)
         tps = [tp for tp in self._zk.pop_isr_change_notifications()
-               if self._ctx.partition_replica_assignment(tp)]
+               if self._ctx.partition_replica_assignment(tp)
+               and not self._ctx.is_partition_being_removed(tp)]
         if not tps:
             return
         states = self._zk.get_partition_states(tps)
@@ -502,6 +534,8 @@ class Controller:
                 and cached.ordering is not None]
         if lost:
             self._ordered.restore_orderings(lost)
+        if self._ctx.partitions_being_removed():
+            self._removal.check()  # a removal's write may have lost a race with this ISR write
 
     # -- API-driven events ------------------------------------------------------------------
     def _process_replica_leader_election(
@@ -539,7 +573,7 @@ class Controller:
         for tp in sorted(partitions):
             assignment = ctx.partition_replica_assignment(tp)
             lai = ctx.partition_leadership(tp)
-            if not assignment or ctx.is_topic_queued_up_for_deletion(tp.topic):
+            if not assignment or ctx.is_being_deleted(tp):
                 results[tp] = UnknownPartitionError(f"partition {tp} does not exist")
             elif lai is None:  # a new partition: its first leader comes from its creation
                 results[tp] = StateChangeFailedError(f"{tp} has no leader yet")
@@ -573,7 +607,7 @@ class Controller:
         for tp in ctx.all_partitions():
             assignment = ctx.partition_replica_assignment(tp)
             # (a partition being reassigned gets its leader from the reassignment's end)
-            if (assignment and not ctx.is_topic_queued_up_for_deletion(tp.topic)
+            if (assignment and not ctx.is_being_deleted(tp)
                     and not ctx.is_being_reassigned(tp)):
                 preferred_for.setdefault(assignment[0], []).append(tp)
         to_elect: list[TopicPartition] = []
@@ -602,7 +636,7 @@ class Controller:
         self._ctx.add_shutting_down_broker(event.broker_id)
         replicated = [tp for tp in self._ctx.partitions_on_broker(event.broker_id)
                       if len(self._ctx.partition_replica_assignment(tp)) > 1
-                      and not self._ctx.is_topic_queued_up_for_deletion(tp.topic)]
+                      and not self._ctx.is_being_deleted(tp)]
         led_by_broker = set(self._ctx.partitions_led_by(event.broker_id))
         led = [tp for tp in replicated if tp in led_by_broker]
         followed = [tp for tp in replicated if tp not in led_by_broker]

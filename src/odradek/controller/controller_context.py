@@ -66,6 +66,9 @@ class ControllerContext:
         self._topics_to_be_deleted: set[str] = set()
         self._topics_with_deletion_started: set[str] = set()
         self._topics_ineligible_for_deletion: set[str] = set()
+        #: KIP-253: drained partitions of ordered topics whose replicas are being deleted
+        #: (partition_removal.py): like a topic being deleted, not elected, not told to serve
+        self._removing: set[TopicPartition] = set()
         #: partitions being reassigned: (adding, removing) replicas (KIP-455); their full
         #: replica list (RS = ORS + TRS) is in _assignment like every other partition's, and only
         #: there, so the two cannot disagree
@@ -168,6 +171,7 @@ class ControllerContext:
         self._topics_to_be_deleted.discard(topic)
         self._topics_with_deletion_started.discard(topic)
         self._topics_ineligible_for_deletion.discard(topic)
+        self._removing = {tp for tp in self._removing if tp.topic != topic}
         self._topic_ids.pop(topic, None)
         self._topic_configs.pop(topic, None)
         self._ordered.discard(topic)
@@ -192,7 +196,11 @@ class ControllerContext:
 
     # -- topic deletion (Kafka's ControllerContext.topicsToBeDeleted and friends) ------------
     def queue_topic_deletion(self, topics: Iterable[str]) -> None:
+        """A topic being deleted whole takes over the removal of its drained partitions."""
+        topics = set(topics)
         self._topics_to_be_deleted.update(topics)
+        if self._removing:
+            self._removing = {tp for tp in self._removing if tp.topic not in topics}
 
     def is_topic_queued_up_for_deletion(self, topic: str) -> bool:
         return topic in self._topics_to_be_deleted
@@ -217,6 +225,34 @@ class ControllerContext:
 
     def is_topic_ineligible_for_deletion(self, topic: str) -> bool:
         return topic in self._topics_ineligible_for_deletion
+
+    # -- KIP-253: removal of drained partitions (partition_removal.py) -----------------------
+    def begin_partition_removal(self, tps: Iterable[TopicPartition]) -> None:
+        self._removing.update(tps)
+
+    def is_partition_being_removed(self, tp: TopicPartition) -> bool:
+        return tp in self._removing
+
+    def partitions_being_removed(self) -> frozenset[TopicPartition]:
+        return frozenset(self._removing)
+
+    def is_being_deleted(self, tp: TopicPartition) -> bool:
+        """Whether the partition's replicas are being deleted: its topic is queued for
+        deletion, or it is a drained partition being removed. Either way it is not elected,
+        its ISR not shrunk, its replicas not told to serve again."""
+        return tp.topic in self._topics_to_be_deleted or tp in self._removing
+
+    def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        """Forget removed partitions and their replicas (the topic stays)."""
+        for tp in tps:
+            self._removing.discard(tp)
+            self._assignment.pop(tp, None)
+            self._creation_ordering.pop(tp, None)
+            self._leadership.pop(tp, None)
+            self._partition_states.pop(tp, None)
+            self._reassigning.pop(tp, None)
+            for pr in [pr for pr in self._replica_states if pr.tp == tp]:
+                del self._replica_states[pr]
 
     def replicas_for_topic(self, topic: str) -> list[PartitionReplica]:
         return self.replicas_for_partitions(self.partitions_for_topic(topic))
@@ -382,7 +418,9 @@ class ControllerContext:
     def partitions_with_leadership(self) -> list[TopicPartition]:
         """Partitions with a leader, but for topics being deleted (Kafka's partitionsWithLeaders)."""
         deleting = self._topics_to_be_deleted
-        return sorted(tp for tp in self._leadership if tp.topic not in deleting)
+        removing = self._removing
+        return sorted(tp for tp in self._leadership if tp.topic not in deleting
+                      and tp not in removing)
 
     def partitions_led_by(self, broker_id: int) -> list[TopicPartition]:
         return sorted(tp for tp, lai in self._leadership.items() if lai.leader == broker_id)
@@ -392,8 +430,10 @@ class ControllerContext:
         (KafkaController.onBrokerFailure)."""
         live = self.live_broker_ids()  # is_replica_online, without a call per partition
         deleting = self._topics_to_be_deleted
+        removing = self._removing
         return sorted(tp for tp, lai in self._leadership.items()
-                      if lai.leader not in live and tp.topic not in deleting)
+                      if lai.leader not in live and tp.topic not in deleting
+                      and tp not in removing)
 
     # -- state machine states ---------------------------------------------------------------
     def partition_state(self, tp: TopicPartition) -> PartitionStatus:
@@ -423,9 +463,10 @@ class ControllerContext:
         """New or Offline partitions, but for topics queued for deletion
         (PartitionStateMachine.triggerOnlinePartitionStateChange's filter)."""
         deleting = self._topics_to_be_deleted
+        removing = self._removing
         return sorted(tp for tp, s in self._partition_states.items()
                       if (s is PartitionStatus.NEW or s is PartitionStatus.OFFLINE)
-                      and tp.topic not in deleting)
+                      and tp.topic not in deleting and tp not in removing)
 
     def replica_state(self, replica: PartitionReplica) -> ReplicaStatus:
         return self._replica_states.get(replica, ReplicaStatus.NON_EXISTENT)

@@ -28,6 +28,7 @@ from odradek.controller.events import (
     IsrChangeNotification,
     PartitionModifications,
     PartitionReassignment,
+    PartitionRemovalReports,
     ReplicaLeaderElection,
     Resign,
     Startup,
@@ -86,6 +87,9 @@ class ControllerService:
             self.zk.watch_children(paths.DELETE_TOPICS, lambda _c: self.events.put(TopicDeletion())),
             self.zk.watch_children(paths.ISR_CHANGE_NOTIFICATION,
                                    lambda c: self.events.put(IsrChangeNotification(fired=time.time())) if c else None),
+            # KIP-253: leaders report drained partitions marked for deletion
+            self.zk.watch_children(paths.ORDERED_PARTITION_REMOVALS,
+                                   lambda c: self.events.put(PartitionRemovalReports()) if c else None),
             self.zk.watch_data_exists(
                 paths.PREFERRED_REPLICA_ELECTION,
                 lambda _data, stat: self.events.put(

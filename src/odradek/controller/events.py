@@ -85,6 +85,11 @@ class TopicDeletionStopReplicaResponseReceived:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionRemovalReports:
+    """KIP-253: children of /admin/ordered_partition_removals changed (a leader reported a
+    drained partition marked for deletion)."""
+
+@dataclass(frozen=True, slots=True)
 class PartitionModifications:
     """/brokers/topics/T's data changed: partitions may have been added (CreatePartitions)."""
 
@@ -205,6 +210,7 @@ ControllerEvent = (
     | TopicDeletion
     | TopicDeletionStopReplicaResponseReceived
     | PartitionModifications
+    | PartitionRemovalReports
     | PartitionReassignment
     | AlterPartitionReassignments
     | ListPartitionReassignments

@@ -220,7 +220,7 @@ class ReassignmentManager:
         has exactly these replicas, or is already moving to them)."""
         ctx = self._ctx
         current = ctx.partition_full_replica_assignment(tp)
-        if not current.replicas or ctx.is_topic_queued_up_for_deletion(tp.topic):
+        if not current.replicas or ctx.is_being_deleted(tp):  # (a drained one too, KIP-253)
             raise UnknownPartitionError(f"partition {tp} does not exist")
         if target is None:
             if not current.is_being_reassigned:

@@ -158,10 +158,10 @@ class ReplicaStateMachine:
         leaderless: list[PartitionReplica] = []
         deleting: list[PartitionReplica] = []
         leadership = self._ctx.partition_leadership
-        queued = self._ctx.is_topic_queued_up_for_deletion
+        being_deleted = self._ctx.is_being_deleted
         for pr in replicas:
             tp = pr.tp
-            if queued(tp.topic):
+            if being_deleted(tp):
                 # a topic being deleted: its replicas are only stopped, then deleted; shrinking
                 # its ISRs would be ZooKeeper writes for znodes about to go (Kafka writes them,
                 # and then tells no broker)

@@ -239,6 +239,7 @@ class ControllerBrokerRequestBatch:
         entries = self._entries
         registered = self._context.registered_broker_ids
         deleting = self._context.topics_queued_for_deletion()
+        removing = self._context.partitions_being_removed()  # KIP-253: drained partitions
         out = []
         for tp in tps:
             if tp in built:
@@ -247,7 +248,7 @@ class ControllerBrokerRequestBatch:
                 lai = leadership_of(tp)
                 if lai is None:
                     state = None
-                elif tp.topic in deleting:
+                elif tp.topic in deleting or tp in removing:
                     replicas = assignment_of(tp)
                     state = new_tuple(PartitionState, (
                         tp, lai.controller_epoch, LEADER_DURING_DELETE, lai.leader_epoch, lai.isr,

@@ -13,6 +13,7 @@ from typing import Callable, Iterable, Mapping, Protocol
 from odradek.common.metadata import BrokerInfo, LeaderAndIsr, ReplicaAssignment, TopicAssignment, TopicPartition
 from odradek.protocol.controller_api import ControllerRequest, Response
 from odradek.zk.errors import ControllerMovedError
+from odradek.zk.paths import PartitionRemovalReport
 
 __all__ = ["BrokerChannel", "ControllerMovedError", "ControllerZk", "PendingLeaderAndIsrWrites"]
 
@@ -123,6 +124,24 @@ class ControllerZk(Protocol):
         """Fenced: KIP-253's undeleted_partition_count into each topic znode, conditional on
         the version read; returns the assignments as now stored, without the topics whose
         znode changed meanwhile (unwritten: their change is the next event)."""
+        ...
+
+    def get_partition_removals(self) -> dict[str, PartitionRemovalReport | None]:
+        """KIP-253: the leaders' reports of drained partitions marked for deletion, by child
+        name of /admin/ordered_partition_removals (None: malformed)."""
+        ...
+
+    def delete_partition_removals(self, names: Iterable[str]) -> None:
+        """Fenced removal of reports; already gone is fine."""
+        ...
+
+    def remove_partitions(self, topic: str, partitions: Iterable[int], reports: Iterable[str],
+                          rewrite: Mapping[TopicPartition, LeaderAndIsr] | None = None
+                          ) -> TopicAssignment | None:
+        """Fenced, one multi: the partitions leave the topic znode (conditional on the version
+        read), their state and partition znodes and ``reports`` go, and the states of
+        ``rewrite`` are set at their zk_version; the assignment as stored afterwards, or None
+        when a znode is gone or changed (nothing written)."""
         ...
 
 

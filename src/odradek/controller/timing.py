@@ -122,7 +122,8 @@ class TimedZk:
 
     _WRITES = frozenset({"create_partition_states", "update_leader_and_isr",
                          "pop_isr_change_notifications", "delete_preferred_replica_election",
-                         "set_replica_assignments", "set_partition_reassignments"})
+                         "set_replica_assignments", "set_partition_reassignments",
+                         "delete_partition_removals", "remove_partitions"})
     _STARTED_WRITES = frozenset({"start_update_leader_and_isr"})
 
     def __init__(self, zk: Any, current: Callable[[], EventTimer | None]) -> None:

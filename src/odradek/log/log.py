@@ -273,6 +273,17 @@ class Log:
                 or self._now_ms() - self._last_flush_ms >= self.config.flush_ms):
             self.flush()
 
+    def roll(self) -> bool:
+        """Close the active segment, if it holds anything, and start an empty one at the log
+        end offset; True if it rolled. Retention only deletes closed segments, so a log that
+        takes no more records (a partition marked for deletion, KIP-253) is rolled once for
+        time and size retention to be able to empty it."""
+        with self._lock:
+            if not self._segments[-1].size:
+                return False
+            self._roll(self.log_end_offset)
+            return True
+
     def _roll(self, base_offset: int) -> Segment:
         """Start a new active segment at base_offset (the log end offset, or past it when a
         follower steps over a compacted gap); the old one stops holding an fd."""

@@ -1,17 +1,22 @@
-"""The two request/response pairs of ordered delivery across partition expansion and deletion
-(KIP-253, parts 7 and 8), which no Kafka release has and kio therefore cannot decode.
+"""The request/response pairs of ordered delivery across partition expansion and deletion
+(KIP-253, parts 7 and 8, and what operators read of them), which no Kafka release has and kio
+therefore cannot decode.
 
 Layouts are specified in docs/protocol.md ("Ordered delivery APIs (KIP-253)") in the terms of
 Kafka's JSON message schemas; this module is their one codec, used by the broker (requests in,
-responses out) and by clients (the other way). Both APIs live in a private key range, far above
+responses out) and by clients (the other way). The APIs live in a private key range, far above
 Kafka's keys (which end below 100), so a Kafka release adding APIs can never collide with them:
 
     ConsumerGroupPosition              (key 10000) v0, flexible: a group member reports the
         positions of its partitions the coordinator asked for and learns the group's positions
-        of the partitions it waits on (part 7)
+        of the partitions it waits on (part 7), and says which of its partitions wait on a
+        barrier, on what, and since when (so that operators can see a block)
     PartitionLeaderEpochsForPartitions (key 10001) v0, flexible: the leader epoch maps the
         controller wrote into partition state znodes at an expansion (leader_epoch_after_creation)
         and a deletion (leader_epoch_before_deletion) (part 8, steps 4.1 and 5.2)
+    DescribeOrderedGroups              (key 10002) v0, flexible: what the coordinator knows of
+        its groups' blocks (`odradek groups describe`, the dashboard); the KIP has no such API,
+        but a block nobody can see looks like a stuck consumer
 
 Flexible from v0 (KIP-482), as every new Kafka API is: requests use request header v2 and
 responses header v1, and every struct ends in a tagged-field section, so later versions can add
@@ -46,18 +51,24 @@ from odradek.protocol.schema import (
 
 API_CONSUMER_GROUP_POSITION = 10000
 API_PARTITION_LEADER_EPOCHS_FOR_PARTITIONS = 10001
+API_DESCRIBE_ORDERED_GROUPS = 10002
 #: (lowest, highest) version of each, as ApiVersions advertises them
 VERSIONS: dict[int, tuple[int, int]] = {
     API_CONSUMER_GROUP_POSITION: (0, 0),
     API_PARTITION_LEADER_EPOCHS_FOR_PARTITIONS: (0, 0),
+    API_DESCRIBE_ORDERED_GROUPS: (0, 0),
 }
 NAMES: dict[int, str] = {
     API_CONSUMER_GROUP_POSITION: "ConsumerGroupPosition",
     API_PARTITION_LEADER_EPOCHS_FOR_PARTITIONS: "PartitionLeaderEpochsForPartitions",
+    API_DESCRIBE_ORDERED_GROUPS: "DescribeOrderedGroups",
 }
 
 #: the position of a partition nobody has reported (yet), and a leader epoch not known
 UNKNOWN = -1
+#: a BarrierOffset that means "until the group has read the partition waited on to its end"
+#: (a partition fed by one marked for deletion, part 8 step 5), not an offset to reach
+READ_TO_END = -1
 
 
 class UnsupportedVersionError(SchemaError):
@@ -77,6 +88,19 @@ class ReportedPosition:
 
 
 @dataclass(frozen=True, slots=True)
+class BlockedPartition:
+    """Why one of a member's partitions is held back, as the member's gate knows it: it waits
+    until the group's position in ``waits_on`` (a partition of the same topic: the parent an
+    expansion split, or a partition marked for deletion) reaches ``barrier_offset``, or, with
+    READ_TO_END, until the group has read ``waits_on`` to its end; since ``blocked_since_ms``
+    (the member's wall clock). Only operators read it: the coordinator decides nothing by it."""
+
+    waits_on: int
+    barrier_offset: int
+    blocked_since_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupPositionRequest:
     group_id: str
     generation_id: int
@@ -86,6 +110,9 @@ class ConsumerGroupPositionRequest:
     reported: Mapping[TopicPartition, ReportedPosition] = field(default_factory=dict)
     #: the partitions whose group position this member wants to know (its whole interest now)
     requested: tuple[TopicPartition, ...] = ()
+    #: every partition of this member blocked on a barrier now (its whole blocked set: it
+    #: replaces the one sent before, so a block that ends needs no message of its own)
+    blocked: Mapping[TopicPartition, BlockedPartition] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,8 +179,45 @@ class PartitionLeaderEpochsForPartitionsResponse:
     counts: Mapping[str, TopicPartitionCounts] = field(default_factory=dict)
 
 
-Request = Union[ConsumerGroupPositionRequest, PartitionLeaderEpochsForPartitionsRequest]
-Response = Union[ConsumerGroupPositionResponse, PartitionLeaderEpochsForPartitionsResponse]
+@dataclass(frozen=True, slots=True)
+class DescribeOrderedGroupsRequest:
+    groups: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OrderedGroupBlock:
+    """One blocked partition of a group, as its coordinator holds it: the member that owns it
+    and reported the block, the BlockedPartition it reported, and the group's last reported
+    position of ``waits_on`` (UNKNOWN when its owner has not reported one this generation)."""
+
+    member_id: str
+    waits_on: int
+    barrier_offset: int
+    group_position: int
+    blocked_since_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class OrderedGroupDescription:
+    """One group's answer: NOT_COORDINATOR (and the other coordinator errors) from a broker
+    that does not answer for it, GROUP_ID_NOT_FOUND for a group it does not have; else its
+    generation and every partition blocked in it (none: no member reported a block)."""
+
+    error_code: int = 0
+    generation_id: int = UNKNOWN
+    blocked: Mapping[TopicPartition, OrderedGroupBlock] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeOrderedGroupsResponse:
+    #: every group the request named, in its order
+    groups: Mapping[str, OrderedGroupDescription]
+    throttle_time_ms: int = 0
+
+
+Request = Union[ConsumerGroupPositionRequest, PartitionLeaderEpochsForPartitionsRequest, DescribeOrderedGroupsRequest]
+Response = Union[ConsumerGroupPositionResponse, PartitionLeaderEpochsForPartitionsResponse,
+                 DescribeOrderedGroupsResponse]
 
 
 # -- the wire side (docs/protocol.md) --------------------------------------------------------------
@@ -175,6 +239,9 @@ _CONSUMER_GROUP_POSITION_REQUEST_V0 = Struct(
     ("reported_topics", _topics_of(Struct(("partition_index", Int32), ("position", Int64),
                                           ("last_leader_epoch", Int32), ("_tagged", TaggedFields)))),
     ("requested_topics", _PARTITION_INDEXES),
+    ("blocked_topics", _topics_of(Struct(("partition_index", Int32), ("waits_on_partition", Int32),
+                                         ("barrier_offset", Int64), ("blocked_since_ms", Int64),
+                                         ("_tagged", TaggedFields)))),
     ("_tagged", TaggedFields),
 )
 _CONSUMER_GROUP_POSITION_RESPONSE_V0 = Struct(
@@ -205,6 +272,22 @@ _PARTITION_LEADER_EPOCHS_RESPONSE_V0 = Struct(
     ("_tagged", TaggedFields),
 )
 
+_DESCRIBE_ORDERED_GROUPS_REQUEST_V0 = Struct(
+    ("groups", CompactArray(CompactString)),
+    ("_tagged", TaggedFields),
+)
+_DESCRIBE_ORDERED_GROUPS_RESPONSE_V0 = Struct(
+    ("throttle_time_ms", Int32),
+    ("groups", CompactArray(Struct(
+        ("group_id", CompactString), ("error_code", Int16), ("generation_id", Int32),
+        ("blocked_topics", _topics_of(Struct(("partition_index", Int32), ("member_id", CompactString),
+                                             ("waits_on_partition", Int32), ("barrier_offset", Int64),
+                                             ("group_position", Int64), ("blocked_since_ms", Int64),
+                                             ("_tagged", TaggedFields)))),
+        ("_tagged", TaggedFields)))),
+    ("_tagged", TaggedFields),
+)
+
 _REQUEST_HEADER_V2_FIXED = struct.Struct(">hhi")
 _INT32 = struct.Struct(">i")
 
@@ -214,6 +297,8 @@ def api_key_of(req: Request | Response) -> int:
         return API_CONSUMER_GROUP_POSITION
     if isinstance(req, (PartitionLeaderEpochsForPartitionsRequest, PartitionLeaderEpochsForPartitionsResponse)):
         return API_PARTITION_LEADER_EPOCHS_FOR_PARTITIONS
+    if isinstance(req, (DescribeOrderedGroupsRequest, DescribeOrderedGroupsResponse)):
+        return API_DESCRIBE_ORDERED_GROUPS
     raise TypeError(f"not an ordered delivery message: {type(req).__name__}")
 
 
@@ -262,9 +347,12 @@ def _encode_body(message: Request | Response, out: list[bytes]) -> None:
     if isinstance(message, ConsumerGroupPositionRequest):
         reported: list[Any] = [(topic, [(p, r.position, r.last_leader_epoch, {}) for p, r in entries], {})
                                for topic, entries in _by_topic(message.reported).items()]
+        blocked: list[Any] = [(topic, [(p, b.waits_on, b.barrier_offset, b.blocked_since_ms, {})
+                                       for p, b in entries], {})
+                              for topic, entries in _by_topic(message.blocked).items()]
         _CONSUMER_GROUP_POSITION_REQUEST_V0.encode(
             (message.group_id, message.generation_id, message.member_id, message.group_instance_id,
-             reported, _grouped(message.requested), {}), out)
+             reported, _grouped(message.requested), blocked, {}), out)
     elif isinstance(message, ConsumerGroupPositionResponse):
         topics: list[Any] = [(topic, [(p, r.position, r.error_code, {}) for p, r in entries], {})
                              for topic, entries in _by_topic(message.positions).items()]
@@ -275,6 +363,15 @@ def _encode_body(message: Request | Response, out: list[bytes]) -> None:
         named = {topic for topic, _, _ in grouped}
         grouped += [(topic, [], {}) for topic in dict.fromkeys(message.topics) if topic not in named]
         _PARTITION_LEADER_EPOCHS_REQUEST_V0.encode((grouped, {}), out)
+    elif isinstance(message, DescribeOrderedGroupsRequest):
+        _DESCRIBE_ORDERED_GROUPS_REQUEST_V0.encode((list(dict.fromkeys(message.groups)), {}), out)
+    elif isinstance(message, DescribeOrderedGroupsResponse):
+        groups: list[Any] = [
+            (group_id, d.error_code, d.generation_id,
+             [(topic, [(p, b.member_id, b.waits_on, b.barrier_offset, b.group_position, b.blocked_since_ms, {})
+                       for p, b in entries], {}) for topic, entries in _by_topic(d.blocked).items()], {})
+            for group_id, d in message.groups.items()]
+        _DESCRIBE_ORDERED_GROUPS_RESPONSE_V0.encode((message.throttle_time_ms, groups, {}), out)
     else:
         by_topic = _by_topic(message.partitions)
         entries_of: list[Any] = []
@@ -312,12 +409,18 @@ def decode_request(api_key: int, api_version: int, body: bytes | memoryview) -> 
     """Decode the bytes after the request header; the whole body must be consumed."""
     _check_version(api_key, api_version)
     if api_key == API_CONSUMER_GROUP_POSITION:
-        group_id, generation_id, member_id, instance_id, reported_topics, requested_topics, _ = \
+        group_id, generation_id, member_id, instance_id, reported_topics, requested_topics, blocked_topics, _ = \
             _decoded(_CONSUMER_GROUP_POSITION_REQUEST_V0, body)
         reported = {TopicPartition(topic, p): ReportedPosition(position, epoch)
                     for topic, entries, _ in reported_topics for p, position, epoch, _ in entries}
         requested = tuple(dict.fromkeys(TopicPartition(topic, p) for topic, ps, _ in requested_topics for p in ps))
-        return ConsumerGroupPositionRequest(group_id, generation_id, member_id, instance_id, reported, requested)
+        blocked = {TopicPartition(topic, p): BlockedPartition(waits_on, barrier, since)
+                   for topic, entries, _ in blocked_topics for p, waits_on, barrier, since, _ in entries}
+        return ConsumerGroupPositionRequest(group_id, generation_id, member_id, instance_id, reported, requested,
+                                            blocked)
+    if api_key == API_DESCRIBE_ORDERED_GROUPS:
+        groups, _ = _decoded(_DESCRIBE_ORDERED_GROUPS_REQUEST_V0, body)
+        return DescribeOrderedGroupsRequest(tuple(dict.fromkeys(groups)))
     topics, _ = _decoded(_PARTITION_LEADER_EPOCHS_REQUEST_V0, body)
     return PartitionLeaderEpochsForPartitionsRequest(
         tuple(dict.fromkeys(TopicPartition(topic, p) for topic, ps, _ in topics for p in ps)),
@@ -368,6 +471,14 @@ def decode_response(api_key: int, api_version: int, body: bytes | memoryview) ->
                      for topic, entries, _ in topics for p, position, code, _ in entries}
         wanted = tuple(TopicPartition(topic, p) for topic, ps, _ in wanted_topics for p in ps)
         return ConsumerGroupPositionResponse(error_code, throttle, positions, wanted)
+    if api_key == API_DESCRIBE_ORDERED_GROUPS:
+        throttle, groups, _ = _decoded(_DESCRIBE_ORDERED_GROUPS_RESPONSE_V0, body)
+        return DescribeOrderedGroupsResponse({
+            group_id: OrderedGroupDescription(code, generation, {
+                TopicPartition(topic, p): OrderedGroupBlock(member, waits_on, barrier, position, since)
+                for topic, entries, _ in blocked_topics
+                for p, member, waits_on, barrier, position, since, _ in entries})
+            for group_id, code, generation, blocked_topics, _ in groups}, throttle)
     throttle, topics, _ = _decoded(_PARTITION_LEADER_EPOCHS_RESPONSE_V0, body)
     partitions = {
         TopicPartition(topic, p): PartitionLeaderEpochs(
@@ -385,4 +496,6 @@ def error_codes(resp: Response) -> list[int]:
     has one, and every partition's), for the broker's request error counts."""
     if isinstance(resp, ConsumerGroupPositionResponse):
         return [resp.error_code, *(r.error_code for r in resp.positions.values())]
+    if isinstance(resp, DescribeOrderedGroupsResponse):
+        return [d.error_code for d in resp.groups.values()]
     return [*(c.error_code for c in resp.counts.values()), *(e.error_code for e in resp.partitions.values())]

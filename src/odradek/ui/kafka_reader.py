@@ -44,7 +44,8 @@ KILL_GRACE_S = 10.0
 
 def read_groups(admin: Any, deadline: float) -> list[dict[str, Any]]:
     """Each consumer group with its members and per-partition lag, as `odradek groups describe`
-    computes it; the groups still left at ``deadline`` (time.monotonic) carry an error instead."""
+    computes it (with its "ordered" section, the KIP-253 blocks, for a group reading an ordered
+    topic); the groups still left at ``deadline`` (time.monotonic) carry an error instead."""
     out = []
     for group in admin.list_groups()[:MAX_GROUPS]:
         try:
@@ -58,7 +59,8 @@ def read_groups(admin: Any, deadline: float) -> list[dict[str, Any]]:
         lags = [o["lag"] for o in described["offsets"] if o["lag"] is not None]
         out.append({"group": described["group"], "state": described["state"],
                     "members": len(described["members"]), "coordinator": described["coordinator"],
-                    "lag": sum(lags) if lags else None, "offsets": described["offsets"]})
+                    "lag": sum(lags) if lags else None, "offsets": described["offsets"],
+                    "ordered": described.get("ordered")})
     return out
 
 

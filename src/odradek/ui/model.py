@@ -25,6 +25,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from odradek.admin.consumer_group_command import block_text
 from odradek.admin.reassign_partitions_command import Ongoing
 from odradek.ui.plain_words import plain
 from odradek.zk import paths
@@ -229,6 +230,30 @@ def deletion_progress(state: Mapping[str, Any], logs: Mapping[tuple[tuple[str, i
     for name in state.get("deleting_unknown", ()):
         out.append({"topic": name, "replicas": 0, "deleted": 0, "progress": 1.0, "waiting_for_brokers": []})
     return out
+
+
+# -- consumer groups ------------------------------------------------------------------------------
+
+
+def group_blocks(ordered: Mapping[str, Any] | None, now_ms: float) -> dict[str, Any] | None:
+    """What the groups view shows of a group's KIP-253 blocks (``ordered``: the "ordered"
+    section `odradek groups describe` computes, None for a group reading no ordered topic):
+    each blocked partition, the longest-blocked first, with how long it has waited as of
+    ``now_ms`` (the page's rows stay current between the slower reads of the groups), and
+    the describe line's words; or why the blocks are not known."""
+    if ordered is None:
+        return None
+    rows = []
+    for b in ordered.get("blocked", ()):
+        row = {**b, "blocked_s": max(0.0, now_ms - b["blocked_since_ms"]) / 1000}
+        rows.append({"partition": f"{b['topic']}-{b['partition']}", "member_id": b["member_id"],
+                     "waits_on": f"{b['topic']}-{b['waits_on']}",
+                     "until": "read to its end" if b["read_to_end"] else f"offset {b['barrier_offset']}",
+                     "group_position": b["group_position"], "blocked_s": row["blocked_s"],
+                     "text": block_text(row)})
+    rows.sort(key=lambda r: -r["blocked_s"])
+    return {"topics": list(ordered.get("topics", ())), "error": ordered.get("error"), "blocked": rows,
+            "oldest_s": rows[0]["blocked_s"] if rows else None}
 
 
 # -- Prometheus metrics ---------------------------------------------------------------------------

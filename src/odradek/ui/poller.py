@@ -558,9 +558,11 @@ class Poller:
 
         async def groups() -> None:
             rows = await asyncio.to_thread(self._groups.read, self._groups_bootstrap(bootstrap), self.timeout)
+            now_ms = time.time() * 1000
             for row in rows:  # a group that could not be described says why, in the page's words
                 if row.get("error"):
                     row["error"] = plain_words.plain(row["error"])
+                row["blocks"] = model.group_blocks(row.pop("ordered", None), now_ms)
             self._set("groups", rows)
 
         async def reassignments() -> None:

@@ -950,6 +950,72 @@ class KafkaZkClient:
                 stored[topic] = decoded[topic]
         return stored, changed
 
+    # KIP-253: removing drained partitions of ordered topics ---------------------------------
+
+    def report_partition_removal(self, report: paths.PartitionRemovalReport) -> str:
+        """A leader's report that a partition marked for deletion is empty: a persistent
+        sequential znode under /admin/ordered_partition_removals, which the controller watches
+        (as it watches /isr_change_notification). Persistent, so a controller that fails over
+        reads it again. Not fenced: any broker may report, the controller checks the epoch.
+        Returns the znode's path."""
+        return self._zk.create(paths.ORDERED_PARTITION_REMOVAL_PREFIX,
+                               paths.encode_partition_removal(report), sequence=True, makepath=True)
+
+    def get_partition_removals(self) -> dict[str, paths.PartitionRemovalReport | None]:
+        """The reports by child name (None: malformed, for the controller to remove)."""
+        try:
+            children = self._zk.get_children(paths.ORDERED_PARTITION_REMOVALS)
+        except NoNodeError:
+            return {}
+        found = self._get_many({c: f"{paths.ORDERED_PARTITION_REMOVALS}/{c}" for c in children})
+        return {c: paths.decode_partition_removal(data) for c, (data, _) in found.items()}
+
+    def delete_partition_removals(self, names: Iterable[str]) -> None:
+        """Fenced removal of reports; one already gone is fine."""
+        self._run_fenced([(n, _Op("delete", f"{paths.ORDERED_PARTITION_REMOVALS}/{n}"))
+                          for n in sorted(names)])
+
+    def remove_partitions(self, topic: str, partitions: Iterable[int], reports: Iterable[str],
+                          rewrite: Mapping[TopicPartition, LeaderAndIsr] | None = None
+                          ) -> TopicAssignment | None:
+        """KIP-253's removal of drained partitions, in one fenced multi (all or nothing): the
+        topic znode rewritten without the partitions (conditional on the version read, so a
+        concurrent CreatePartitions is not overwritten), their state znodes and
+        /brokers/topics/T/partitions/P removed, ``reports`` (their removal reports)
+        removed, and the states of ``rewrite`` (other partitions whose KIP-253 maps named the
+        removed ones) set at their zk_version. Returns the assignment as stored afterwards, or None when the topic znode is
+        gone or changed meanwhile (nothing written: the change's watch brings the next try)."""
+        removed = sorted(set(partitions))
+        found = self._get_many({topic: paths.topic_path(topic)})
+        if topic not in found:
+            return None
+        data, stat = found[topic]
+        old = paths.decode_topic_assignment(topic, data)
+        new = dataclasses.replace(
+            old, partitions={p: r for p, r in old.partitions.items() if p not in removed},
+            adding_replicas={p: r for p, r in old.adding_replicas.items() if p not in removed},
+            removing_replicas={p: r for p, r in old.removing_replicas.items() if p not in removed})
+        candidates = [paths.partition_state_path(TopicPartition(topic, p)) for p in removed]
+        candidates += [paths.partition_path(TopicPartition(topic, p)) for p in removed]
+        candidates += [f"{paths.ORDERED_PARTITION_REMOVALS}/{n}" for n in sorted(set(reports))]
+        pending = {path: self._zk.exists_async(path) for path in candidates}
+        existing = [path for path, result in pending.items() if result.get() is not None]
+        tx = self._zk.transaction()
+        tx.check(paths.CONTROLLER_EPOCH, self.epoch_zk_version)
+        for path in existing:  # state znodes before their parents, reports last
+            tx.delete(path)
+        for tp, state in sorted((rewrite or {}).items()):
+            tx.set_data(paths.partition_state_path(tp), _encode_state(state), state.zk_version)
+        tx.set_data(paths.topic_path(topic), paths.encode_topic_assignment(new), stat.version)
+        results = self._fenced_results(tx.commit())
+        failed = [r for r in results if isinstance(r, Exception)
+                  and not isinstance(r, (RolledBackError, RuntimeInconsistency))]
+        if failed:
+            log.info("removing partitions %s of %s: %r; deciding again at the next event",
+                     removed, topic, failed[0])
+            return None
+        return new
+
     def mark_topics_for_deletion(self, topics: Iterable[str]) -> None:
         """Create /admin/delete_topics/T for each topic (what DeleteTopics and Kafka's
         TopicCommand do; the controller watches its children). Already marked is fine."""

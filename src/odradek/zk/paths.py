@@ -34,6 +34,10 @@ ISR_CHANGE_PREFIX = "/isr_change_notification/isr_change_"
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CLUSTER_ID = "/cluster/id"
+#: KIP-253: a partition marked for deletion that its leader found empty is reported here
+#: (persistent sequential children, read and removed by the controller)
+ORDERED_PARTITION_REMOVALS = "/admin/ordered_partition_removals"
+ORDERED_PARTITION_REMOVAL_PREFIX = "/admin/ordered_partition_removals/removal-"
 
 # Kafka's ZkData.PersistentZkPaths (minus the old consumer tree): created at startup so that
 # watches and child creates never hit a missing parent.
@@ -50,6 +54,7 @@ PERSISTENT_PATHS: tuple[str, ...] = (
     ISR_CHANGE_NOTIFICATION,
     LOG_DIR_EVENT_NOTIFICATION,
     PRODUCER_ID_BLOCK,
+    ORDERED_PARTITION_REMOVALS,
 )
 
 # Kafka's Uuid.ZERO_UUID: the "no topic id" value in protocol messages.
@@ -351,3 +356,31 @@ def encode_cluster_id(cluster_id: str) -> bytes:
 
 def decode_cluster_id(data: bytes) -> str:
     return _loads(data)["id"]
+
+
+# /admin/ordered_partition_removals/removal-NNNNNNNNNN (KIP-253) ---------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRemovalReport:
+    """A leader's word that a partition marked for deletion is empty (log start == log end)
+    under ``leader_epoch``: the controller removes it only while that epoch is current, since
+    a later leader may hold records the reporting one had deleted."""
+
+    tp: TopicPartition
+    leader_epoch: int
+
+
+def encode_partition_removal(report: PartitionRemovalReport) -> bytes:
+    return _dumps({"version": 1, "topic": report.tp.topic, "partition": report.tp.partition,
+                   "leader_epoch": report.leader_epoch})
+
+
+def decode_partition_removal(data: bytes) -> PartitionRemovalReport | None:
+    """None for malformed contents (the controller removes such a znode)."""
+    try:
+        obj = _loads(data)
+        return PartitionRemovalReport(TopicPartition(str(obj["topic"]), int(obj["partition"])),
+                                      int(obj["leader_epoch"]))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None

@@ -32,6 +32,13 @@ group is about to deliver again. So a new generation starts with no positions (a
 the members' next requests bring it back), and only a partition's current owner may report it
 (none may while the new generation's assignment is not yet handed out).
 
+Members also say which of their partitions are blocked on a barrier, on what and since when
+(BlockedTopics, each member's whole blocked set, replacing the previous one). Nothing here
+decides by it: KIP-253's gates live in the members. It is kept, for the partitions each member
+owns in this generation, so that operators can see a group held back by a barrier
+(DescribeOrderedGroups for `odradek groups describe` and the dashboard, and the broker's
+metrics): without it a member waiting for its parent's owner looks like one that stopped.
+
 The same rules as Heartbeat decide who may exchange: NOT_COORDINATOR,
 COORDINATOR_LOAD_IN_PROGRESS (retriable; no state is known while the group is read back),
 UNKNOWN_MEMBER_ID for a member the group does not have, FENCED_INSTANCE_ID for a replaced static
@@ -41,7 +48,8 @@ a rebalance. An exchange is not a heartbeat: it never extends a member's session
 State hangs off the GroupMetadata object (weakly): a group that is deleted, or unloaded when
 this broker stops leading its offsets partition, takes its positions with it, and a group read
 back later is a new object that starts empty. Runs on the broker's event loop, like the
-coordinator, so nothing here needs a lock.
+coordinator, so nothing here needs a lock; the one reader on another thread, the metrics'
+scrape (blocked_summary), reads only plain dicts that are replaced, never changed in place.
 """
 from __future__ import annotations
 
@@ -57,8 +65,11 @@ from odradek.coordinator.group.group_metadata import GroupMetadata, GroupState, 
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.ordered_delivery_api import (
     UNKNOWN,
+    BlockedPartition,
     ConsumerGroupPositionRequest,
     ConsumerGroupPositionResponse,
+    OrderedGroupBlock,
+    OrderedGroupDescription,
     PositionResult,
     ReportedPosition,
 )
@@ -79,6 +90,9 @@ class _Positions:
     positions: dict[TopicPartition, ReportedPosition] = field(default_factory=dict)
     #: member id -> (its assignment bytes, the partitions they assign): decoded once per sync
     assigned: dict[str, tuple[bytes, frozenset[TopicPartition]]] = field(default_factory=dict)
+    #: member id -> its blocked partitions, as its last request said (each value is replaced
+    #: whole, never changed, so the metrics' thread can read it while the loop runs)
+    blocked: dict[str, dict[TopicPartition, BlockedPartition]] = field(default_factory=dict)
 
     def set_interest(self, member_id: str, partitions: frozenset[TopicPartition]) -> None:
         old = self.interest.get(member_id, frozenset())
@@ -97,6 +111,13 @@ class _Positions:
         for tp in self.interest.pop(member_id, frozenset()):
             self._lose_interest(tp, member_id)
         self.assigned.pop(member_id, None)
+        self.blocked.pop(member_id, None)
+
+    def set_blocked(self, member_id: str, blocked: dict[TopicPartition, BlockedPartition]) -> None:
+        if blocked:
+            self.blocked[member_id] = blocked
+        else:
+            self.blocked.pop(member_id, None)
 
     def _lose_interest(self, tp: TopicPartition, member_id: str) -> None:
         members = self.interested.get(tp)
@@ -120,11 +141,29 @@ class _Positions:
 
 @dataclass(frozen=True, slots=True)
 class GroupPositionsView:
-    """What the exchange knows of one group (for describe tools and tests)."""
+    """What the exchange knows of one group (for describe tools and tests). ``blocked``: each
+    partition a member of the group reported blocked, with the member, what it waits on and
+    the group's last reported position there (UNKNOWN if none)."""
 
     generation_id: int
     interested: Mapping[TopicPartition, frozenset[str]]
     positions: Mapping[TopicPartition, ReportedPosition]
+    blocked: Mapping[TopicPartition, OrderedGroupBlock] = field(default_factory=dict)
+
+
+def _blocks(group: GroupMetadata, state: _Positions) -> dict[TopicPartition, OrderedGroupBlock]:
+    """The blocks of the members still in the group (a member gone since the last request
+    leaves its blocks behind until the next one), by partition."""
+    positions = state.positions
+    out = {}
+    for member_id, blocked in list(state.blocked.items()):
+        if not group.has(member_id):
+            continue
+        for tp, b in blocked.items():
+            at = positions.get(TopicPartition(tp.topic, b.waits_on))
+            out[tp] = OrderedGroupBlock(member_id, b.waits_on, b.barrier_offset,
+                                        UNKNOWN if at is None else at.position, b.blocked_since_ms)
+    return out
 
 
 class GroupPositions:
@@ -151,6 +190,7 @@ class GroupPositions:
                     else state.assignment(member_id, group.get(member_id).assignment))
         unknown = {tp for tp in request.requested if known is not None and not known(tp)}
         state.set_interest(member_id, frozenset(tp for tp in request.requested if tp not in unknown))
+        state.set_blocked(member_id, {tp: b for tp, b in request.blocked.items() if tp in assigned})
         for tp, reported in request.reported.items():
             # only the partition's owner in this generation may speak for it, and only while
             # someone waits on it; a negative position is no position
@@ -174,7 +214,36 @@ class GroupPositions:
             return None
         return GroupPositionsView(state.generation_id,
                                   {tp: frozenset(m) for tp, m in state.interested.items()},
-                                  dict(state.positions))
+                                  dict(state.positions), _blocks(group, state))
+
+    def describe(self, group_id: str) -> OrderedGroupDescription:
+        """DescribeOrderedGroups' answer for one group: the coordinator's errors as for an
+        exchange (but an Empty group is described, with no block), GROUP_ID_NOT_FOUND for a
+        group this coordinator does not have."""
+        error = self._coordinator.group_error(group_id)
+        if error is not None:
+            return OrderedGroupDescription(error)
+        group = self._coordinator.manager.get(group_id)
+        if group is None or group.is_state(GroupState.DEAD):
+            return OrderedGroupDescription(ErrorCode.GROUP_ID_NOT_FOUND)
+        view = self.view(group_id)
+        return OrderedGroupDescription(ErrorCode.NONE, group.generation_id, {} if view is None else view.blocked)
+
+    def blocked_summary(self) -> list[tuple[str, int, float]]:
+        """(group, blocked partitions, age in seconds of its oldest block) of every group with a
+        block, for the broker's metrics. Called on the scrape's thread: it reads copies of what
+        the event loop replaces (the group list, each member's blocked set)."""
+        now_ms = self._coordinator.clock.milliseconds()
+        out = []
+        for group in self._coordinator.manager.local_groups():
+            state = self._groups.get(group)
+            if state is None or state.generation_id != group.generation_id or not state.blocked:
+                continue
+            blocks = _blocks(group, state)
+            if blocks:
+                oldest = min(b.blocked_since_ms for b in blocks.values())
+                out.append((group.group_id, len(blocks), max(0, now_ms - oldest) / 1000))
+        return sorted(out)
 
     def _member_group(self, request: ConsumerGroupPositionRequest) -> tuple[GroupMetadata | None, ErrorCode | None]:
         """The group, if this member of this generation may exchange now; else the error
@@ -204,6 +273,7 @@ class GroupPositions:
         state = self._groups.get(group)
         if state is None or state.generation_id != group.generation_id:
             state = self._groups[group] = _Positions(group.generation_id)
-        for member_id in [m for m in (state.interest.keys() | state.assigned.keys()) if not group.has(m)]:
+        gone = state.interest.keys() | state.assigned.keys() | state.blocked.keys()
+        for member_id in [m for m in gone if not group.has(m)]:
             state.forget_member(member_id)
         return state

@@ -115,12 +115,22 @@ function renderTimeline() {
   }).join("");
 }
 
+// a group's KIP-253 blocks (model.group_blocks): "–" for a group reading no ordered topic
+function blocksCell(b) {
+  if (!b) return "–";
+  if (b.error) return `blocks not known: ${esc(b.error)}`;
+  if (!b.blocked.length) return '<span class="muted">no partition is blocked</span>';
+  return b.blocked.map(x => `<div class="blocked" data-blocked="${esc(x.partition)}">${esc(x.partition)} waits on ${esc(x.waits_on)} until ${esc(x.until)}` +
+    ` (group at ${x.group_position ?? "?"}), ${Math.round(x.blocked_s)} s</div>`).join("");
+}
+
 function renderGroups() {
   if (!state.groups.length) { $("groups").innerHTML = '<p class="muted">no consumer groups</p>'; return; }
-  $("groups").innerHTML = `<table><tr><th>group</th><th>state</th><th>members</th><th>coordinator</th><th>total lag</th><th>partitions (lag)</th></tr>` +
+  $("groups").innerHTML = `<table><tr><th>group</th><th>state</th><th>members</th><th>coordinator</th><th>total lag</th><th>partitions (lag)</th><th>blocked on KIP-253 barriers</th></tr>` +
     state.groups.map(g => `<tr data-group="${esc(g.group)}"><td>${esc(g.group)}</td><td>${esc(g.state)}</td><td>${g.members}</td>` +
       `<td>${g.coordinator ?? "–"}</td><td class="${g.lag > 1000 ? "lag-high" : ""}">${fmt(g.lag)}</td>` +
-      `<td class="wrap">${g.error ? esc(g.error) : g.offsets.slice(0, 8).map(o => `${esc(o.topic)}-${o.partition} (${fmt(o.lag)})`).join(", ") + (g.offsets.length > 8 ? ", …" : "")}</td></tr>`).join("") +
+      `<td class="wrap">${g.error ? esc(g.error) : g.offsets.slice(0, 8).map(o => `${esc(o.topic)}-${o.partition} (${fmt(o.lag)})`).join(", ") + (g.offsets.length > 8 ? ", …" : "")}</td>` +
+      `<td class="wrap">${blocksCell(g.blocks)}</td></tr>`).join("") +
     `</table>`;
 }
 
