@@ -102,7 +102,26 @@ def _member(ordered: bool, bootstrap: str, topic: str, group: str, name: str, de
     return thread
 
 
-def _run(cluster: LocalCluster, ordered: bool, topic: str) -> tuple[GroupDeliveries, dict[bytes, int], list[Any]]:
+def _watch_blocks(bootstrap: str, group: str, stop: threading.Event, seen: set[tuple[int, int]]) -> threading.Thread:
+    """Samples DescribeOrderedGroups (what `odradek groups describe` shows): (blocked, waits_on)."""
+    def run() -> None:
+        client = OrderedMetadataClient(parse_bootstrap(bootstrap), "watcher")
+        try:
+            while not stop.is_set():
+                described = (client.describe_groups([group]) or {}).get(group)
+                if described is not None:
+                    seen.update((tp.partition, b.waits_on) for tp, b in described.blocked.items())
+                time.sleep(0.1)
+        finally:
+            client.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def _run(cluster: LocalCluster, ordered: bool, topic: str,
+         blocks: set[tuple[int, int]] | None = None) -> tuple[GroupDeliveries, dict[bytes, int], list[Any]]:
     """Produce ~130 records/s for 8 s while the topic goes 2 -> 3 -> 4 partitions (and, if
     ordered, back to 3: partition 3 marked for deletion); read it all."""
     bootstrap = cluster.bootstrap_servers
@@ -135,6 +154,7 @@ def _run(cluster: LocalCluster, ordered: bool, topic: str) -> tuple[GroupDeliver
     wait_until(lambda: all(m.is_alive() for m in members), 10, "the members to start")
     writer = threading.Thread(target=produce)
     writer.start()
+    watcher = _watch_blocks(bootstrap, f"readers-{topic}", stop_consumers, blocks) if blocks is not None else None
     admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
         for total in (3, 4, 3) if ordered else (3, 4):
@@ -148,7 +168,7 @@ def _run(cluster: LocalCluster, ordered: bool, topic: str) -> tuple[GroupDeliver
     finally:
         stop_producing.set()
         stop_consumers.set()
-        for thread in (writer, *members):
+        for thread in (writer, *members, *([watcher] if watcher else [])):
             thread.join(60)
     return deliveries, sent, errors
 
@@ -165,8 +185,11 @@ def _out_of_order(deliveries: GroupDeliveries, sent: dict[bytes, int]) -> dict[b
 
 
 def test_a_group_delivers_every_key_in_order_while_the_topic_grows(cluster: LocalCluster) -> None:
-    deliveries, sent, errors = _run(cluster, True, "ordered")
+    blocks: set[tuple[int, int]] = set()
+    deliveries, sent, errors = _run(cluster, True, "ordered", blocks)
     assert errors == []
+    # operators saw the waits: partition 2 on its parent 0 (slow), partition 1 on 3 (marked, slow)
+    assert {(2, 0), (1, 3)} <= blocks, blocks
     assert _out_of_order(deliveries, sent) == {}
     moved = {k for _, k, _, p in deliveries.seen if p >= INITIAL}
     assert moved, "no key moved to a new partition: the run tested nothing"

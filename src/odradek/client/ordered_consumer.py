@@ -75,6 +75,7 @@ class _Owned:
     reported: tuple[int, int] | None = None   # (position, last_epoch) last published for the coordinator
     high_watermark: int = -1
     key_assigned: bool = False       # on_partition_key_assigned has run for it
+    blocked_since_ms: int = 0        # wall clock when it last stopped at a closed barrier
 
 
 @dataclass
@@ -84,6 +85,7 @@ class _Exchange:
     lock: threading.Lock = field(default_factory=threading.Lock)
     reports: dict[TopicPartition, api.ReportedPosition] = field(default_factory=dict)
     requested: tuple[TopicPartition, ...] = ()
+    blocked: dict[TopicPartition, api.BlockedPartition] = field(default_factory=dict)
     group_positions: dict[TopicPartition, int] = field(default_factory=dict)
     wanted: frozenset[TopicPartition] = frozenset()
     asked_before: frozenset[TopicPartition] = frozenset()
@@ -255,8 +257,10 @@ class OrderedConsumer:
                   if o.gate is not None and (o.gate.parent is not None or o.gate.deletions)]
         if closed:
             self._fetcher.pause(closed)
+            now_ms = int(time.time() * 1000)
             for k in closed:
                 owned[TopicPartition(k.topic, k.partition)].paused = True
+                owned[TopicPartition(k.topic, k.partition)].blocked_since_ms = now_ms
         self._call("assign", [KafkaTopicPartition(tp.topic, tp.partition) for tp in partitions])
         open_now = [tp for tp, o in owned.items() if not o.paused]
         for tp in open_now:
@@ -365,6 +369,7 @@ class OrderedConsumer:
         if not owned.paused:
             self._fetcher.pause([k])
             owned.paused = True
+            owned.blocked_since_ms = int(time.time() * 1000)
         self._fetcher.seek(k)
 
     def _open_gates(self) -> None:
@@ -385,8 +390,10 @@ class OrderedConsumer:
             self._call("key_assigned", opened)
         waits = sorted({TopicPartition(o.tp.topic, p) for o in self._owned.values() if o.gate is not None
                         for p in o.gate.waits_on()} - set(self._owned))
+        blocked = {o.tp: why for o in self._owned.values() if o.paused and (why := _why(o)) is not None}
         with self._exchange.lock:
             self._exchange.requested = tuple(waits)
+            self._exchange.blocked = blocked
 
     def _high_watermark(self, tp: TopicPartition) -> int | None:
         try:
@@ -432,11 +439,11 @@ class OrderedConsumer:
             return
         ex = self._exchange
         with ex.lock:
-            reports, requested = dict(ex.reports), ex.requested
+            reports, requested, blocked = dict(ex.reports), ex.requested, dict(ex.blocked)
         if reports or requested or self._layouts:
             request = api.ConsumerGroupPositionRequest(self._group_id, assignment.generation_id,
                                                        assignment.member_id, self._config.get("group.instance.id"),
-                                                       reports, requested)
+                                                       reports, requested, blocked)
             try:
                 frame = member.coordinator_request_frame(
                     lambda corr: api.encode_request(request, corr, self._client_id))
@@ -495,6 +502,19 @@ class OrderedConsumer:
         callback = self._callbacks.get(name)
         if callback is not None:
             callback(self, partitions)
+
+
+def _why(owned: _Owned) -> api.BlockedPartition | None:
+    """What a paused partition waits for, in the words operators see (groups describe)."""
+    gate = owned.gate
+    if gate is None:
+        return None
+    if gate.parent is not None:
+        return api.BlockedPartition(gate.parent[0], gate.parent[1], owned.blocked_since_ms)
+    if gate.deletions:
+        marked = min(gate.deletions, key=lambda q: gate.deletions[q])
+        return api.BlockedPartition(marked, api.READ_TO_END, owned.blocked_since_ms)
+    return None
 
 
 def _leaders(conn: BrokerConnection, topics: list[str]) -> tuple[dict[int, tuple[str, int]], dict[TopicPartition, int]]:
