@@ -154,6 +154,20 @@ def _produce_lines(args: argparse.Namespace, producer: OrderedProducer) -> None:
     print(f"produced {plural(sent, 'record')} to {args.topic}", file=sys.stderr)
 
 
+def _ordered_group_consumer(args: argparse.Namespace, conf: dict[str, Any]) -> Any:
+    """A group member for a topic with ordered delivery (KIP-253): odradek's OrderedConsumer,
+    which delivers each key in order while the topic grows and shrinks; None for other topics."""
+    from odradek.admin.errors import AdminError
+    from odradek.admin.topic_command import ordered_counts
+    from odradek.client.ordered_consumer import OrderedConsumer
+
+    try:
+        counts = ordered_counts(args.bootstrap_server, [args.topic], args.timeout_s)[args.topic]
+    except AdminError as exc:
+        raise UserError(str(exc)) from None
+    return OrderedConsumer(conf) if counts.ordered else None
+
+
 def _refuse_partition_of_ordered_topic(args: argparse.Namespace) -> None:
     """--partition on a topic with ordered delivery (KIP-253): refused before any line is read,
     since each key's partition is decided by linear hashing over the topic's counts (a record
@@ -249,7 +263,9 @@ def cmd_consume(args: argparse.Namespace) -> None:
             "receive.message.max.bytes": 2 * CLIENT_MESSAGE_MAX_BYTES}
     # librdkafka insists on a group.id even for assign(); nothing is committed without --group.
     conf["group.id"] = args.group or "odradek-console"
-    consumer = Consumer(conf)
+    consumer = _ordered_group_consumer(args, conf) if args.group else None
+    if consumer is None:
+        consumer = Consumer(conf)
     commits = None
     # ^C only sets a flag the read loop checks: a KeyboardInterrupt raised wherever the signal
     # lands (inside a rebalance callback, a synchronous commit, librdkafka's close) can leave

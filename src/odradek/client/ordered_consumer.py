@@ -58,7 +58,7 @@ Callback = Callable[..., None]
 #: confluent-kafka configuration keys that belong to the group member, not the fetcher
 _GROUP_KEYS = ("group.id", "group.instance.id", "session.timeout.ms", "heartbeat.interval.ms",
                "max.poll.interval.ms", "partition.assignment.strategy", "enable.auto.commit",
-               "auto.commit.interval.ms", "group.protocol.type", "on_commit")
+               "auto.commit.interval.ms", "group.protocol.type", "on_commit", "enable.auto.offset.store")
 
 _METADATA, _OFFSET_FOR_LEADER_EPOCH = 3, 23
 
@@ -106,6 +106,8 @@ class OrderedConsumer:
         self._bootstrap = parse_bootstrap(str(servers))
         self._auto_commit = str(self._config.get("enable.auto.commit", True)).lower() in ("true", "1")
         self._auto_commit_s = int(self._config.get("auto.commit.interval.ms", 5000)) / 1000
+        self._auto_store = str(self._config.get("enable.auto.offset.store", True)).lower() in ("true", "1")
+        self._stored: dict[TopicPartition, tuple[int, int]] = {}
         self._reset_earliest = str(self._config.get("auto.offset.reset", "latest")) in ("earliest", "smallest",
                                                                                          "beginning")
         fetch_config = {k: v for k, v in self._config.items() if k not in _GROUP_KEYS}
@@ -165,18 +167,39 @@ class OrderedConsumer:
 
     def commit(self, message: Any = None, offsets: list[KafkaTopicPartition] | None = None,
                asynchronous: bool = True) -> None:
-        """Commits the positions of delivered records (or the given message's / offsets), as
-        the group member of the current generation. Synchronous whatever ``asynchronous`` says."""
+        """Commits the positions of delivered records (with enable.auto.offset.store=false, the
+        offsets store_offsets() stored), or the given message's / offsets, as the group member
+        of the current generation. Synchronous whatever ``asynchronous`` says; failures raise
+        KafkaException as confluent-kafka's do (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, ...)."""
         if message is not None:
-            epoch = message.leader_epoch()
-            wanted = {TopicPartition(message.topic(), message.partition()):
-                      (message.offset() + 1, -1 if epoch is None else epoch)}
+            wanted = {TopicPartition(message.topic(), message.partition()): _next_of(message)}
         elif offsets is not None:
             wanted = {TopicPartition(o.topic, o.partition): (o.offset, -1) for o in offsets}
+        elif not self._auto_store:
+            wanted = {tp: stored for tp, stored in self._stored.items() if tp in self._owned}
         else:
             wanted = {tp: (o.position, o.last_epoch) for tp, o in self._owned.items()}
-        if wanted:
+        if not wanted:
+            raise KafkaException(KafkaError(KafkaError._NO_OFFSET, "no offset to commit"))
+        try:
             self._member.commit_offsets(wanted)
+        except GroupMembershipError as exc:
+            code = getattr(exc, "error_code", None)
+            raise KafkaException(KafkaError(code if isinstance(code, int) and code > 0 else KafkaError._FAIL,
+                                            str(exc))) from None
+        for tp in wanted:
+            self._stored.pop(tp, None)
+
+    def store_offsets(self, message: Any = None, offsets: list[KafkaTopicPartition] | None = None) -> None:
+        """As confluent-kafka's: the offset after ``message`` (or the given ones) is what the
+        next commit() commits, with enable.auto.offset.store=false."""
+        if message is not None:
+            self._stored[TopicPartition(message.topic(), message.partition())] = _next_of(message)
+        for o in offsets or ():
+            self._stored[TopicPartition(o.topic, o.partition)] = (o.offset, -1)
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        return self._fetcher.list_topics(topic, timeout)
 
     def assignment(self) -> list[KafkaTopicPartition]:
         return [KafkaTopicPartition(tp.topic, tp.partition) for tp in self._owned]
@@ -495,13 +518,19 @@ class OrderedConsumer:
     def _commit_quietly(self) -> None:
         try:
             self.commit()
-        except (GroupMembershipError, OSError) as exc:  # the next commit carries the positions
+        except (KafkaException, OSError) as exc:  # the next commit carries the positions
             log.info("group %s: commit skipped: %s", self._group_id, exc)
 
     def _call(self, name: str, partitions: list[KafkaTopicPartition]) -> None:
         callback = self._callbacks.get(name)
         if callback is not None:
             callback(self, partitions)
+
+
+def _next_of(message: Any) -> tuple[int, int]:
+    """(the offset after ``message``, its leader epoch or -1): what committing it means."""
+    epoch = message.leader_epoch()
+    return message.offset() + 1, -1 if epoch is None else epoch
 
 
 def _why(owned: _Owned) -> api.BlockedPartition | None:
