@@ -61,6 +61,16 @@ def add_commands(sub: Any) -> None:
     _add_private_cluster_options(bg)
     bg.set_defaults(func=cmd_bench_groups)
 
+    bo = bsub.add_parser("ordered", help="ordered delivery (KIP-253): throughput against a plain topic, "
+                                         "and how long new partitions wait after expansions under load")
+    bo.add_argument("--records", type=positive_int, default=300_000, metavar="N")
+    bo.add_argument("--size", type=positive_int, default=100, help="bytes per record")
+    bo.add_argument("--expansions", type=positive_int, default=4, metavar="N")
+    bo.add_argument("--rate", type=positive_int, default=2000, metavar="R",
+                    help="records/s produced during the expansions (default 2000)")
+    _add_private_cluster_options(bo)
+    bo.set_defaults(func=cmd_bench_ordered)
+
     bs = bsub.add_parser("spark-read", help="rows/s reading a topic through Spark vs a plain consumer")
     bs.add_argument("--records", type=positive_int, default=1_000_000, metavar="N")
     bs.add_argument("--size", type=positive_int, default=100, help="bytes per record")
@@ -147,6 +157,14 @@ def _leadership_bench(args: argparse.Namespace, run: Any, format_result: Any) ->
         raise UserError(f"bench {args.bench_command}: --brokers must be at least 2")
     result = run(args.partitions, args.brokers, timeout=args.timeout_s, keep_dir=args.keep_dir,
                  rounds=args.rounds)
+    print(json.dumps(result) if args.json else format_result(result))
+
+
+def cmd_bench_ordered(args: argparse.Namespace) -> None:
+    from odradek.bench.ordered import format_result, run_ordered_bench
+
+    result = run_ordered_bench(args.records, args.size, expansions=args.expansions, rate=args.rate,
+                               keep_dir=args.keep_dir)
     print(json.dumps(result) if args.json else format_result(result))
 
 

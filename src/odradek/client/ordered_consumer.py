@@ -33,6 +33,7 @@ makes the member rejoin, which re-plans the gates (KIP-253 part 8 step 6's purpo
 """
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -61,6 +62,11 @@ _GROUP_KEYS = ("group.id", "group.instance.id", "session.timeout.ms", "heartbeat
                "auto.commit.interval.ms", "group.protocol.type", "on_commit", "enable.auto.offset.store")
 
 _METADATA, _OFFSET_FOR_LEADER_EPOCH = 3, 23
+
+#: records taken from librdkafka per consume() call
+FETCH_BATCH = 500
+#: the most time between two rounds of the group's housekeeping in poll()
+HOUSEKEEPING_S = 0.02
 
 
 @dataclass
@@ -129,6 +135,8 @@ class OrderedConsumer:
         self._layouts: dict[str, TopicLayout] = {}
         self._exchange = _Exchange()
         self._joined = False
+        self._buffered: collections.deque[Any] = collections.deque()
+        self._next_housekeeping = 0.0
         self._next_commit = time.monotonic() + self._auto_commit_s
         self._closed = False
 
@@ -148,22 +156,35 @@ class OrderedConsumer:
         self._member.request_rejoin()
 
     def poll(self, timeout: float = -1) -> Any:
-        """The next record the gates allow, or None after ``timeout`` seconds."""
-        deadline = time.monotonic() + (1e9 if timeout is None or timeout < 0 else timeout)
+        """The next record the gates allow, or None after ``timeout`` seconds.
+
+        Records come from librdkafka in batches (consume(), one call per up to FETCH_BATCH
+        records rather than one poll() each) and the group's housekeeping (rejoining,
+        auto-commit, opening gates, publishing positions) runs at most every HOUSEKEEPING_S:
+        doing both per record cost more than half the consumer's throughput."""
+        clock = time.monotonic
+        deadline = clock() + (1e9 if timeout is None or timeout < 0 else timeout)
+        buffered = self._buffered
         while True:
-            if self._topics and (not self._joined or self._member.needs_rejoin):
-                self._rejoin(deadline)
-            self._maybe_auto_commit()
-            self._open_gates()
-            self._publish_reports()
-            left = deadline - time.monotonic()
-            msg = self._fetcher.poll(max(0.0, min(left, 0.1)))
-            if msg is not None:
-                delivered = self._admit(msg)
+            now = clock()
+            if now >= self._next_housekeeping:
+                self._housekeeping(deadline)
+                self._next_housekeeping = clock() + HOUSEKEEPING_S
+            while buffered:
+                delivered = self._admit(buffered.popleft())
                 if delivered is not None:
                     return delivered
-            if time.monotonic() >= deadline:
+            left = deadline - clock()
+            buffered.extend(self._fetcher.consume(FETCH_BATCH, max(0.0, min(left, HOUSEKEEPING_S))))
+            if not buffered and clock() >= deadline:
                 return None
+
+    def _housekeeping(self, deadline: float) -> None:
+        if self._topics and (not self._joined or self._member.needs_rejoin):
+            self._rejoin(deadline)
+        self._maybe_auto_commit()
+        self._open_gates()
+        self._publish_reports()
 
     def commit(self, message: Any = None, offsets: list[KafkaTopicPartition] | None = None,
                asynchronous: bool = True) -> None:
@@ -200,6 +221,12 @@ class OrderedConsumer:
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
         return self._fetcher.list_topics(topic, timeout)
+
+    def barriers(self) -> dict[KafkaTopicPartition, tuple[int, int]]:
+        """The partitions held back now: (the partition waited on, the group position needed
+        there, or -1 for "read to its end"), what groups describe shows (for monitoring)."""
+        return {KafkaTopicPartition(o.tp.topic, o.tp.partition): (why.waits_on, why.barrier_offset)
+                for o in self._owned.values() if o.paused and (why := _why(o)) is not None}
 
     def assignment(self) -> list[KafkaTopicPartition]:
         return [KafkaTopicPartition(tp.topic, tp.partition) for tp in self._owned]
@@ -242,6 +269,7 @@ class OrderedConsumer:
         return out
 
     def _rejoin(self, deadline: float) -> None:
+        self._buffered.clear()  # fetched under the old assignment: the new one starts at its own offsets
         if self._owned:
             revoked = [KafkaTopicPartition(tp.topic, tp.partition) for tp in self._owned]
             if self._auto_commit:
@@ -347,20 +375,22 @@ class OrderedConsumer:
 
     def _admit(self, msg: Any) -> Any:
         """The message if the application may have it now; else None (dropped or held back)."""
-        if msg.error():
-            if msg.error().code() == KafkaError._PARTITION_EOF:
-                return None
-            return msg
-        tp = TopicPartition(msg.topic(), msg.partition())
-        owned = self._owned.get(tp)
-        if owned is None or msg.offset() < owned.position:
-            return None  # revoked since, or fetched before a seek back
-        if owned.gate is not None:
+        error = msg.error()
+        if error is not None:
+            return None if error.code() == KafkaError._PARTITION_EOF else msg
+        # a plain tuple finds the TopicPartition key (a NamedTuple hashes as one) without
+        # building one per record
+        owned = self._owned.get((msg.topic(), msg.partition()))  # type: ignore[call-overload]
+        offset = msg.offset()
+        if owned is None or owned.paused or offset < owned.position:
+            return None  # revoked since, held back (fetched again after a seek), or fetched before one
+        gate = owned.gate
+        if gate is not None and (gate.parent is not None or gate.deletions):
             limit = self._limit(owned)
-            if limit is not None and msg.offset() >= limit:
+            if limit is not None and offset >= limit:
                 self._hold(owned)
                 return None
-        owned.position = msg.offset() + 1
+        owned.position = offset + 1
         epoch = msg.leader_epoch()
         if epoch is not None and epoch > owned.last_epoch:
             owned.last_epoch = epoch
@@ -454,9 +484,18 @@ class OrderedConsumer:
                 owned.reported = (owned.position, owned.last_epoch)
                 self._exchange.reports[owned.tp] = api.ReportedPosition(owned.position, owned.last_epoch)
             self._exchange.asked_before = self._exchange.asked_before | {o.tp for o in due}
+        # pushed at once rather than at the next heartbeat: a member waits on these positions,
+        # and this is how its wait ends within one heartbeat interval of the barrier being passed
+        self._exchange_positions(self._member)
 
     def _on_heartbeat(self, member: GroupMember) -> None:
         """The heartbeat thread: one ConsumerGroupPosition exchange, then the count check."""
+        self._exchange_positions(member)
+        self._check_layouts(member)
+
+    def _exchange_positions(self, member: GroupMember) -> None:
+        """One ConsumerGroupPosition: the published reports, the partitions waited on and why;
+        the answer's positions and wanted partitions kept for the poll thread."""
         assignment = member.assignment
         if assignment is None:
             return
@@ -486,9 +525,8 @@ class OrderedConsumer:
                             ex.group_positions[tp] = result.position
                     ex.asked_before = ex.asked_before & ex.wanted
                     ex.wanted = frozenset(response.wanted)
-            elif response.error_code in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION):
-                member.request_rejoin()
-        self._check_layouts(member)
+            # REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION: the heartbeat tells the member to rejoin;
+            # asking for a rejoin here too would start a second rebalance behind the first
 
     def _check_layouts(self, member: GroupMember) -> None:
         """A subscribed topic grew, or had partitions marked or removed: rejoin (part 8 step 6)."""

@@ -1,0 +1,269 @@
+"""`odradek bench ordered`: what ordered delivery across partition changes (KIP-253) costs.
+
+On one private 3-broker cluster:
+
+- **Throughput**, ordered against plain: keyed 100-byte records produced with acks=all to a
+  topic with enable.ordered.delivery=true through OrderedProducer, and to a plain topic through
+  confluent-kafka's Producer (murmur2_random, Kafka's keyed partitioning); then read back by
+  one OrderedConsumer and by one confluent-kafka Consumer in a group, each calling poll() per
+  record as an application does. The two kinds alternate, each run twice; the better run of
+  each counts (the machine's noise is one-sided).
+- **Expansions under load**: a producer at a steady rate and a group of two OrderedConsumers
+  while the topic grows one partition at a time. For every new partition: how long it stayed
+  blocked (assigned to a member until its gate opened), and how long after the group passed
+  the parent's barrier it opened (the goal: within one heartbeat interval); and the producer's
+  acknowledgement latency around each expansion against the rest of the run.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from odradek.admin.admin_client import create_topic, quiet_logger
+from odradek.admin.errors import AdminError
+from odradek.bench.common import format_machine, machine, private_cluster
+from odradek.client.ordered_consumer import OrderedConsumer
+from odradek.client.ordered_producer import OrderedProducer
+
+ORDERED = {"enable.ordered.delivery": "true"}
+HEARTBEAT_MS = 500
+
+
+def _producer_config(bootstrap: str) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 1_000_000,
+            "batch.num.messages": 1_000_000, "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 2_097_151, "logger": quiet_logger()}
+
+
+def _produce(producer: Any, topic: str, records: int, keys: list[bytes], payload: bytes) -> float:
+    """Records per second from the first send to the end of flush()."""
+    failures: list[Any] = []
+
+    def failed(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(err)
+
+    produce = producer.produce
+    n_keys = len(keys)
+    start = time.perf_counter()
+    for i in range(records):
+        while True:
+            try:
+                produce(topic, payload, key=keys[i % n_keys], on_delivery=failed if not i & 0xFFF else None)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if not i & 0x3FF:
+            producer.poll(0)
+    left = producer.flush(300)
+    seconds = time.perf_counter() - start
+    if left or failures:
+        raise AdminError(f"{left} records not acknowledged, {len(failures)} failed ({failures[:1]})")
+    return records / seconds
+
+
+def _consume(consumer: Any, topic: str, records: int) -> float:
+    """Records per second from the first record to the last (joining is not counted)."""
+    consumer.subscribe([topic])
+    got, start = 0, 0.0
+    deadline = time.monotonic() + 600
+    while got < records:
+        msg = consumer.poll(1.0)
+        if time.monotonic() > deadline:
+            raise AdminError(f"read {got} of {records} records in 600 s")
+        if msg is None or msg.error():
+            continue
+        if not got:
+            start = time.perf_counter()
+        got += 1
+    seconds = time.perf_counter() - start
+    consumer.close()
+    return (records - 1) / seconds if seconds > 0 else float("nan")
+
+
+def _throughput(bootstrap: str, records: int, size: int, n_keys: int) -> dict[str, float]:
+    keys = [f"key-{i}".encode() for i in range(n_keys)]
+    payload = os.urandom(size)
+    best = {"produce_plain": 0.0, "produce_ordered": 0.0, "consume_plain": 0.0, "consume_ordered": 0.0}
+    for round_ in range(2):
+        for kind in ("plain", "ordered"):
+            topic = f"bench-{kind}-{uuid.uuid4().hex[:6]}"
+            create_topic(bootstrap, topic, 6, 3, ORDERED if kind == "ordered" else None)
+            time.sleep(1)  # leaders elected and every broker told the counts
+            config = _producer_config(bootstrap)
+            producer: Any = (OrderedProducer(config) if kind == "ordered"
+                             else Producer({**config, "partitioner": "murmur2_random"}))
+            best[f"produce_{kind}"] = max(best[f"produce_{kind}"], _produce(producer, topic, records, keys, payload))
+            if kind == "ordered":
+                producer.close()
+            group = {"bootstrap.servers": bootstrap, "group.id": f"bench-{round_}-{topic}",
+                     "auto.offset.reset": "earliest", "logger": quiet_logger()}
+            consumer: Any = OrderedConsumer(group) if kind == "ordered" else Consumer(group)
+            best[f"consume_{kind}"] = max(best[f"consume_{kind}"], _consume(consumer, topic, records))
+    return best
+
+
+class _Member:
+    """One OrderedConsumer of the expansion run, in a thread, recording what the bench needs."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, stop: threading.Event) -> None:
+        self.assigned: dict[int, float] = {}     # partition -> first time assigned
+        self.opened: dict[int, float] = {}       # partition -> time its gate opened
+        self.barriers: dict[int, tuple[int, int]] = {}   # partition -> (parent, barrier) when blocked
+        self.delivered: list[tuple[float, int, int]] = []  # (time, partition, offset)
+        self._stop = stop
+        self._consumer = OrderedConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                          "auto.offset.reset": "earliest", "heartbeat.interval.ms": HEARTBEAT_MS,
+                                          "session.timeout.ms": 6000, "logger": quiet_logger()})
+        self._consumer.subscribe([topic], on_assign=self._on_assign, on_partition_key_assigned=self._on_open)
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        now = time.monotonic()
+        for tp in partitions:
+            self.assigned.setdefault(tp.partition, now)
+        for tp, (parent, barrier) in consumer.barriers().items():
+            if barrier >= 0:
+                self.barriers.setdefault(tp.partition, (parent, barrier))
+
+    def _on_open(self, _consumer: Any, partitions: list[Any]) -> None:
+        now = time.monotonic()
+        for tp in partitions:
+            if tp.partition in self.barriers:
+                self.opened.setdefault(tp.partition, now)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                msg = self._consumer.poll(0.1)
+                if msg is not None and not msg.error():
+                    self.delivered.append((time.monotonic(), msg.partition(), msg.offset()))
+        finally:
+            self._consumer.close()
+
+
+def _expansions(bootstrap: str, expansions: int, rate: int) -> dict[str, Any]:
+    topic = f"bench-grow-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, 4, 3, ORDERED)
+    time.sleep(1)
+    stop, stop_producing = threading.Event(), threading.Event()
+    members = [_Member(bootstrap, f"bench-grow-{topic}", topic, stop) for _ in range(2)]
+    sent_at: list[tuple[float, float]] = []   # (send time, ack latency)
+    errors: list[Any] = []
+
+    def produce() -> None:
+        producer = OrderedProducer(_producer_config(bootstrap))
+        keys = [f"key-{i}".encode() for i in range(1000)]
+        interval, i = 1.0 / rate, 0
+        next_at = time.monotonic()
+        while not stop_producing.is_set():
+            t0 = time.monotonic()
+
+            def acked(err: Any, _msg: Any, t0: float = t0) -> None:
+                if err is not None:
+                    errors.append(err)
+                else:
+                    sent_at.append((t0, time.monotonic() - t0))
+            producer.produce(topic, b"x" * 100, key=keys[i % len(keys)], on_delivery=acked)
+            producer.poll(0)
+            i += 1
+            next_at += interval
+            time.sleep(max(0.0, next_at - time.monotonic()))
+        producer.flush(60)
+        producer.close()
+
+    writer = threading.Thread(target=produce)
+    writer.start()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    expanded_at = []
+    try:
+        time.sleep(4)
+        for n in range(5, 5 + expansions):
+            expanded_at.append(time.monotonic())
+            admin.create_partitions([NewPartitions(topic, n)], operation_timeout=10)[topic].result(60)
+            time.sleep(4)
+    finally:
+        stop_producing.set()
+        writer.join(120)
+        time.sleep(2)
+        stop.set()
+        for m in members:
+            m.thread.join(60)
+    if errors:
+        raise AdminError(f"{len(errors)} records failed during the expansions ({errors[0]})")
+    return _expansion_figures(members, sent_at, expanded_at)
+
+
+def _expansion_figures(members: list[_Member], sent_at: list[tuple[float, float]],
+                       expanded_at: list[float]) -> dict[str, Any]:
+    blocked, after_barrier = [], []
+    for m in members:
+        for p, (parent, barrier) in m.barriers.items():
+            opened = m.opened.get(p)
+            if opened is None:
+                continue
+            blocked.append(opened - m.assigned[p])
+            passed = [t for other in members for t, q, offset in other.delivered if q == parent and offset + 1 >= barrier]
+            if passed:
+                after_barrier.append(max(0.0, opened - min(passed)))
+    near = [lat for t, lat in sent_at if any(e - 0.5 <= t <= e + 3 for e in expanded_at)]
+    rest = [lat for t, lat in sent_at if not any(e - 0.5 <= t <= e + 3 for e in expanded_at)]
+    return {
+        "new_partitions_blocked": len(blocked),
+        "blocked_s_p50": _pct(blocked, 0.5), "blocked_s_p99": _pct(blocked, 0.99),
+        "open_after_barrier_s_p50": _pct(after_barrier, 0.5), "open_after_barrier_s_p99": _pct(after_barrier, 0.99),
+        "heartbeat_interval_s": HEARTBEAT_MS / 1000,
+        "ack_p99_ms_near_expansions": round(_pct(near, 0.99) * 1000, 1),
+        "ack_p99_ms_otherwise": round(_pct(rest, 0.99) * 1000, 1),
+        "ack_max_ms_near_expansions": round(max(near, default=float("nan")) * 1000, 1),
+    }
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+
+
+def run_ordered_bench(records: int = 300_000, size: int = 100, keys: int = 10_000, expansions: int = 4,
+                      rate: int = 2000, keep_dir: Path | None = None) -> dict[str, Any]:
+    with private_cluster(3, keep_dir, "odradek-bench-ordered-", kill_at_end=True) as (_cluster, bootstrap, _zk):
+        figures = _throughput(bootstrap, records, size, keys)
+        result: dict[str, Any] = {
+            "records": records, "size": size, "keys": keys,
+            **{k: round(v, 1) for k, v in figures.items()},
+            "produce_ratio": round(figures["produce_ordered"] / figures["produce_plain"], 3),
+            "consume_ratio": round(figures["consume_ordered"] / figures["consume_plain"], 3),
+            "expansions": expansions, "rate": rate,
+            **_expansions(bootstrap, expansions, rate),
+        }
+    result["machine"] = machine()
+    return result
+
+
+def format_result(r: dict[str, Any]) -> str:
+    lines = [
+        f"{r['records']:,} keyed records of {r['size']} bytes ({r['keys']:,} keys), acks=all, RF 3, 6 partitions",
+        f"  produce: ordered {r['produce_ordered']:,.0f} rec/s, plain {r['produce_plain']:,.0f} rec/s, "
+        f"ratio {r['produce_ratio']:.2f}",
+        f"  consume: ordered {r['consume_ordered']:,.0f} rec/s, plain {r['consume_plain']:,.0f} rec/s, "
+        f"ratio {r['consume_ratio']:.2f}",
+        f"{r['expansions']} expansions under {r['rate']:,} rec/s, a group of 2, heartbeat "
+        f"{r['heartbeat_interval_s']:g} s: {r['new_partitions_blocked']} new partitions waited",
+        f"  blocked p50 {r['blocked_s_p50']} s, p99 {r['blocked_s_p99']} s; opened after the group passed the "
+        f"barrier p50 {r['open_after_barrier_s_p50']} s, p99 {r['open_after_barrier_s_p99']} s",
+        f"  produce ack p99 {r['ack_p99_ms_near_expansions']} ms around expansions (max "
+        f"{r['ack_max_ms_near_expansions']} ms), {r['ack_p99_ms_otherwise']} ms otherwise",
+        f"machine: {format_machine(r['machine'])}",
+    ]
+    return "\n".join(lines)
+
