@@ -44,10 +44,14 @@ from typing import Any, Callable
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from odradek.client.broker_connection import BrokerConnection
 from odradek.client.group_membership import Assignment, GroupMember, GroupMembershipError
-from odradek.client.ordered_metadata import OrderedMetadataClient, OrderedMetadataError, parse_bootstrap
-from odradek.client.partition_gates import Gate, TopicLayout, lookups_for
+from odradek.client.ordered_metadata import (
+    OrderedMetadataClient,
+    OrderedMetadataError,
+    end_offsets_for_epochs,
+    parse_bootstrap,
+)
+from odradek.client.partition_gates import Gate, TopicLayout, is_migration_tombstone, lookups_for
 from odradek.common.metadata import TopicPartition
 from odradek.protocol import ordered_delivery_api as api
 from odradek.protocol.errors import ErrorCode
@@ -60,8 +64,6 @@ Callback = Callable[..., None]
 _GROUP_KEYS = ("group.id", "group.instance.id", "session.timeout.ms", "heartbeat.interval.ms",
                "max.poll.interval.ms", "partition.assignment.strategy", "enable.auto.commit",
                "auto.commit.interval.ms", "group.protocol.type", "on_commit", "enable.auto.offset.store")
-
-_METADATA, _OFFSET_FOR_LEADER_EPOCH = 3, 23
 
 #: records taken from librdkafka per consume() call
 FETCH_BATCH = 500
@@ -82,6 +84,7 @@ class _Owned:
     high_watermark: int = -1
     key_assigned: bool = False       # on_partition_key_assigned has run for it
     blocked_since_ms: int = 0        # wall clock when it last stopped at a closed barrier
+    compacted: bool = False          # of a compacted ordered topic: migration tombstones are skipped
 
 
 @dataclass
@@ -302,6 +305,7 @@ class OrderedConsumer:
             owned[tp] = _Owned(tp, start, high_watermark=high)
             if layout is not None:
                 owned[tp].gate = self._gate(tp, layout, start <= low)
+                owned[tp].compacted = layout.compacted
         self._owned = owned
         self._fetcher.assign([KafkaTopicPartition(tp.topic, tp.partition, o.position) for tp, o in owned.items()])
         closed = [KafkaTopicPartition(tp.topic, tp.partition) for tp, o in owned.items()
@@ -345,6 +349,7 @@ class OrderedConsumer:
             return {}
         answer = self._metadata.leader_epochs(
             [TopicPartition(t, p) for t, c in ordered.items() for p in range(c.partition_count)])
+        compacted = self._metadata.compacted(list(ordered))
         layouts = {}
         for t, c in ordered.items():
             after = {tp.partition: dict(e.leader_epoch_after_creation)
@@ -354,7 +359,7 @@ class OrderedConsumer:
                       for tp, e in (answer.partitions.items() if answer else ())
                       if tp.topic == t and e.leader_epoch_before_deletion}
             layouts[t] = TopicLayout(c.initial_partition_count, c.undeleted_partition_count, c.partition_count,
-                                     after, before)
+                                     after, before, compacted[t])
         return layouts
 
     def _gate(self, tp: TopicPartition, layout: TopicLayout, reads_from_start: bool) -> Gate:
@@ -394,6 +399,9 @@ class OrderedConsumer:
         epoch = msg.leader_epoch()
         if epoch is not None and epoch > owned.last_epoch:
             owned.last_epoch = epoch
+        if owned.compacted and msg.value() is None and msg.key() is not None \
+                and is_migration_tombstone(self._layouts[owned.tp.topic], owned.tp.partition, msg.key(), epoch):
+            return None  # compaction's helper (part 9), never the application's
         return msg
 
     def _limit(self, owned: _Owned) -> int | None:
@@ -582,63 +590,3 @@ def _why(owned: _Owned) -> api.BlockedPartition | None:
         marked = min(gate.deletions, key=lambda q: gate.deletions[q])
         return api.BlockedPartition(marked, api.READ_TO_END, owned.blocked_since_ms)
     return None
-
-
-def _leaders(conn: BrokerConnection, topics: list[str]) -> tuple[dict[int, tuple[str, int]], dict[TopicPartition, int]]:
-    response = conn.request(_METADATA, 1, {"topics": [{"name": t} for t in topics]})
-    brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
-    leaders = {TopicPartition(t.name, p.partition_index): p.leader_id for t in response.topics for p in t.partitions}
-    return brokers, leaders
-
-
-def end_offsets_for_epochs(bootstrap: list[tuple[str, int]], client_id: str,
-                           epochs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
-    """OffsetsForLeaderEpoch of each partition's epoch, asked of its leader: the first offset
-    after the epoch (step 4.3's lowerOffsetThreshold, 5.2's upperOffsetThreshold)."""
-    out: dict[TopicPartition, int] = {}
-    if not epochs:
-        return out
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            out.update(_ask_leaders(bootstrap, client_id, {tp: e for tp, e in epochs.items() if tp not in out}))
-        except OSError as exc:
-            log.info("OffsetsForLeaderEpoch: %s; retrying", exc)
-        if len(out) == len(epochs):
-            return out
-        if time.monotonic() > deadline:
-            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"no leader answered OffsetsForLeaderEpoch for "
-                                                                   f"{sorted(set(epochs) - set(out))}"))
-        time.sleep(0.2)
-
-
-def _ask_leaders(bootstrap: list[tuple[str, int]], client_id: str,
-                 epochs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
-    host, port = bootstrap[int(time.monotonic()) % len(bootstrap)]
-    conn = BrokerConnection(host, port, client_id)
-    try:
-        brokers, leaders = _leaders(conn, sorted({tp.topic for tp in epochs}))
-    finally:
-        conn.close()
-    by_leader: dict[int, dict[TopicPartition, int]] = {}
-    for tp, epoch in epochs.items():
-        leader = leaders.get(tp, -1)
-        if leader in brokers:
-            by_leader.setdefault(leader, {})[tp] = epoch
-    out = {}
-    for leader, asked in by_leader.items():
-        conn = BrokerConnection(*brokers[leader], client_id)
-        try:
-            topics: dict[str, list[dict[str, int]]] = {}
-            for tp, epoch in asked.items():
-                topics.setdefault(tp.topic, []).append(
-                    {"partition": tp.partition, "current_leader_epoch": -1, "leader_epoch": epoch})
-            response = conn.request(_OFFSET_FOR_LEADER_EPOCH, 3, {
-                "replica_id": -1, "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
-        finally:
-            conn.close()
-        for t in response.topics:
-            for p in t.partitions:
-                if p.error_code == ErrorCode.NONE and p.end_offset >= 0:
-                    out[TopicPartition(t.topic, p.partition)] = p.end_offset
-    return out

@@ -24,6 +24,7 @@ from odradek.protocol.schema import SchemaError
 log = logging.getLogger(__name__)
 
 _API_VERSIONS = 18
+_METADATA, _LIST_OFFSETS, _OFFSET_FOR_LEADER_EPOCH, _DESCRIBE_CONFIGS = 3, 2, 23, 32
 _FIND_COORDINATOR, _FIND_COORDINATOR_VERSION = 10, 3
 #: a coordinator that moved, is loading the group or is not there yet: find it and ask again
 _COORDINATOR_RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -80,6 +81,29 @@ class OrderedMetadataClient:
         if response is None:
             return {t: api.TopicPartitionCounts() for t in names}
         return {t: response.counts.get(t, api.TopicPartitionCounts()) for t in names}
+
+    def compacted(self, topics: Iterable[str]) -> dict[str, bool]:
+        """Whether each topic's cleanup.policy includes compact (DescribeConfigs); a topic the
+        broker does not know is taken as not compacted."""
+        names = list(dict.fromkeys(topics))
+        last: Exception | None = None
+        for _ in range(len(self._addresses)):
+            try:
+                response = self._connected().request(_DESCRIBE_CONFIGS, 1, {
+                    "resources": [{"resource_type": 2, "resource_name": t, "configuration_keys": ["cleanup.policy"]}
+                                  for t in names], "include_synonyms": False})
+                break
+            except OSError as exc:
+                last = exc
+                self.close()
+        else:
+            raise OrderedMetadataError(f"no broker answered ({last})")
+        out = dict.fromkeys(names, False)
+        for result in response.results:
+            if result.error_code == ErrorCode.NONE:
+                out[str(result.resource_name)] = any(c.name == "cleanup.policy" and "compact" in (c.value or "")
+                                                     for c in result.configs)
+        return out
 
     def leader_epochs(self, partitions: Iterable[TopicPartition]
                       ) -> api.PartitionLeaderEpochsForPartitionsResponse | None:
@@ -186,3 +210,88 @@ class OrderedMetadataClient:
         if response.error_code != 0:
             raise OSError(f"ApiVersions answered error code {int(response.error_code)}")
         return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
+
+
+def _leaders(conn: BrokerConnection, topics: list[str]) -> tuple[dict[int, tuple[str, int]], dict[TopicPartition, int]]:
+    response = conn.request(_METADATA, 1, {"topics": [{"name": t} for t in topics]})
+    brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+    leaders = {TopicPartition(t.name, p.partition_index): p.leader_id for t in response.topics for p in t.partitions}
+    return brokers, leaders
+
+
+def end_offsets_for_epochs(bootstrap: list[tuple[str, int]], client_id: str,
+                           epochs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    """OffsetsForLeaderEpoch of each partition's epoch, asked of its leader: the first offset
+    after the epoch (step 4.3's lowerOffsetThreshold, 5.2's upperOffsetThreshold)."""
+    out: dict[TopicPartition, int] = {}
+    if not epochs:
+        return out
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            out.update(_ask_leaders(bootstrap, client_id, {tp: e for tp, e in epochs.items() if tp not in out}))
+        except OSError as exc:
+            log.info("OffsetsForLeaderEpoch: %s; retrying", exc)
+        if len(out) == len(epochs):
+            return out
+        if time.monotonic() > deadline:
+            raise OrderedMetadataError(f"no leader answered OffsetsForLeaderEpoch for {sorted(set(epochs) - set(out))}")
+        time.sleep(0.2)
+
+
+def _ask_leaders(bootstrap: list[tuple[str, int]], client_id: str,
+                 epochs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    out = {}
+    for conn, asked in _by_leader(bootstrap, client_id, epochs):
+        try:
+            topics: dict[str, list[dict[str, int]]] = {}
+            for tp, epoch in asked.items():
+                topics.setdefault(tp.topic, []).append(
+                    {"partition": tp.partition, "current_leader_epoch": -1, "leader_epoch": epoch})
+            response = conn.request(_OFFSET_FOR_LEADER_EPOCH, 3, {
+                "replica_id": -1, "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
+        finally:
+            conn.close()
+        for t in response.topics:
+            for p in t.partitions:
+                if p.error_code == ErrorCode.NONE and p.end_offset >= 0:
+                    out[TopicPartition(t.topic, p.partition)] = p.end_offset
+    return out
+
+
+def log_start_offsets(bootstrap: list[tuple[str, int]], client_id: str,
+                      partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+    """ListOffsets EARLIEST of each partition, asked of its leader (partitions whose leader did
+    not answer are left out)."""
+    out = {}
+    for conn, asked in _by_leader(bootstrap, client_id, dict.fromkeys(partitions, 0)):
+        try:
+            topics: dict[str, list[dict[str, int]]] = {}
+            for tp in asked:
+                topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "timestamp": -2})
+            response = conn.request(_LIST_OFFSETS, 1, {
+                "replica_id": -1, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+        finally:
+            conn.close()
+        for t in response.topics:
+            for p in t.partitions:
+                if p.error_code == ErrorCode.NONE and p.offset >= 0:
+                    out[TopicPartition(t.name, p.partition_index)] = p.offset
+    return out
+
+
+def _by_leader(bootstrap: list[tuple[str, int]], client_id: str, asked: dict[TopicPartition, int]
+               ) -> list[tuple[BrokerConnection, dict[TopicPartition, int]]]:
+    """A connection to each leader of the asked partitions, with the ones it leads."""
+    host, port = bootstrap[int(time.monotonic()) % len(bootstrap)]
+    conn = BrokerConnection(host, port, client_id)
+    try:
+        brokers, leaders = _leaders(conn, sorted({tp.topic for tp in asked}))
+    finally:
+        conn.close()
+    grouped: dict[int, dict[TopicPartition, int]] = {}
+    for tp, value in asked.items():
+        leader = leaders.get(tp, -1)
+        if leader in brokers:
+            grouped.setdefault(leader, {})[tp] = value
+    return [(BrokerConnection(*brokers[leader], client_id), part) for leader, part in grouped.items()]

@@ -38,8 +38,16 @@ from typing import Any, Callable, NamedTuple
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException, Producer
 
-from odradek.client.ordered_metadata import OrderedMetadataClient, OrderedMetadataError, parse_bootstrap
-from odradek.common.linear_hashing import POSITIVE_MASK, level_and_split, murmur2
+from odradek.client.ordered_metadata import (
+    OrderedMetadataClient,
+    OrderedMetadataError,
+    end_offsets_for_epochs,
+    log_start_offsets,
+    parse_bootstrap,
+)
+from odradek.client.partition_gates import TopicLayout, split_epoch
+from odradek.common.linear_hashing import POSITIVE_MASK, ancestors_of, level_and_split, murmur2
+from odradek.common.metadata import TopicPartition
 from odradek.protocol.declared_partition_counts import with_declared_counts
 
 log = logging.getLogger(__name__)
@@ -49,6 +57,10 @@ DeliveryCallback = Callable[[Any, Any], None]
 #: how long a refused topic waits between reads of its count while the broker asked still
 #: has the old one (the controller's UpdateMetadata reaches brokers a little apart)
 COUNT_RETRY_BACKOFF_S = 0.05
+
+#: how long the ancestors a partition's keys need tombstones in are trusted (retention may
+#: empty an ancestor of its old records meanwhile)
+TOMBSTONE_TARGETS_TTL_S = 60.0
 
 #: distinct keys whose hash is kept (a key's hash does not depend on the count)
 HASH_CACHE_SIZE = 65536
@@ -92,6 +104,9 @@ class _OrderedTopic:
         self._round_robin = itertools.count()
         self._hashes = owner._hashes
         self._report = functools.partial(self._report_to, None)
+        self.compacted = owner._is_compacted(name)
+        self._tombstoned: set[tuple[bytes, int]] = set()
+        self._targets: dict[int, tuple[float, list[int]]] = {}
         self._split()
 
     def _split(self) -> None:
@@ -114,6 +129,8 @@ class _OrderedTopic:
         partition = h % self._low
         if partition < self._split_at:
             partition = h % self._high
+        if self.compacted and key is not None and value is not None and partition >= self.initial:
+            self._tombstones(raw, key, partition)
         report = self._report if on_delivery is None else functools.partial(self._report_to, on_delivery)
         while True:
             try:
@@ -141,6 +158,32 @@ class _OrderedTopic:
             return
         if on_delivery is not None:
             on_delivery(err, msg)
+
+    def _tombstones(self, raw: bytes, key: Any, partition: int) -> None:
+        """KIP-253 part 9 on a compacted topic: a tombstone for the key in each ancestor of its
+        partition that still holds records from before the key moved away, once per key and
+        ancestor, so compaction there drops the key's old values (its new ones never reach that
+        partition to replace them). OrderedConsumer never delivers these tombstones
+        (partition_gates.is_migration_tombstone); best effort, never re-sent."""
+        now = time.monotonic()
+        cached = self._targets.get(partition)
+        if cached is None or cached[0] < now:
+            cached = self._targets[partition] = (now + TOMBSTONE_TARGETS_TTL_S, self.owner._tombstone_targets(
+                self.name, self.initial, self.undeleted, partition))
+        for ancestor in cached[1]:
+            if (raw, ancestor) in self._tombstoned:
+                continue
+            if len(self._tombstoned) >= HASH_CACHE_SIZE:
+                self._tombstoned.clear()
+            try:
+                self.inner.produce(self.name, None, key, ancestor, self._tombstone_report)
+            except (BufferError, KafkaException):
+                continue  # the key's next record tries again
+            self._tombstoned.add((raw, ancestor))
+            self.outstanding += 1
+
+    def _tombstone_report(self, _err: Any, _msg: Any) -> None:
+        self.outstanding -= 1  # a lost tombstone only leaves an old value to retention
 
     def _refuse(self, record: _Record, stale_count: bool) -> None:
         self.fenced = True
@@ -194,7 +237,8 @@ class OrderedProducer:
             raise KafkaException(KafkaError(KafkaError._INVALID_ARG, "bootstrap.servers is required"))
         self._client_id = str(self._config.get("client.id", "rdkafka"))
         self._plain = Producer(self._config)
-        self._metadata = OrderedMetadataClient(parse_bootstrap(servers), self._client_id)
+        self._bootstrap = parse_bootstrap(servers)
+        self._metadata = OrderedMetadataClient(self._bootstrap, self._client_id)
         self._topics: dict[str, _OrderedTopic | None] = {}
         self._hashes: dict[bytes, int] = {}
 
@@ -296,6 +340,35 @@ class OrderedProducer:
                 self._hashes.clear()
             h = self._hashes[key] = murmur2(key) & POSITIVE_MASK
         return h
+
+    def _is_compacted(self, topic: str) -> bool:
+        try:
+            return self._metadata.compacted([topic])[topic]
+        except OrderedMetadataError:
+            return False
+
+    def _tombstone_targets(self, topic: str, initial: int, undeleted: int, partition: int) -> list[int]:
+        """The ancestors of ``partition`` that still hold records from before its key space
+        was split off them: their log start is below the end of their leader epoch at the
+        split (KIP-253 part 9 asks the opposite, "earliest offset > lowerOffsetThreshold",
+        which would send tombstones exactly where nothing is left to compact away;
+        docs/architecture.md). Empty when the lookups fail (tombstones are best effort)."""
+        chain = [partition, *ancestors_of(partition, initial)]
+        try:
+            answer = self._metadata.leader_epochs([TopicPartition(topic, d) for d in chain[:-1]])
+            if answer is None:
+                return []
+            layout = TopicLayout(initial, undeleted, undeleted, after_creation={
+                tp.partition: dict(e.leader_epoch_after_creation) for tp, e in answer.partitions.items()
+                if e.leader_epoch_after_creation})
+            epochs = {TopicPartition(topic, q): e for q in chain[1:]
+                      if (e := split_epoch(layout, partition, q)) is not None}
+            ends = end_offsets_for_epochs(self._bootstrap, self._client_id, epochs)
+            starts = log_start_offsets(self._bootstrap, self._client_id, list(epochs))
+        except (OrderedMetadataError, OSError) as exc:
+            log.info("%s: no tombstone targets for partition %d now: %s", topic, partition, exc)
+            return []
+        return [tp.partition for tp in epochs if tp in starts and tp in ends and starts[tp] < ends[tp]]
 
     def _new_inner(self, topic: str, undeleted: int) -> Producer:
         config = dict(self._config)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from odradek.common.linear_hashing import creation_blocker, deletions_blocking
+from odradek.common.linear_hashing import ancestors_of, creation_blocker, deletions_blocking, partition_for_key
 
 #: no limit: every offset may be delivered
 OPEN = None
@@ -46,10 +46,39 @@ class TopicLayout:
     after_creation: Mapping[int, Mapping[int, int]] = field(default_factory=dict)
     #: partition -> its leader_epoch_before_deletion map (partitions marked for deletion)
     before_deletion: Mapping[int, Mapping[int, int]] = field(default_factory=dict)
+    #: cleanup.policy includes compact (KIP-253 part 9's tombstones)
+    compacted: bool = False
 
     @property
     def marked(self) -> list[int]:
         return [q for q in range(self.undeleted, self.total) if q in self.before_deletion]
+
+
+def split_epoch(layout: TopicLayout, partition: int, ancestor: int) -> int | None:
+    """The leader epoch ``ancestor`` had when the key space of ``partition`` (one of its
+    descendants) was split off it: the entry for ``ancestor`` in the map of the child of
+    ``ancestor`` on the way down to ``partition``; None if unknown."""
+    path = [partition, *ancestors_of(partition, layout.initial)]
+    if ancestor not in path[1:]:
+        return None
+    child = path[path.index(ancestor) - 1]
+    return layout.after_creation.get(child, {}).get(ancestor)
+
+
+def is_migration_tombstone(layout: TopicLayout, partition: int, key: bytes, leader_epoch: int | None) -> bool:
+    """KIP-253 part 9: a tombstone the OrderedProducer wrote into an ancestor of its key's
+    partition, only so compaction there drops the key's values from before the split. It is
+    past the split (written at a later leader epoch than the split's) and its key now belongs
+    elsewhere; the key's live value is in its own partition, so delivering the tombstone would
+    delete it. A tombstone from before the split, or one for a key the partition still holds,
+    is the application's and is delivered."""
+    if not layout.compacted or leader_epoch is None:
+        return False
+    home = partition_for_key(key, layout.initial, layout.undeleted)
+    if home == partition:
+        return False
+    epoch = split_epoch(layout, home, partition)
+    return epoch is not None and leader_epoch > epoch
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,112 @@
+"""KIP-253 part 9 on a real cluster: on a compacted ordered topic, a key that an expansion moved
+gets a tombstone in its old partition (so compaction there drops the key's old value, which its
+new values never reach), only while that partition still holds records from before the split;
+an OrderedConsumer delivers each key's old then new value and never those tombstones."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from clients import create_topic
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
+from polling import wait_until
+
+from odradek.client.ordered_consumer import OrderedConsumer
+from odradek.client.ordered_metadata import OrderedMetadataClient, parse_bootstrap
+from odradek.client.ordered_producer import OrderedProducer
+from odradek.cluster.local_cluster import LocalCluster
+from odradek.common.linear_hashing import partition_for_key
+
+pytestmark = pytest.mark.integration
+
+KEYS = [f"key-{i}".encode() for i in range(20)]
+MOVED = [k for k in KEYS if partition_for_key(k, 2, 4) != partition_for_key(k, 2, 2)]
+
+
+def _counts(bootstrap: str, topic: str) -> tuple[int, int]:
+    client = OrderedMetadataClient(parse_bootstrap(bootstrap), "test")
+    try:
+        c = client.counts([topic])[topic]
+        return c.initial_partition_count, c.undeleted_partition_count
+    finally:
+        client.close()
+
+
+def _write(bootstrap: str, topic: str, value: bytes) -> None:
+    producer = OrderedProducer({"bootstrap.servers": bootstrap})
+    failed: list[object] = []
+    for key in KEYS:
+        producer.produce(topic, value, key=key, on_delivery=lambda e, m: failed.append(e) if e else None)
+    assert producer.flush(30) == 0 and failed == []
+    producer.close()
+
+
+def _tombstones(bootstrap: str, topic: str, partitions: int) -> set[tuple[int, bytes]]:
+    """(partition, key) of every null-value record, read with a stock consumer."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"raw-{topic}", "enable.partition.eof": True,
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    found, ends = set(), set()
+    try:
+        while len(ends) < partitions:
+            msg = consumer.poll(10)
+            assert msg is not None, "no record nor end of partition within 10 s"
+            if msg.error():
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                ends.add(msg.partition())
+            elif msg.value() is None:
+                found.add((msg.partition(), msg.key()))
+    finally:
+        consumer.close()
+    return found
+
+
+def _grow(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_partitions([NewPartitions(topic, 4)], operation_timeout=10)[topic].result(30)
+    wait_until(lambda: _counts(bootstrap, topic) == (2, 4), 30, "the count 4")
+
+
+def test_moved_keys_get_tombstones_in_their_old_partition_that_ordered_consumers_skip(cluster: LocalCluster) -> None:
+    assert MOVED, "no key moves from 2 to 4 partitions"
+    bootstrap = cluster.bootstrap_servers
+    topic = "compacted"
+    create_topic(bootstrap, topic, 2, 2, {"enable.ordered.delivery": "true", "cleanup.policy": "compact"})
+    wait_until(lambda: _counts(bootstrap, topic) == (2, 2), 30, "the counts")
+    _write(bootstrap, topic, b"old")
+    _grow(bootstrap, topic)
+    _write(bootstrap, topic, b"new")
+    assert _tombstones(bootstrap, topic, 4) == {(partition_for_key(k, 2, 2), k) for k in MOVED}
+
+    consumer = OrderedConsumer({"bootstrap.servers": bootstrap, "group.id": "compacted-readers",
+                                "auto.offset.reset": "earliest", "heartbeat.interval.ms": 300})
+    consumer.subscribe([topic])
+    seen: dict[bytes, list[bytes | None]] = {}
+    try:
+        deadline = time.monotonic() + 30
+        while sum(map(len, seen.values())) < 2 * len(KEYS) or time.monotonic() < deadline - 28:
+            assert time.monotonic() < deadline, f"read {seen}"
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                seen.setdefault(msg.key(), []).append(msg.value())
+    finally:
+        consumer.close()
+    assert seen == {k: [b"old", b"new"] for k in KEYS}
+
+
+def test_no_tombstone_where_the_old_records_are_already_gone(cluster: LocalCluster) -> None:
+    """The choice where KIP-253 part 9 reads backwards: a tombstone only while the ancestor's
+    log start is below its split barrier, i.e. while it still has the key's old value to drop."""
+    bootstrap = cluster.bootstrap_servers
+    topic = "compacted-emptied"  # compact,delete: DeleteRecords is refused where only compact is set
+    create_topic(bootstrap, topic, 2, 2, {"enable.ordered.delivery": "true", "cleanup.policy": "compact,delete"})
+    wait_until(lambda: _counts(bootstrap, topic) == (2, 2), 30, "the counts")
+    _write(bootstrap, topic, b"old")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    gone = admin.delete_records([TopicPartition(topic, p, -1) for p in range(2)])  # to the end
+    for future in gone.values():
+        future.result(30)
+    _grow(bootstrap, topic)
+    _write(bootstrap, topic, b"new")
+    assert _tombstones(bootstrap, topic, 4) == set()
