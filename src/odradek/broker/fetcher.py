@@ -86,12 +86,25 @@ class ReplicaFetcher:
         self._changed.set()
 
     def next_epoch(self, partition: Partition) -> bool:
-        """Carry on at the partition's new leader epoch without truncating, if it is the very
-        next epoch of the same leader (the controller changed only the ISR): every epoch change
-        is one controller write, so no other leader can have written in between and our log is
-        still a prefix of the leader's. False if the partition must start over (``add``)."""
+        """Carry on without truncating if the partition's leader epoch is the one we fetch at or
+        the very next epoch of the same leader (the controller changed only the ISR): every
+        epoch change is one controller write, so no other leader can have written in between
+        and our log is still a prefix of the leader's. False if the partition must start over
+        (``add``).
+
+        The same epoch is a LeaderAndIsr that only rewrote the state znode (KIP-253's mark for
+        deletion, the maps a partition removal rewrites, the ISR a leader wrote and a new
+        controller re-sends): Kafka's ReplicaManager.becomeLeaderOrFollower ignores it, and so
+        does the fetch. Starting over would discard the response in flight, whose high
+        watermark and log start the leader's fetch session then counts as told and never sends
+        again; an idle partition's follower would never adopt a DeleteRecords' log start, and
+        the leader's low watermark (what DeleteRecords waits for) would never reach it."""
         state = self._states.get(partition.tp)
-        if state is None or partition.leader_epoch != state.leader_epoch + 1:
+        if state is None:
+            return False
+        if partition.leader_epoch == state.leader_epoch:
+            return True  # nothing changed that the fetch session or the log must hear of
+        if partition.leader_epoch != state.leader_epoch + 1:
             return False
         state.leader_epoch = partition.leader_epoch
         self._resting.pop(partition.tp, None)

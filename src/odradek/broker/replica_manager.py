@@ -150,6 +150,11 @@ class ReplicaManager:
                 state.leader_epoch < partition.leader_epoch
                 or state.zk_version <= partition.zk_version):
             return ErrorCode.STALE_CONTROLLER_EPOCH  # Kafka's answer to an old leader epoch
+        # The same leader epoch at a newer zk version is applied, where Kafka ignores it: the
+        # controller rewrote the state znode without a new epoch (KIP-253's marks and maps), and
+        # a leader's conditional ISR writes must name that version (a leader keeps its
+        # followers' positions, Partition.apply_state); a follower keeps fetching untouched
+        # (ReplicaFetcher.next_epoch), as its log is still a prefix of the same leader's.
         if state.leader == self.broker_id:
             self.fetchers.stop_following(state.tp)
             partition.apply_state(state)
