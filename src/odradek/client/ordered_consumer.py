@@ -177,8 +177,14 @@ class OrderedConsumer:
                 delivered = self._admit(buffered.popleft())
                 if delivered is not None:
                     return delivered
-            left = deadline - clock()
-            buffered.extend(self._fetcher.consume(FETCH_BATCH, max(0.0, min(left, HOUSEKEEPING_S))))
+            # what librdkafka has now, without waiting for a whole batch (consume() with a
+            # timeout waits until FETCH_BATCH records came or the time is up); if nothing, wait
+            # for one record as poll() does
+            batch = self._fetcher.consume(FETCH_BATCH, 0)
+            if not batch:
+                msg = self._fetcher.poll(max(0.0, min(deadline - clock(), HOUSEKEEPING_S)))
+                batch = [] if msg is None else [msg]
+            buffered.extend(batch)
             if not buffered and clock() >= deadline:
                 return None
 
