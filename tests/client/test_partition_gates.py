@@ -45,3 +45,12 @@ def test_a_closed_parent_gate_holds_everything_even_below_a_deletion_barrier() -
     assert gate.limit(lambda p: 0, lambda p: False) == -1
     assert gate.limit(lambda p: 10, lambda p: False) == 3
     assert gate.waits_on() == [7]
+
+
+def test_migration_tombstones_are_told_by_their_header_alone() -> None:
+    from odradek.client.partition_gates import MIGRATION_TOMBSTONE_HEADER, is_migration_tombstone
+
+    assert is_migration_tombstone(None, [(MIGRATION_TOMBSTONE_HEADER, b"1")])
+    assert not is_migration_tombstone(None, None)                      # the application's tombstone
+    assert not is_migration_tombstone(b"v", [(MIGRATION_TOMBSTONE_HEADER, b"1")])
+    assert not is_migration_tombstone(None, [("other", b"1")])

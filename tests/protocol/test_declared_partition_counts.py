@@ -18,5 +18,5 @@ def test_declared_counts_round_trip_and_the_users_client_id_survives(client_id: 
 
 def test_stock_and_malformed_client_ids_declare_nothing() -> None:
     for client_id in (None, "", "rdkafka", "x|odradek.counts=", "x|odradek.counts=t", "x|odradek.counts=t:five",
-                      "x|odradek.counts=t:1,:2", "x|odradek.counts=t:-1"):
+                      "x|odradek.counts=t:1,:2", "x|odradek.counts=t:-1", "x|odradek.counts=t:\u00b2"):
         assert declared_counts(client_id) == {}, client_id

@@ -254,6 +254,12 @@ class KafkaApis:
                 else:
                     assert partition is not None
                     epoch, end = partition.log.leader_epoch_cache.end_offset_for(p.leader_epoch)
+                    if epoch < 0 and 0 <= p.leader_epoch <= partition.leader_epoch:
+                        # no record at this epoch or any later one (Kafka's leader records its
+                        # epoch's start offset on becoming leader; our cache only on append):
+                        # every record lies before it, so it ends at the log end offset. A
+                        # KIP-253 barrier on a partition written nothing since is found, not -1
+                        epoch, end = p.leader_epoch, partition.log_end_offset
                     if epoch == partition.leader_epoch or end > partition.log_end_offset:
                         end = partition.log_end_offset
                     entry.update(leader_epoch=epoch, end_offset=end)

@@ -48,6 +48,7 @@ from odradek.client.group_membership import Assignment, GroupMember, GroupMember
 from odradek.client.ordered_metadata import (
     OrderedMetadataClient,
     OrderedMetadataError,
+    counts_at_leader,
     end_offsets_for_epochs,
     parse_bootstrap,
 )
@@ -55,6 +56,7 @@ from odradek.client.partition_gates import Gate, TopicLayout, is_migration_tombs
 from odradek.common.metadata import TopicPartition
 from odradek.protocol import ordered_delivery_api as api
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.schema import SchemaError
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +87,8 @@ class _Owned:
     key_assigned: bool = False       # on_partition_key_assigned has run for it
     blocked_since_ms: int = 0        # wall clock when it last stopped at a closed barrier
     compacted: bool = False          # of a compacted ordered topic: migration tombstones are skipped
+    limit: int | None = None         # the gate's limit as of the last housekeeping (-1: closed)
+    checked_epoch: int = -1          # records up to this leader epoch were checked against the layout
 
 
 @dataclass
@@ -98,6 +102,9 @@ class _Exchange:
     group_positions: dict[TopicPartition, int] = field(default_factory=dict)
     wanted: frozenset[TopicPartition] = frozenset()
     asked_before: frozenset[TopicPartition] = frozenset()
+    #: the generation whose assignment the poll thread has taken (-1 while rejoining): answers
+    #: to an exchange of another generation are dropped, as the coordinator drops positions
+    generation: int = -1
 
 
 class OrderedConsumer:
@@ -120,8 +127,10 @@ class OrderedConsumer:
         self._reset_earliest = str(self._config.get("auto.offset.reset", "latest")) in ("earliest", "smallest",
                                                                                          "beginning")
         fetch_config = {k: v for k, v in self._config.items() if k not in _GROUP_KEYS}
+        self._user_eof = str(self._config.get("enable.partition.eof", False)).lower() in ("true", "1")
         fetch_config.update({"group.id": f"{self._group_id}.odradek-fetcher-{uuid.uuid4().hex[:8]}",
-                             "enable.auto.commit": False, "enable.auto.offset.store": False})
+                             "enable.auto.commit": False, "enable.auto.offset.store": False,
+                             "enable.partition.eof": True})  # positions follow the end across gaps
         self._fetcher = Consumer(fetch_config)
         self._member = GroupMember(
             self._bootstrap, self._group_id, self._client_id, self._assign,
@@ -289,10 +298,21 @@ class OrderedConsumer:
         with self._exchange.lock:
             self._exchange.reports, self._exchange.requested = {}, ()
             self._exchange.group_positions, self._exchange.wanted = {}, frozenset()
-            self._exchange.asked_before = frozenset()
+            self._exchange.asked_before, self._exchange.generation = frozenset(), -1
         assignment = self._member.join(self._topics, timeout_s=max(1.0, deadline - time.monotonic()) + 60)
+        try:
+            self._take(assignment)
+        except (OrderedMetadataError, KafkaException, OSError) as exc:
+            # holding partitions without reading them would stall the group's gates on them
+            log.warning("group %s: cannot take generation %d's assignment (%s); rejoining", self._group_id,
+                        assignment.generation_id, exc)
+            self._owned, self._joined = {}, False
+            self._fetcher.unassign()
+            self._member.request_rejoin()
+            return
         self._joined = True
-        self._take(assignment)
+        with self._exchange.lock:
+            self._exchange.generation = assignment.generation_id
 
     def _take(self, assignment: Assignment) -> None:
         """Starting offsets, layouts and gates for a new assignment, then hand it to librdkafka
@@ -310,8 +330,9 @@ class OrderedConsumer:
                 start = low if (created or self._reset_earliest or start is not None and start < low) else high
             owned[tp] = _Owned(tp, start, high_watermark=high)
             if layout is not None:
-                owned[tp].gate = self._gate(tp, layout, start <= low)
+                gate = owned[tp].gate = self._gate(tp, layout, start <= low)
                 owned[tp].compacted = layout.compacted
+                owned[tp].limit = -1 if gate.parent is not None else min(gate.deletions.values(), default=None)
         self._owned = owned
         self._fetcher.assign([KafkaTopicPartition(tp.topic, tp.partition, o.position) for tp, o in owned.items()])
         closed = [KafkaTopicPartition(tp.topic, tp.partition) for tp, o in owned.items()
@@ -388,27 +409,57 @@ class OrderedConsumer:
         """The message if the application may have it now; else None (dropped or held back)."""
         error = msg.error()
         if error is not None:
-            return None if error.code() == KafkaError._PARTITION_EOF else msg
+            if error.code() != KafkaError._PARTITION_EOF:
+                return msg
+            eof = self._owned.get((msg.topic(), msg.partition()))  # type: ignore[call-overload]
+            if eof is not None and not eof.paused and msg.offset() > eof.position:
+                # everything below the end was delivered or is not there (compacted away, a
+                # control record): a barrier past such a gap is passed all the same
+                eof.position = msg.offset()
+            return msg if self._user_eof else None
         # a plain tuple finds the TopicPartition key (a NamedTuple hashes as one) without
         # building one per record
         owned = self._owned.get((msg.topic(), msg.partition()))  # type: ignore[call-overload]
         offset = msg.offset()
         if owned is None or owned.paused or offset < owned.position:
             return None  # revoked since, held back (fetched again after a seek), or fetched before one
-        gate = owned.gate
-        if gate is not None and (gate.parent is not None or gate.deletions):
-            limit = self._limit(owned)
-            if limit is not None and offset >= limit:
+        limit = owned.limit
+        if limit is not None and offset >= limit:
+            self._hold(owned)
+            return None
+        epoch = msg.leader_epoch()
+        if owned.gate is not None and epoch is not None and epoch > owned.checked_epoch:
+            if not self._layout_holds(owned):
                 self._hold(owned)
                 return None
+            owned.checked_epoch = epoch
         owned.position = offset + 1
-        epoch = msg.leader_epoch()
         if epoch is not None and epoch > owned.last_epoch:
             owned.last_epoch = epoch
-        if owned.compacted and msg.value() is None and msg.key() is not None \
-                and is_migration_tombstone(self._layouts[owned.tp.topic], owned.tp.partition, msg.key(), epoch):
+        if owned.compacted and is_migration_tombstone(msg.value(), msg.headers()):
             return None  # compaction's helper (part 9), never the application's
         return msg
+
+    def _layout_holds(self, owned: _Owned) -> bool:
+        """A record at a leader epoch not checked yet: is the layout the gates were planned
+        with still the topic's? Asked of the partition's leader, which applies a count with the
+        epoch bump that comes with it, so no record of a newer layout passes unchecked (a
+        shrink's re-sent records reach a partition before its member hears of the shrink by
+        any other way). A change makes the member rejoin, which plans the gates again."""
+        layout = self._layouts.get(owned.tp.topic)
+        try:
+            counts = counts_at_leader(self._bootstrap, self._client_id, owned.tp)
+        except (OSError, OrderedMetadataError, SchemaError) as exc:
+            log.info("%s: cannot check the layout at its leader (%s); holding it", owned.tp, exc)
+            return False
+        if counts is None or layout is None:
+            return False
+        if (counts.undeleted_partition_count, counts.partition_count) != (layout.undeleted, layout.total):
+            log.info("%s: the topic now has %d undeleted of %d partitions; rejoining", owned.tp,
+                     counts.undeleted_partition_count, counts.partition_count)
+            self._member.request_rejoin()
+            return False
+        return True
 
     def _limit(self, owned: _Owned) -> int | None:
         assert owned.gate is not None
@@ -424,7 +475,7 @@ class OrderedConsumer:
             position = position_of(p)
             if position is None:
                 return False
-            end = self._high_watermark(TopicPartition(topic, p))
+            end = self._high_watermark(TopicPartition(topic, p), cached=False)  # a stale one opens early
             return end is not None and position >= end
 
         return owned.gate.limit(position_of, drained)
@@ -444,9 +495,16 @@ class OrderedConsumer:
         for those delivering for the first time."""
         opened = []
         for owned in self._owned.values():
-            if not owned.paused or owned.gate is None:
+            gate = owned.gate
+            if gate is None:
                 continue
-            limit = self._limit(owned)
+            if gate.parent is not None or gate.deletions:
+                owned.limit = self._limit(owned)  # once per round, not per record
+            else:
+                owned.limit = None
+            if not owned.paused:
+                continue
+            limit = owned.limit
             if limit is None or limit > owned.position:
                 self._fetcher.resume([KafkaTopicPartition(owned.tp.topic, owned.tp.partition)])
                 owned.paused = False
@@ -462,10 +520,10 @@ class OrderedConsumer:
             self._exchange.requested = tuple(waits)
             self._exchange.blocked = blocked
 
-    def _high_watermark(self, tp: TopicPartition) -> int | None:
+    def _high_watermark(self, tp: TopicPartition, cached: bool = True) -> int | None:
         try:
             _, high = self._fetcher.get_watermark_offsets(KafkaTopicPartition(tp.topic, tp.partition),
-                                                          timeout=5, cached=tp in self._owned)
+                                                          timeout=5, cached=cached and tp in self._owned)
         except KafkaException:
             return None
         return high if high >= 0 else None
@@ -515,6 +573,8 @@ class OrderedConsumer:
             return
         ex = self._exchange
         with ex.lock:
+            if ex.generation != assignment.generation_id:
+                return  # the poll thread has not taken this generation's assignment yet
             reports, requested, blocked = dict(ex.reports), ex.requested, dict(ex.blocked)
         if reports or requested or self._layouts:
             request = api.ConsumerGroupPositionRequest(self._group_id, assignment.generation_id,
@@ -531,6 +591,8 @@ class OrderedConsumer:
             assert isinstance(response, api.ConsumerGroupPositionResponse)
             if response.error_code == ErrorCode.NONE:
                 with ex.lock:
+                    if ex.generation != assignment.generation_id:
+                        return  # a rebalance began meanwhile: these positions are the old generation's
                     for tp in reports:
                         if ex.reports.get(tp) == reports[tp]:
                             del ex.reports[tp]  # sent; a newer one published meanwhile stays

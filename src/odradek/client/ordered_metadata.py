@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from odradek.client.broker_connection import BrokerConnection
 from odradek.common.metadata import TopicPartition
@@ -242,16 +242,13 @@ def end_offsets_for_epochs(bootstrap: list[tuple[str, int]], client_id: str,
 def _ask_leaders(bootstrap: list[tuple[str, int]], client_id: str,
                  epochs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
     out = {}
-    for conn, asked in _by_leader(bootstrap, client_id, epochs):
-        try:
-            topics: dict[str, list[dict[str, int]]] = {}
-            for tp, epoch in asked.items():
-                topics.setdefault(tp.topic, []).append(
-                    {"partition": tp.partition, "current_leader_epoch": -1, "leader_epoch": epoch})
-            response = conn.request(_OFFSET_FOR_LEADER_EPOCH, 3, {
-                "replica_id": -1, "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
-        finally:
-            conn.close()
+    for conn, asked in _each_leader(bootstrap, client_id, epochs):
+        topics: dict[str, list[dict[str, int]]] = {}
+        for tp, epoch in asked.items():
+            topics.setdefault(tp.topic, []).append(
+                {"partition": tp.partition, "current_leader_epoch": -1, "leader_epoch": epoch})
+        response = conn.request(_OFFSET_FOR_LEADER_EPOCH, 3, {
+            "replica_id": -1, "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
         for t in response.topics:
             for p in t.partitions:
                 if p.error_code == ErrorCode.NONE and p.end_offset >= 0:
@@ -264,15 +261,12 @@ def log_start_offsets(bootstrap: list[tuple[str, int]], client_id: str,
     """ListOffsets EARLIEST of each partition, asked of its leader (partitions whose leader did
     not answer are left out)."""
     out = {}
-    for conn, asked in _by_leader(bootstrap, client_id, dict.fromkeys(partitions, 0)):
-        try:
-            topics: dict[str, list[dict[str, int]]] = {}
-            for tp in asked:
-                topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "timestamp": -2})
-            response = conn.request(_LIST_OFFSETS, 1, {
-                "replica_id": -1, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
-        finally:
-            conn.close()
+    for conn, asked in _each_leader(bootstrap, client_id, dict.fromkeys(partitions, 0)):
+        topics: dict[str, list[dict[str, int]]] = {}
+        for tp in asked:
+            topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "timestamp": -2})
+        response = conn.request(_LIST_OFFSETS, 1, {
+            "replica_id": -1, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
         for t in response.topics:
             for p in t.partitions:
                 if p.error_code == ErrorCode.NONE and p.offset >= 0:
@@ -280,9 +274,25 @@ def log_start_offsets(bootstrap: list[tuple[str, int]], client_id: str,
     return out
 
 
-def _by_leader(bootstrap: list[tuple[str, int]], client_id: str, asked: dict[TopicPartition, int]
-               ) -> list[tuple[BrokerConnection, dict[TopicPartition, int]]]:
-    """A connection to each leader of the asked partitions, with the ones it leads."""
+def counts_at_leader(bootstrap: list[tuple[str, int]], client_id: str,
+                     tp: TopicPartition) -> api.TopicPartitionCounts | None:
+    """The topic's counts as ``tp``'s leader holds them: a leader applies a count in the same
+    step as the leader epoch bump that comes with it, so a record it wrote at an epoch was
+    written under the count it answers now (or a later one). None if the leader is unknown."""
+    request = api.PartitionLeaderEpochsForPartitionsRequest((), (tp.topic,))
+    for conn, _ in _each_leader(bootstrap, client_id, {tp: 0}):
+        frame = conn.request_frame(lambda correlation: api.encode_request(request, correlation, client_id))
+        _, body = api.parse_response_header(frame)
+        response = api.decode_response(api.API_PARTITION_LEADER_EPOCHS_FOR_PARTITIONS, 0, body)
+        assert isinstance(response, api.PartitionLeaderEpochsForPartitionsResponse)
+        return response.counts.get(tp.topic)
+    return None
+
+
+def _each_leader(bootstrap: list[tuple[str, int]], client_id: str, asked: dict[TopicPartition, int]
+                 ) -> Iterator[tuple[BrokerConnection, dict[TopicPartition, int]]]:
+    """A connection to each leader of the asked partitions in turn, with the ones it leads;
+    each closed once the caller moves on (or stops)."""
     host, port = bootstrap[int(time.monotonic()) % len(bootstrap)]
     conn = BrokerConnection(host, port, client_id)
     try:
@@ -294,4 +304,9 @@ def _by_leader(bootstrap: list[tuple[str, int]], client_id: str, asked: dict[Top
         leader = leaders.get(tp, -1)
         if leader in brokers:
             grouped.setdefault(leader, {})[tp] = value
-    return [(BrokerConnection(*brokers[leader], client_id), part) for leader, part in grouped.items()]
+    for leader, part in grouped.items():
+        conn = BrokerConnection(*brokers[leader], client_id)
+        try:
+            yield conn, part
+        finally:
+            conn.close()

@@ -47,7 +47,7 @@ from odradek.client.ordered_metadata import (
     log_start_offsets,
     parse_bootstrap,
 )
-from odradek.client.partition_gates import TopicLayout, split_epoch
+from odradek.client.partition_gates import MIGRATION_TOMBSTONE_HEADER, TopicLayout, split_epoch
 from odradek.common.linear_hashing import POSITIVE_MASK, ancestors_of, level_and_split, murmur2
 from odradek.common.metadata import TopicPartition
 from odradek.protocol.declared_partition_counts import with_declared_counts
@@ -56,9 +56,16 @@ log = logging.getLogger(__name__)
 
 DeliveryCallback = Callable[[Any, Any], None]
 
+#: the header that marks KIP-253 part 9's tombstones, which OrderedConsumer never delivers
+MIGRATION_TOMBSTONE_HEADERS: list[tuple[str, str | bytes | None]] = [(MIGRATION_TOMBSTONE_HEADER, b"1")]
+
 #: how long a refused topic waits between reads of its count while the broker asked still
 #: has the old one (the controller's UpdateMetadata reaches brokers a little apart)
 COUNT_RETRY_BACKOFF_S = 0.05
+
+#: how long a refused topic waits for its count to change before re-sending under the count it
+#: has (the refusing leader may be the one behind)
+COUNT_CHANGE_WAIT_S = 1.0
 
 #: how long the ancestors a partition's keys need tombstones in are trusted (retention may
 #: empty an ancestor of its old records meanwhile)
@@ -175,7 +182,8 @@ class _OrderedTopic:
             if len(self._tombstoned) >= HASH_CACHE_SIZE:
                 self._tombstoned.clear()
             try:
-                self.inner.produce(self.name, None, key, ancestor, self._tombstone_report)
+                self.inner.produce(self.name, None, key, ancestor, self._tombstone_report,
+                                   headers=MIGRATION_TOMBSTONE_HEADERS)
             except (BufferError, KafkaException):
                 continue  # the key's next record tries again
             self._tombstoned.add((raw, ancestor))
@@ -207,7 +215,11 @@ class _OrderedTopic:
         reports in order; the held ones came after them all)."""
         stale = self.undeleted
         counts = self.owner._counts(self.name)
-        while self.stale_count and (counts is None or counts[1] == stale):
+        # the broker asked may not have the new count yet; or the leader that refused is the
+        # one behind (its count older than ours): then, after a bounded wait, re-send under the
+        # count we have, and the leader refuses again until it catches up
+        waited_until = time.monotonic() + COUNT_CHANGE_WAIT_S
+        while self.stale_count and (counts is None or counts[1] == stale) and time.monotonic() < waited_until:
             time.sleep(COUNT_RETRY_BACKOFF_S)
             counts = self.owner._counts(self.name)
         if counts is not None and counts != (self.initial, self.undeleted):
@@ -369,6 +381,13 @@ class OrderedProducer:
         return [tp.partition for tp in epochs if tp in starts and tp in ends and starts[tp] < ends[tp]]
 
     def _new_inner(self, topic: str, undeleted: int) -> Producer:
+        """A librdkafka producer declaring ``undeleted``. Idempotent unless the application
+        turned idempotence off, and then one request in flight: a batch retried after a later
+        one was written, and then refused for a changed count, would be re-sent past the
+        barrier behind its successor."""
         config = dict(self._config)
+        config.setdefault("enable.idempotence", True)
+        if str(config["enable.idempotence"]).lower() in ("false", "0"):
+            config["max.in.flight.requests.per.connection"] = 1
         config["client.id"] = with_declared_counts(self._client_id, {topic: undeleted})
         return Producer(config)

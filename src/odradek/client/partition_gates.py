@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from odradek.common.linear_hashing import ancestors_of, creation_blocker, deletions_blocking, partition_for_key
+from odradek.common.linear_hashing import ancestors_of, creation_blocker, deletions_blocking
 
 #: no limit: every offset may be delivered
 OPEN = None
@@ -65,20 +65,17 @@ def split_epoch(layout: TopicLayout, partition: int, ancestor: int) -> int | Non
     return layout.after_creation.get(child, {}).get(ancestor)
 
 
-def is_migration_tombstone(layout: TopicLayout, partition: int, key: bytes, leader_epoch: int | None) -> bool:
-    """KIP-253 part 9: a tombstone the OrderedProducer wrote into an ancestor of its key's
-    partition, only so compaction there drops the key's values from before the split. It is
-    past the split (written at a later leader epoch than the split's) and its key now belongs
-    elsewhere; the key's live value is in its own partition, so delivering the tombstone would
-    delete it. A tombstone from before the split, or one for a key the partition still holds,
-    is the application's and is delivered."""
-    if not layout.compacted or leader_epoch is None:
-        return False
-    home = partition_for_key(key, layout.initial, layout.undeleted)
-    if home == partition:
-        return False
-    epoch = split_epoch(layout, home, partition)
-    return epoch is not None and leader_epoch > epoch
+#: KIP-253 part 9: the header OrderedProducer puts on the tombstones it writes into a moved
+#: key's old partitions, only so compaction there drops the key's old values
+MIGRATION_TOMBSTONE_HEADER = "odradek.migration"
+
+
+def is_migration_tombstone(value: bytes | None, headers: list[tuple[str, bytes]] | None) -> bool:
+    """Whether a record is such a tombstone, which OrderedConsumer never delivers: past the
+    split, in a partition its key no longer belongs to, it would delete the key's live value.
+    Told by its header rather than by the topic's current layout, which a later shrink can
+    change so that the key belongs to that partition again."""
+    return value is None and bool(headers) and any(name == MIGRATION_TOMBSTONE_HEADER for name, _ in headers or ())
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ def declared_counts(client_id: str | None) -> Mapping[str, int]:
     counts: dict[str, int] = {}
     for entry in client_id[at + len(MARK):].split(","):
         topic, sep, count = entry.rpartition(":")
-        if not sep or not topic or not count.isdigit():
+        if not sep or not topic or not (count.isascii() and count.isdigit()):
             return {}
         counts[topic] = int(count)
     return counts

@@ -1,7 +1,9 @@
-"""KIP-253 part 9 on a real cluster: on a compacted ordered topic, a key that an expansion moved
-gets a tombstone in its old partition (so compaction there drops the key's old value, which its
-new values never reach), only while that partition still holds records from before the split;
-an OrderedConsumer delivers each key's old then new value and never those tombstones."""
+"""The OrderedProducer's and OrderedConsumer's edges on a real cluster. KIP-253 part 9: on a
+compacted ordered topic, a key that an expansion moved gets a tombstone in its old partition (so
+compaction there drops the key's old value, which its new values never reach), only while that
+partition still holds records from before the split; an OrderedConsumer delivers each key's old
+then new value and never those tombstones. And a parent written nothing before the expansion
+still has a barrier (OffsetsForLeaderEpoch answers its log end, not -1)."""
 from __future__ import annotations
 
 import time
@@ -110,3 +112,31 @@ def test_no_tombstone_where_the_old_records_are_already_gone(cluster: LocalClust
     _grow(bootstrap, topic)
     _write(bootstrap, topic, b"new")
     assert _tombstones(bootstrap, topic, 4) == set()
+
+
+def test_a_child_of_a_parent_written_nothing_is_read(cluster: LocalCluster) -> None:
+    bootstrap = cluster.bootstrap_servers
+    topic = "idle-parents"
+    create_topic(bootstrap, topic, 2, 2, {"enable.ordered.delivery": "true"})
+    wait_until(lambda: _counts(bootstrap, topic) == (2, 2), 30, "the counts")
+    _grow(bootstrap, topic)
+    children = [k for k in KEYS if partition_for_key(k, 2, 4) >= 2]  # 0 and 1 are never written
+    producer = OrderedProducer({"bootstrap.servers": bootstrap})
+    for key in children:
+        producer.produce(topic, b"first", key=key)
+    assert producer.flush(30) == 0
+    producer.close()
+    consumer = OrderedConsumer({"bootstrap.servers": bootstrap, "group.id": "idle-readers",
+                                "auto.offset.reset": "earliest", "heartbeat.interval.ms": 300})
+    consumer.subscribe([topic])
+    seen: dict[bytes, bytes] = {}
+    try:
+        deadline = time.monotonic() + 30
+        while len(seen) < len(children):
+            assert time.monotonic() < deadline, f"read {sorted(seen)}"
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                seen[msg.key()] = msg.value()
+    finally:
+        consumer.close()
+    assert seen == dict.fromkeys(children, b"first")
