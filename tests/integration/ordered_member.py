@@ -8,6 +8,7 @@ lines of several members merge into the group's delivery order). SIGTERM closes 
 """
 from __future__ import annotations
 
+import faulthandler
 import logging
 import signal
 import sys
@@ -21,6 +22,7 @@ def main() -> None:
     slow_partitions = {int(p) for p in slow.split(",") if p}
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # a test that times out asks for stacks
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format=f"%(asctime)s {name} %(name)s %(message)s")
     consumer = OrderedConsumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
                                 "auto.offset.reset": "earliest", "heartbeat.interval.ms": 300,

@@ -134,8 +134,15 @@ def test_keys_stay_in_order_through_growth_shrink_and_kill_9s(cluster: LocalClus
         return sum(len(v) for v in _first_deliveries(files).values())
 
     try:
-        wait_until(lambda: delivered() >= total, 120, f"all {total} records delivered by the group "
-                   f"(members' logs: {[log.read_text()[-2000:] for log in logs]})")
+        try:
+            wait_until(lambda: delivered() >= total, 120, f"all {total} records delivered by the group")
+        except AssertionError:
+            for m in members:
+                if m.poll() is None:
+                    m.send_signal(signal.SIGUSR1)  # every thread's stack into its log
+            time.sleep(2)
+            raise AssertionError(f"not all {total} records delivered; members' logs: "
+                                 f"{[log.read_text()[-6000:] for log in logs]}") from None
     finally:
         for m in members:
             if m.poll() is None:

@@ -71,6 +71,11 @@ _GROUP_KEYS = ("group.id", "group.instance.id", "session.timeout.ms", "heartbeat
 FETCH_BATCH = 500
 #: the most time between two rounds of the group's housekeeping in poll()
 HOUSEKEEPING_S = 0.02
+#: how long a marked partition's high watermark is reused by the gates waiting on it
+MARKED_END_TTL_S = 0.5
+#: how long an automatic commit (the timer, a rebalance, close) may try: the next one carries
+#: the same positions, and a rebalance must not wait for a coordinator's whole retry budget
+QUIET_COMMIT_TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -124,6 +129,7 @@ class OrderedConsumer:
         self._auto_commit_s = int(self._config.get("auto.commit.interval.ms", 5000)) / 1000
         self._auto_store = str(self._config.get("enable.auto.offset.store", True)).lower() in ("true", "1")
         self._stored: dict[TopicPartition, tuple[int, int]] = {}
+        self._commit_timeout_s = 30.0
         self._reset_earliest = str(self._config.get("auto.offset.reset", "latest")) in ("earliest", "smallest",
                                                                                          "beginning")
         fetch_config = {k: v for k, v in self._config.items() if k not in _GROUP_KEYS}
@@ -148,6 +154,11 @@ class OrderedConsumer:
         self._exchange = _Exchange()
         self._joined = False
         self._buffered: collections.deque[Any] = collections.deque()
+        #: each topic's partition count as the heartbeat thread last read it: a marked partition
+        #: at or past it has been removed, which happens only once it was empty (drained)
+        self._latest_totals: dict[str, int] = {}
+        #: marked partitions' high watermarks, briefly cached (topic-partition -> (until, value))
+        self._ends: dict[TopicPartition, tuple[float, int | None]] = {}
         self._next_housekeeping = 0.0
         self._next_commit = time.monotonic() + self._auto_commit_s
         self._closed = False
@@ -218,10 +229,12 @@ class OrderedConsumer:
             wanted = {tp: stored for tp, stored in self._stored.items() if tp in self._owned}
         else:
             wanted = {tp: (o.position, o.last_epoch) for tp, o in self._owned.items()}
+        wanted = {tp: o for tp, o in wanted.items()  # a removed partition has nothing to commit
+                  if tp.partition < self._latest_totals.get(tp.topic, tp.partition + 1)}
         if not wanted:
             raise KafkaException(KafkaError(KafkaError._NO_OFFSET, "no offset to commit"))
         try:
-            self._member.commit_offsets(wanted)
+            self._member.commit_offsets(wanted, timeout_s=self._commit_timeout_s)
         except GroupMembershipError as exc:
             code = getattr(exc, "error_code", None)
             raise KafkaException(KafkaError(code if isinstance(code, int) and code > 0 else KafkaError._FAIL,
@@ -472,10 +485,12 @@ class OrderedConsumer:
             return mine.position if mine is not None else positions.get(TopicPartition(topic, p))
 
         def drained(p: int) -> bool:
+            if p >= self._latest_totals.get(topic, p + 1):
+                return True  # removed, which the cluster does only to an empty partition
             position = position_of(p)
             if position is None:
                 return False
-            end = self._high_watermark(TopicPartition(topic, p), cached=False)  # a stale one opens early
+            end = self._marked_end(TopicPartition(topic, p))
             return end is not None and position >= end
 
         return owned.gate.limit(position_of, drained)
@@ -520,10 +535,20 @@ class OrderedConsumer:
             self._exchange.requested = tuple(waits)
             self._exchange.blocked = blocked
 
-    def _high_watermark(self, tp: TopicPartition, cached: bool = True) -> int | None:
+    def _marked_end(self, tp: TopicPartition) -> int | None:
+        """A marked partition's high watermark, read fresh (librdkafka's cached one may lag
+        the records it has not fetched yet, which would open a gate early) but at most every
+        MARKED_END_TTL_S: it takes no new records, so the value settles once marked."""
+        now = time.monotonic()
+        cached = self._ends.get(tp)
+        if cached is None or cached[0] < now:
+            cached = self._ends[tp] = (now + MARKED_END_TTL_S, self._high_watermark(tp, cached=False, timeout_s=1))
+        return cached[1]
+
+    def _high_watermark(self, tp: TopicPartition, cached: bool = True, timeout_s: float = 5) -> int | None:
         try:
             _, high = self._fetcher.get_watermark_offsets(KafkaTopicPartition(tp.topic, tp.partition),
-                                                          timeout=5, cached=cached and tp in self._owned)
+                                                          timeout=timeout_s, cached=cached and tp in self._owned)
         except KafkaException:
             return None
         return high if high >= 0 else None
@@ -614,6 +639,8 @@ class OrderedConsumer:
             return
         for topic in self._topics:
             c = counts[topic]
+            if c.partition_count > 0:
+                self._latest_totals[topic] = c.partition_count
             layout = self._layouts.get(topic)
             if c.ordered and (layout is None or (layout.undeleted, layout.total) !=
                               (c.undeleted_partition_count, c.partition_count)):
@@ -630,10 +657,13 @@ class OrderedConsumer:
             self._commit_quietly()
 
     def _commit_quietly(self) -> None:
+        self._commit_timeout_s = QUIET_COMMIT_TIMEOUT_S
         try:
             self.commit()
         except (KafkaException, OSError) as exc:  # the next commit carries the positions
             log.info("group %s: commit skipped: %s", self._group_id, exc)
+        finally:
+            self._commit_timeout_s = 30.0
 
     def _call(self, name: str, partitions: list[KafkaTopicPartition]) -> None:
         callback = self._callbacks.get(name)
