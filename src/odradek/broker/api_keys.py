@@ -9,7 +9,7 @@ VERSIONS are the Kafka APIs (kio decodes them); ORDERED_DELIVERY_VERSIONS odrade
 (KIP-253, protocol/ordered_delivery_api.py decodes them) in a private key range far above Kafka's;
 ApiVersions advertises both (ADVERTISED). Clients ignore keys they do not know, as Kafka's
 ApiVersions contract has them do: librdkafka, kafka-python and aiokafka connect and work
-against the advertisement (tests/integration/test_ordered_delivery_apis.py).
+against the advertisement (tests/integration/ordered/test_ordered_delivery_apis.py).
 """
 from __future__ import annotations
 

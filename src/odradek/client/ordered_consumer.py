@@ -51,6 +51,7 @@ from odradek.client.ordered_metadata import (
     counts_at_leader,
     end_offsets_for_epochs,
     parse_bootstrap,
+    watermarks,
 )
 from odradek.client.partition_gates import Gate, TopicLayout, is_migration_tombstone, lookups_for
 from odradek.common.metadata import TopicPartition
@@ -71,6 +72,8 @@ _GROUP_KEYS = ("group.id", "group.instance.id", "session.timeout.ms", "heartbeat
 FETCH_BATCH = 500
 #: the most time between two rounds of the group's housekeeping in poll()
 HOUSEKEEPING_S = 0.02
+#: how long a new assignment's offsets are waited for before the member gives it back (rejoins)
+WATERMARKS_WAIT_S = 10.0
 #: how long a marked partition's high watermark is reused by the gates waiting on it
 MARKED_END_TTL_S = 0.5
 #: how long an automatic commit (the timer, a rebalance, close) may try: the next one carries
@@ -334,8 +337,9 @@ class OrderedConsumer:
         committed = self._member.fetch_offsets(partitions) if partitions else {}
         self._layouts = self._read_layouts(sorted({tp.topic for tp in partitions}))
         owned: dict[TopicPartition, _Owned] = {}
+        marks = self._watermarks(partitions)
         for tp in partitions:
-            low, high = self._watermarks(tp)
+            low, high = marks[tp]
             layout = self._layouts.get(tp.topic)
             start = committed.get(tp)
             created = layout is not None and tp.partition in layout.after_creation
@@ -347,7 +351,12 @@ class OrderedConsumer:
                 owned[tp].compacted = layout.compacted
                 owned[tp].limit = -1 if gate.parent is not None else min(gate.deletions.values(), default=None)
         self._owned = owned
-        self._fetcher.assign([KafkaTopicPartition(tp.topic, tp.partition, o.position) for tp, o in owned.items()])
+        assigned = [KafkaTopicPartition(tp.topic, tp.partition, o.position) for tp, o in owned.items()]
+        self._fetcher.assign(assigned)
+        if assigned:
+            # librdkafka keeps a partition's pause across unassign() and assign(): one held
+            # back in the last generation would never be fetched again
+            self._fetcher.resume(assigned)
         closed = [KafkaTopicPartition(tp.topic, tp.partition) for tp, o in owned.items()
                   if o.gate is not None and (o.gate.parent is not None or o.gate.deletions)]
         if closed:
@@ -365,18 +374,24 @@ class OrderedConsumer:
         log.info("group %s generation %d: %d partitions (%d waiting on a barrier)", self._group_id,
                  assignment.generation_id, len(owned), len(closed))
 
-    def _watermarks(self, tp: TopicPartition) -> tuple[int, int]:
-        """Log start and high watermark (ListOffsets), waiting while librdkafka's metadata does
-        not know a partition an expansion just created."""
-        deadline = time.monotonic() + 30
+    def _watermarks(self, partitions: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
+        """Log start and high watermark of each partition (ListOffsets at the leaders), asked
+        again for up to WATERMARKS_WAIT_S while a leader does not answer (one just restarted,
+        or a partition just created); then OrderedMetadataError, and the member rejoins."""
+        deadline = time.monotonic() + WATERMARKS_WAIT_S
+        found: dict[TopicPartition, tuple[int, int]] = {}
         while True:
+            missing = [tp for tp in partitions if tp not in found]
+            if not missing:
+                return found
             try:
-                low, high = self._fetcher.get_watermark_offsets(KafkaTopicPartition(tp.topic, tp.partition), timeout=10)
-                return int(low), int(high)
-            except KafkaException as exc:
+                found.update(watermarks(self._bootstrap, self._client_id, missing))
+            except OSError as exc:
+                log.debug("watermarks of %d partitions: %s", len(missing), exc)
+            if len(found) < len(partitions):
                 if time.monotonic() > deadline:
-                    raise
-                log.debug("%s: no watermarks yet (%s)", tp, exc)
+                    raise OrderedMetadataError(f"no leader answered ListOffsets for "
+                                               f"{sorted(set(partitions) - set(found))[:5]}")
                 time.sleep(0.2)
 
     def _read_layouts(self, topics: list[str]) -> dict[str, TopicLayout]:

@@ -260,11 +260,26 @@ def log_start_offsets(bootstrap: list[tuple[str, int]], client_id: str,
                       partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
     """ListOffsets EARLIEST of each partition, asked of its leader (partitions whose leader did
     not answer are left out)."""
+    return _list_offsets(bootstrap, client_id, partitions, -2)
+
+
+def watermarks(bootstrap: list[tuple[str, int]], client_id: str,
+               partitions: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
+    """(log start, high watermark) of each partition, from its leader, found through a
+    broker's metadata (librdkafka's own lookup waits for librdkafka's metadata, which can lag a
+    partition an expansion just created); partitions whose leader did not answer are left out."""
+    lows = _list_offsets(bootstrap, client_id, partitions, -2)
+    highs = _list_offsets(bootstrap, client_id, list(lows), -1)
+    return {tp: (lows[tp], highs[tp]) for tp in lows if tp in highs}
+
+
+def _list_offsets(bootstrap: list[tuple[str, int]], client_id: str, partitions: list[TopicPartition],
+                  timestamp: int) -> dict[TopicPartition, int]:
     out = {}
     for conn, asked in _each_leader(bootstrap, client_id, dict.fromkeys(partitions, 0)):
         topics: dict[str, list[dict[str, int]]] = {}
         for tp in asked:
-            topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "timestamp": -2})
+            topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "timestamp": timestamp})
         response = conn.request(_LIST_OFFSETS, 1, {
             "replica_id": -1, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
         for t in response.topics:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -18,29 +17,16 @@ from cluster_state import known_everywhere
 from polling import wait_until
 
 from cli_helpers import run
-from cluster_helpers import start_cluster
 from odradek.client.broker_connection import BrokerConnection, metadata
 from odradek.client.group_membership import Assignment, CommitFailedError, GroupMember, GroupMembershipError
 from odradek.cluster.local_cluster import LocalCluster
 from odradek.common.metadata import TopicPartition
 from odradek.protocol.errors import ErrorCode
-from odradek.zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 6
-#: a short initial rebalance delay keeps the tests quick; the behaviour is Kafka's at any value
-BROKER_ARGS = {"group_initial_rebalance_delay_ms": 100}
 HEARTBEAT_MS = 300
-
-
-@pytest.fixture(scope="module")
-def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    c = start_cluster(zookeeper, tmp_path_factory.mktemp("group-membership"), 3, **BROKER_ARGS)
-    try:
-        yield c
-    finally:
-        c.down()
 
 
 def new_topic(c: LocalCluster, prefix: str) -> str:

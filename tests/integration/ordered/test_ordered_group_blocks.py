@@ -10,7 +10,6 @@ import json
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from clients import create_topic
@@ -22,28 +21,12 @@ from odradek.client.group_membership import GroupMember
 from odradek.client.ordered_metadata import OrderedMetadataClient
 from odradek.cluster.local_cluster import LocalCluster
 from odradek.common.metadata import TopicPartition
-from odradek.common.netutil import free_port_block
 from odradek.protocol import ordered_delivery_api as api
 from odradek.protocol.errors import ErrorCode
 from odradek.ui import model
 from odradek.ui.kafka_reader import read_groups
-from odradek.zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """Three brokers serving Prometheus metrics (the shared fixture's serve none)."""
-    c = LocalCluster(tmp_path_factory.mktemp("ordered-blocks") / "cluster", 3, base_port=free_port_block(3),
-                     zookeeper=f"{zookeeper.connect_string}/odradek-blocks-{uuid.uuid4().hex[:8]}",
-                     broker_args={"zookeeper_session_timeout_ms": 4000, "group_initial_rebalance_delay_ms": 0},
-                     metrics_base_port=free_port_block(3))
-    try:
-        c.up(timeout=60)
-        yield c
-    finally:
-        c.down()
 
 
 def addresses(c: LocalCluster) -> list[tuple[str, int]]:

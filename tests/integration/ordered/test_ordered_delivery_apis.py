@@ -10,7 +10,7 @@ import json
 import struct
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from clients import create_topic
@@ -21,28 +21,17 @@ from kazoo.client import KazooClient
 from polling import wait_until
 from wire import RawConnection, coordinator_connection
 
-from cluster_helpers import start_cluster
 from odradek.cluster.local_cluster import LocalCluster
 from odradek.common.metadata import TopicPartition
 from odradek.protocol import ordered_delivery_api as api
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schema import Array, Bytes, Int16, Int32, String, Struct, encode
-from odradek.zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
 
 RECORDS = 50
 _ASSIGNMENT = Struct(("version", Int16), ("topics", Array(Struct(("topic", String), ("partitions", Array(Int32))))),
                      ("user_data", Bytes))
-
-
-@pytest.fixture(scope="module")
-def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    c = start_cluster(zookeeper, tmp_path_factory.mktemp("ordered-apis"), 3, group_initial_rebalance_delay_ms=100)
-    try:
-        yield c
-    finally:
-        c.down()
 
 
 def new_topic(c: LocalCluster, prefix: str, partitions: int = 3) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,10 +17,8 @@ from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
 from polling import wait_until
 
-from cluster_helpers import start_cluster
 from odradek.admin.zookeeper import connect_zk
 from odradek.cluster.local_cluster import LocalCluster
-from odradek.zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
 
@@ -29,12 +26,9 @@ TOPIC = "bumped"
 
 
 @pytest.fixture(scope="module")
-def patient_cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    c = start_cluster(zookeeper, tmp_path_factory.mktemp("cluster"), replica_lag_time_max_ms=600_000)
-    try:
-        yield c
-    finally:
-        c.down()
+def patient_cluster(cluster: LocalCluster) -> LocalCluster:
+    """The package's cluster (ordered/conftest.py), whose replica.lag.time.max.ms is 600 s."""
+    return cluster
 
 
 def test_followers_keep_replicating_across_same_leader_epoch_bumps(patient_cluster: LocalCluster) -> None:
