@@ -204,6 +204,7 @@ def test_a_static_member_replaced_by_another_process_is_fenced(cluster: LocalClu
         close_all([old, new])
 
 
+@pytest.mark.slow  # 7 s: make test-long, with the OrderedConsumer group under kill -9 of the coordinator
 def test_coordinator_killed_members_keep_their_generation_and_commit(cluster: LocalCluster) -> None:
     """Last in the module: it leaves a broker down."""
     topic, group = new_topic(cluster, "coord"), f"g-{uuid.uuid4().hex[:8]}"
