@@ -127,3 +127,16 @@ def check_exactly_once_in_order(bootstrap: str, producer: ContinuousProducer) ->
         seqs = [int(v) for part, _, _, v in sorted(got) if part == p]
         assert seqs == sorted(seqs), f"partition {p} is out of send order"
         assert all(s % producer.partitions == p for s in seqs)
+
+
+def ordered_counts(bootstrap: str, topic: str) -> tuple[int, int, int]:
+    """(initial_partition_count, undeleted_partition_count, partition count) of a topic as a
+    broker answers them (KIP-253's PartitionLeaderEpochsForPartitions; -1s for a plain topic)."""
+    from odradek.client.ordered_metadata import OrderedMetadataClient, parse_bootstrap
+
+    client = OrderedMetadataClient(parse_bootstrap(bootstrap), "test")
+    try:
+        c = client.counts([topic])[topic]
+        return c.initial_partition_count, c.undeleted_partition_count, c.partition_count
+    finally:
+        client.close()

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import pytest
-from clients import create_topic
+from clients import create_topic, ordered_counts
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
 from polling import wait_until
@@ -51,13 +51,9 @@ class GroupDeliveries:
 
 
 
-def _counts(bootstrap: str, topic: str) -> tuple[int, int]:
-    client = OrderedMetadataClient(parse_bootstrap(bootstrap), "test")
-    try:
-        c = client.counts([topic])[topic]
-        return c.undeleted_partition_count, c.partition_count
-    finally:
-        client.close()
+def _counts(bootstrap: str, topic: str) -> tuple[int, ...]:
+    """The topic's undeleted and partition count."""
+    return ordered_counts(bootstrap, topic)[1:]
 
 
 #: seconds each delivered record of an initial partition costs its member: the parents lag, so

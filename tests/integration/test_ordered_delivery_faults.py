@@ -18,12 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clients import create_topic
+from clients import create_topic, ordered_counts
 from cluster_state import controller_id, leaders
 from confluent_kafka.admin import AdminClient, NewPartitions
 from polling import wait_until
 
-from odradek.client.ordered_metadata import OrderedMetadataClient, parse_bootstrap
 from odradek.client.ordered_producer import OrderedProducer
 from odradek.cluster.local_cluster import LocalCluster
 
@@ -37,13 +36,9 @@ SLOW = "0,1,6,7"
 MEMBER = Path(__file__).with_name("ordered_member.py")
 
 
-def _counts(bootstrap: str) -> tuple[int, int]:
-    client = OrderedMetadataClient(parse_bootstrap(bootstrap), "test")
-    try:
-        c = client.counts([TOPIC])[TOPIC]
-        return c.undeleted_partition_count, c.partition_count
-    finally:
-        client.close()
+def _counts(bootstrap: str) -> tuple[int, ...]:
+    """The topic's undeleted and partition count."""
+    return ordered_counts(bootstrap, TOPIC)[1:]
 
 
 def _first_deliveries(files: list[Path]) -> dict[bytes, list[int]]:

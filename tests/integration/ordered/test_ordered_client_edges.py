@@ -9,13 +9,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from clients import create_topic
+from clients import create_topic, ordered_counts
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 from polling import wait_until
 
 from odradek.client.ordered_consumer import OrderedConsumer
-from odradek.client.ordered_metadata import OrderedMetadataClient, parse_bootstrap
 from odradek.client.ordered_producer import OrderedProducer
 from odradek.cluster.local_cluster import LocalCluster
 from odradek.common.linear_hashing import partition_for_key
@@ -26,13 +25,9 @@ KEYS = [f"key-{i}".encode() for i in range(20)]
 MOVED = [k for k in KEYS if partition_for_key(k, 2, 4) != partition_for_key(k, 2, 2)]
 
 
-def _counts(bootstrap: str, topic: str) -> tuple[int, int]:
-    client = OrderedMetadataClient(parse_bootstrap(bootstrap), "test")
-    try:
-        c = client.counts([topic])[topic]
-        return c.initial_partition_count, c.undeleted_partition_count
-    finally:
-        client.close()
+def _counts(bootstrap: str, topic: str) -> tuple[int, ...]:
+    """The topic's initial and undeleted count."""
+    return ordered_counts(bootstrap, topic)[:2]
 
 
 def _write(bootstrap: str, topic: str, value: bytes) -> None:

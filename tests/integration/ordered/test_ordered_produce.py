@@ -7,12 +7,11 @@ import threading
 from typing import Any
 
 import pytest
-from clients import create_topic
+from clients import create_topic, ordered_counts
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 from polling import wait_until
 
-from odradek.client.ordered_metadata import OrderedMetadataClient, parse_bootstrap
 from odradek.client.ordered_producer import OrderedProducer
 from odradek.cluster.local_cluster import LocalCluster
 from odradek.common.linear_hashing import partition_for_key
@@ -44,13 +43,9 @@ def _read_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tup
         consumer.close()
 
 
-def _counts(bootstrap: str, topic: str) -> tuple[int, int]:
-    client = OrderedMetadataClient(parse_bootstrap(bootstrap), "test")
-    try:
-        c = client.counts([topic])[topic]
-        return c.initial_partition_count, c.undeleted_partition_count
-    finally:
-        client.close()
+def _counts(bootstrap: str, topic: str) -> tuple[int, ...]:
+    """The topic's initial and undeleted count."""
+    return ordered_counts(bootstrap, topic)[:2]
 
 
 def _expand(bootstrap: str, topic: str, total: int) -> None:
