@@ -138,8 +138,7 @@ class OrderedConsumer:
         fetch_config = {k: v for k, v in self._config.items() if k not in _GROUP_KEYS}
         self._user_eof = str(self._config.get("enable.partition.eof", False)).lower() in ("true", "1")
         fetch_config.update({"group.id": f"{self._group_id}.odradek-fetcher-{uuid.uuid4().hex[:8]}",
-                             "enable.auto.commit": False, "enable.auto.offset.store": False,
-                             "enable.partition.eof": True})  # positions follow the end across gaps
+                             "enable.auto.commit": False, "enable.auto.offset.store": False})
         self._fetcher = Consumer(fetch_config)
         self._member = GroupMember(
             self._bootstrap, self._group_id, self._client_id, self._assign,
@@ -437,14 +436,10 @@ class OrderedConsumer:
         """The message if the application may have it now; else None (dropped or held back)."""
         error = msg.error()
         if error is not None:
-            if error.code() != KafkaError._PARTITION_EOF:
-                return msg
-            eof = self._owned.get((msg.topic(), msg.partition()))  # type: ignore[call-overload]
-            if eof is not None and not eof.paused and msg.offset() > eof.position:
-                # everything below the end was delivered or is not there (compacted away, a
-                # control record): a barrier past such a gap is passed all the same
-                eof.position = msg.offset()
-            return msg if self._user_eof else None
+            # an end-of-partition event never moves the position: one fetched before a seek
+            # back (a record held at a barrier) arrives after it, and would skip the records
+            # the seek is about to fetch again
+            return None if error.code() == KafkaError._PARTITION_EOF and not self._user_eof else msg
         # a plain tuple finds the TopicPartition key (a NamedTuple hashes as one) without
         # building one per record
         owned = self._owned.get((msg.topic(), msg.partition()))  # type: ignore[call-overload]
