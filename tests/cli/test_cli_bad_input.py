@@ -171,6 +171,7 @@ OWN_BAD_INPUT = {
     ("bench", "produce"): (["--bootstrap-server", "CLOSED"], "cannot reach"),
     ("bench", "spark-read"): (["--bootstrap-server", "CLOSED"], "cannot reach"),
     ("bench", "groups"): (["--members", "0"], "positive integer"),
+    ("bench", "ordered"): (["--expansions", "0"], "positive integer"),
     ("completion",): (["tcsh"], "invalid choice"),
     ("ui",): (["--data-dir", "TMP"], "no cluster in"),
 }

@@ -108,7 +108,9 @@ def test_elect_leaders_moves_leadership_back_to_preferred_replicas(cluster: Loca
     # ElectLeaders for every partition reports only those that needed an election.
     results = elect_leaders(c.bootstrap_servers, None)
     assert results == {("pref", p): None for p in mine[1:]}
-    assert all(leader == preferred for leader, preferred in leaders(c, "pref").values())
+    # ElectLeaders answers once the elections are in ZooKeeper; brokers' metadata follows
+    wait_until(lambda: all(leader == preferred for leader, preferred in leaders(c, "pref").values()), 10,
+               "every leader preferred in metadata")
 
 
 def test_elect_leaders_answers_election_not_needed_and_unknown_partition(cluster: LocalCluster, balanced: str) -> None:

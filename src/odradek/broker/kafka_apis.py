@@ -180,7 +180,9 @@ class KafkaApis:
             log.info("%s: rejected produce: a record without a key for a compacted topic", tp)
             return None, ErrorCode.INVALID_RECORD, -1
         refused = self.ordered_delivery_fence.check(tp, records, client_id)  # KIP-253
-        if refused is not None:
+        # a retry of batches already written is answered as one (their first offsets), whatever
+        # the count now: refused, the producer would send them again, and they would be there twice
+        if refused is not None and not partition.is_duplicate(records):
             log.info("%s: rejected produce from %r: %s", tp, client_id, refused[1])
             messages[tp.topic, tp.partition] = refused[1]
             return None, refused[0], -1

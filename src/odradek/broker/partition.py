@@ -151,6 +151,14 @@ class Partition:
         self.wake_fetchers()
         return first, last
 
+    def is_duplicate(self, batches: bytes) -> bool:
+        """Whether these are an idempotent producer's batches already in the log (a retry whose
+        first answer was lost): nothing would be written, the first offsets answered."""
+        try:
+            return self.producers.validate(list(iter_batches(batches))) is not None
+        except (ProducerStateError, ValueError, IndexError):
+            return False
+
     def wait_for_high_watermark(self, offset: int) -> asyncio.Future[None]:
         """A future done once the high watermark passes `offset` (acks=all)."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()

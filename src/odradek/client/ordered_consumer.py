@@ -72,6 +72,8 @@ _GROUP_KEYS = ("group.id", "group.instance.id", "session.timeout.ms", "heartbeat
 FETCH_BATCH = 500
 #: the most time between two rounds of the group's housekeeping in poll()
 HOUSEKEEPING_S = 0.02
+#: how long an incomplete KIP-253 layout is read again before the member rejoins
+LAYOUT_WAIT_S = 5.0
 #: how long a new assignment's offsets are waited for before the member gives it back (rejoins)
 WATERMARKS_WAIT_S = 10.0
 #: how long a marked partition's high watermark is reused by the gates waiting on it
@@ -159,6 +161,8 @@ class OrderedConsumer:
         #: each topic's partition count as the heartbeat thread last read it: a marked partition
         #: at or past it has been removed, which happens only once it was empty (drained)
         self._latest_totals: dict[str, int] = {}
+        #: topics seen with ordered delivery: a broker answering one as plain has not heard yet
+        self._ordered_topics: set[str] = set()
         #: marked partitions' high watermarks, briefly cached (topic-partition -> (until, value))
         self._ends: dict[TopicPartition, tuple[float, int | None]] = {}
         self._next_housekeeping = 0.0
@@ -394,13 +398,32 @@ class OrderedConsumer:
                 time.sleep(0.2)
 
     def _read_layouts(self, topics: list[str]) -> dict[str, TopicLayout]:
-        """Each ordered topic's counts and KIP-253 maps (PartitionLeaderEpochsForPartitions)."""
+        """Each ordered topic's counts and KIP-253 maps, complete: read again (for up to
+        LAYOUT_WAIT_S, then OrderedMetadataError and a rejoin) while a partition past the count
+        has no leader_epoch_before_deletion yet (the controller writes the marks after the
+        count), or while a broker answers as plain a topic this member saw ordered (a broker
+        that has not heard the counts since it started). Planned from an incomplete layout, a
+        gate would let an heir run ahead of the partition it takes over."""
+        deadline = time.monotonic() + LAYOUT_WAIT_S
+        while True:
+            layouts, complete = self._read_layouts_once(topics)
+            if complete:
+                self._ordered_topics.update(layouts)
+                return layouts
+            if time.monotonic() > deadline:
+                raise OrderedMetadataError(f"the KIP-253 layout of {sorted(topics)} stayed incomplete "
+                                           f"for {LAYOUT_WAIT_S:g} s")
+            time.sleep(0.1)
+
+    def _read_layouts_once(self, topics: list[str]) -> tuple[dict[str, TopicLayout], bool]:
         if not topics:
-            return {}
+            return {}, True
         counts = self._metadata.counts(topics)
+        if any(t in self._ordered_topics and not c.ordered for t, c in counts.items()):
+            return {}, False
         ordered = {t: c for t, c in counts.items() if c.ordered and c.partition_count > 0}
         if not ordered:
-            return {}
+            return {}, True
         answer = self._metadata.leader_epochs(
             [TopicPartition(t, p) for t, c in ordered.items() for p in range(c.partition_count)])
         compacted = self._metadata.compacted(list(ordered))
@@ -414,7 +437,9 @@ class OrderedConsumer:
                       if tp.topic == t and e.leader_epoch_before_deletion}
             layouts[t] = TopicLayout(c.initial_partition_count, c.undeleted_partition_count, c.partition_count,
                                      after, before, compacted[t])
-        return layouts
+            if any(q not in before for q in range(c.undeleted_partition_count, c.partition_count)):
+                return layouts, False
+        return layouts, True
 
     def _gate(self, tp: TopicPartition, layout: TopicLayout, reads_from_start: bool) -> Gate:
         """Step 4.1-4.3 and 5.1-5.2: the epochs the partition waits on, as offsets."""
