@@ -5,6 +5,10 @@ Private network and PID namespaces (`unshare`, so root) holds one ZooKeeper and 
 tails every partition (faults/workload.py) while the nemesis injects faults drawn under the
 seed (faults/nemesis.py). After the last fault is healed, every partition is read from the
 start and judged (faults/checker.py). Prints one JSON report; exits 1 if any anomaly was seen.
+
+`--workload ordered` runs KIP-253's ordered delivery instead (faults/ordered_run.py): an ordered
+topic that the nemesis also grows and shrinks, OrderedProducers, and a group of OrderedConsumer
+member processes that it also kills, judged in the group's merged delivery order.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.faults.checker import differing_replicas, judge, read_everything
 from odradek.faults.cluster import FaultCluster
 from odradek.faults.nemesis import KINDS, Nemesis
+from odradek.faults.ordered_run import run_ordered
 from odradek.faults.workload import LOGGER, PROTOCOL_ERRORS, ClientTrouble, KeyedProducer, TailingConsumer
 
 IN_NAMESPACE = "ODRADEK_FAULTS_NETNS"
@@ -49,7 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--zookeeper-nodes", type=int, default=3, help="ZooKeeper servers in the ensemble")
     parser.add_argument("--producers", type=int, default=3)
     parser.add_argument("--rate", type=float, default=100.0, help="values per second per producer")
-    parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated fault kinds to draw from")
+    parser.add_argument("--kinds", help="comma-separated fault kinds to draw from (default: all of the workload's)")
+    parser.add_argument("--workload", choices=("default", "ordered"), default="default",
+                        help="default: idempotent producers and a tailing consumer; ordered: KIP-253's "
+                             "ordered delivery (faults/ordered_run.py) with expansions, deletions and "
+                             "group member kills among the faults")
     parser.add_argument("--data-dir", type=Path, help="keep the cluster's data and logs here (default: a temp dir, "
                                                       "removed unless the run found an anomaly)")
     args = parser.parse_args(argv)
@@ -57,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         return _reexec_in_namespace(argv if argv is not None else sys.argv[1:])
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="odradek-faults-"))
-    report = run(args, data_dir)
+    report = run_ordered(args, data_dir, BROKER_CONFIG) if args.workload == "ordered" else run(args, data_dir)
     print(json.dumps(report, indent=2))
     clean = sum(report["anomalies"].values()) == 0
     if clean and args.data_dir is None:
@@ -108,7 +117,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
             producer.start()
         consumer.start()
         time.sleep(2.0)
-        nemesis = Nemesis(cluster, TOPIC, args.seed, tuple(args.kinds.split(",")))
+        nemesis = Nemesis(cluster, TOPIC, args.seed, tuple(args.kinds.split(",")) if args.kinds else KINDS)
         pause = random.Random(args.seed + 1)
         for i in range(1, args.faults + 1):
             fault = nemesis.step()

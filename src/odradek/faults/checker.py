@@ -91,3 +91,97 @@ def differing_replicas(partition_dirs: Callable[[int], Iterable[Path]], partitio
         if not differing or time.monotonic() > deadline:
             return differing
         time.sleep(0.5)
+
+
+# -- the ordered workload (KIP-253): judged in the group's delivery order ----------------------------
+
+#: one delivery a member's poll() handed its application: (monotonic ns, key, seq, partition, offset)
+Delivery = tuple[int, str, int, int, int]
+
+
+def read_deliveries(paths: Iterable[Path]) -> tuple[list[Delivery], list[str]]:
+    """Every member's deliveries merged by time (CLOCK_MONOTONIC is one clock for the machine's
+    processes: the group's delivery order), and the errors poll() handed back. A killed
+    member's last line may be cut: a line without all its fields is skipped (its record's
+    position was never reported, since the member writes the line before its next poll)."""
+    deliveries: list[Delivery] = []
+    errors: list[str] = []
+    for path in paths:
+        if not path.exists():
+            continue
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            parts = line.split(" ", 2)
+            if parts[0] == "E" and len(parts) == 3:
+                errors.append(f"{path.stem}: {parts[2]}")
+                continue
+            fields = line.split()
+            if fields[:1] == ["D"] and len(fields) == 6:
+                try:
+                    deliveries.append((int(fields[1]), fields[2], int(fields[3]), int(fields[4]), int(fields[5])))
+                except ValueError:
+                    continue
+    deliveries.sort()
+    return deliveries, errors
+
+
+def undelivered(deliveries: Iterable[Delivery], acked: Iterable[tuple[str, int]]) -> int:
+    seen = {(key, seq) for _, key, seq, _, _ in deliveries}
+    return sum(1 for value in acked if value not in seen)
+
+
+def judge_ordered(deliveries: list[Delivery],
+                  acked: dict[tuple[str, int], tuple[int, int | None]]) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """The anomalies of an ordered workload's history, and its counts.
+
+    - lost: an acknowledged value the group never delivered;
+    - inconsistent offsets: an acknowledged value never delivered from the partition and offset
+      it was acknowledged at (one offset, two values; or the value written elsewhere only);
+    - written twice: a value delivered from two different offsets (in the log twice);
+    - reordered: in the group's delivery order, a key's value delivered for the first time
+      while an earlier acknowledged value of the key had not yet been delivered at all.
+
+    Redeliveries of a value from its one offset (a killed member's uncommitted records, read
+    again by the partition's next owner) are counted, not anomalies: the group is at least once.
+    """
+    first: dict[tuple[str, int], int] = {}
+    positions: dict[tuple[str, int], set[tuple[int, int]]] = {}
+    by_key: dict[str, list[int]] = {}           # key -> seqs in first-delivery order
+    for _, key, seq, partition, offset in deliveries:
+        value = (key, seq)
+        positions.setdefault(value, set()).add((partition, offset))
+        if value not in first:
+            first[value] = len(first)
+            by_key.setdefault(key, []).append(seq)
+    acked_by_key: dict[str, list[int]] = {}
+    for key, seq in acked:
+        acked_by_key.setdefault(key, []).append(seq)
+    lost, inconsistent, reordered = [], [], []
+    for value, where in sorted(acked.items()):
+        if value not in positions:
+            lost.append(f"{value[0]}:{value[1]} acknowledged at {where}")
+        elif where[1] is not None and where not in positions[value]:
+            inconsistent.append(f"{value[0]}:{value[1]} acknowledged at {where}, delivered from "
+                                f"{sorted(positions[value])}")
+    twice = [f"{k}:{s} delivered from {sorted(w)}"
+             + (f", acknowledged at {acked[(k, s)]}" if (k, s) in acked else ", never acknowledged")
+             for (k, s), w in sorted(positions.items()) if len(w) > 1]
+    for key, order in sorted(by_key.items()):
+        expected = sorted(acked_by_key.get(key, []))
+        delivered: set[int] = set()
+        i = 0  # expected[i] is the smallest acknowledged seq not yet delivered
+        examples: list[str] = []
+        late = 0
+        for seq in order:
+            while i < len(expected) and expected[i] in delivered:
+                i += 1
+            if i < len(expected) and expected[i] < seq:
+                late += 1
+                if len(examples) < 3:
+                    examples.append(f"{seq} before {expected[i]}")
+            delivered.add(seq)
+        if late:
+            reordered.append(f"{key}: {late} first delivered before an earlier one ({', '.join(examples)})")
+    stats = {"deliveries": len(deliveries), "values_delivered": len(first),
+             "redeliveries": len(deliveries) - len(first), "keys": len(by_key)}
+    return ({"lost": lost, "inconsistent_offsets": inconsistent, "written_twice": twice, "reordered": reordered},
+            stats)

@@ -29,13 +29,21 @@ class Fault:
     broker: int | None
     started: float
     held_s: float
+    detail: str = ""     # what a workload's own fault did ("4 -> 7", "member 2", "not now: ...")
+
+
+#: a workload's own fault: given the nemesis's random source, inject, hold and heal it;
+#: returns (the hold in seconds, what it did)
+WorkloadFault = Callable[[random.Random], tuple[float, str]]
 
 
 class Nemesis:
-    def __init__(self, cluster: FaultCluster, topic: str, seed: int, kinds: tuple[str, ...] = KINDS) -> None:
+    def __init__(self, cluster: FaultCluster, topic: str, seed: int, kinds: tuple[str, ...] = KINDS,
+                 workload_faults: dict[str, WorkloadFault] | None = None) -> None:
         self.cluster, self.topic = cluster, topic
         self.rng = random.Random(seed)
         self.kinds = kinds
+        self.workload_faults = workload_faults or {}
         self.session_s = cluster.session_timeout_ms / 1000
         self.history: list[Fault] = []
 
@@ -59,6 +67,11 @@ class Nemesis:
         c = self.cluster
         broker: int | None = None
         start = time.monotonic()
+        if kind in self.workload_faults:
+            hold, detail = self.workload_faults[kind](self.rng)
+            fault = Fault(kind, None, start, hold, detail)
+            self.history.append(fault)
+            return fault
         if kind.startswith("kill-"):
             broker = self._controller() if "controller" in kind else self._leader()
             c.signal_broker(broker, signal.SIGKILL)

@@ -1,5 +1,6 @@
 """`python -m odradek.faults.report build/faults/*.json`: the fault runs' JSON reports as the
-Markdown table of docs/reliability.md (one column a seed: faults by kind, writes, anomalies)."""
+Markdown table of docs/reliability.md (one column a seed: faults by kind, writes, anomalies; for
+the ordered workload also the topic's changes and the group's deliveries)."""
 from __future__ import annotations
 
 import json
@@ -16,8 +17,16 @@ def table(reports: list[dict[str, Any]]) -> str:
             ["---", *("---:" for _ in reports)],
             ["faults injected", *(str(r["faults_total"]) for r in reports)]]
     rows += [[f"&nbsp;&nbsp;{k}", *(str(r["faults"].get(k, 0)) for r in reports)] for k in kinds]
-    rows += [["writes acknowledged", *(f"{r['writes_acknowledged']:,}" for r in reports)],
-             ["duration (s)", *(f"{r['duration_s']:.0f}" for r in reports)]]
+    rows += [["writes acknowledged", *(f"{r['writes_acknowledged']:,}" for r in reports)]]
+    if reports and all(r.get("workload") == "ordered" for r in reports):
+        # the ordered workload's own counts: what the topic went through, what the group delivered
+        changes = list(reports[0]["topic_changes"])
+        rows += [[name.replace("_", " ") if name.startswith("member_") else f"topic: {name.replace('_', ' ')}",
+                  *(str(r["topic_changes"][name]) for r in reports)] for name in changes]
+        rows += [["deliveries to the group", *(f"{r['deliveries']:,}" for r in reports)],
+                 ["&nbsp;&nbsp;redeliveries (not anomalies)", *(f"{r['redeliveries']:,}" for r in reports)],
+                 ["member poll errors (not anomalies)", *(str(r["member_poll_errors"]) for r in reports)]]
+    rows += [["duration (s)", *(f"{r['duration_s']:.0f}" for r in reports)]]
     rows += [[name.replace("_", " "), *(str(r["anomalies"][name]) for r in reports)] for name in anomalies]
     return "\n".join("| " + " | ".join(row) + " |" for row in rows)
 
