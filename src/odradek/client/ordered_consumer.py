@@ -48,7 +48,7 @@ from odradek.client.group_membership import Assignment, GroupMember, GroupMember
 from odradek.client.ordered_metadata import (
     OrderedMetadataClient,
     OrderedMetadataError,
-    counts_at_leader,
+    counts_as_of_epoch,
     end_offsets_for_epochs,
     parse_bootstrap,
     watermarks,
@@ -477,7 +477,7 @@ class OrderedConsumer:
             return None
         epoch = msg.leader_epoch()
         if owned.gate is not None and epoch is not None and epoch > owned.checked_epoch:
-            if not self._layout_holds(owned):
+            if not self._layout_holds(owned, epoch):
                 self._hold(owned)
                 return None
             owned.checked_epoch = epoch
@@ -488,17 +488,20 @@ class OrderedConsumer:
             return None  # compaction's helper (part 9), never the application's
         return msg
 
-    def _layout_holds(self, owned: _Owned) -> bool:
+    def _layout_holds(self, owned: _Owned, epoch: int) -> bool:
         """A record at a leader epoch not checked yet: is the layout the gates were planned
-        with still the topic's? Asked of the partition's leader, which applies a count with the
-        epoch bump that comes with it, so no record of a newer layout passes unchecked (a
-        shrink's re-sent records reach a partition before its member hears of the shrink by
-        any other way). A change makes the member rejoin, which plans the gates again."""
+        with still the topic's? A count changes together with a leader epoch bump, so the
+        counts of a broker that knows the record's epoch are those the record was written
+        under or later (ordered_metadata.counts_as_of_epoch); no record of a newer layout
+        passes unchecked (a shrink's re-sent records reach a partition before its member hears
+        of the shrink by any other way). A broker that is behind, or none answering, holds the
+        partition until the next round; a change makes the member rejoin, which plans the
+        gates again."""
         layout = self._layouts.get(owned.tp.topic)
         try:
-            counts = counts_at_leader(self._bootstrap, self._client_id, owned.tp)
+            counts = counts_as_of_epoch(self._bootstrap, self._client_id, owned.tp, epoch)
         except (OSError, OrderedMetadataError, SchemaError) as exc:
-            log.info("%s: cannot check the layout at its leader (%s); holding it", owned.tp, exc)
+            log.info("%s: cannot check the layout (%s); holding it", owned.tp, exc)
             return False
         if counts is None or layout is None:
             return False

@@ -289,19 +289,30 @@ def _list_offsets(bootstrap: list[tuple[str, int]], client_id: str, partitions: 
     return out
 
 
-def counts_at_leader(bootstrap: list[tuple[str, int]], client_id: str,
-                     tp: TopicPartition) -> api.TopicPartitionCounts | None:
-    """The topic's counts as ``tp``'s leader holds them: a leader applies a count in the same
-    step as the leader epoch bump that comes with it, so a record it wrote at an epoch was
-    written under the count it answers now (or a later one). None if the leader is unknown."""
-    request = api.PartitionLeaderEpochsForPartitionsRequest((), (tp.topic,))
-    for conn, _ in _each_leader(bootstrap, client_id, {tp: 0}):
+def counts_as_of_epoch(bootstrap: list[tuple[str, int]], client_id: str, tp: TopicPartition,
+                       epoch: int) -> api.TopicPartitionCounts | None:
+    """The topic's counts from a broker whose metadata has ``tp`` at ``epoch`` or later; None
+    if the broker asked is behind. A broker records a count in the same step as the partition
+    states of the UpdateMetadata that brings it, so when Metadata (read first) shows the epoch,
+    the counts read next are the ones that came with it or later. Any broker will do, unlike
+    asking "the leader" found through someone's metadata, which may be a former leader."""
+    host, port = bootstrap[int(time.monotonic() * 10) % len(bootstrap)]
+    conn = BrokerConnection(host, port, client_id)
+    try:
+        response = conn.request(_METADATA, 9, {"topics": [{"name": tp.topic}], "allow_auto_topic_creation": False,
+                                               "include_topic_authorized_operations": False})
+        known = [p.leader_epoch for t in response.topics if t.name == tp.topic for p in t.partitions
+                 if p.partition_index == tp.partition]
+        if not known or known[0] < epoch:
+            return None
+        request = api.PartitionLeaderEpochsForPartitionsRequest((), (tp.topic,))
         frame = conn.request_frame(lambda correlation: api.encode_request(request, correlation, client_id))
         _, body = api.parse_response_header(frame)
-        response = api.decode_response(api.API_PARTITION_LEADER_EPOCHS_FOR_PARTITIONS, 0, body)
-        assert isinstance(response, api.PartitionLeaderEpochsForPartitionsResponse)
-        return response.counts.get(tp.topic)
-    return None
+        answer = api.decode_response(api.API_PARTITION_LEADER_EPOCHS_FOR_PARTITIONS, 0, body)
+        assert isinstance(answer, api.PartitionLeaderEpochsForPartitionsResponse)
+        return answer.counts.get(tp.topic)
+    finally:
+        conn.close()
 
 
 def _each_leader(bootstrap: list[tuple[str, int]], client_id: str, asked: dict[TopicPartition, int]
