@@ -300,6 +300,7 @@ def counts_as_of_epoch(bootstrap: list[tuple[str, int]], client_id: str, tp: Top
     conn = BrokerConnection(host, port, client_id)
     try:
         response = conn.request(_METADATA, 9, {"topics": [{"name": tp.topic}], "allow_auto_topic_creation": False,
+                                               "include_cluster_authorized_operations": False,
                                                "include_topic_authorized_operations": False})
         known = [p.leader_epoch for t in response.topics if t.name == tp.topic for p in t.partitions
                  if p.partition_index == tp.partition]
