@@ -340,6 +340,7 @@ class OrderedConsumer:
         committed = self._member.fetch_offsets(partitions) if partitions else {}
         self._layouts = self._read_layouts(sorted({tp.topic for tp in partitions}))
         owned: dict[TopicPartition, _Owned] = {}
+        reads_from_start: dict[TopicPartition, bool] = {}  # the ordered topics' partitions
         marks = self._watermarks(partitions)
         for tp in partitions:
             low, high = marks[tp]
@@ -350,9 +351,11 @@ class OrderedConsumer:
                 start = low if (created or self._reset_earliest or start is not None and start < low) else high
             owned[tp] = _Owned(tp, start, high_watermark=high)
             if layout is not None:
-                gate = owned[tp].gate = self._gate(tp, layout, start <= low)
-                owned[tp].compacted = layout.compacted
-                owned[tp].limit = -1 if gate.parent is not None else min(gate.deletions.values(), default=None)
+                reads_from_start[tp] = start <= low
+        for tp, gate in self._gates(reads_from_start).items():
+            owned[tp].gate = gate
+            owned[tp].compacted = self._layouts[tp.topic].compacted
+            owned[tp].limit = -1 if gate.parent is not None else min(gate.deletions.values(), default=None)
         self._owned = owned
         assigned = [KafkaTopicPartition(tp.topic, tp.partition, o.position) for tp, o in owned.items()]
         self._fetcher.assign(assigned)
@@ -441,19 +444,31 @@ class OrderedConsumer:
                 return layouts, False
         return layouts, True
 
-    def _gate(self, tp: TopicPartition, layout: TopicLayout, reads_from_start: bool) -> Gate:
-        """Step 4.1-4.3 and 5.1-5.2: the epochs the partition waits on, as offsets."""
-        lookups = lookups_for(layout, tp.partition, reads_from_start)
-        gate = Gate()
-        if lookups.parent is not None:
-            parent = TopicPartition(tp.topic, lookups.parent[0])
-            ends = end_offsets_for_epochs(self._bootstrap, self._client_id, {parent: lookups.parent[1]})
-            gate.parent = (parent.partition, ends[parent])
-        if lookups.deletions:
-            per_epoch = {e: end_offsets_for_epochs(self._bootstrap, self._client_id, {tp: e})[tp]
-                         for e in set(lookups.deletions.values())}
-            gate.deletions = {q: per_epoch[e] for q, e in lookups.deletions.items()}
-        return gate
+    def _gates(self, reads_from_start: dict[TopicPartition, bool]) -> dict[TopicPartition, Gate]:
+        """Step 4.1-4.3 and 5.1-5.2 for a whole assignment: the epochs each partition waits on,
+        turned into offsets by OffsetsForLeaderEpoch in one request per leader (a round per
+        epoch a partition is asked for, almost always one), not one per partition."""
+        lookups = {tp: lookups_for(self._layouts[tp.topic], tp.partition, first)
+                   for tp, first in reads_from_start.items()}
+        wanted: set[tuple[TopicPartition, int]] = set()
+        for tp, found in lookups.items():
+            if found.parent is not None:
+                wanted.add((TopicPartition(tp.topic, found.parent[0]), found.parent[1]))
+            wanted.update((tp, epoch) for epoch in found.deletions.values())
+        ends: dict[tuple[TopicPartition, int], int] = {}
+        while wanted:
+            one_round = dict(sorted(wanted))  # one epoch per partition per request
+            answered = end_offsets_for_epochs(self._bootstrap, self._client_id, one_round)
+            ends.update(((tp, one_round[tp]), end) for tp, end in answered.items())
+            wanted -= set(one_round.items())
+        gates = {}
+        for tp, found in lookups.items():
+            gate = gates[tp] = Gate()
+            if found.parent is not None:
+                parent = TopicPartition(tp.topic, found.parent[0])
+                gate.parent = (parent.partition, ends[parent, found.parent[1]])
+            gate.deletions = {q: ends[tp, epoch] for q, epoch in found.deletions.items()}
+        return gates
 
     # -- delivering ------------------------------------------------------------------------------
 
