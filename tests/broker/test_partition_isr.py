@@ -115,3 +115,25 @@ def test_a_follower_caught_up_at_its_fetch_joins_though_the_high_watermark_moved
     p.update_follower_position(2, 10)
     assert p.high_watermark == 10
     assert p.isr_change_wanted(LAG_S, 0.0, shrink=False) == frozenset({1, 2, 3})
+
+
+def test_latest_offset_is_not_available_while_a_new_leaders_high_watermark_lags(tmp_path: Path) -> None:
+    """Kafka's Partition.fetchOffsetForTimestamp: a new leader whose high watermark is below
+    the offset its epoch began at answers "latest" (and times past the last fetchable record)
+    with OFFSET_NOT_AVAILABLE, never with the lagging high watermark, which is below offsets
+    consumers may have committed under the old leader."""
+    from odradek.broker.kafka_apis import _offset_for
+    from odradek.protocol.records import build_batch
+
+    p = Partition(TP, Log.open(tmp_path / "t-0", LogConfig()), broker_id=1)
+    p.apply_state(PartitionState(TP, 1, 2, 1, (1, 2), 0, (1, 2)))  # a follower of 2
+    p.append_as_follower(build_batch([(b"k", b"v")] * 5), leader_high_watermark=3)
+    assert p.high_watermark == 3
+    p.apply_state(PartitionState(TP, 1, 1, 2, (1, 2), 1, (1, 2)))  # elected, its epoch starts at 5
+    assert _offset_for(p, -1) is None
+    assert _offset_for(p, 2**50) is None
+    assert _offset_for(p, -2) == 0
+    p.update_follower_position(2, 5)  # the follower has it all: the high watermark catches up
+    assert p.high_watermark == 5
+    assert _offset_for(p, -1) == 5
+    assert _offset_for(p, 2**50) == -1

@@ -227,6 +227,20 @@ def test_bounced_broker_is_failed_over_then_started() -> None:
     assert [r.broker_epoch for b, r in channel.leader_and_isr() if b == 1][-1] == 999
 
 
+def test_a_bounced_follower_is_not_stopped_after_it_is_told_to_follow() -> None:
+    """The bounced broker is failed over (its replicas go offline, which stops them) and then
+    started (LeaderAndIsr) in one event, whose requests go out together, LeaderAndIsr first.
+    The stop belonged to the incarnation that died; sent to the new one after its
+    LeaderAndIsr, it made a restarted follower stop fetching for good (a fault run saw it)."""
+    zk, controller, channel = t0_led_by_1_on_controller_3()
+    channel.sent.clear()
+    zk.register_broker(2, epoch=999)  # the follower, gone and back before the controller looked
+    controller.process(BrokerChange())
+    to_2 = [type(r).__name__ for b, r in channel.sent if b == 2]
+    assert "LeaderAndIsrRequest" in to_2
+    assert "StopReplicaRequest" not in to_2
+
+
 def test_a_bounced_sole_isr_member_is_elected_again_not_an_unclean_replica() -> None:
     """Kafka 2.4 fails a bounced broker over before starting it, so on a topic that allows
     unclean elections the partition it alone had in sync went to a replica without its log.

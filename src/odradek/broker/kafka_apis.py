@@ -235,8 +235,11 @@ class KafkaApis:
                     entry["error_code"] = error
                 else:
                     assert partition is not None
-                    entry["leader_epoch"] = partition.leader_epoch
-                    entry["offset"] = _offset_for(partition, p.timestamp)
+                    offset = _offset_for(partition, p.timestamp)
+                    if offset is None:
+                        entry["error_code"] = ErrorCode.OFFSET_NOT_AVAILABLE
+                    else:
+                        entry.update(leader_epoch=partition.leader_epoch, offset=offset)
                 parts.append(entry)
             topics.append({"name": topic.name, "partitions": parts})
         return kio_util.encode_response(api_keys.LIST_OFFSETS, version, header.correlation_id,
@@ -271,13 +274,22 @@ class KafkaApis:
                                         {"throttle_time": 0, "topics": topics})
 
 
-def _offset_for(partition: Partition, timestamp: int) -> int:
+def _offset_for(partition: Partition, timestamp: int) -> int | None:
+    """None: OFFSET_NOT_AVAILABLE (retriable), as Kafka's Partition.fetchOffsetForTimestamp
+    answers "latest", or a time past the last fetchable record, while a new leader's high
+    watermark has not reached the offset its epoch began at. Answered with the lagging high
+    watermark instead, a consumer whose committed offset lies between the two takes it for
+    out of range and resets to auto.offset.reset: the fault runs saw a group read whole
+    partitions again from offset 0 after a leader moved."""
     if timestamp == -2:  # EARLIEST
         return partition.log.log_start_offset
+    lagging = partition.high_watermark_lags_election
     if timestamp == -1:  # LATEST: consumers see up to the high watermark
-        return partition.high_watermark
+        return None if lagging else partition.high_watermark
     found = partition.log.offset_for_timestamp(timestamp)
-    return -1 if found is None or found >= partition.high_watermark else found
+    if found is not None and found < partition.high_watermark:
+        return found
+    return None if lagging else -1
 
 
 def _produce_response(correlation_id: int, version: int, results: dict[str, list[list[int]]],

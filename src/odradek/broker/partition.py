@@ -72,6 +72,13 @@ class Partition:
         self.producers.rebuild(log_.iter_batch_headers())
 
     @property
+    def high_watermark_lags_election(self) -> bool:
+        """Whether this leader's high watermark is still below where its epoch began (Kafka's
+        lagging-HW state after an election): records below that offset were committed under
+        the old leader, so "latest" would name an offset before some of them."""
+        return self.high_watermark < self._leader_epoch_start_offset
+
+    @property
     def is_leader(self) -> bool:
         return self.leader_id == self.broker_id
 

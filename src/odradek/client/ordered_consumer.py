@@ -347,8 +347,11 @@ class OrderedConsumer:
             layout = self._layouts.get(tp.topic)
             start = committed.get(tp)
             created = layout is not None and tp.partition in layout.after_creation
-            if start is None or start < low or start > high:
-                start = low if (created or self._reset_earliest or start is not None and start < low) else high
+            # a committed offset above the high watermark is kept: a leader's high watermark
+            # can lag the offsets a group committed (the fetcher says out of range if the log
+            # really ends before it); taken as out of range, it re-read whole partitions
+            if start is None or start < low:
+                start = low if (created or self._reset_earliest or start is not None) else high
             owned[tp] = _Owned(tp, start, high_watermark=high)
             if layout is not None:
                 reads_from_start[tp] = start <= low

@@ -145,9 +145,18 @@ class ControllerBrokerRequestBatch:
     def add_stop_replicas(self, replicas: Iterable[tuple[TopicPartition, int]],
                           delete: bool) -> None:
         """Stop each (partition, broker) replica; deletion wins if one event both stops and
-        deletes a replica. One call for all: a broker failure stops thousands."""
+        deletes a replica. One call for all: a broker failure stops thousands.
+
+        A stop without delete for a broker that is not registered now is dropped, as Kafka's
+        channel manager drops requests to a broker it removed: it was meant for the
+        incarnation that died. A bounced broker is failed over and started in one event whose
+        requests go out together, LeaderAndIsr before StopReplica, so the dead incarnation's
+        stop would reach the new one after it was told to follow, and it would never fetch."""
         all_stop = self._stop_replica
+        registered = self._broker_epoch
         for tp, broker in replicas:
+            if not delete and registered(broker) is None:
+                continue
             per_broker = all_stop.get(broker)
             if per_broker is None:
                 per_broker = all_stop[broker] = {}
