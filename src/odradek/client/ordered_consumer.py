@@ -46,6 +46,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from odradek.client.group_membership import Assignment, GroupMember, GroupMembershipError
 from odradek.client.ordered_metadata import (
+    CountsAsOf,
     OrderedMetadataClient,
     OrderedMetadataError,
     counts_as_of_epoch,
@@ -155,12 +156,16 @@ class OrderedConsumer:
         self._callbacks: dict[str, Callback | None] = {}
         self._owned: dict[TopicPartition, _Owned] = {}
         self._layouts: dict[str, TopicLayout] = {}
+        self._checked: dict[str, CountsAsOf] = {}  # per topic, the last layout check's answer
         self._exchange = _Exchange()
         self._joined = False
         self._buffered: collections.deque[Any] = collections.deque()
         #: each topic's partition count as the heartbeat thread last read it: a marked partition
         #: at or past it has been removed, which happens only once it was empty (drained)
         self._latest_totals: dict[str, int] = {}
+        # per topic, the fewest partitions it had since this generation's assignment: a partition
+        # removed meanwhile is never committed in it, not even once its number exists again
+        self._fewest_totals: dict[str, int] = {}
         #: topics seen with ordered delivery: a broker answering one as plain has not heard yet
         self._ordered_topics: set[str] = set()
         #: marked partitions' high watermarks, briefly cached (topic-partition -> (until, value))
@@ -236,7 +241,8 @@ class OrderedConsumer:
         else:
             wanted = {tp: (o.position, o.last_epoch) for tp, o in self._owned.items()}
         wanted = {tp: o for tp, o in wanted.items()  # a removed partition has nothing to commit
-                  if tp.partition < self._latest_totals.get(tp.topic, tp.partition + 1)}
+                  if tp.partition < min(self._latest_totals.get(tp.topic, tp.partition + 1),
+                                        self._fewest_totals.get(tp.topic, tp.partition + 1))}
         if not wanted:
             raise KafkaException(KafkaError(KafkaError._NO_OFFSET, "no offset to commit"))
         try:
@@ -339,6 +345,8 @@ class OrderedConsumer:
         partitions = list(assignment.partitions)
         committed = self._member.fetch_offsets(partitions) if partitions else {}
         self._layouts = self._read_layouts(sorted({tp.topic for tp in partitions}))
+        self._fewest_totals = {topic: layout.total for topic, layout in self._layouts.items()}
+        self._checked = {}
         owned: dict[TopicPartition, _Owned] = {}
         reads_from_start: dict[TopicPartition, bool] = {}  # the ordered topics' partitions
         marks = self._watermarks(partitions)
@@ -347,11 +355,11 @@ class OrderedConsumer:
             layout = self._layouts.get(tp.topic)
             start = committed.get(tp)
             created = layout is not None and tp.partition in layout.after_creation
-            # a committed offset above the high watermark is kept: a leader's high watermark
-            # can lag the offsets a group committed (the fetcher says out of range if the log
-            # really ends before it); taken as out of range, it re-read whole partitions
-            if start is None or start < low:
-                start = low if (created or self._reset_earliest or start is not None) else high
+            # above the high watermark is out of range: a new leader answers ListOffsets only
+            # once its high watermark reached its epoch's start (past every committed offset),
+            # so such an offset was committed for an earlier partition of the same number
+            if start is None or start < low or start > high:
+                start = low if (created or self._reset_earliest or start is not None and start < low) else high
             owned[tp] = _Owned(tp, start, high_watermark=high)
             if layout is not None:
                 reads_from_start[tp] = start <= low
@@ -516,18 +524,27 @@ class OrderedConsumer:
         partition until the next round; a change makes the member rejoin, which plans the
         gates again."""
         layout = self._layouts.get(owned.tp.topic)
+        if layout is None:
+            return False
+        checked = self._checked.get(owned.tp.topic)
+        if checked is not None and checked.epochs.get(owned.tp.partition, -1) >= epoch:
+            # the answer that held for another partition's new epoch holds for this one too
+            # (an expansion bumps every partition's epoch: one round trip, not one each)
+            return True
         try:
-            counts = counts_as_of_epoch(self._bootstrap, self._client_id, owned.tp, epoch)
+            checked = counts_as_of_epoch(self._bootstrap, self._client_id, owned.tp, epoch)
         except (OSError, OrderedMetadataError, SchemaError) as exc:
             log.info("%s: cannot check the layout (%s); holding it", owned.tp, exc)
             return False
-        if counts is None or layout is None:
+        if checked is None or checked.counts is None:
             return False
+        counts = checked.counts
         if (counts.undeleted_partition_count, counts.partition_count) != (layout.undeleted, layout.total):
             log.info("%s: the topic now has %d undeleted of %d partitions; rejoining", owned.tp,
                      counts.undeleted_partition_count, counts.partition_count)
             self._member.request_rejoin()
             return False
+        self._checked[owned.tp.topic] = checked
         return True
 
     def _limit(self, owned: _Owned) -> int | None:
@@ -687,7 +704,7 @@ class OrderedConsumer:
 
     def _check_layouts(self, member: GroupMember) -> None:
         """A subscribed topic grew, or had partitions marked or removed: rejoin (part 8 step 6)."""
-        if not self._topics or member.needs_rejoin:
+        if not self._topics:
             return
         try:
             counts = self._hb_metadata.counts(self._topics)
@@ -697,6 +714,12 @@ class OrderedConsumer:
             c = counts[topic]
             if c.partition_count > 0:
                 self._latest_totals[topic] = c.partition_count
+                self._fewest_totals[topic] = min(self._fewest_totals.get(topic, c.partition_count),
+                                                 c.partition_count)
+        if member.needs_rejoin:
+            return
+        for topic in self._topics:
+            c = counts[topic]
             layout = self._layouts.get(topic)
             if c.ordered and (layout is None or (layout.undeleted, layout.total) !=
                               (c.undeleted_partition_count, c.partition_count)):

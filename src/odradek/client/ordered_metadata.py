@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
 from odradek.client.broker_connection import BrokerConnection
@@ -289,8 +290,17 @@ def _list_offsets(bootstrap: list[tuple[str, int]], client_id: str, partitions: 
     return out
 
 
+@dataclass(frozen=True)
+class CountsAsOf:
+    """A topic's counts and the leader epoch of each of its partitions in the metadata of the
+    broker that answered them (read first): the counts hold for a record of partition p at
+    any epoch up to ``epochs[p]``."""
+    counts: api.TopicPartitionCounts | None
+    epochs: dict[int, int]
+
+
 def counts_as_of_epoch(bootstrap: list[tuple[str, int]], client_id: str, tp: TopicPartition,
-                       epoch: int) -> api.TopicPartitionCounts | None:
+                       epoch: int) -> CountsAsOf | None:
     """The topic's counts from a broker whose metadata has ``tp`` at ``epoch`` or later; None
     if the broker asked is behind. A broker records a count in the same step as the partition
     states of the UpdateMetadata that brings it, so when Metadata (read first) shows the epoch,
@@ -302,16 +312,16 @@ def counts_as_of_epoch(bootstrap: list[tuple[str, int]], client_id: str, tp: Top
         response = conn.request(_METADATA, 9, {"topics": [{"name": tp.topic}], "allow_auto_topic_creation": False,
                                                "include_cluster_authorized_operations": False,
                                                "include_topic_authorized_operations": False})
-        known = [p.leader_epoch for t in response.topics if t.name == tp.topic for p in t.partitions
-                 if p.partition_index == tp.partition]
-        if not known or known[0] < epoch:
+        epochs = {int(p.partition_index): int(p.leader_epoch) for t in response.topics if t.name == tp.topic
+                  for p in t.partitions}
+        if epochs.get(tp.partition, -1) < epoch:
             return None
         request = api.PartitionLeaderEpochsForPartitionsRequest((), (tp.topic,))
         frame = conn.request_frame(lambda correlation: api.encode_request(request, correlation, client_id))
         _, body = api.parse_response_header(frame)
         answer = api.decode_response(api.API_PARTITION_LEADER_EPOCHS_FOR_PARTITIONS, 0, body)
         assert isinstance(answer, api.PartitionLeaderEpochsForPartitionsResponse)
-        return answer.counts.get(tp.topic)
+        return CountsAsOf(answer.counts.get(tp.topic), epochs)
     finally:
         conn.close()
 

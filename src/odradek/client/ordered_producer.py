@@ -25,10 +25,15 @@ application produced them, then the held ones. A key's records are therefore app
 produce order: the ones before the refusal were acknowledged in the old partition (before the
 barrier), the rest follow in the key's new partition.
 
+Before re-sending, the recovery asks the log which refused records were written after all
+(client/producer_writes.py): librdkafka's answer to a refusal is an epoch bump that sends a
+record whose write was in doubt again as new, where it is refused too; such a record is
+reported delivered (offset -1: where it landed is not looked up) instead of written twice.
+
 Delivery reports go to each record's on_delivery exactly once, from poll() and flush(), as in
-confluent-kafka (with delivery.report.only.error=true, failures only, as librdkafka does: the
-cheapest way to produce, since no Python call is made per acknowledged record); a refused
-record's report is the one of its re-send.
+confluent-kafka (with delivery.report.only.error=true, failures only: the inner producers
+still report every record to OrderedProducer, which keeps where each partition was last
+acknowledged); a refused record's report is the one of its re-send.
 """
 from __future__ import annotations
 
@@ -38,7 +43,7 @@ import logging
 import time
 from typing import Any, Callable, NamedTuple
 
-from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from odradek.client.ordered_metadata import (
     OrderedMetadataClient,
@@ -48,6 +53,7 @@ from odradek.client.ordered_metadata import (
     parse_bootstrap,
 )
 from odradek.client.partition_gates import MIGRATION_TOMBSTONE_HEADER, TopicLayout, split_epoch
+from odradek.client.producer_writes import content_of, producer_id_at, written_by
 from odradek.common.linear_hashing import POSITIVE_MASK, ancestors_of, level_and_split, murmur2
 from odradek.common.metadata import TopicPartition
 from odradek.protocol.declared_partition_counts import with_declared_counts
@@ -66,6 +72,10 @@ COUNT_RETRY_BACKOFF_S = 0.05
 #: how long a refused topic waits for its count to change before re-sending under the count it
 #: has (the refusing leader may be the one behind)
 COUNT_CHANGE_WAIT_S = 1.0
+
+#: how long a recovery waits, in all, for the leaders' records to be committed or gone before
+#: it reads which refused records were written after all (producer_writes.py)
+WRITTEN_SETTLE_S = 15.0
 
 #: how long the ancestors a partition's keys need tombstones in are trusted (retention may
 #: empty an ancestor of its old records meanwhile)
@@ -88,6 +98,8 @@ class _Record(NamedTuple):
     timestamp: int
     headers: Any
     on_delivery: DeliveryCallback | None
+    #: a refused record's delivery report message (its partition and content as sent)
+    sent: Any = None
 
 
 class _OrderedTopic:
@@ -96,8 +108,10 @@ class _OrderedTopic:
     The path of a record is kept short (measured: a closure, a dataclass and a kwargs dict per
     record cut OrderedProducer to a quarter of a plain Producer's rate): the partition is
     computed inline from a cached hash, the delivery report goes to one bound method unless the
-    application gave a callback, and a refused record is rebuilt from its delivery report's
-    message (key, value, headers, timestamp), so nothing is kept per record."""
+    application gave a callback (or a timestamp, which a failed report does not carry), and a
+    refused record is rebuilt from its delivery report's message (key, value, headers), so
+    nothing else is kept per record. A record re-sent without the application's timestamp is
+    stamped when it is re-sent."""
 
     def __init__(self, owner: OrderedProducer, name: str, initial: int, undeleted: int) -> None:
         self.owner = owner
@@ -105,13 +119,19 @@ class _OrderedTopic:
         self.initial = initial
         self.undeleted = undeleted
         self.inner = owner._new_inner(name, undeleted)
+        self._inner_since_ms = int(time.time() * 1000)  # its records are stamped no earlier
         self.refused: list[_Record] = []
         self.held: list[_Record] = []
+        # where the inner producer's records were last acknowledged, per partition: past it,
+        # only records of its that it was not told of are in the log (producer_writes.py)
+        self._acked_next: dict[int, int] = {}
+        self._probe = -1  # the partition of the last acknowledged record of the inner producer
+        self._producer_id: int | None = None
         self.fenced = False         # a refusal was seen: drain, re-read the count, re-send
         self.stale_count = False    # ... and the refusal said the count changed
         self._round_robin = itertools.count()
         self._hashes = owner._hashes
-        self._report = functools.partial(self._report_to, None)
+        self._report = functools.partial(self._report_to, None, 0)
         self.compacted = owner._is_compacted(name)
         self._tombstoned: set[tuple[bytes, int]] = set()
         self._targets: dict[int, tuple[float, list[int]]] = {}
@@ -139,7 +159,10 @@ class _OrderedTopic:
             partition = h % self._high
         if self.compacted and key is not None and value is not None and partition >= self.initial:
             self._tombstones(raw, key, partition)
-        report = self._report if on_delivery is None else functools.partial(self._report_to, on_delivery)
+        # a failed delivery report carries no timestamp: one the application gave travels with
+        # the report, so that a refused record is re-sent with it
+        report = (self._report if on_delivery is None and not timestamp
+                  else functools.partial(self._report_to, on_delivery, timestamp))
         while True:
             try:
                 if timestamp or headers is not None:
@@ -156,11 +179,16 @@ class _OrderedTopic:
                 self._refuse(_Record(value, key, timestamp, headers, on_delivery), False)
                 return
 
-    def _report_to(self, on_delivery: DeliveryCallback | None, err: Any, msg: Any) -> None:
-        if err is not None and err.code() in _SEND_AGAIN:
-            kind, ts = msg.timestamp()
-            self._refuse(_Record(msg.value(), msg.key(), ts if kind == TIMESTAMP_CREATE_TIME else 0, msg.headers(),
-                                 on_delivery), err.code() == KafkaError.FENCED_LEADER_EPOCH)
+    def _report_to(self, on_delivery: DeliveryCallback | None, timestamp: int, err: Any, msg: Any) -> None:
+        if err is None:
+            partition = self._probe = msg.partition()
+            self._acked_next[partition] = msg.offset() + 1
+            if on_delivery is not None and self.owner._success_reports:
+                on_delivery(err, msg)
+            return
+        if err.code() in _SEND_AGAIN:
+            self._refuse(_Record(msg.value(), msg.key(), timestamp, msg.headers(), on_delivery, msg),
+                         err.code() == KafkaError.FENCED_LEADER_EPOCH)
             return
         if on_delivery is not None:
             on_delivery(err, msg)
@@ -227,13 +255,62 @@ class _OrderedTopic:
             self._split()
             log.info("%s: undeleted_partition_count %d -> %d; re-sending %d records in order",
                      self.name, stale, self.undeleted, len(self.refused))
+            written = self._written(self.refused)
             self.inner = self.owner._new_inner(self.name, self.undeleted)
+            self._inner_since_ms = int(time.time() * 1000)
+            self._probe, self._producer_id = -1, None
         else:
+            written = self._written(self.refused)
             time.sleep(COUNT_RETRY_BACKOFF_S)  # librdkafka's metadata catches up meanwhile
-        again = self.refused + self.held
+        again = [r for r in self.refused if id(r) not in written] + self.held
         self.refused, self.held, self.fenced, self.stale_count = [], [], False, False
         for record in again:
-            self._send(*record)
+            self._send(record.value, record.key, record.timestamp, record.headers, record.on_delivery)
+
+    def _written(self, refused: list[_Record]) -> set[int]:
+        """The ids of the refused records that are in the log after all, reported delivered
+        (their offset unknown: -1) instead of sent again. Empty when the log cannot tell
+        (producer_writes.py: then a record written before is sent again, never lost)."""
+        if not refused:
+            return set()
+        producer_id = self._inner_producer_id()
+        if producer_id is None:
+            log.info("%s: the producer id is not known (nothing acknowledged yet): %d refused records are sent "
+                     "again unchecked", self.name, len(refused))
+            return set()
+        by_partition: dict[int, list[_Record]] = {}
+        for record in refused:
+            if record.sent is not None:
+                by_partition.setdefault(record.sent.partition(), []).append(record)
+        deadline = time.monotonic() + WRITTEN_SETTLE_S
+        written: set[int] = set()
+        for partition, records in by_partition.items():
+            found = written_by(self.owner._bootstrap, self.owner._client_id, TopicPartition(self.name, partition),
+                               producer_id, self._acked_next.get(partition), self._inner_since_ms,
+                               max(0.0, deadline - time.monotonic()))
+            if found is None:
+                log.info("%s [%d]: cannot tell which of %d refused records were written; sending them again",
+                         self.name, partition, len(records))
+                continue
+            for record in records:
+                content = content_of(record.sent.key(), record.sent.value(), record.sent.headers())
+                if found[content] > 0:
+                    found[content] -= 1
+                    written.add(id(record))
+        if written:
+            log.info("%s: %d of %d refused records were in the log after all (written while their producer "
+                     "bumped its epoch); not sent again", self.name, len(written), len(refused))
+            for record in refused:
+                if id(record) in written and record.on_delivery is not None and self.owner._success_reports:
+                    record.on_delivery(None, record.sent)
+        return written
+
+    def _inner_producer_id(self) -> int | None:
+        if self._producer_id is None and self._probe >= 0:
+            self._producer_id = producer_id_at(self.owner._bootstrap, self.owner._client_id,
+                                               TopicPartition(self.name, self._probe),
+                                               self._acked_next[self._probe] - 1)
+        return self._producer_id
 
 
 class OrderedProducer:
@@ -251,6 +328,9 @@ class OrderedProducer:
         self._metadata = OrderedMetadataClient(self._bootstrap, self._client_id)
         self._topics: dict[str, _OrderedTopic | None] = {}
         self._hashes: dict[bytes, int] = {}
+        # the inner producers report every record (OrderedProducer needs its acknowledged
+        # offsets); the application gets the successes only if it asked for them
+        self._success_reports = str(self._config.get("delivery.report.only.error", False)).lower() not in ("true", "1")
 
     # -- confluent-kafka's Producer ------------------------------------------------------------
 
@@ -386,6 +466,7 @@ class OrderedProducer:
         one was written, and then refused for a changed count, would be re-sent past the
         barrier behind its successor."""
         config = dict(self._config)
+        config["delivery.report.only.error"] = False
         config.setdefault("enable.idempotence", True)
         if str(config["enable.idempotence"]).lower() in ("false", "0"):
             config["max.in.flight.requests.per.connection"] = 1

@@ -49,6 +49,7 @@ class FaultCluster:
         self.zookeeper = ZooKeeperEnsemble.on_free_ports(data_dir / "zookeeper", zookeeper_nodes, host="0.0.0.0",
                                                          client_ports=ZK_PORTS[:zookeeper_nodes])
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._started_ms: dict[int, int] = {}  # wall clock, as the registration's timestamp
         self._rules: list[list[str]] = []
         self._zk: KazooClient | None = None
 
@@ -73,6 +74,7 @@ class FaultCluster:
         props = bdir / "server.properties"
         props.write_text("".join(f"{k}={v}\n" for k, v in self.broker_config.items()))
         log = open(bdir / "broker.log", "ab")
+        self._started_ms[broker_id] = int(time.time() * 1000)
         try:
             self._procs[broker_id] = subprocess.Popen(
                 [sys.executable, "-m", "odradek", "broker", "--id", str(broker_id),
@@ -120,8 +122,15 @@ class FaultCluster:
         return self._zk
 
     def registered(self) -> set[int]:
+        """The brokers registered by their running process: a killed broker's registration
+        outlives it until its session expires, and a check passing on it let the next fault
+        (a ZooKeeper restart) hit the new process during its first connection, which it
+        does not survive, as Kafka's broker does not."""
         try:
-            return {int(c) for c in self.zk().get_children("/brokers/ids")}
+            zk = self.zk()
+            pending = {int(c): zk.get_async(f"/brokers/ids/{c}") for c in zk.get_children("/brokers/ids")}
+            return {b for b, result in pending.items()
+                    if int(json.loads(result.get()[0])["timestamp"]) >= self._started_ms.get(b, 0)}
         except Exception:  # noqa: BLE001 - ZooKeeper restarting: nobody known for now
             return set()
 

@@ -53,6 +53,9 @@ class OrderedKeyedProducer:
         self._producer = OrderedProducer({
             "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
             "message.timeout.ms": 900_000, "logger": LOGGER, "error_cb": self._on_error,
+            # the idempotent producers' state changes, kept in the run's librdkafka.log (more
+            # contexts, e.g. eos,msg,protocol, through ODRADEK_FAULTS_PRODUCER_DEBUG)
+            "debug": os.environ.get("ODRADEK_FAULTS_PRODUCER_DEBUG", "eos"),
             "client.id": f"faults-ordered-producer-{index}"})
         self._thread = threading.Thread(target=self._run, name=f"ordered-producer-{index}", daemon=True)
 
@@ -257,8 +260,7 @@ class TopicChanger:
                     if total > undeleted:
                         self.log.refused_while_draining += 1
                         return f"{what} refused while partitions {undeleted}-{total - 1} drain (not now)"
-                    now = self.counts()
-                    if now is not None and now[0] == target:
+                    if self._became(target):
                         break  # an earlier attempt whose answer was lost did it
                     self.log.failures.append(f"{what}: refused with no deletion draining: {err}")
                     return f"{what} refused: {err}"
@@ -271,6 +273,18 @@ class TopicChanger:
         else:
             self.log.shrunk += 1
         return what
+
+    def _became(self, target: int, wait_s: float = 5.0) -> bool:
+        """Whether the undeleted count is ``target`` now, asked again for ``wait_s``: the broker
+        answering may not have heard of the change an earlier attempt made yet."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            now = self.counts()
+            if now is not None and now[0] == target:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
 
     # -- the drainer -------------------------------------------------------------------------------
 

@@ -74,10 +74,12 @@ def produce_to(bootstrap: str, topic: str, partitions: range, per_partition: int
     assert producer.flush(30) == 0 and not failed, failed
 
 
-def delete_to_end(admin: AdminClient, topic: str, partitions: list[int]) -> None:
+def delete_to_end(admin: AdminClient, topic: str, partitions: list[int], bootstrap: str) -> None:
     """DeleteRecords to the end, asked again on NOT_LEADER_OR_FOLLOWER: right after a broker
     restart librdkafka may still send it to the partition's previous leader (a retriable
-    error an application retries too)."""
+    error an application retries too). One admin client was seen answering it for 40 s
+    running, its leaders never re-read, so each retry goes through a new client, as an
+    application re-reading the leaders would."""
     deadline = time.monotonic() + 40
     left = list(partitions)
     while left:
@@ -94,6 +96,7 @@ def delete_to_end(admin: AdminClient, topic: str, partitions: list[int]) -> None
         left = retry
         if left:
             time.sleep(0.5)
+            admin = AdminClient({"bootstrap.servers": bootstrap})  # the old one's results are in
 
 
 def grown_then_shrunk(cluster: LocalCluster, admin: AdminClient, topic: str, zk: Zk) -> None:
@@ -121,7 +124,7 @@ def test_drained_partitions_are_removed_and_the_topic_grows_again(cluster: Local
         grown_then_shrunk(cluster, admin, topic, zk)
         assert zk.reports() == [] and sorted(zk.znode()["partitions"]) == ["0", "1", "2", "3"]
 
-        delete_to_end(admin, topic, [2, 3])
+        delete_to_end(admin, topic, [2, 3], cluster.bootstrap_servers)
         wait_until(lambda: metadata_partitions(admin, topic) == [0, 1], 30, "2 partitions in Metadata")
         wait_until(lambda: sorted(zk.znode()["partitions"]) == ["0", "1"], 30, "the assignment shrunk")
         for p in (2, 3):
@@ -150,7 +153,7 @@ def test_a_controller_killed_while_a_report_waits_is_followed_by_one_that_remove
     try:
         grown_then_shrunk(cluster, admin, topic, zk)
         # partition 2 drained first: reported, but it waits for partition 3 above it
-        delete_to_end(admin, topic, [2])
+        delete_to_end(admin, topic, [2], cluster.bootstrap_servers)
         wait_until(lambda: [r["partition"] for r in zk.reports()] == [2], 30, "partition 2's report")
         assert sorted(zk.znode()["partitions"]) == ["0", "1", "2", "3"] and zk.state(2) is not None
 
@@ -162,7 +165,7 @@ def test_a_controller_killed_while_a_report_waits_is_followed_by_one_that_remove
         cluster.start_broker(controller)
         cluster.wait_ready([controller], 60)
         # the new controller re-read the report; once 3 drains both go
-        delete_to_end(admin, topic, [3])
+        delete_to_end(admin, topic, [3], cluster.bootstrap_servers)
         wait_until(lambda: sorted(zk.znode()["partitions"]) == ["0", "1"], 30, "2 and 3 removed")
         assert zk.state(2) is None and zk.state(3) is None and zk.reports() == []
         wait_until(lambda: metadata_partitions(admin, topic) == [0, 1], 30, "2 partitions in Metadata")

@@ -1,0 +1,133 @@
+"""Telling a refused record that is in the log after all from one that is not
+(client/producer_writes.py), on a real cluster: librdkafka's epoch bump sends a record whose
+write was in doubt again as new, the fence refuses it, and OrderedProducer must not send it a
+second time."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from clients import create_topic, ordered_counts
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewPartitions
+from polling import wait_until
+
+from odradek.client.ordered_metadata import parse_bootstrap
+from odradek.client.ordered_producer import OrderedProducer, _Record
+from odradek.client.producer_writes import content_of, producer_id_at, written_by
+from odradek.cluster.local_cluster import LocalCluster
+from odradek.common.linear_hashing import partition_for_key
+from odradek.common.metadata import TopicPartition
+
+pytestmark = pytest.mark.integration
+
+
+def _produce(producer: Producer, topic: str, values: list[bytes], partition: int) -> list[Any]:
+    delivered: list[Any] = []
+    for v in values:
+        producer.produce(topic, v, key=b"k", partition=partition,
+                         on_delivery=lambda err, msg: delivered.append(msg if err is None else err))
+    assert producer.flush(30) == 0
+    assert all(not isinstance(m, Exception) and m.error() is None for m in delivered), delivered
+    return delivered
+
+
+def test_written_by_finds_one_producers_records_and_no_one_elses(cluster: LocalCluster) -> None:
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, "writes", 1, 3)
+    servers = parse_bootstrap(bootstrap)
+    tp = TopicPartition("writes", 0)
+    ours = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
+    theirs = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
+    first = _produce(ours, "writes", [b"a", b"b"], 0)
+    _produce(theirs, "writes", [b"c", b"a"], 0)  # another producer's copy of an identical value
+    later = _produce(ours, "writes", [b"d", b"e", b"e"], 0)
+
+    producer_id = producer_id_at(servers, "test", tp, first[0].offset())
+    assert producer_id is not None and producer_id >= 0
+    assert producer_id != producer_id_at(servers, "test", tp, first[1].offset() + 1)  # the other's batch
+
+    found = written_by(servers, "test", tp, producer_id, first[1].offset(), 0, 10)
+    assert found is not None
+    expected = [first[1], *later]
+    assert sum(found.values()) == len(expected)
+    for m in expected:
+        assert found[content_of(m.key(), m.value(), m.headers())] >= 1
+    assert found[content_of(b"k", b"e", None)] == 2  # the producer's two identical records
+    assert found[content_of(b"k", b"a", None)] == 0  # the other producer's copy is not ours
+
+    # from a timestamp instead of an offset: everything of ours stamped at or after it
+    since = written_by(servers, "test", tp, producer_id, None, later[0].timestamp()[1], 10)
+    assert since is not None and sum(since.values()) >= len(later)
+
+
+def test_a_refused_record_found_in_the_log_is_reported_and_not_sent_again(cluster: LocalCluster) -> None:
+    """The recovery's check, fed a refusal by hand: a record of the producer's that is in the
+    log (written after its last acknowledged one) is reported delivered, not re-sent; one
+    that is not in the log is sent again."""
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, "writes-ordered", 4, 3, {"enable.ordered.delivery": "true"})
+    key = b"key-1"
+    partition = partition_for_key(key, 4, 4)
+    reports: list[tuple[Any, Any]] = []
+    producer = OrderedProducer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for value in (b"v1", b"v2", b"v3"):
+        producer.produce("writes-ordered", value, key=key, on_delivery=lambda e, m: reports.append((e, m)))
+    assert producer.flush(30) == 0
+    assert [e for e, _ in reports] == [None, None, None]
+    ordered = producer._topics["writes-ordered"]
+    assert ordered is not None
+    # as if v2 and v3 had been written but not acknowledged, and refused after an epoch bump
+    ordered._acked_next[partition] = reports[0][1].offset() + 1
+
+    class Sent:
+        def __init__(self, msg: Any, value: bytes | None = None) -> None:
+            self._msg, self._value = msg, value
+
+        def partition(self) -> int:
+            return int(self._msg.partition())
+
+        def timestamp(self) -> tuple[int, int]:
+            return self._msg.timestamp()  # type: ignore[no-any-return]
+
+        def key(self) -> bytes:
+            return self._msg.key()  # type: ignore[no-any-return]
+
+        def value(self) -> bytes:
+            return self._value if self._value is not None else self._msg.value()  # type: ignore[no-any-return]
+
+        def headers(self) -> Any:
+            return self._msg.headers()
+
+    again: list[tuple[Any, Any]] = []
+    written = ordered._written([
+        _Record(b"v2", key, 0, None, lambda e, m: again.append((e, m)), Sent(reports[1][1])),
+        _Record(b"v3", key, 0, None, lambda e, m: again.append((e, m)), Sent(reports[2][1])),
+        _Record(b"v4", key, 0, None, lambda e, m: again.append((e, m)), Sent(reports[2][1], b"v4")),
+    ])
+    assert len(written) == 2
+    assert [e for e, _ in again] == [None, None]  # v2 and v3 reported delivered; v4 is to be sent
+    producer.close()
+
+
+def test_a_refused_record_is_sent_again_with_the_timestamp_the_application_gave(cluster: LocalCluster) -> None:
+    """A failed delivery report carries no timestamp; the application's must survive the
+    re-send after a refusal (event time is the application's, not the re-send's)."""
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, "writes-stamped", 2, 3, {"enable.ordered.delivery": "true"})
+    producer = OrderedProducer({"bootstrap.servers": bootstrap, "acks": "all"})
+    reports: list[tuple[Any, Any]] = []
+    producer.produce("writes-stamped", b"first", key=b"k", on_delivery=lambda e, m: reports.append((e, m)))
+    assert producer.flush(30) == 0  # the producer now routes with 2 partitions
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the result is in
+    admin.create_partitions([NewPartitions("writes-stamped", 3)])["writes-stamped"].result(30)
+    wait_until(lambda: ordered_counts(bootstrap, "writes-stamped")[:2] == (2, 3), 30, "the count 3")
+    stamp = 1_700_000_000_123
+    producer.produce("writes-stamped", b"stamped", key=b"k", timestamp=stamp,
+                     on_delivery=lambda e, m: reports.append((e, m)))
+    assert producer.flush(30) == 0
+    ordered = producer._topics["writes-stamped"]
+    assert ordered is not None and ordered.undeleted == 3  # it was refused, and learnt the count
+    err, msg = reports[-1]
+    assert err is None and msg.timestamp()[1] == stamp
+    producer.close()
