@@ -102,6 +102,24 @@ class _Record(NamedTuple):
     sent: Any = None
 
 
+class _Delivered:
+    """The delivery report of a refused record found in the log after all: the refusal's
+    message (confluent-kafka's Message cannot be given an offset), with the offset it is at
+    and no error."""
+
+    def __init__(self, refused: Any, offset: int) -> None:
+        self._refused, self._offset = refused, offset
+
+    def offset(self) -> int:
+        return self._offset
+
+    def error(self) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:  # topic(), partition(), key(), value(), headers(), ...
+        return getattr(self._refused, name)
+
+
 class _OrderedTopic:
     """One ordered topic: its counts, its inner producer and the records not yet reported.
 
@@ -269,7 +287,7 @@ class _OrderedTopic:
 
     def _written(self, refused: list[_Record]) -> set[int]:
         """The ids of the refused records that are in the log after all, reported delivered
-        (their offset unknown: -1) instead of sent again. Empty when the log cannot tell
+        (at the offset found) instead of sent again. Empty when the log cannot tell
         (producer_writes.py: then a record written before is sent again, never lost)."""
         if not refused:
             return set()
@@ -283,7 +301,7 @@ class _OrderedTopic:
             if record.sent is not None:
                 by_partition.setdefault(record.sent.partition(), []).append(record)
         deadline = time.monotonic() + WRITTEN_SETTLE_S
-        written: set[int] = set()
+        written: dict[int, int] = {}  # id of the record -> the offset it is at
         for partition, records in by_partition.items():
             found = written_by(self.owner._bootstrap, self.owner._client_id, TopicPartition(self.name, partition),
                                producer_id, self._acked_next.get(partition), self._inner_since_ms,
@@ -294,16 +312,16 @@ class _OrderedTopic:
                 continue
             for record in records:
                 content = content_of(record.sent.key(), record.sent.value(), record.sent.headers())
-                if found[content] > 0:
-                    found[content] -= 1
-                    written.add(id(record))
+                offsets = found.get(content)
+                if offsets:
+                    written[id(record)] = offsets.pop(0)
         if written:
             log.info("%s: %d of %d refused records were in the log after all (written while their producer "
                      "bumped its epoch); not sent again", self.name, len(written), len(refused))
             for record in refused:
                 if id(record) in written and record.on_delivery is not None and self.owner._success_reports:
-                    record.on_delivery(None, record.sent)
-        return written
+                    record.on_delivery(None, _Delivered(record.sent, written[id(record)]))
+        return set(written)
 
     def _inner_producer_id(self) -> int | None:
         if self._producer_id is None and self._probe >= 0:

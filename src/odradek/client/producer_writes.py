@@ -20,13 +20,14 @@ The leader's log is read once every record it held when asked is committed or go
 watermark reached its log end as it was; asked again after a leader change, whose new log
 may have lost uncommitted records), so a record not found was not written and never will be.
 A refused record is matched by its key, value and headers (a failed delivery report carries
-no timestamp), counted, so two identical records of the producer match one written copy each.
+no timestamp), in order, so two identical records of the producer match one written copy
+each; it is reported delivered at the offset found.
 """
 from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import defaultdict
 from typing import Any, Iterable, Sequence
 
 from odradek.client.broker_connection import BrokerConnection
@@ -71,8 +72,9 @@ def producer_id_at(bootstrap: Sequence[tuple[str, int]], client_id: str, tp: Top
 
 
 def written_by(bootstrap: Sequence[tuple[str, int]], client_id: str, tp: TopicPartition, producer_id: int,
-               start: int | None, since_timestamp: int, settle_s: float) -> Counter[Content] | None:
-    """The records producer ``producer_id`` has in ``tp`` from offset ``start`` on (None: from
+               start: int | None, since_timestamp: int, settle_s: float) -> dict[Content, list[int]] | None:
+    """The offsets (in order) of the records producer ``producer_id`` has in ``tp``, by content,
+    from offset ``start`` on (None: from
     the first record stamped ``since_timestamp`` or later, the time the producer was made),
     read once the leader's records at the time of
     asking are committed or gone; None if that did not happen within ``settle_s`` or the log
@@ -176,11 +178,11 @@ def _fetch(conn: BrokerConnection, tp: TopicPartition, offset: int) -> list[tupl
 
 
 def _records_of(conn: BrokerConnection, tp: TopicPartition, producer_id: int, begin: int,
-                end: int) -> Counter[Content]:
+                end: int) -> dict[Content, list[int]]:
     """Counted from the log start when ``begin`` is below it: records deleted meanwhile
     (retention, DeleteRecords of a drained partition) cannot be counted, and a record not
     counted is sent again (twice at worst, never lost)."""
-    found: Counter[Content] = Counter()
+    found: dict[Content, list[int]] = defaultdict(list)
     log_start, _ = _list_offset(conn, tp, -2)
     offset = max(begin, log_start or 0)
     while offset < end:
@@ -191,6 +193,6 @@ def _records_of(conn: BrokerConnection, tp: TopicPartition, producer_id: int, be
             if header.producer_id == producer_id:
                 for at, _timestamp, key, value, headers in decode_records(batch):
                     if begin <= at < end:
-                        found[content_of(key, value, headers)] += 1
+                        found[content_of(key, value, headers)].append(at)
             offset = max(offset, header.base_offset + header.last_offset_delta + 1)
-    return found
+    return dict(found)
