@@ -77,6 +77,9 @@ HOUSEKEEPING_S = 0.02
 LAYOUT_WAIT_S = 5.0
 #: how long a new assignment's offsets are waited for before the member gives it back (rejoins)
 WATERMARKS_WAIT_S = 10.0
+
+#: how often a partition held back that long is logged (with what it waits for)
+BLOCKED_LOG_INTERVAL_S = 30.0
 #: how long a marked partition's high watermark is reused by the gates waiting on it
 MARKED_END_TTL_S = 0.5
 #: how long an automatic commit (the timer, a rebalance, close) may try: the next one carries
@@ -100,6 +103,7 @@ class _Owned:
     compacted: bool = False          # of a compacted ordered topic: migration tombstones are skipped
     limit: int | None = None         # the gate's limit as of the last housekeeping (-1: closed)
     checked_epoch: int = -1          # records up to this leader epoch were checked against the layout
+    told_blocked_at: float = 0.0     # monotonic time of the last "still blocked" log line
 
 
 @dataclass
@@ -604,9 +608,28 @@ class OrderedConsumer:
         waits = sorted({TopicPartition(o.tp.topic, p) for o in self._owned.values() if o.gate is not None
                         for p in o.gate.waits_on()} - set(self._owned))
         blocked = {o.tp: why for o in self._owned.values() if o.paused and (why := _why(o)) is not None}
+        self._tell_long_blocks(blocked)
         with self._exchange.lock:
             self._exchange.requested = tuple(waits)
             self._exchange.blocked = blocked
+
+    def _tell_long_blocks(self, blocked: dict[TopicPartition, api.BlockedPartition]) -> None:
+        """A log line every BLOCKED_LOG_INTERVAL_S for a partition held back that long, with what
+        it waits for and the positions this member knows: what a gate that never opens needs
+        to be understood from the log alone."""
+        now = time.monotonic()
+        for tp, why in blocked.items():
+            owned = self._owned[tp]
+            if (time.time() * 1000 - owned.blocked_since_ms < BLOCKED_LOG_INTERVAL_S * 1000
+                    or now - owned.told_blocked_at < BLOCKED_LOG_INTERVAL_S):
+                continue
+            owned.told_blocked_at = now
+            with self._exchange.lock:
+                known = {p.partition: pos for p, pos in self._exchange.group_positions.items() if p.topic == tp.topic}
+            mine = {p.partition: o.position for p, o in self._owned.items() if p.topic == tp.topic}
+            log.info("%s: held back for %.0f s at offset %d, waiting on partition %d (offset %d); positions "
+                     "known from the group %s, own %s", tp, time.time() - owned.blocked_since_ms / 1000,
+                     owned.position, why.waits_on, why.barrier_offset, known, mine)
 
     def _marked_end(self, tp: TopicPartition) -> int | None:
         """A marked partition's high watermark, read fresh (librdkafka's cached one may lag

@@ -274,6 +274,10 @@ class _OrderedTopic:
             log.info("%s: undeleted_partition_count %d -> %d; re-sending %d records in order",
                      self.name, stale, self.undeleted, len(self.refused))
             written = self._written(self.refused)
+            # a topic grows only once its marked partitions are removed: the numbers past the
+            # old count are new partitions, and offsets acknowledged in the old ones mean nothing
+            for partition in range(stale, self.undeleted):
+                self._acked_next.pop(partition, None)
             self.inner = self.owner._new_inner(self.name, self.undeleted)
             self._inner_since_ms = int(time.time() * 1000)
             self._probe, self._producer_id = -1, None
