@@ -244,9 +244,7 @@ class OrderedConsumer:
             wanted = {tp: stored for tp, stored in self._stored.items() if tp in self._owned}
         else:
             wanted = {tp: (o.position, o.last_epoch) for tp, o in self._owned.items()}
-        wanted = {tp: o for tp, o in wanted.items()  # a removed partition has nothing to commit
-                  if tp.partition < min(self._latest_totals.get(tp.topic, tp.partition + 1),
-                                        self._fewest_totals.get(tp.topic, tp.partition + 1))}
+        wanted = committable(wanted, self._latest_totals, self._fewest_totals)
         if not wanted:
             raise KafkaException(KafkaError(KafkaError._NO_OFFSET, "no offset to commit"))
         try:
@@ -777,6 +775,20 @@ def _next_of(message: Any) -> tuple[int, int]:
     """(the offset after ``message``, its leader epoch or -1): what committing it means."""
     epoch = message.leader_epoch()
     return message.offset() + 1, -1 if epoch is None else epoch
+
+
+def committable(wanted: dict[TopicPartition, tuple[int, int]], latest_totals: dict[str, int],
+                fewest_totals: dict[str, int]) -> dict[TopicPartition, tuple[int, int]]:
+    """The offsets a member of this generation may commit: none for a partition number past
+    its topic's partition count now (removed: nothing to commit), nor past the fewest
+    partitions the topic had at any time since the generation's assignment. KIP-253 keeps
+    partition numbers without gaps, so an expansion after a removal reuses the number; a
+    position committed for the partition that was removed would be read by the next
+    generation as the new partition's, which would skip its first records (a fault run lost
+    208 values so)."""
+    return {tp: o for tp, o in wanted.items()
+            if tp.partition < min(latest_totals.get(tp.topic, tp.partition + 1),
+                                  fewest_totals.get(tp.topic, tp.partition + 1))}
 
 
 def _why(owned: _Owned) -> api.BlockedPartition | None:
