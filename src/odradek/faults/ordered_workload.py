@@ -27,7 +27,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from odradek.admin.admin_client import metadata_request, send_request
 from odradek.client.ordered_metadata import OrderedMetadataClient, OrderedMetadataError, parse_bootstrap
 from odradek.client.ordered_producer import OrderedProducer
-from odradek.faults.workload import LOGGER, ClientTrouble, decode_value, encode_value
+from odradek.faults.workload import LOGGER, KeyedProducer, decode_value
 
 LIST_OFFSETS, LIST_OFFSETS_VERSION = 2, 4
 DELETE_RECORDS, DELETE_RECORDS_VERSION = 21, 1
@@ -36,76 +36,22 @@ DELETE_RECORDS, DELETE_RECORDS_VERSION = 21, 1
 OrderedValue = tuple[str, int]
 
 
-class OrderedKeyedProducer:
-    """One OrderedProducer for the whole run, writing its own keys in turn at about `rate`
-    values per second; remembers where each acknowledged value landed."""
+class OrderedKeyedProducer(KeyedProducer):
+    """KeyedProducer's loop over one OrderedProducer; `acked` is keyed by (key, seq), as the
+    ordered checker reads it."""
 
-    def __init__(self, index: int, bootstrap: str, topic: str, keys: int, rate: float,
-                 trouble: ClientTrouble) -> None:
-        self.index, self.topic, self.trouble = index, topic, trouble
-        self.keys = [f"p{index}-k{k}" for k in range(keys)]
-        self.seq = {k: 0 for k in self.keys}
-        self.acked: dict[OrderedValue, tuple[int, int | None]] = {}
-        self.sent = 0
-        self._interval = 1.0 / rate
-        self._stop = threading.Event()
-        # confluent_kafka types conf values as str/int/float/bool; its "logger" setting takes a Logger
-        self._producer = OrderedProducer({
-            "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
-            "message.timeout.ms": 900_000, "logger": LOGGER, "error_cb": self._on_error,
-            # the idempotent producers' state changes, kept in the run's librdkafka.log (more
-            # contexts, e.g. eos,msg,protocol, through ODRADEK_FAULTS_PRODUCER_DEBUG)
-            "debug": os.environ.get("ODRADEK_FAULTS_PRODUCER_DEBUG", "eos"),
-            "client.id": f"faults-ordered-producer-{index}"})
-        self._thread = threading.Thread(target=self._run, name=f"ordered-producer-{index}", daemon=True)
+    name = "ordered-producer"
 
-    def _on_error(self, err: KafkaError) -> None:
-        if err.fatal():
-            self.trouble.died.append(f"producer {self.index}: fatal {err}")
+    def _make_producer(self, config: dict[str, Any]) -> Any:
+        return OrderedProducer(config)
 
-    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        _, key, seq = decode_value(msg.value())
-        if err is not None:
-            self.trouble.failed_deliveries.append(f"producer {self.index} {key}:{seq}: {err}")
-        else:
-            offset = msg.offset()
-            self.acked[(key, seq)] = (msg.partition(), offset if offset is not None and offset >= 0 else None)
-
-    def _run(self) -> None:
-        i = 0
-        next_at = time.monotonic()
-        while not self._stop.is_set():
-            key = self.keys[i % len(self.keys)]
-            seq = self.seq[key] + 1
-            try:
-                self._producer.produce(self.topic, key=key.encode(), value=encode_value(self.index, key, seq),
-                                       on_delivery=self._on_delivery)
-                self._producer.poll(0)
-            except Exception as exc:  # noqa: BLE001 - an application would crash here
-                self.trouble.died.append(f"producer {self.index}: produce() or poll() raised {exc!r}")
-                return
-            self.seq[key] = seq
-            self.sent += 1
-            i += 1
-            next_at += self._interval
-            pause = next_at - time.monotonic()
-            if pause > 0:
-                time.sleep(pause)
-            else:
-                next_at = time.monotonic()
-
-    def start(self) -> None:
-        self._thread.start()
+    def _value_of(self, raw: bytes) -> OrderedValue:
+        _, key, seq = decode_value(raw)
+        return key, seq
 
     def stop(self, flush_timeout_s: float) -> int:
-        """Stop producing and wait for every value's outcome; returns those still unresolved."""
-        self._stop.set()
-        self._thread.join(30)
         try:
-            return self._producer.flush(flush_timeout_s)
-        except Exception as exc:  # noqa: BLE001 - an application would crash here
-            self.trouble.died.append(f"producer {self.index}: flush() raised {exc!r}")
-            return len(self._producer)
+            return super().stop(flush_timeout_s)
         finally:
             self._producer.close()
 

@@ -9,9 +9,11 @@ would have had to re-create.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
@@ -48,36 +50,48 @@ class ClientTrouble:
 
 class KeyedProducer:
     """One idempotent acks=all producer for the whole run, writing its own keys in turn at
-    about `rate` values per second; remembers where each acknowledged value landed."""
+    about `rate` values per second; remembers where each acknowledged value landed.
+    OrderedKeyedProducer (ordered_workload.py) is the same loop over an OrderedProducer."""
+
+    name = "producer"
 
     def __init__(self, index: int, bootstrap: str, topic: str, keys: int, rate: float,
                  trouble: ClientTrouble) -> None:
         self.index, self.topic, self.trouble = index, topic, trouble
         self.keys = [f"p{index}-k{k}" for k in range(keys)]
         self.seq = {k: 0 for k in self.keys}
-        self.acked: dict[Value, tuple[int, int | None]] = {}  # offset None: acknowledged implicitly
+        self.acked: dict[Any, tuple[int, int | None]] = {}  # offset None: acknowledged implicitly
         self.sent = 0
         self._interval = 1.0 / rate
         self._stop = threading.Event()
-        self._producer = Producer({
+        self._producer = self._make_producer({
             "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
             "message.timeout.ms": 900_000, "logger": LOGGER, "error_cb": self._on_error,
             # the idempotent producer's state changes (epoch bumps, sequence errors), kept in the
-            # run's librdkafka.log: what explains a duplicate or a reordering
-            "debug": "eos",
-            "client.id": f"faults-producer-{index}"})
-        self._thread = threading.Thread(target=self._run, name=f"producer-{index}", daemon=True)
+            # run's librdkafka.log: what explains a duplicate or a reordering (more contexts,
+            # e.g. eos,msg,protocol, through ODRADEK_FAULTS_PRODUCER_DEBUG)
+            "debug": os.environ.get("ODRADEK_FAULTS_PRODUCER_DEBUG", "eos"),
+            "client.id": f"faults-{self.name}-{index}"})
+        self._thread = threading.Thread(target=self._run, name=f"{self.name}-{index}", daemon=True)
+
+    def _make_producer(self, config: dict[str, Any]) -> Any:
+        return Producer(config)
+
+    def _value_of(self, raw: bytes) -> Any:
+        """What `acked` is keyed by: the whole decoded value."""
+        return decode_value(raw)
 
     def _on_error(self, err: KafkaError) -> None:
         if err.fatal():
             self.trouble.died.append(f"producer {self.index}: fatal {err}")
 
-    def _on_delivery(self, err: KafkaError | None, msg: object) -> None:
-        value = decode_value(msg.value())  # type: ignore[attr-defined]
+    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        value = self._value_of(msg.value())
         if err is not None:
             self.trouble.failed_deliveries.append(f"producer {self.index} {value}: {err}")
         else:
-            self.acked[value] = (msg.partition(), msg.offset())  # type: ignore[attr-defined]
+            offset = msg.offset()
+            self.acked[value] = (msg.partition(), offset if offset is not None and offset >= 0 else None)
 
     def _run(self) -> None:
         i = 0
@@ -112,7 +126,11 @@ class KeyedProducer:
         """Stop producing and wait for every value's outcome; returns those still unresolved."""
         self._stop.set()
         self._thread.join(30)
-        return self._producer.flush(flush_timeout_s)
+        try:
+            return int(self._producer.flush(flush_timeout_s))
+        except Exception as exc:  # noqa: BLE001 - an application would crash here
+            self.trouble.died.append(f"producer {self.index}: flush() raised {exc!r}")
+            return len(self._producer)
 
 
 class TailingConsumer:
