@@ -131,13 +131,18 @@ class BrokerConnection:
         return bytes(chunks)
 
 
+def metadata_response(conn: BrokerConnection, topics: list[str]) -> Any:
+    """The decoded Metadata v9 response for ``topics``, never creating a topic."""
+    return conn.request(METADATA, METADATA_VERSION, {
+        "topics": [{"name": t} for t in topics], "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False})
+
+
 def metadata(conn: BrokerConnection, topics: list[str]) -> tuple[list[tuple[int, str, int]], dict[str, int]]:
     """(brokers [(node_id, host, port)], partition count per topic that exists): Metadata v9,
     never creating a topic. A topic the broker does not know, or answers with an error for, is
     left out of the counts."""
-    response = conn.request(METADATA, METADATA_VERSION, {
-        "topics": [{"name": t} for t in topics], "allow_auto_topic_creation": False,
-        "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False})
+    response = metadata_response(conn, topics)
     brokers = [(int(b.node_id), str(b.host), int(b.port)) for b in response.brokers]
     counts = {str(t.name): len(t.partitions) for t in response.topics if t.error_code == 0}
     return brokers, counts

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
-from odradek.client.broker_connection import BrokerConnection
+from odradek.client.broker_connection import BrokerConnection, metadata_response
 from odradek.common.metadata import TopicPartition
 from odradek.protocol import ordered_delivery_api as api
 from odradek.protocol.errors import ErrorCode
@@ -309,9 +309,7 @@ def counts_as_of_epoch(bootstrap: list[tuple[str, int]], client_id: str, tp: Top
     host, port = bootstrap[int(time.monotonic() * 10) % len(bootstrap)]
     conn = BrokerConnection(host, port, client_id)
     try:
-        response = conn.request(_METADATA, 9, {"topics": [{"name": tp.topic}], "allow_auto_topic_creation": False,
-                                               "include_cluster_authorized_operations": False,
-                                               "include_topic_authorized_operations": False})
+        response = metadata_response(conn, [tp.topic])
         epochs = {int(p.partition_index): int(p.leader_epoch) for t in response.topics if t.name == tp.topic
                   for p in t.partitions}
         if epochs.get(tp.partition, -1) < epoch:

@@ -30,14 +30,14 @@ import time
 from collections import defaultdict
 from typing import Any, Iterable, Sequence
 
-from odradek.client.broker_connection import BrokerConnection
+from odradek.client.broker_connection import BrokerConnection, metadata_response
 from odradek.common.metadata import TopicPartition
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import CorruptRecordError, decode_records, iter_batches
 
 log = logging.getLogger(__name__)
 
-_FETCH, _LIST_OFFSETS, _METADATA, _OFFSET_FOR_LEADER_EPOCH = 1, 2, 3, 23
+_FETCH, _LIST_OFFSETS, _OFFSET_FOR_LEADER_EPOCH = 1, 2, 23
 _FETCH_MAX_BYTES = 1 << 20
 _BACKOFF_S = 0.05
 
@@ -118,9 +118,7 @@ def _leader(bootstrap: Sequence[tuple[str, int]], client_id: str, tp: TopicParti
     try:
         conn = BrokerConnection(host, port, client_id)
         try:
-            response = conn.request(_METADATA, 9, {"topics": [{"name": tp.topic}], "allow_auto_topic_creation": False,
-                                                   "include_cluster_authorized_operations": False,
-                                                   "include_topic_authorized_operations": False})
+            response = metadata_response(conn, [tp.topic])
         finally:
             conn.close()
         brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
