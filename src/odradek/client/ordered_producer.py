@@ -169,13 +169,12 @@ class _OrderedTopic:
         level, self._split_at = level_and_split(self.initial, self.undeleted)
         self._low, self._high = self.initial << level, self.initial << (level + 1)
 
-    def produce(self, value: Any, key: Any, timestamp: int, headers: Any, on_delivery: DeliveryCallback | None) -> None:
-        if self.fenced or self.refused or self.held:  # behind the records waiting to be re-sent
+    def produce(self, value: Any, key: Any, timestamp: int, headers: Any, on_delivery: DeliveryCallback | None,
+                again: bool = False) -> None:
+        """Send, or hold behind the records waiting to be re-sent; ``again``: a re-send."""
+        if not again and (self.fenced or self.refused or self.held):
             self.held.append(_Record(value, key, timestamp, headers, on_delivery))
             return
-        self._send(value, key, timestamp, headers, on_delivery)
-
-    def _send(self, value: Any, key: Any, timestamp: int, headers: Any, on_delivery: DeliveryCallback | None) -> None:
         if key is None:
             h = next(self._round_robin) & POSITIVE_MASK
         else:
@@ -293,7 +292,7 @@ class _OrderedTopic:
         again = [r for r in self.refused if id(r) not in written] + self.held
         self.refused, self.held, self.fenced, self.stale_count = [], [], False, False
         for record in again:
-            self._send(record.value, record.key, record.timestamp, record.headers, record.on_delivery)
+            self.produce(record.value, record.key, record.timestamp, record.headers, record.on_delivery, True)
 
     def _written(self, refused: list[_Record]) -> set[int]:
         """The ids of the refused records that are in the log after all, reported delivered
@@ -359,7 +358,10 @@ class OrderedProducer:
                 timestamp: int = 0, headers: Any = None) -> None:
         """As confluent-kafka's; on an ordered topic an explicit ``partition`` is refused (the
         key decides, or the record could land where its key does not belong)."""
-        ordered = self._ordered(topic)
+        try:  # the path of every record: no method call to find the topic (profiled: 4% of its time)
+            ordered = self._topics[topic]
+        except KeyError:
+            ordered = self._ordered(topic)
         report = on_delivery or callback
         if ordered is None:
             kwargs: dict[str, Any] = {"value": value, "key": key, "partition": partition}
