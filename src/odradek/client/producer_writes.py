@@ -14,24 +14,21 @@ again as BaseSeq 0 and refused). The Java client does not bump while a write is 
 librdkafka 2.16 does.
 
 How it is told. A producer's records in a partition are exactly its batches that carry its
-producer id (only it has that id; librdkafka's statistics name it, and an epoch bump may give
-it a new one, so the caller passes every id it saw). A refused record was not written before it
-was produced (its delivery report's latency says when), so from the first record
-stamped at that time or later (ListOffsets by timestamp, less a clock allowance) the
-producer's batches hold the refused records that were written. The leader's log is read once
-every record it held when asked is committed or gone (its high watermark reached its log end
-as it was; asked again after a leader change, whose new log may have lost uncommitted
-records), so a record not found was not written and never will be. A refused record is
-matched by its key, value and headers (a failed delivery report carries no timestamp), in
-order, so two identical records of the producer match one written copy each; it is reported
-delivered at the offset found.
+producer id (only it has that id), so after the last record it saw acknowledged there, its
+batches hold the refused records that were written, and nothing else of the application's.
+The leader's log is read once every record it held when asked is committed or gone (its high
+watermark reached its log end as it was; asked again after a leader change, whose new log
+may have lost uncommitted records), so a record not found was not written and never will be.
+A refused record is matched by its key, value and headers (a failed delivery report carries
+no timestamp), in order, so two identical records of the producer match one written copy
+each; it is reported delivered at the offset found.
 """
 from __future__ import annotations
 
 import logging
 import time
 from collections import defaultdict
-from typing import Any, Collection, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from odradek.client.broker_connection import BrokerConnection, metadata_response
 from odradek.common.metadata import TopicPartition
@@ -52,20 +49,43 @@ def content_of(key: bytes | None, value: bytes | None, headers: Iterable[tuple[s
     return key, value, tuple((name, v) for name, v in (headers or ()))
 
 
-def written_by(bootstrap: Sequence[tuple[str, int]], client_id: str, tp: TopicPartition,
-               producer_ids: Collection[int], since_timestamp: int,
-               settle_s: float) -> dict[Content, list[int]] | None:
-    """The offsets (in order) of the records the producer (any of ``producer_ids``) has in
-    ``tp``, by content, from the first record stamped ``since_timestamp`` or later on, read
-    once the leader's records at the time of asking are committed or gone; None if that did
-    not happen within ``settle_s`` or the log could not be read."""
+def producer_id_at(bootstrap: Sequence[tuple[str, int]], client_id: str, tp: TopicPartition,
+                   offset: int) -> int | None:
+    """The producer id of the batch holding ``offset`` (one of the producer's own
+    acknowledged records), None if it cannot be read now."""
+    try:
+        conn = _leader(bootstrap, client_id, tp)
+    except _Removed:
+        return None
+    if conn is None:
+        return None
+    try:
+        for header, _batch in _fetch(conn, tp, offset):
+            if header.base_offset <= offset <= header.base_offset + header.last_offset_delta:
+                return header.producer_id if header.producer_id >= 0 else None
+        return None
+    except (OSError, CorruptRecordError, ValueError) as exc:
+        log.info("%s: cannot read the batch at offset %d: %s", tp, offset, exc)
+        return None
+    finally:
+        conn.close()
+
+
+def written_by(bootstrap: Sequence[tuple[str, int]], client_id: str, tp: TopicPartition, producer_id: int,
+               start: int | None, since_timestamp: int, settle_s: float) -> dict[Content, list[int]] | None:
+    """The offsets (in order) of the records producer ``producer_id`` has in ``tp``, by content,
+    from offset ``start`` on (None: from
+    the first record stamped ``since_timestamp`` or later, the time the producer was made),
+    read once the leader's records at the time of
+    asking are committed or gone; None if that did not happen within ``settle_s`` or the log
+    could not be read."""
     deadline = time.monotonic() + settle_s
     settled_at: tuple[int, int] | None = None  # (leader epoch, log end offset then)
     while True:
         try:
             conn = _leader(bootstrap, client_id, tp)
         except _Removed as exc:
-            log.info("%s: cannot read the producer's records: %s", tp, exc)
+            log.info("%s: cannot read producer %d's records: %s", tp, producer_id, exc)
             return None
         if conn is not None:
             try:
@@ -74,14 +94,16 @@ def written_by(bootstrap: Sequence[tuple[str, int]], client_id: str, tp: TopicPa
                 if high_watermark is not None and (settled_at is None or settled_at[0] != epoch):
                     settled_at = (epoch, _log_end(conn, tp, epoch))
                 if high_watermark is not None and settled_at is not None and high_watermark >= settled_at[1]:
-                    at, _ = _list_offset(conn, tp, since_timestamp)
-                    begin = high_watermark if at is None or at < 0 else at
-                    return _records_of(conn, tp, frozenset(producer_ids), begin, high_watermark)
+                    begin = start
+                    if begin is None:
+                        at, _ = _list_offset(conn, tp, since_timestamp)
+                        begin = high_watermark if at is None or at < 0 else at
+                    return _records_of(conn, tp, producer_id, begin, high_watermark)
             except CorruptRecordError as exc:  # a compression the reader does not decode
-                log.info("%s: cannot read the producer's records: %s", tp, exc)
+                log.info("%s: cannot read producer %d's records: %s", tp, producer_id, exc)
                 return None
             except (OSError, ValueError) as exc:
-                log.info("%s: reading the producer's records: %s", tp, exc)
+                log.info("%s: reading producer %d's records: %s", tp, producer_id, exc)
             finally:
                 conn.close()
         if time.monotonic() > deadline:
@@ -153,7 +175,7 @@ def _fetch(conn: BrokerConnection, tp: TopicPartition, offset: int) -> list[tupl
     return [(h, records[h.position:h.position + h.size]) for h in iter_batches(records)]
 
 
-def _records_of(conn: BrokerConnection, tp: TopicPartition, producer_ids: frozenset[int], begin: int,
+def _records_of(conn: BrokerConnection, tp: TopicPartition, producer_id: int, begin: int,
                 end: int) -> dict[Content, list[int]]:
     """Counted from the log start when ``begin`` is below it: records deleted meanwhile
     (retention, DeleteRecords of a drained partition) cannot be counted, and a record not
@@ -166,7 +188,7 @@ def _records_of(conn: BrokerConnection, tp: TopicPartition, producer_ids: frozen
         if not batches:
             break
         for header, batch in batches:
-            if header.producer_id in producer_ids:
+            if header.producer_id == producer_id:
                 for at, _timestamp, key, value, headers in decode_records(batch):
                     if begin <= at < end:
                         found[content_of(key, value, headers)].append(at)

@@ -4,8 +4,6 @@ write was in doubt again as new, the fence refuses it, and OrderedProducer must 
 second time."""
 from __future__ import annotations
 
-import json
-import time
 from typing import Any
 
 import pytest
@@ -16,8 +14,9 @@ from polling import wait_until
 
 from odradek.client.ordered_metadata import parse_bootstrap
 from odradek.client.ordered_producer import OrderedProducer, _Record
-from odradek.client.producer_writes import content_of, written_by
+from odradek.client.producer_writes import content_of, producer_id_at, written_by
 from odradek.cluster.local_cluster import LocalCluster
+from odradek.common.linear_hashing import partition_for_key
 from odradek.common.metadata import TopicPartition
 
 pytestmark = pytest.mark.integration
@@ -33,52 +32,43 @@ def _produce(producer: Producer, topic: str, values: list[bytes], partition: int
     return delivered
 
 
-def _statistics_producer(bootstrap: str, producer_ids: set[int]) -> Producer:
-    """An idempotent producer whose statistics name its producer id, as OrderedProducer's
-    inner producers learn theirs."""
-    def read(statistics: str) -> None:
-        producer_id = json.loads(statistics)["eos"]["producer_id"]
-        if producer_id >= 0:  # -1 until the producer has one
-            producer_ids.add(producer_id)
-    return Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                     "statistics.interval.ms": 100, "stats_cb": read})
-
-
 def test_written_by_finds_one_producers_records_and_no_one_elses(cluster: LocalCluster) -> None:
     bootstrap = cluster.bootstrap_servers
     create_topic(bootstrap, "writes", 1, 3)
     servers = parse_bootstrap(bootstrap)
     tp = TopicPartition("writes", 0)
-    ours_ids: set[int] = set()
-    theirs_ids: set[int] = set()
-    ours = _statistics_producer(bootstrap, ours_ids)
-    theirs = _statistics_producer(bootstrap, theirs_ids)
-    _produce(ours, "writes", [b"a", b"b"], 0)
-    time.sleep(0.05)  # the window starts after these
+    ours = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
+    theirs = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
+    first = _produce(ours, "writes", [b"a", b"b"], 0)
     _produce(theirs, "writes", [b"c", b"a"], 0)  # another producer's copy of an identical value
-    later = _produce(ours, "writes", [b"d", b"e", b"a", b"e"], 0)
-    wait_until(lambda: (ours.poll(0.05), theirs.poll(0.05)) and ours_ids and theirs_ids, 10, "statistics")
-    assert ours_ids.isdisjoint(theirs_ids) and min(ours_ids) >= 0
+    later = _produce(ours, "writes", [b"d", b"e", b"e"], 0)
 
-    found = written_by(servers, "test", tp, ours_ids, later[0].timestamp()[1], 10)
+    producer_id = producer_id_at(servers, "test", tp, first[0].offset())
+    assert producer_id is not None and producer_id >= 0
+    assert producer_id != producer_id_at(servers, "test", tp, first[1].offset() + 1)  # the other's batch
+
+    found = written_by(servers, "test", tp, producer_id, first[1].offset(), 0, 10)
     assert found is not None
-    assert sum(map(len, found.values())) == len(later)
-    for m in later:
+    expected = [first[1], *later]
+    assert sum(map(len, found.values())) == len(expected)
+    for m in expected:
         assert m.offset() in found[content_of(m.key(), m.value(), m.headers())]
-    assert found[content_of(b"k", b"e", None)] == [later[1].offset(), later[3].offset()]  # both, in order
-    assert found[content_of(b"k", b"a", None)] == [later[2].offset()]  # not the other producer's copy
-    assert content_of(b"k", b"b", None) not in found  # before the window
+    assert found[content_of(b"k", b"e", None)] == [later[1].offset(), later[2].offset()]  # both, in order
+    assert content_of(b"k", b"a", None) not in found  # the other producer's copy is not ours
 
-    # a producer id the statistics did not name finds nothing of ours
-    assert written_by(servers, "test", tp, {max(ours_ids | theirs_ids) + 1}, 0, 10) == {}
+    # from a timestamp instead of an offset: everything of ours stamped at or after it
+    since = written_by(servers, "test", tp, producer_id, None, later[0].timestamp()[1], 10)
+    assert since is not None and sum(map(len, since.values())) >= len(later)
 
 
 def test_a_refused_record_found_in_the_log_is_reported_and_not_sent_again(cluster: LocalCluster) -> None:
     """The recovery's check, fed a refusal by hand: a record of the producer's that is in the
-    log is reported delivered, not re-sent; one that is not in the log is sent again."""
+    log (written after its last acknowledged one) is reported delivered, not re-sent; one
+    that is not in the log is sent again."""
     bootstrap = cluster.bootstrap_servers
     create_topic(bootstrap, "writes-ordered", 4, 3, {"enable.ordered.delivery": "true"})
     key = b"key-1"
+    partition = partition_for_key(key, 4, 4)
     reports: list[tuple[Any, Any]] = []
     producer = OrderedProducer({"bootstrap.servers": bootstrap, "acks": "all"})
     for value in (b"v1", b"v2", b"v3"):
@@ -87,8 +77,8 @@ def test_a_refused_record_found_in_the_log_is_reported_and_not_sent_again(cluste
     assert [e for e, _ in reports] == [None, None, None]
     ordered = producer._topics["writes-ordered"]
     assert ordered is not None
-    wait_until(lambda: producer.poll(0.05) is not None and ordered.producer_ids, 10, "the producer id")
     # as if v2 and v3 had been written but not acknowledged, and refused after an epoch bump
+    ordered._acked[partition] = reports[0][1]
 
     class Sent:
         def __init__(self, msg: Any, value: bytes | None = None) -> None:
@@ -110,14 +100,15 @@ def test_a_refused_record_found_in_the_log_is_reported_and_not_sent_again(cluste
             return self._msg.headers()
 
     again: list[tuple[Any, Any]] = []
-    produced_ms = reports[1][1].timestamp()[1]
     written = ordered._written([
-        _Record(b"v2", key, 0, None, lambda e, m: again.append((e, m)), Sent(reports[1][1]), produced_ms),
-        _Record(b"v3", key, 0, None, lambda e, m: again.append((e, m)), Sent(reports[2][1]), produced_ms),
-        _Record(b"v4", key, 0, None, lambda e, m: again.append((e, m)), Sent(reports[2][1], b"v4"), produced_ms),
+        _Record(b"v2", key, 0, None, lambda e, m: again.append((e, m)), Sent(reports[1][1])),
+        _Record(b"v3", key, 0, None, lambda e, m: again.append((e, m)), Sent(reports[2][1])),
+        _Record(b"v4", key, 0, None, lambda e, m: again.append((e, m)), Sent(reports[2][1], b"v4")),
+        # the same key and value as v1, acknowledged before: a new record, not in the log
+        _Record(b"v1", key, 0, None, lambda e, m: again.append((e, m)), Sent(reports[2][1], b"v1")),
     ])
     assert len(written) == 2
-    assert [e for e, _ in again] == [None, None]  # v2 and v3 reported delivered; v4 is to be sent
+    assert [e for e, _ in again] == [None, None]  # v2 and v3 reported delivered; v4 and v1 are to be sent
     assert [m.offset() for _, m in again] == [reports[1][1].offset(), reports[2][1].offset()]
     assert [m.value() for _, m in again] == [b"v2", b"v3"] and again[0][1].error() is None
     producer.close()
