@@ -146,6 +146,7 @@ class _OrderedTopic:
         # the delivery report of the inner producer's last acknowledged record, per partition:
         # past it, only records of its that it was not told of are in the log (producer_writes.py)
         self._acked: dict[int, Any] = {}
+        self._last_acked: Any = None  # of the current inner producer: its batch names its id
         self._producer_id: int | None = None
         self.fenced = False         # a refusal was seen: drain, re-read the count, re-send
         self.stale_count = False    # ... and the refusal said the count changed
@@ -203,13 +204,13 @@ class _OrderedTopic:
         path of nearly every record, kept to one dict store (measured: a partial and two more
         calls here cost 10% of the produce rate)."""
         if err is None:
-            self._acked[msg.partition()] = msg
+            self._acked[msg.partition()] = self._last_acked = msg
         else:
             self._report_to(None, 0, err, msg)
 
     def _report_to(self, on_delivery: DeliveryCallback | None, timestamp: int, err: Any, msg: Any) -> None:
         if err is None:
-            self._acked[msg.partition()] = msg
+            self._acked[msg.partition()] = self._last_acked = msg
             if on_delivery is not None and self.owner._success_reports:
                 on_delivery(err, msg)
             return
@@ -289,7 +290,7 @@ class _OrderedTopic:
                 self._acked.pop(partition, None)
             self.inner = self.owner._new_inner(self.name, self.undeleted)
             self._inner_since_ms = int(time.time() * 1000)
-            self._producer_id = None
+            self._last_acked, self._producer_id = None, None
         else:
             written = self._written(self.refused)
             time.sleep(COUNT_RETRY_BACKOFF_S)  # librdkafka's metadata catches up meanwhile
@@ -342,10 +343,12 @@ class _OrderedTopic:
         return None if msg is None else int(msg.offset()) + 1
 
     def _inner_producer_id(self) -> int | None:
-        if self._producer_id is None and self._acked:
-            partition, msg = next(iter(self._acked.items()))
+        """The inner producer's id, read from the batch of its last acknowledged record (not
+        from ``_acked``, which keeps the previous inner producer's records as window starts)."""
+        msg = self._last_acked
+        if self._producer_id is None and msg is not None:
             self._producer_id = producer_id_at(self.owner._bootstrap, self.owner._client_id,
-                                               TopicPartition(self.name, partition), int(msg.offset()))
+                                               TopicPartition(self.name, msg.partition()), int(msg.offset()))
         return self._producer_id
 
 

@@ -135,3 +135,32 @@ def test_a_refused_record_is_sent_again_with_the_timestamp_the_application_gave(
     err, msg = reports[-1]
     assert err is None and msg.timestamp()[1] == stamp
     producer.close()
+
+
+def test_after_a_count_change_the_check_reads_the_new_producers_id(cluster: LocalCluster) -> None:
+    """A count change makes a new inner producer, with a producer id of its own; the check must
+    look for that id, not the previous producer's (whose acknowledged offsets stay as the
+    partitions' window starts): with the old id it would find nothing and send again."""
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, "writes-pid", 2, 3, {"enable.ordered.delivery": "true"})
+    servers = parse_bootstrap(bootstrap)
+    before = next(k for k in (b"k%d" % i for i in range(100)) if partition_for_key(k, 2, 2) == 0)
+    after = next(k for k in (b"k%d" % i for i in range(100)) if partition_for_key(k, 2, 3) == 1)
+    producer = OrderedProducer({"bootstrap.servers": bootstrap, "acks": "all"})
+    reports: list[tuple[Any, Any]] = []
+    producer.produce("writes-pid", b"a", key=before, on_delivery=lambda e, m: reports.append((e, m)))
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_partitions([NewPartitions("writes-pid", 3)])["writes-pid"].result(30)
+    wait_until(lambda: ordered_counts(bootstrap, "writes-pid")[:2] == (2, 3), 30, "the count 3")
+    producer.produce("writes-pid", b"b", key=after, on_delivery=lambda e, m: reports.append((e, m)))
+    assert producer.flush(30) == 0  # refused under 2, sent again by a new inner producer
+    ordered = producer._topics["writes-pid"]
+    assert ordered is not None and ordered.undeleted == 3
+    (err_a, first), (err_b, second) = reports
+    assert err_a is None and err_b is None and (first.partition(), second.partition()) == (0, 1)
+    old = producer_id_at(servers, "test", TopicPartition("writes-pid", 0), first.offset())
+    new = producer_id_at(servers, "test", TopicPartition("writes-pid", 1), second.offset())
+    assert old is not None and new is not None and old != new
+    assert ordered._inner_producer_id() == new
+    producer.close()
