@@ -2,12 +2,20 @@
 librdkafka's protocol errors turned into test failures (librdkafka_guard.py)."""
 from __future__ import annotations
 
+import signal
 import uuid
 from collections.abc import Iterator
 
 import librdkafka_guard
 
 librdkafka_guard.install()  # before any test module imports confluent_kafka's clients
+
+# A suite started in the background without job control (`(pytest &)`) inherits SIGINT ignored,
+# and so would every command it starts: the tests that stop a `--watch` with Ctrl-C waited 30 s
+# and failed. Caught here, SIGINT is back to the default in each child (exec resets a caught
+# signal, not an ignored one).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import pytest  # noqa: E402
 

@@ -7,9 +7,7 @@ admin/, cluster/ and bench/ print through it too. Nothing here speaks Kafka or Z
 from __future__ import annotations
 
 import re
-import signal
 import sys
-import threading
 import time
 from typing import Any, Callable, TextIO
 
@@ -69,43 +67,27 @@ class Progress:
 
 
 def watch(render: Callable[[], str], interval_s: float, out: TextIO | None = None,
-          sleep: Callable[[float], Any] | None = None, until: Callable[[], bool] | None = None) -> None:
+          sleep: Callable[[float], None] = time.sleep, until: Callable[[], bool] | None = None) -> None:
     """Redraw ``render()`` in place every ``interval_s`` until Ctrl-C (then return normally,
     so the command exits 0), or until ``until()`` is true after a frame. On a terminal the
     screen is cleared and redrawn as `watch(1)` does; otherwise each frame is printed after a
-    timestamp line, so a log keeps them all.
-
-    Ctrl-C only sets a flag the loop checks before and after each frame: a KeyboardInterrupt
-    raised wherever the signal lands can be lost inside a frame's client calls (in a full test
-    run `status --watch` went on drawing for 30 s after Ctrl-C; `consume --group` found the
-    same), and then the watch never ends."""
+    timestamp line, so a log keeps them all."""
     out = out or sys.stdout
     tty = bool(getattr(out, "isatty", lambda: False)())
-    interrupted = threading.Event()
     try:
-        previous: Any = signal.signal(signal.SIGINT, lambda *_: interrupted.set())
-    except ValueError:  # not the main thread: Ctrl-C stays a KeyboardInterrupt
-        previous = None
-    pause = sleep or interrupted.wait
-    try:
-        while not interrupted.is_set():
+        while True:
             frame = render()
-            if interrupted.is_set():
-                break
             stamp = time.strftime("%Y-%m-%d %H:%M:%S")
             header = f"every {duration(interval_s)}: {stamp} (Ctrl-C to stop)"
             out.write(("\x1b[H\x1b[2J" if tty else "") + header + "\n" + frame + "\n" + ("" if tty else "\n"))
             out.flush()
             if until is not None and until():
                 return
-            pause(interval_s)
+            sleep(interval_s)
     except KeyboardInterrupt:
-        pass
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
-    if tty:
-        out.write("\n")
+        if tty:
+            out.write("\n")
+        return
 
 
 #: kcat's -f tokens (https://github.com/edenhill/kcat#format): topic, partition, offset, key,

@@ -164,9 +164,13 @@ class OrderedConsumer:
         self._exchange = _Exchange()
         self._joined = False
         self._buffered: collections.deque[Any] = collections.deque()
-        #: each topic's partition count as the heartbeat thread last read it: a marked partition
-        #: at or past it has been removed, which happens only once it was empty (drained)
+        #: each topic's partition count as last read (by the assignment, then by the heartbeat
+        #: thread): a marked partition at or past it has been removed, which happens only once it
+        #: was empty (drained). A count read before an expansion would take the new partitions
+        #: for removed ones: a fault run's member got an assignment after 34 s without a
+        #: heartbeat, across an expansion, and read past a deletion barrier on the count of before
         self._latest_totals: dict[str, int] = {}
+        self._assignments_taken = 0  # a count read that began before one is not kept
         # per topic, the fewest partitions it had since this generation's assignment: a partition
         # removed meanwhile is never committed in it, not even once its number exists again
         self._fewest_totals: dict[str, int] = {}
@@ -347,7 +351,9 @@ class OrderedConsumer:
         partitions = list(assignment.partitions)
         committed = self._member.fetch_offsets(partitions) if partitions else {}
         self._layouts = self._read_layouts(sorted({tp.topic for tp in partitions}))
+        self._assignments_taken += 1
         self._fewest_totals = {topic: layout.total for topic, layout in self._layouts.items()}
+        self._latest_totals.update(self._fewest_totals)
         self._checked = {}
         owned: dict[TopicPartition, _Owned] = {}
         reads_from_start: dict[TopicPartition, bool] = {}  # the ordered topics' partitions
@@ -727,13 +733,14 @@ class OrderedConsumer:
         """A subscribed topic grew, or had partitions marked or removed: rejoin (part 8 step 6)."""
         if not self._topics:
             return
+        taken = self._assignments_taken
         try:
             counts = self._hb_metadata.counts(self._topics)
         except OrderedMetadataError:
             return
         for topic in self._topics:
             c = counts[topic]
-            if c.partition_count > 0:
+            if c.partition_count > 0 and taken == self._assignments_taken:
                 self._latest_totals[topic] = c.partition_count
                 self._fewest_totals[topic] = min(self._fewest_totals.get(topic, c.partition_count),
                                                  c.partition_count)

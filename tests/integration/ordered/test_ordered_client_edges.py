@@ -135,3 +135,27 @@ def test_a_child_of_a_parent_written_nothing_is_read(cluster: LocalCluster) -> N
     finally:
         consumer.close()
     assert seen == dict.fromkeys(children, b"first")
+
+
+def test_an_assignment_reads_the_partition_count_itself(cluster: LocalCluster) -> None:
+    """A member takes a marked partition at or past the topic's partition count as removed (and
+    so drained); the count must be the one of the assignment's layout, not a heartbeat's
+    reading from before an expansion (a fault run's member, 34 s without a heartbeat, read
+    past a deletion barrier so)."""
+    bootstrap = cluster.bootstrap_servers
+    topic = "counted-readers"
+    create_topic(bootstrap, topic, 2, 2, {"enable.ordered.delivery": "true"})
+    _grow(bootstrap, topic)
+    consumer = OrderedConsumer({"bootstrap.servers": bootstrap, "group.id": "counted-readers",
+                                "auto.offset.reset": "earliest", "heartbeat.interval.ms": 10000})
+    consumer._latest_totals[topic] = 2  # as a heartbeat read it before the expansion
+    counts_at_assign: list[int] = []
+    consumer.subscribe([topic], on_assign=lambda c, ps: counts_at_assign.append(consumer._latest_totals[topic]))
+    try:
+        deadline = time.monotonic() + 30
+        while not counts_at_assign:
+            assert time.monotonic() < deadline, "no assignment"
+            consumer.poll(0.2)
+    finally:
+        consumer.close()
+    assert counts_at_assign == [4]
