@@ -44,7 +44,7 @@ from typing import Any, Callable
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from odradek.client.group_membership import Assignment, GroupMember, GroupMembershipError
+from odradek.client.group_membership import Assignment, GroupMember, GroupMembershipError, GroupTimeoutError
 from odradek.client.ordered_metadata import (
     CountsAsOf,
     OrderedMetadataClient,
@@ -330,7 +330,15 @@ class OrderedConsumer:
             self._exchange.reports, self._exchange.requested = {}, ()
             self._exchange.group_positions, self._exchange.wanted = {}, frozenset()
             self._exchange.asked_before, self._exchange.generation = frozenset(), -1
-        assignment = self._member.join(self._topics, timeout_s=max(1.0, deadline - time.monotonic()) + 60)
+        try:
+            assignment = self._member.join(self._topics, timeout_s=max(1.0, deadline - time.monotonic()) + 60)
+        except GroupTimeoutError as exc:
+            # retriable (no coordinator reachable, or the group did not settle): poll() returns
+            # nothing and the next housekeeping joins again, as librdkafka's consumer never gives
+            # up; a fault run's member process died of it after a minute without a coordinator
+            log.warning("group %s: %s; joining again", self._group_id, exc)
+            self._joined = False
+            return
         try:
             self._take(assignment)
         except (OrderedMetadataError, KafkaException, OSError) as exc:

@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 from polling import wait_until
 
+from odradek.client.group_membership import GroupTimeoutError
 from odradek.client.ordered_consumer import OrderedConsumer
 from odradek.client.ordered_producer import OrderedProducer
 from odradek.cluster.local_cluster import LocalCluster
@@ -159,3 +160,37 @@ def test_an_assignment_reads_the_partition_count_itself(cluster: LocalCluster) -
     finally:
         consumer.close()
     assert counts_at_assign == [4]
+
+
+def test_a_join_that_times_out_is_retried_not_raised(cluster: LocalCluster) -> None:
+    """No coordinator for a minute (a fault run cut one off) must not end the application's
+    consumer: poll() returns nothing and joins again. The first join is made to time out as a
+    coordinator out of reach would (a minute per try is too long for a test); the rest is real."""
+    bootstrap = cluster.bootstrap_servers
+    topic = "patient-readers"
+    create_topic(bootstrap, topic, 2, 2, {"enable.ordered.delivery": "true"})
+    wait_until(lambda: _counts(bootstrap, topic) == (2, 2), 30, "the counts")
+    _write(bootstrap, topic, b"v")
+    consumer = OrderedConsumer({"bootstrap.servers": bootstrap, "group.id": "patient-readers",
+                                "auto.offset.reset": "earliest"})
+    real_join, tries = consumer._member.join, []
+
+    def join(topics: list[str], timeout_s: float = 60) -> object:
+        tries.append(timeout_s)
+        if len(tries) == 1:
+            raise GroupTimeoutError("group patient-readers not joined within 61 s: connection to the "
+                                    "coordinator failed: timed out")
+        return real_join(topics, timeout_s)
+
+    consumer._member.join = join  # type: ignore[method-assign]
+    consumer.subscribe([topic])
+    seen = 0
+    try:
+        deadline = time.monotonic() + 30
+        while seen < len(KEYS):
+            assert time.monotonic() < deadline, f"read {seen} of {len(KEYS)}"
+            msg = consumer.poll(0.2)
+            seen += msg is not None and not msg.error()
+    finally:
+        consumer.close()
+    assert len(tries) == 2
