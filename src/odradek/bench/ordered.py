@@ -101,9 +101,9 @@ def _consume(consumer: Any, topic: str, records: int) -> float:
 
 def _throughput(bootstrap: str, records: int, size: int, n_keys: int) -> dict[str, Any]:
     """The best rate of each kind, and the median of the rounds' ordered/plain ratios (each
-    round's too): a plain
-    and an ordered run back to back share the machine's state of the moment (the better of two
-    runs of each gave produce ratios from 0.73 to 1.12 on one idle machine)."""
+    round's too): a plain and an ordered run back to back share the machine's state of the
+    moment (the better of two runs of each gave produce ratios from 0.73 to 1.12 on one idle
+    machine)."""
     keys = [f"key-{i}".encode() for i in range(n_keys)]
     payload = os.urandom(size)
     best = {"produce_plain": 0.0, "produce_ordered": 0.0, "consume_plain": 0.0, "consume_ordered": 0.0}

@@ -746,9 +746,11 @@ class OrderedConsumer:
             counts = self._hb_metadata.counts(self._topics)
         except OrderedMetadataError:
             return
+        if taken != self._assignments_taken:
+            return  # read before an assignment that read its own: the next heartbeat reads again
         for topic in self._topics:
             c = counts[topic]
-            if c.partition_count > 0 and taken == self._assignments_taken:
+            if c.partition_count > 0:
                 self._latest_totals[topic] = c.partition_count
                 self._fewest_totals[topic] = min(self._fewest_totals.get(topic, c.partition_count),
                                                  c.partition_count)
