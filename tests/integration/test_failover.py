@@ -137,6 +137,9 @@ def test_frozen_controller_is_fenced_after_it_wakes(cluster_factory: Callable[..
 def test_killed_follower_catches_up_and_rejoins_the_isr(cluster_factory: Callable[..., LocalCluster]) -> None:
     c = cluster_factory()
     create_topic(c.bootstrap_servers, "catchup", 3, 3)
+    # CreateTopics answers once the topic is in ZooKeeper; the broker asked next may not have
+    # its UpdateMetadata yet
+    wait_until(lambda: live_leaders(c, "catchup", set()), 30, "leaders")
     leader = metadata(c.bootstrap_servers, "catchup")[0][0]
     follower = next(b for b in c.broker_ids if b != leader)
     c.kill_broker(follower)
