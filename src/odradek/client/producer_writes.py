@@ -22,6 +22,14 @@ may have lost uncommitted records), so a record not found was not written and ne
 A refused record is matched by its key, value and headers (a failed delivery report carries
 no timestamp), in order, so two identical records of the producer match one written copy
 each; it is reported delivered at the offset found.
+
+What it cannot tell. Records deleted before they are read (DeleteRecords on a partition that
+KIP-253 marked for deletion, soon after the marking; retention) cannot be matched; a refused
+record written among them is sent again, written twice and never lost, and a warning names
+the offsets. docs/architecture.md asks operators to leave a marked partition's records for a
+while for this reason. The broker's producer state cannot stand in for them: it knows the
+producer's sequence numbers, and librdkafka does not tell its application which number a
+record had.
 """
 from __future__ import annotations
 
@@ -182,6 +190,10 @@ def _records_of(conn: BrokerConnection, tp: TopicPartition, producer_id: int, be
     counted is sent again (twice at worst, never lost)."""
     found: dict[Content, list[int]] = defaultdict(list)
     log_start, _ = _list_offset(conn, tp, -2)
+    if log_start is not None and log_start > begin:
+        log.warning("%s: offsets %d to %d were deleted before producer %d's refused records were looked for "
+                    "there; any of them written there is sent again, and is then in the log twice",
+                    tp, begin, log_start, producer_id)
     offset = max(begin, log_start or 0)
     while offset < end:
         batches = _fetch(conn, tp, offset)

@@ -164,3 +164,29 @@ def test_after_a_count_change_the_check_reads_the_new_producers_id(cluster: Loca
     assert old is not None and new is not None and old != new
     assert ordered._inner_producer_id() == new
     producer.close()
+
+
+def test_records_deleted_before_the_check_are_named_in_a_warning(cluster: LocalCluster, caplog: Any) -> None:
+    """The check's known limit: records deleted (DeleteRecords) before it reads them cannot be
+    matched, so a refused record written among them would be sent again; the check says so,
+    with the offsets, instead of passing over them in silence."""
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, "writes-deleted", 1, 3)
+    servers = parse_bootstrap(bootstrap)
+    tp = TopicPartition("writes-deleted", 0)
+    ours = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
+    sent = [m for v in (b"a", b"b", b"c", b"d") for m in _produce(ours, "writes-deleted", [v], 0)]  # a batch each
+    producer_id = producer_id_at(servers, "test", tp, sent[0].offset())
+    assert producer_id is not None
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deleted = admin.delete_records([KafkaTopicPartition("writes-deleted", 0, sent[2].offset())])
+    for future in deleted.values():
+        future.result(30)
+    with caplog.at_level("WARNING", logger="odradek.client.producer_writes"):
+        found = written_by(servers, "test", tp, producer_id, sent[1].offset(), 0, 10)
+    assert found is not None
+    assert sorted(o for offsets in found.values() for o in offsets) == [sent[2].offset(), sent[3].offset()]
+    assert any(f"offsets {sent[1].offset()} to {sent[2].offset()} were deleted" in r.getMessage()
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
