@@ -216,7 +216,10 @@ class TopicChanger:
             except KafkaException as exc:
                 err = exc.args[0]
                 if err.code() == KafkaError.INVALID_PARTITIONS:
-                    if total > undeleted:
+                    # the counts may not show the drain: partitions being removed leave every
+                    # broker's Metadata before the topic's assignment (TopicDeletionManager's
+                    # LeaderDuringDelete), and only the refusal names them then
+                    if total > undeleted or "marked for deletion" in (err.str() or ""):
                         self.log.refused_while_draining += 1
                         return f"{what} refused while partitions {undeleted}-{total - 1} drain (not now)"
                     if self._became(target):
