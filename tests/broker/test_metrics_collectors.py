@@ -128,7 +128,7 @@ def test_request_errors_are_counted_by_api_and_kafka_error_name() -> None:
         {"error_code": UNKNOWN, "name": "nosuch", "is_internal": False, "topic_id": None, "partitions": []}]}
     metrics.request_done(api_keys.METADATA, 12, 0.0, kio_util.encode_response(api_keys.METADATA, 12, 1, body))
     metrics.request_done(api_keys.FETCH, 12, 0.0, fast_paths.fetch_response(
-        12, 2, [("t", [(0, NONE, 5, 0, b"records"), (1, NOT_LEADER, -1, -1, b"")])], session_id=9))
+        12, 2, [("t", [(0, NONE, 5, 0, b"records", 5, None), (1, NOT_LEADER, -1, -1, b"", -1, None)])], session_id=9))
     metrics.count_errors(api_keys.PRODUCE, [NONE, NONE, UNKNOWN])
     metrics.request_done(api_keys.PRODUCE, 9, 0.0, b"not read: KafkaApis counted it")
     scraped = samples(metrics.exposition())
@@ -155,8 +155,9 @@ def test_a_response_that_cannot_be_read_is_logged_once_and_never_fails_the_reque
 @pytest.mark.parametrize("version", range(4, 13))
 def test_fetch_errors_are_read_from_every_version_fast_paths_writes(version: int) -> None:
     response = fast_paths.fetch_response(version, 7, [
-        ("a", [(0, NONE, 10, 0, b"x" * 300), (1, NOT_LEADER, -1, -1, b""), (2, NONE, 3, 0, b"yy")]),
-        ("b" * 200, [(0, ErrorCode.OFFSET_OUT_OF_RANGE, -1, 5, b"")])], error_code=0, session_id=3)
+        ("a", [(0, NONE, 10, 0, b"x" * 300, 10, None), (1, NOT_LEADER, -1, -1, b"", -1, None),
+               (2, NONE, 3, 0, b"yy", 3, [(4, 1)])]),
+        ("b" * 200, [(0, ErrorCode.OFFSET_OUT_OF_RANGE, -1, 5, b"", -1, None)])], error_code=0, session_id=3)
     assert fetch_error_codes(version, response) == [0, 0, NOT_LEADER, 0, ErrorCode.OFFSET_OUT_OF_RANGE]
     session_gone = fast_paths.fetch_response(version, 7, [], error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
     assert fetch_error_codes(version, session_gone) == [ErrorCode.FETCH_SESSION_ID_NOT_FOUND if version >= 7 else 0]

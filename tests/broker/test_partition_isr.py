@@ -130,10 +130,10 @@ def test_latest_offset_is_not_available_while_a_new_leaders_high_watermark_lags(
     p.append_as_follower(build_batch([(b"k", b"v")] * 5), leader_high_watermark=3)
     assert p.high_watermark == 3
     p.apply_state(PartitionState(TP, 1, 1, 2, (1, 2), 1, (1, 2)))  # elected, its epoch starts at 5
-    assert _offset_for(p, -1) is None
-    assert _offset_for(p, 2**50) is None
-    assert _offset_for(p, -2) == 0
+    assert _offset_for(p, -1, False) is None
+    assert _offset_for(p, 2**50, False) is None
+    assert _offset_for(p, -2, False) == 0
     p.update_follower_position(2, 5)  # the follower has it all: the high watermark catches up
     assert p.high_watermark == 5
-    assert _offset_for(p, -1) == 5
-    assert _offset_for(p, 2**50) == -1
+    assert _offset_for(p, -1, False) == 5
+    assert _offset_for(p, 2**50, False) == -1

@@ -109,7 +109,7 @@ def test_an_idempotent_producers_last_batch_stays_as_an_empty_batch(tmp_path, cl
         put(s.log, "p", f"from-producer-{seq}", producer_id=7, producer_epoch=2, base_sequence=seq)
     last = batches(s.log)[-1]
     before_state = ProducerStateManager()
-    before_state.rebuild(batches(s.log))
+    before_state.rebuild((h, None) for h in batches(s.log))
     fill(s.log, rounds=6, keys=1)
     put(s.log, "p", "overwritten")  # every record of the producer is superseded
     fill(s.log, rounds=6, keys=1)
@@ -117,7 +117,7 @@ def test_an_idempotent_producers_last_batch_stays_as_an_empty_batch(tmp_path, cl
         # the broker's way: the partition's producer state names the last batches (Kafka's
         # lastRecordsOfActiveProducers), and the log is not read again for them
         state = ProducerStateManager()
-        state.rebuild(batches(s.log))
+        state.rebuild((h, None) for h in batches(s.log))
         assert state.last_offsets() == {7: last.last_offset}
         s.cleaner = LogCleaner(s.manager, s._hw, now_ms=clock,
                                producer_last_offsets=lambda tp: state.last_offsets())
@@ -134,7 +134,7 @@ def test_an_idempotent_producers_last_batch_stays_as_an_empty_batch(tmp_path, cl
         last.base_offset, last.last_offset, 2, 2)
     assert empty.max_timestamp == last.max_timestamp
     after_state = ProducerStateManager()
-    after_state.rebuild(batches(s.log))
+    after_state.rebuild((h, None) for h in batches(s.log))
     assert after_state.entry(7).epoch == 2
     assert after_state.entry(7).batches[-1] == before_state.entry(7).batches[-1]
     assert all(value != "from-producer-2" for _, _, value in records(s.log))

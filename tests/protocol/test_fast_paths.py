@@ -44,8 +44,9 @@ def test_produce_response_error_message_matches_kio(version: int) -> None:
 @pytest.mark.parametrize("version", range(4, 13))
 def test_fetch_response_matches_kio(version: int) -> None:
     records = b"\x01" * 300
-    topics = [("t", [(0, 0, 10, 0, memoryview(records)), (1, 6, -1, -1, b""), (2, 0, 5, 5, b"")]),
-              ("u", [(9, 1, 3, 1, b"xyz")])]
+    topics = [("t", [(0, 0, 10, 0, memoryview(records), 8, [(7, 2), (9, 4)]), (1, 6, -1, -1, b"", -1, None),
+                     (2, 0, 5, 5, b"", 5, [])]),
+              ("u", [(9, 1, 3, 1, b"xyz", 3, None)])]
     parts = fast_paths.fetch_response(version, 5, topics)
     frame = _join(parts)
     assert int.from_bytes(frame[:4], "big") == len(frame) - 4
@@ -54,8 +55,13 @@ def test_fetch_response_matches_kio(version: int) -> None:
     assert corr == 5
     got = [(t.topic, [(p.partition_index, int(p.error_code), p.high_watermark, p.records) for p in t.partitions])
            for t in resp.responses]
-    want = [(n, [(i, e, hw, bytes(r)) for i, e, hw, _ls, r in ps]) for n, ps in topics]
+    want = [(n, [(i, e, hw, bytes(r)) for i, e, hw, _ls, r, _lso, _a in ps]) for n, ps in topics]
     assert got == want  # an error partition carries empty records, never null (librdkafka drops null)
+    if version >= 4:
+        assert [p.last_stable_offset for t in resp.responses for p in t.partitions] == [8, -1, 5, 3]
+        assert [None if p.aborted_transactions is None else [(a.producer_id, a.first_offset)
+                                                              for a in p.aborted_transactions]
+                for t in resp.responses for p in t.partitions] == [[(7, 2), (9, 4)], None, [], None]
     if version >= 5:
         assert [p.log_start_offset for t in resp.responses for p in t.partitions] == [0, -1, 5, 1]
 

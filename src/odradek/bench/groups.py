@@ -59,7 +59,8 @@ from odradek.bench.common import (
 from odradek.bench.group_members import ASYNC_IN_FLIGHT, AUTO_COMMIT_MS, RATE_PER_PARTITION, TOPIC, Group, Load
 from odradek.cli.output import Progress
 from odradek.cluster.local_cluster import LocalCluster
-from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC, partition_for
+from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC
+from odradek.coordinator.partitioning import partition_for
 
 BROKERS = 3
 DEFAULT_ROUNDS = 3

@@ -1,4 +1,5 @@
-"""Fetch: consumers read up to the high watermark, followers up to the log end.
+"""Fetch: consumers read up to the high watermark (read_committed ones up to the last stable
+offset, with the aborted transactions in what they read), followers up to the log end.
 
 A follower's fetch offset is also how the leader learns how far it has got (the high watermark
 and acks=all depend on it). A fetch with nothing to return waits (long poll) until any of its
@@ -25,6 +26,7 @@ from odradek.protocol import fast_paths
 from odradek.protocol.errors import ErrorCode
 
 Topics = list[tuple[str, list[fast_paths.FetchPartition]]]
+READ_COMMITTED = 1  # FetchRequest isolation_level (0: read_uncommitted)
 # what a response tells each target; recorded in the session only once the response is sent
 Told = list[tuple[FetchTarget, int, int]]
 
@@ -61,29 +63,30 @@ class FetchHandler:
         except FetchSessionError as exc:
             return fast_paths.fetch_response(version, header.correlation_id, [], error_code=exc.code)
         replica_id = getattr(req, "replica_id", -1)
+        committed = replica_id < 0 and getattr(req, "isolation_level", 0) == READ_COMMITTED
         max_wait = req.max_wait.total_seconds()
         if session is not None and not full:
             # incremental: only what it asked about and what changed since (FetchSession)
             targets = _visit(session, requested)
-            topics, told, total, _, has_error = self._read(targets, replica_id, req.max_bytes, False,
+            topics, told, total, _, has_error = self._read(targets, replica_id, committed, req.max_bytes, False,
                                                            session)
             if total >= req.min_bytes or max_wait <= 0 or has_error:
                 return _respond(version, header.correlation_id, topics, told, session.id)
-            return self._delayed_incremental(header.correlation_id, version, req, session, replica_id,
+            return self._delayed_incremental(header.correlation_id, version, req, session, replica_id, committed,
                                              [t for t, _, _ in told], time.monotonic() + max_wait)
         targets = list(session.targets.values()) if session is not None else requested
         if session is not None:
             session.dirty.clear()
-        topics, told, total, readable, has_error = self._read(targets, replica_id, req.max_bytes, full,
+        topics, told, total, readable, has_error = self._read(targets, replica_id, committed, req.max_bytes, full,
                                                               session)
         session_id = session.id if session is not None else 0
         if total >= req.min_bytes or max_wait <= 0 or has_error or not readable:
             return _respond(version, header.correlation_id, topics, told, session_id)
-        return self._delayed(header.correlation_id, version, req, targets, replica_id, full, session_id,
-                             readable, time.monotonic() + max_wait)
+        return self._delayed(header.correlation_id, version, req, targets, replica_id, committed, full,
+                             session_id, readable, time.monotonic() + max_wait)
 
     async def _delayed_incremental(self, correlation_id: int, version: int, req: Any,
-                                   session: FetchSession, replica_id: int,
+                                   session: FetchSession, replica_id: int, committed: bool,
                                    pending: list[FetchTarget], deadline: float) -> Response:
         """Long poll of an incremental session fetch: sleep on the session's own future until a
         partition of it changes, then visit only that (plus ``pending``: what the last read had
@@ -101,14 +104,14 @@ class FetchHandler:
                     session.waiter = None
             seen = {t.tp for t in pending}
             targets = pending + [t for t in _visit(session, ()) if t.tp not in seen]
-            topics, told, total, _, has_error = self._read(targets, replica_id, req.max_bytes, False,
+            topics, told, total, _, has_error = self._read(targets, replica_id, committed, req.max_bytes, False,
                                                            session)
             if total >= req.min_bytes or has_error or remaining <= 0:
                 return _respond(version, correlation_id, topics, told, session.id)
             pending = [t for t, _, _ in told]
 
     async def _delayed(self, correlation_id: int, version: int, req: Any, targets: list[FetchTarget],
-                       replica_id: int, full: bool, session_id: int, readable: list[Partition],
+                       replica_id: int, committed: bool, full: bool, session_id: int, readable: list[Partition],
                        deadline: float) -> Response:
         while (remaining := deadline - time.monotonic()) > 0:
             woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -118,15 +121,16 @@ class FetchHandler:
                 await asyncio.wait_for(woken, remaining)
             except asyncio.TimeoutError:
                 break
-            topics, told, total, readable, _ = self._read(targets, replica_id, req.max_bytes, full)
+            topics, told, total, readable, _ = self._read(targets, replica_id, committed, req.max_bytes, full)
             if total >= req.min_bytes or not readable:
                 return _respond(version, correlation_id, topics, told, session_id)
-        topics, told, _, _, _ = self._read(targets, replica_id, req.max_bytes, full)
+        topics, told, _, _, _ = self._read(targets, replica_id, committed, req.max_bytes, full)
         return _respond(version, correlation_id, topics, told, session_id)
 
-    def _read(self, targets: list[FetchTarget], replica_id: int, budget: int, full: bool,
+    def _read(self, targets: list[FetchTarget], replica_id: int, committed: bool, budget: int, full: bool,
               session: FetchSession | None = None) -> tuple[Topics, Told, int, list[Partition], bool]:
-        """Read each target; an incremental (not full) response leaves out partitions with no
+        """Read each target (``committed``: read_committed, up to the last stable offset, with
+        the aborted transactions the read covers); an incremental (not full) response leaves out partitions with no
         records and nothing new to tell. Returns (topics, what they tell, bytes, readable
         partitions, whether any partition has an error). With a session, partitions it reads
         are watched, and a target with an error or with records left unread (the response was
@@ -153,6 +157,8 @@ class FetchHandler:
                 if replica_id >= 0:
                     partition.update_follower_position(replica_id, t.fetch_offset, t.log_start_offset)
                     limit = partition.log_end_offset
+                elif committed:
+                    limit = partition.last_stable_offset
                 else:
                     limit = partition.high_watermark
                 max_bytes = min(t.max_bytes, budget - total) if total else t.max_bytes
@@ -184,14 +190,21 @@ class FetchHandler:
                 if session is not None:
                     session.dirty.add(t.tp)  # told again each time, as before sessions
                 has_error = True
-                out.setdefault(t.tp.topic, []).append((t.tp.partition, error, -1, error_log_start, b""))
+                out.setdefault(t.tp.topic, []).append((t.tp.partition, error, -1, error_log_start, b"", -1, None))
                 told.append((t, -2, -2))  # tell it everything again once it recovers
                 continue
             assert partition is not None
             readable.append(partition)
             hw, log_start = partition.high_watermark, partition.log.log_start_offset
             if full or data or hw != t.sent_high_watermark or log_start != t.sent_log_start:
-                out.setdefault(t.tp.topic, []).append((t.tp.partition, 0, hw, log_start, data))
+                # the LSO moves only with the high watermark (a transaction becomes stable once
+                # its marker is below it) or the log start, so those two say when to tell it
+                lso = partition.last_stable_offset
+                aborted = None
+                if committed:
+                    aborted = [(a.producer_id, a.first_offset)
+                               for a in partition.producers.aborted_transactions(t.fetch_offset, lso)]
+                out.setdefault(t.tp.topic, []).append((t.tp.partition, 0, hw, log_start, data, lso, aborted))
                 told.append((t, hw, log_start))
                 total += len(data)
                 if data and self.ctx.metrics is not None:

@@ -30,7 +30,7 @@ from odradek.broker.delete_records import delete_records
 from odradek.broker.delete_topics import delete_topics
 from odradek.broker.describe_log_dirs import describe_log_dirs
 from odradek.broker.elect_leaders import elect_leaders
-from odradek.broker.fetch_handler import FetchHandler, leader_for
+from odradek.broker.fetch_handler import READ_COMMITTED, FetchHandler, leader_for
 from odradek.broker.init_producer_id import init_producer_id
 from odradek.broker.metrics import BrokerMetrics
 from odradek.broker.ordered_delivery_fence import OrderedDeliveryFence
@@ -43,7 +43,11 @@ from odradek.log.errors import CorruptRecordError
 from odradek.protocol import controller_api, fast_paths, kio_util
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import parse_request_header
-from odradek.protocol.records import has_keyless_record
+from odradek.protocol.records import TRANSACTIONAL_FLAG, has_keyless_record
+
+#: the low byte of the first batch's attributes (base offset, length, leader epoch, magic, CRC
+#: and the attributes' high byte come before it)
+TRANSACTIONAL_ATTRIBUTE_BYTE = 22
 
 log = logging.getLogger("odradek.broker.kafka_apis")
 
@@ -179,6 +183,13 @@ class KafkaApis:
         if partition.log.config.compact and has_keyless_record(records):
             log.info("%s: rejected produce: a record without a key for a compacted topic", tp)
             return None, ErrorCode.INVALID_RECORD, -1
+        if len(records) > TRANSACTIONAL_ATTRIBUTE_BYTE and records[TRANSACTIONAL_ATTRIBUTE_BYTE] & TRANSACTIONAL_FLAG:
+            # until the transaction coordinator can verify a transaction (KIP-890), a
+            # transactional batch could only open one that no marker ever ends, holding every
+            # read_committed consumer of the partition at its first offset for good
+            log.info("%s: rejected produce from %r: a transactional batch, and no transaction was begun", tp,
+                     client_id)
+            return None, ErrorCode.INVALID_TXN_STATE, -1
         refused = self.ordered_delivery_fence.check(tp, records, client_id)  # KIP-253
         # a retry of batches already written is answered as one (their first offsets), whatever
         # the count now: refused, the producer would send them again, and they would be there twice
@@ -224,6 +235,7 @@ class KafkaApis:
 
     def list_offsets(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
         topics = []
+        committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
         for topic in req.topics:
             parts = []
             for p in topic.partitions:
@@ -235,7 +247,7 @@ class KafkaApis:
                     entry["error_code"] = error
                 else:
                     assert partition is not None
-                    offset = _offset_for(partition, p.timestamp)
+                    offset = _offset_for(partition, p.timestamp, committed)
                     if offset is None:
                         entry["error_code"] = ErrorCode.OFFSET_NOT_AVAILABLE
                     else:
@@ -274,7 +286,7 @@ class KafkaApis:
                                         {"throttle_time": 0, "topics": topics})
 
 
-def _offset_for(partition: Partition, timestamp: int) -> int | None:
+def _offset_for(partition: Partition, timestamp: int, committed: bool) -> int | None:
     """None: OFFSET_NOT_AVAILABLE (retriable), as Kafka's Partition.fetchOffsetForTimestamp
     answers "latest", or a time past the last fetchable record, while a new leader's high
     watermark has not reached the offset its epoch began at. Answered with the lagging high
@@ -284,10 +296,13 @@ def _offset_for(partition: Partition, timestamp: int) -> int | None:
     if timestamp == -2:  # EARLIEST
         return partition.log.log_start_offset
     lagging = partition.high_watermark_lags_election
-    if timestamp == -1:  # LATEST: consumers see up to the high watermark
-        return None if lagging else partition.high_watermark
+    # what a consumer of this isolation level can read: up to the high watermark, or for
+    # read_committed the last stable offset (Kafka's ListOffsets isolation_level)
+    end = partition.last_stable_offset if committed else partition.high_watermark
+    if timestamp == -1:  # LATEST
+        return None if lagging else end
     found = partition.log.offset_for_timestamp(timestamp)
-    if found is not None and found < partition.high_watermark:
+    if found is not None and found < end:
         return found
     return None if lagging else -1
 

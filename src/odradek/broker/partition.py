@@ -16,14 +16,24 @@ import itertools
 import logging
 import time
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from odradek.broker.producer_state import ProducerStateError, ProducerStateManager
 from odradek.common.errors import NotLeaderError
 from odradek.common.metadata import PartitionState, TopicPartition
 from odradek.log.errors import OffsetOutOfRangeError
 from odradek.log.log import Log
-from odradek.protocol.records import iter_batches, validate_batches
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import (
+    BatchHeader,
+    ControlMarker,
+    CorruptRecordError,
+    build_control_batch,
+    control_marker,
+    iter_batches,
+    iter_batches_with_markers,
+    validate_batches,
+)
 
 log = logging.getLogger("odradek.broker.partition")
 
@@ -69,7 +79,8 @@ class Partition:
         # append and every partition of a LeaderAndIsr wakes them
         self._sessions: dict[int, weakref.ref[Any]] = {}
         self.producers = ProducerStateManager()
-        self.producers.rebuild(log_.iter_batch_headers())
+        self.producers.rebuild(_batches_with_markers(log_), high_watermark=self.high_watermark)
+        self.producers.truncate_head(log_.log_start_offset)
 
     @property
     def high_watermark_lags_election(self) -> bool:
@@ -81,6 +92,12 @@ class Partition:
     @property
     def is_leader(self) -> bool:
         return self.leader_id == self.broker_id
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed consumers stop (Kafka's LSO): the high watermark, or the first
+        offset of the earliest transaction not yet decided and replicated."""
+        return self.producers.last_stable_offset(self.high_watermark)
 
     @property
     def log_end_offset(self) -> int:
@@ -141,6 +158,8 @@ class Partition:
         malformed batches, in both cases having written nothing.
         """
         headers = list(iter_batches(batches))  # headers only: the log checks CRCs as it appends
+        if any(h.is_control for h in headers):  # Kafka's LogValidator: markers come from coordinators only
+            raise ProducerStateError(ErrorCode.INVALID_RECORD, f"{self.tp}: clients cannot write control batches")
         try:
             duplicate = self.producers.validate(headers)
         except ProducerStateError:
@@ -157,6 +176,22 @@ class Partition:
         self._maybe_advance_high_watermark()
         self.wake_fetchers()
         return first, last
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int) -> int:
+        """Write a transaction's COMMIT or ABORT marker (WriteTxnMarkers, from the transaction
+        coordinator) and return its offset. Raises ProducerStateError, having written nothing,
+        for a marker from an older producer epoch or a stale coordinator epoch (a deposed
+        coordinator can never end a transaction), NotLeaderError unless this replica leads."""
+        if not self.is_leader:
+            raise NotLeaderError(self.tp)
+        self.producers.validate_marker(producer_id, producer_epoch, coordinator_epoch)
+        batch = build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch)
+        offset, _ = self.log.append_as_leader(batch, self.leader_epoch)
+        (header,) = iter_batches(batch)
+        self.producers.update(header, offset, offset, ControlMarker(commit, coordinator_epoch))
+        self._maybe_advance_high_watermark()
+        self.wake_fetchers()
+        return offset
 
     def is_duplicate(self, batches: bytes) -> bool:
         """Whether these are an idempotent producer's batches already in the log (a retry whose
@@ -253,6 +288,7 @@ class Partition:
                 f"offset {offset} of {self.tp} not in [0, high watermark {self.high_watermark}]")
         if self.log.maybe_increment_log_start_offset(target):
             log.info("%s: log start offset moved to %d (DeleteRecords)", self.tp, target)
+            self.producers.truncate_head(target)
             self.wake_fetchers()  # followers hear of it in their next fetch response
         return target
 
@@ -295,6 +331,7 @@ class Partition:
         so the fetcher reports it to the leader."""
         target = min(leader_log_start, self.high_watermark)
         if target > self.log.log_start_offset and self.log.maybe_increment_log_start_offset(target):
+            self.producers.truncate_head(target)
             self.wake_fetchers()
             return True
         return False
@@ -304,7 +341,8 @@ class Partition:
         log.info("%s: log end %d below the leader's log start %d; starting empty there",
                  self.tp, self.log_end_offset, offset)
         self.log.truncate_fully_and_start_at(offset)
-        self.producers.rebuild(self.log.iter_batch_headers())
+        self.producers.rebuild(_batches_with_markers(self.log), high_watermark=offset)
+        self.producers.truncate_head(offset)
         self.high_watermark = offset
 
     def apply_isr(self, isr: frozenset[int], zk_version: int) -> None:
@@ -368,8 +406,8 @@ class Partition:
             return
         if batches:
             self.log.append_as_follower(batches)
-            for h in iter_batches(batches):
-                self.producers.update(h, h.base_offset, h.last_offset)
+            for h, marker in iter_batches_with_markers(batches):
+                self.producers.update(h, h.base_offset, h.last_offset, marker)
             hw = max(self.high_watermark, min(leader_high_watermark, self.log_end_offset))
         self.high_watermark = hw
         self.wake_fetchers()
@@ -378,7 +416,8 @@ class Partition:
         if offset < self.log_end_offset:
             log.info("%s: truncating from %d to %d", self.tp, self.log_end_offset, offset)
             self.log.truncate_to(offset)
-            self.producers.rebuild(self.log.iter_batch_headers())
+            self.producers.rebuild(_batches_with_markers(self.log),
+                                   high_watermark=min(self.high_watermark, self.log_end_offset))
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
 
     # -- fetch long polling ------------------------------------------------------------------
@@ -402,6 +441,7 @@ class Partition:
         """Retention on the log; fetchers hear of the new log start offset."""
         deleted = self.log.apply_retention(now_ms)
         if deleted:
+            self.producers.truncate_head(self.log.log_start_offset)
             self.wake_fetchers()
         return deleted
 
@@ -428,6 +468,22 @@ class Partition:
         self.leader_id = -1  # a closed (stopped or deleted) replica leads nothing
         self._fail_waiters()
         self.wake_fetchers()
+
+
+def _batches_with_markers(log_: Log) -> Iterator[tuple[BatchHeader, ControlMarker | None]]:
+    """The log's batch headers for rebuilding producer state, each transaction marker read from
+    its control batch (the log's lock is re-entrant, and a read of 0 bytes returns exactly the
+    one batch). A marker that does not parse is logged and taken as no marker: one damaged
+    batch must not keep the partition from opening."""
+    for h in log_.iter_batch_headers():
+        if not h.is_control:
+            yield h, None
+            continue
+        try:
+            yield h, control_marker(log_.read(h.base_offset, 0), h)
+        except CorruptRecordError as exc:
+            log.error("%s: the transaction marker at offset %d does not parse: %s", log_.dir, h.base_offset, exc)
+            yield h, None
 
 
 class DeleteRecordsPolicyError(Exception):

@@ -7,15 +7,25 @@ is always one of them). It is derived from the batch headers in the log and noth
 every replica builds the same state (leaders as they append, followers as they replicate, any
 replica by scanning its log on start-up or after truncation) and it survives leader changes and
 restarts without a separate replication channel. Pure: no I/O, no clock.
+
+Transactions (KIP-98, transaction version 1) are kept here too, as in Kafka's
+ProducerStateManager: a producer's transactional batches open its transaction in this partition
+at their first offset, and a transaction marker (a control batch the coordinator has the leader
+write) closes it. From that follow the last stable offset (read_committed consumers read no
+further than the first offset of a transaction still open, or closed by a marker not yet
+replicated) and the aborted transactions a read_committed fetch returns with its records (Kafka
+keeps those in a .txnindex file per segment; here they are rebuilt from the log like the rest).
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Iterable, NamedTuple, Sequence
 
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.records import BatchHeader
+from odradek.protocol.records import BatchHeader, ControlMarker
 
 MAX_CACHED_BATCHES = 5  # Kafka's limit on in-flight requests per idempotent producer
 MAX_SEQUENCE = 2**31 - 1  # sequences are int32 and wrap to 0 after this
@@ -29,12 +39,43 @@ class BatchMetadata(NamedTuple):
     timestamp: int  # the batch's max timestamp; what producer-id expiry would be based on
 
 
+def _batch_cache() -> deque[BatchMetadata]:
+    return deque(maxlen=MAX_CACHED_BATCHES)
+
+
 @dataclass
 class ProducerEntry:
-    """A producer's epoch and its latest batches here, oldest first; never without a batch."""
+    """A producer's epoch and its latest batches here, oldest first: none when all it has here
+    in this epoch is a transaction marker (its data gone, or never written to this partition).
+    A new epoch gets a new deque rather than clearing the old, so a reader on another thread
+    (last_offsets) never sees a deque emptied under it."""
 
     epoch: int
-    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
+    batches: deque[BatchMetadata] = field(default_factory=_batch_cache)
+    coordinator_epoch: int = -1  # of the last marker: an older coordinator's markers are fenced
+    txn_first_offset: int | None = None  # first offset of its transaction open here, if any
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker closed in this partition (Kafka's CompletedTxn)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    aborted: bool
+
+
+class AbortedTxn(NamedTuple):
+    """An aborted transaction, as Kafka's transaction index holds it: read_committed fetches
+    return (producer_id, first_offset) for those overlapping what they read, and the consumer
+    drops that producer's records from first_offset up to the marker."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    # the LSO once the marker was written: where no open transaction overlaps this one any more
+    # (lets a range query stop early, as Kafka's TransactionIndex.collectAbortedTxns does)
+    last_stable_offset: int
 
 
 class Duplicate(NamedTuple):
@@ -58,16 +99,31 @@ def last_sequence(header: BatchHeader) -> int:
 
 
 def _is_idempotent(header: BatchHeader) -> bool:
-    # Control batches carry a producer id but no sequence of their own (transaction markers,
-    # which odradek never writes); they neither advance nor break a producer's sequence.
+    # Control batches (transaction markers) carry a producer id but no sequence of their own
+    # (base sequence -1); they neither advance nor break a producer's sequence.
     return header.producer_id >= 0 and not header.is_control
 
 
+def _last_offset(txn: AbortedTxn | CompletedTxn) -> int:
+    return txn.last_offset
+
+
 class ProducerStateManager:
-    """Sequence and epoch bookkeeping for one partition replica."""
+    """Sequence, epoch and transaction bookkeeping for one partition replica."""
 
     def __init__(self) -> None:
         self._producers: dict[int, ProducerEntry] = {}
+        # producer id -> first offset of its open transaction. Transactions open in log order,
+        # so insertion order is first-offset order and the first value is the earliest.
+        self._ongoing: dict[int, int] = {}
+        # transactions whose markers the high watermark has not passed yet (Kafka's
+        # unreplicatedTxns): the LSO stays at their first offset until it does. Markers
+        # ascending, and only those with a first offset below every later one's (a later marker
+        # with a lower first offset holds the LSO back at least as long), so first offsets
+        # ascend too and the first entry left after pruning is the one that counts.
+        self._unreplicated: deque[CompletedTxn] = deque()
+        self._aborted: list[AbortedTxn] = []  # in marker order
+        self._log_start = 0  # the LSO never names an offset below it (Kafka clamps it there)
 
     def entry(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.get(producer_id)
@@ -81,14 +137,22 @@ class ProducerStateManager:
         """Producer id -> last offset of its last batch (Kafka's lastRecordsOfActiveProducers:
         the batches the log cleaner keeps, as empty batches if need be). Safe from another
         thread: the dict is copied in one C call (dict.copy cannot see it change size), and
-        an entry's last batch is one index into its deque."""
-        return {pid: entry.batches[-1].last_offset for pid, entry in self._producers.copy().items()}
+        an entry's last batch is one index into its deque. Producers with no batch here (only a
+        marker) are left out, as Kafka leaves out those without a last data offset."""
+        last = {}
+        for pid, entry in self._producers.copy().items():
+            batches = entry.batches  # one read: a new epoch replaces the deque, never empties it
+            if batches:
+                last[pid] = batches[-1].last_offset
+        return last
 
     def validate(self, headers: Sequence[BatchHeader]) -> Duplicate | None:
         """Check a leader append before anything is written. Returns None to go ahead, or the
         Duplicate to answer with (write nothing); raises ProducerStateError to refuse it.
 
-        Only the headers are read, so this costs one dict lookup per idempotent batch.
+        Only the headers are read, so this costs one dict lookup per idempotent batch. Control
+        batches are passed over: the caller refuses them from clients (markers come only
+        through WriteTxnMarkers, checked by validate_marker).
         """
         idempotent = [h for h in headers if _is_idempotent(h)]
         if not idempotent:
@@ -119,37 +183,177 @@ class ProducerStateManager:
                 raise ProducerStateError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                                          f"producer {h.producer_id} started epoch {h.producer_epoch} "
                                          f"at sequence {h.base_sequence}, not 0")
-            return None
-        last_seq = last_sequence(h)
-        for cached in entry.batches:
-            if cached.first_seq == h.base_sequence and cached.last_seq == last_seq:
-                return Duplicate(cached.first_offset, cached.last_offset)
-        expected = (entry.batches[-1].last_seq + 1) % (MAX_SEQUENCE + 1)
-        if h.base_sequence != expected:
-            raise ProducerStateError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                                     f"producer {h.producer_id} sent sequence {h.base_sequence}, "
-                                     f"expected {expected}")
+        elif entry.batches:
+            # (with no batch, only a marker, in this epoch: any sequence, as for an unknown
+            # producer, since a rebuild loses the batches retention removed before the marker)
+            duplicate = _find_duplicate(entry, h)
+            if duplicate is not None:
+                return duplicate
+            expected = (entry.batches[-1].last_seq + 1) % (MAX_SEQUENCE + 1)
+            if h.base_sequence != expected:
+                raise ProducerStateError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                         f"producer {h.producer_id} sent sequence {h.base_sequence}, "
+                                         f"expected {expected}")
+        if entry.txn_first_offset is not None and not h.is_transactional:
+            # Kafka's ProducerAppendInfo: inside a transaction every write must belong to it
+            raise ProducerStateError(ErrorCode.INVALID_TXN_STATE,
+                                     f"producer {h.producer_id} sent a non-transactional batch while "
+                                     f"its transaction from offset {entry.txn_first_offset} is open")
         return None
 
-    def update(self, h: BatchHeader, first_offset: int, last_offset: int) -> None:
+    def validate_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Check a WriteTxnMarkers append (Kafka's appendEndTxnMarker checks, in its order): a
+        marker from an older producer epoch, or from a coordinator older than the last one
+        that wrote here (a zombie coordinator after a coordinator move), is refused. A producer
+        unknown here is accepted: Kafka writes markers to every partition of the transaction."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.epoch:
+            raise ProducerStateError(ErrorCode.INVALID_PRODUCER_EPOCH,
+                                     f"marker for producer {producer_id} has epoch {producer_epoch}, "
+                                     f"older than {entry.epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise ProducerStateError(ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                                     f"marker for producer {producer_id} from coordinator epoch "
+                                     f"{coordinator_epoch}, older than {entry.coordinator_epoch}")
+
+    def update(self, h: BatchHeader, first_offset: int, last_offset: int,
+               marker: ControlMarker | None = None) -> CompletedTxn | None:
         """Record a batch now in the log at [first_offset, last_offset]; used for leader and
         follower appends alike, and for rebuilds. Follows the log without judging it: a new
-        epoch (even a lower one a follower replicates) replaces the cached batches."""
-        if not _is_idempotent(h):
-            return
+        epoch (even a lower one a follower replicates) replaces the cached batches.
+
+        A transactional data batch opens its producer's transaction here unless one is open; a
+        control batch with its `marker` (records.control_marker) closes it, and the transaction
+        it closed comes back (None if the producer had none open here: Kafka writes markers to
+        every partition of a transaction, written to or not). A control batch without a marker
+        (empty, or not commit/abort) changes nothing."""
+        if h.producer_id < 0:
+            return None
+        if h.is_control:
+            return None if marker is None else self._end_transaction(h, last_offset, marker)
         entry = self._producers.get(h.producer_id)
-        if entry is None or entry.epoch != h.producer_epoch:
+        if entry is None:
             entry = self._producers[h.producer_id] = ProducerEntry(h.producer_epoch)
+        elif entry.epoch != h.producer_epoch:
+            entry.epoch = h.producer_epoch  # an open transaction stays open, as in Kafka
+            entry.batches = _batch_cache()
         entry.batches.append(BatchMetadata(h.base_sequence, last_sequence(h), first_offset,
                                            last_offset, h.max_timestamp))
+        if h.is_transactional and entry.txn_first_offset is None:
+            entry.txn_first_offset = first_offset
+            self._ongoing[h.producer_id] = first_offset
+        return None
 
-    def rebuild(self, headers: Iterable[BatchHeader]) -> None:
-        """Forget everything and replay the log's batch headers (with their stored offsets).
+    def _end_transaction(self, h: BatchHeader, offset: int, marker: ControlMarker) -> CompletedTxn | None:
+        """Kafka's appendEndTxnMarker followed by completeTxn, for a marker at `offset`."""
+        pid = h.producer_id
+        entry = self._producers.get(pid)
+        if entry is None:
+            entry = self._producers[pid] = ProducerEntry(h.producer_epoch)
+        elif h.producer_epoch > entry.epoch:
+            # a coordinator aborting a timed-out transaction bumps the epoch, fencing the producer
+            entry.epoch = h.producer_epoch
+            entry.batches = _batch_cache()
+        entry.coordinator_epoch = marker.coordinator_epoch
+        first = entry.txn_first_offset
+        if first is None:
+            return None
+        entry.txn_first_offset = None
+        completed = CompletedTxn(pid, first, offset, not marker.commit)
+        if completed.aborted:
+            self._aborted.append(AbortedTxn(pid, first, offset, self._stable_after(pid, offset)))
+        del self._ongoing[pid]
+        unreplicated = self._unreplicated
+        while unreplicated and unreplicated[-1].first_offset >= first:
+            unreplicated.pop()  # never holds the LSO back longer than this one does
+        unreplicated.append(completed)
+        return completed
+
+    def _stable_after(self, producer_id: int, marker_offset: int) -> int:
+        """Kafka's lastStableOffset(completedTxn): the first offset of the earliest transaction
+        of another producer still open, else just past the marker."""
+        for pid, first in self._ongoing.items():
+            if pid != producer_id:
+                return first
+        return marker_offset + 1
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """Where read_committed reads stop (Kafka's LSO): the high watermark, or the first offset
+        of the earliest transaction still open or closed by a marker not yet below the high
+        watermark, whichever is lower (never below the log start). Called on every fetch, so
+        without transactions it is one check. The high watermark must not go back without a
+        rebuild: the markers it has passed are forgotten here."""
+        if not (self._ongoing or self._unreplicated):
+            return high_watermark
+        self._forget_replicated(high_watermark)
+        first_unstable = high_watermark
+        if self._ongoing:
+            first_unstable = next(iter(self._ongoing.values()))
+        if self._unreplicated:
+            first_unstable = min(first_unstable, self._unreplicated[0].first_offset)
+        return min(high_watermark, max(first_unstable, self._log_start))
+
+    def _forget_replicated(self, offset: int) -> None:
+        unreplicated = self._unreplicated
+        while unreplicated and unreplicated[0].last_offset < offset:
+            unreplicated.popleft()
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping offsets [start, end), in marker order: what a
+        read_committed fetch of that range answers with. Stops, as Kafka's transaction index
+        does, at the first whose LSO reaches `end`: no later one can start below it."""
+        aborted = self._aborted
+        if not aborted:
+            return []
+        found = []
+        for txn in islice(aborted, bisect_left(aborted, start, key=_last_offset), None):
+            if txn.first_offset < end:
+                found.append(txn)
+            if txn.last_stable_offset >= end:
+                break
+        return found
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of each transaction open here (DescribeProducers'
+        currentTxnStartOffset; what finds a hanging transaction)."""
+        return dict(self._ongoing)
+
+    def truncate_head(self, log_start_offset: int) -> None:
+        """The log start moved up (retention, DeleteRecords; also call it after opening the
+        log): aborted transactions whose markers are gone are dropped, as Kafka deletes a
+        segment's transaction index with it, and the LSO is kept from naming a deleted offset.
+        Open transactions stay, as in Kafka, until their markers come."""
+        self._log_start = max(self._log_start, log_start_offset)
+        aborted = self._aborted
+        if aborted and aborted[0].last_offset < log_start_offset:
+            del aborted[:bisect_left(aborted, log_start_offset, key=_last_offset)]
+        self._forget_replicated(log_start_offset)
+
+    def rebuild(self, batches: Iterable[tuple[BatchHeader, ControlMarker | None]],
+                high_watermark: int | None = None) -> None:
+        """Forget everything (but the log start) and replay the log's batches: each header,
+        with its stored offsets, and its marker for a control batch (records.control_marker).
+        With the high watermark, markers below it are not kept as unreplicated, so a log full
+        of transactions does not hold them all until the next last_stable_offset call.
 
         Replays the whole log; Kafka bounds this with periodic snapshots of the state at an
         offset, replaying only the tail, which is the optimisation to add when start-up over
         large logs matters.
         """
         self._producers = {}
-        for h in headers:
-            self.update(h, h.base_offset, h.last_offset)
+        self._ongoing = {}
+        self._unreplicated = deque()
+        self._aborted = []
+        for h, marker in batches:
+            if self.update(h, h.base_offset, h.last_offset, marker) is not None and high_watermark is not None:
+                self._forget_replicated(high_watermark)
+
+
+def _find_duplicate(entry: ProducerEntry, h: BatchHeader) -> Duplicate | None:
+    last_seq = last_sequence(h)
+    for cached in entry.batches:
+        if cached.first_seq == h.base_sequence and cached.last_seq == last_seq:
+            return Duplicate(cached.first_offset, cached.last_offset)
+    return None

@@ -22,11 +22,14 @@ _PRODUCE_PART_V3 = struct.Struct(">ihqq")       # index, error, base_offset, log
 _PRODUCE_PART_V5 = struct.Struct(">ihqqq")      # ... log_start_offset
 _FETCH_PART = struct.Struct(">ihqq")            # index, error, high_watermark, last_stable_offset
 _I64 = struct.Struct(">q")
+_ABORTED_TXN = struct.Struct(">qq")             # producer_id, first_offset
 
 # (partition, error_code, base_offset, log_start_offset)
 ProducePartition = tuple[int, int, int, int]
-# (partition, error_code, high_watermark, log_start_offset, records: b"" with an error)
-FetchPartition = tuple[int, int, int, int, "bytes | memoryview"]
+# (partition, error_code, high_watermark, log_start_offset, records: b"" with an error,
+#  last_stable_offset, aborted transactions as (producer_id, first_offset) or None: the list a
+#  read_committed fetch gets, null for read_uncommitted)
+FetchPartition = tuple[int, int, int, int, "bytes | memoryview", int, "Sequence[tuple[int, int]] | None"]
 
 
 def _uvarint(n: int) -> bytes:
@@ -100,11 +103,18 @@ def fetch_response(version: int, correlation_id: int, topics: Iterable[tuple[str
     for name, partitions in topics:
         head += _string(name, flexible)
         head += _count(len(partitions), flexible)
-        for index, error, hw, log_start, records in partitions:
-            head += _FETCH_PART.pack(index, error, hw, hw)
+        for index, error, hw, log_start, records, lso, aborted in partitions:
+            head += _FETCH_PART.pack(index, error, hw, lso)
             if version >= 5:
                 head += _I64.pack(log_start)
-            head += b"\0" if flexible else b"\xff\xff\xff\xff"  # aborted transactions: null
+            if aborted is None:
+                head += b"\0" if flexible else b"\xff\xff\xff\xff"
+            else:
+                head += _uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+                for producer_id, first_offset in aborted:
+                    head += _ABORTED_TXN.pack(producer_id, first_offset)
+                    if flexible:
+                        head += b"\0"
             if version >= 11:
                 head += b"\xff\xff\xff\xff"  # preferred read replica: none
             head += _uvarint(len(records) + 1) if flexible else _I32.pack(len(records))

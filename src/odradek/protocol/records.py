@@ -3,13 +3,15 @@
 The broker treats record batches as opaque bytes: it only ever reads the fixed 61-byte header
 and rewrites the two fields the CRC does not cover (baseOffset, partitionLeaderEpoch). Records
 are decoded only by `decode_records` (tests and the CLI) and by the log cleaner, which reads
-keys with `iter_records` and writes a batch it filtered with `build_filtered_batch`.
+keys with `iter_records` and writes a batch it filtered with `build_filtered_batch`, and the
+one record of a transaction marker is read by `control_marker` (written by `build_control_batch`).
 """
 from __future__ import annotations
 
 import gzip
 import struct
 import time
+import zlib
 from typing import Iterator, NamedTuple
 
 import crc32c
@@ -185,11 +187,15 @@ def _write_bytes(out: bytearray, data: bytes | None) -> None:
 
 def build_batch(records: list[tuple[bytes | None, bytes | None]], base_offset: int = 0,
                 timestamp_ms: int | None = None, producer_id: int = -1,
-                producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+                producer_epoch: int = -1, base_sequence: int = -1, attributes: int = 0) -> bytes:
     """Encode an uncompressed v2 batch of (key, value) records, all stamped timestamp_ms
-    (default: now). Tests and the benchmark need real batches without a Kafka client."""
+    (default: now). Tests and the benchmark need real batches without a Kafka client, and the
+    broker its transaction markers. `attributes` takes flags only (transactional, control):
+    the records are never compressed, so a codec there would mislabel them."""
     if not records:
         raise ValueError("a record batch needs at least one record")
+    if attributes & COMPRESSION_MASK:
+        raise ValueError("build_batch writes uncompressed batches only")
     ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     body = bytearray()
     for delta, (key, value) in enumerate(records):
@@ -202,11 +208,93 @@ def build_batch(records: list[tuple[bytes | None, bytes | None]], base_offset: i
         _write_varint(body, len(rec))
         body += rec
     batch = bytearray(HEADER_SIZE) + body
-    _HEADER.pack_into(batch, 0, base_offset, len(batch) - LOG_OVERHEAD, -1, MAGIC, 0, 0,
+    _HEADER.pack_into(batch, 0, base_offset, len(batch) - LOG_OVERHEAD, -1, MAGIC, 0, attributes,
                       len(records) - 1, ts, ts, producer_id, producer_epoch, base_sequence,
                       len(records))
     _UINT32.pack_into(batch, 17, crc32c.crc32c(memoryview(batch)[CRC_START:]))
     return bytes(batch)
+
+
+# -- transaction markers (Kafka's EndTransactionMarker) ------------------------------------------
+
+CONTROL_ABORT = 0  # ControlRecordType ids, the int16 after the control record key's version
+CONTROL_COMMIT = 1
+_CONTROL_KEY = struct.Struct(">hh")  # version (0), type
+_END_TXN_VALUE = struct.Struct(">hi")  # version (0), coordinator epoch
+
+
+class ControlMarker(NamedTuple):
+    """What a transaction marker says: how the producer's transaction ended, and the epoch of
+    the transaction coordinator that wrote it (a newer coordinator fences an older one)."""
+
+    commit: bool
+    coordinator_epoch: int
+
+
+def build_control_batch(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                        timestamp_ms: int | None = None, base_offset: int = 0) -> bytes:
+    """One transaction marker batch, byte for byte what Kafka's MemoryRecords.withEndTransactionMarker
+    writes: transactional and control, no sequence, one record whose key is the control type and
+    whose value holds the coordinator epoch. Consumers (librdkafka, the Java client) read the key
+    to skip the marker and to drop an aborted transaction's records."""
+    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = _END_TXN_VALUE.pack(0, coordinator_epoch)
+    return build_batch([(key, value)], base_offset=base_offset, timestamp_ms=timestamp_ms,
+                       producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
+                       attributes=TRANSACTIONAL_FLAG | CONTROL_FLAG)
+
+
+def control_marker(batch: Buffer, header: BatchHeader) -> ControlMarker | None:
+    """The marker of one control batch (`batch` starts at the batch), None for a data batch, an
+    empty one (the cleaner's: Kafka reads it as a transaction already cleaned away) or a control
+    type other than commit/abort (Kafka's consumers skip those). Raises CorruptRecordError when
+    the control record cannot be read, never IndexError and the like on short garbage."""
+    if not header.is_control or header.record_count == 0:
+        return None
+    try:
+        key, value = _first_key_value(memoryview(records_section(batch, header)))
+    except (UnsupportedCompressionError, IndexError, ValueError, EOFError, OSError, zlib.error) as exc:
+        raise CorruptRecordError(f"control batch at offset {header.base_offset}: {exc}") from None
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise CorruptRecordError(f"control batch at offset {header.base_offset} has a short key")
+    version, control_type = _CONTROL_KEY.unpack_from(key)
+    if version < 0:  # ControlRecordType.parse refuses these; newer versions only append fields
+        raise CorruptRecordError(f"control record key version {version} at {header.base_offset}")
+    if control_type not in (CONTROL_ABORT, CONTROL_COMMIT):
+        return None
+    if value is None or len(value) < _END_TXN_VALUE.size:
+        raise CorruptRecordError(f"transaction marker at offset {header.base_offset} has a short value")
+    _, coordinator_epoch = _END_TXN_VALUE.unpack_from(value)  # later versions parse as version 0
+    return ControlMarker(control_type == CONTROL_COMMIT, coordinator_epoch)
+
+
+def iter_batches_with_markers(buf: Buffer) -> Iterator[tuple[BatchHeader, ControlMarker | None]]:
+    """Each complete batch's header with its marker (None for data batches), as
+    ProducerStateManager.update and rebuild take them; CorruptRecordError as control_marker."""
+    view = memoryview(buf)
+    for h in iter_batches(view):
+        yield h, control_marker(view[h.position:h.position + h.size], h) if h.is_control else None
+
+
+def _first_key_value(section: memoryview) -> tuple[bytes | None, bytes | None]:
+    """Key and value of the first record, checked against the record's and the section's end."""
+    length, body = _read_varint(section, 0)
+    end = body + length
+    if length < 0 or end > len(section):
+        raise ValueError("the record runs past its batch")
+    pos = _skip_varint(section, _skip_varint(section, body + 1))  # attributes, timestamp/offset deltas
+    key, pos = _read_bounded(section, pos, end)
+    value, _ = _read_bounded(section, pos, end)
+    return key, value
+
+
+def _read_bounded(view: memoryview, pos: int, end: int) -> tuple[bytes | None, int]:
+    length, pos = _read_varint(view, pos)
+    if length < 0:
+        return None, pos
+    if pos + length > end:
+        raise ValueError("a field runs past its record")
+    return bytes(view[pos:pos + length]), pos + length
 
 
 class RawRecord(NamedTuple):

@@ -10,7 +10,7 @@ from group_rig import INITIAL_DELAY_MS, REBALANCE_MS, SESSION_MS, Rig, on_virtua
 
 from odradek.coordinator.group import group_records
 from odradek.coordinator.group.group_metadata import GroupState
-from odradek.coordinator.group.group_metadata_manager import java_string_hash, partition_for
+from odradek.coordinator.partitioning import java_string_hash, partition_for
 from odradek.protocol.errors import ErrorCode
 
 
@@ -23,6 +23,8 @@ def test_java_hash_and_partition_match_kafka() -> None:
     assert java_string_hash("polygenelubricants") == -(2**31)
     assert partition_for("polygenelubricants", 50) == 0
     assert all(0 <= partition_for(g, 50) < 50 for g in ("", "g", "x" * 40, "\U0001F600"))
+    assert java_string_hash("Hello World") == -862545276  # a negative hash counts by its absolute value
+    assert partition_for("Hello World", 7) == 862545276 % 7
 
 
 @pytest.mark.parametrize("value", [b"", b"\x00\x09", b"\x00\x03\x00\x00\x00\x01"])

@@ -21,6 +21,7 @@ from odradek.common.metadata import TopicPartition
 from odradek.coordinator.group import group_records
 from odradek.coordinator.group.group_metadata import GroupMetadata, GroupState, OffsetAndMetadata
 from odradek.coordinator.partition_loader import OwnedPartition, PartitionLoader
+from odradek.coordinator.partitioning import partition_for
 from odradek.coordinator.scheduler import Scheduler
 from odradek.coordinator.seams import CoordinatorPartition
 from odradek.protocol.errors import ErrorCode
@@ -28,22 +29,6 @@ from odradek.protocol.errors import ErrorCode
 log = logging.getLogger("odradek.coordinator.group.manager")
 
 OFFSETS_TOPIC = GROUP_METADATA_TOPIC_NAME
-
-
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode: s[0]*31^(n-1) + ... over UTF-16 code units, as a signed int32."""
-    h = 0
-    data = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-@functools.lru_cache(maxsize=65536)
-def partition_for(group_id: str, partitions: int) -> int:
-    """Kafka's GroupMetadataManager.partitionFor: Utils.abs(groupId.hashCode) % partitions."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 # A failed write as the group APIs report it, as Kafka's GroupMetadataManager maps them: for the
