@@ -34,6 +34,11 @@ DELETE_TOPICS = 20
 DELETE_RECORDS = 21
 INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
+ADD_PARTITIONS_TO_TXN = 24
+ADD_OFFSETS_TO_TXN = 25
+END_TXN = 26
+WRITE_TXN_MARKERS = 27
+TXN_OFFSET_COMMIT = 28
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 DESCRIBE_LOG_DIRS = 35
@@ -64,6 +69,9 @@ VERSIONS: dict[int, tuple[int, int]] = {
     LIST_GROUPS: (0, 4),
     DELETE_GROUPS: (0, 2),
     OFFSET_DELETE: (0, 0),
+    # transactional offset commits (KIP-98, KIP-447 from v3), as Kafka 3.x before KIP-890's v4;
+    # librdkafka 2.x sends up to v3, kafka-python what the broker offers, aiokafka v0
+    TXN_OFFSET_COMMIT: (0, 3),
     API_VERSIONS: (0, 3),
     CREATE_TOPICS: (2, 7),
     # topic deletion and partition expansion (broker/delete_topics.py, create_partitions.py): Kafka 3.x offers
@@ -72,6 +80,14 @@ VERSIONS: dict[int, tuple[int, int]] = {
     CREATE_PARTITIONS: (0, 3),
     DELETE_RECORDS: (0, 2),
     INIT_PRODUCER_ID: (0, 4),
+    # the transaction coordinator's APIs (broker/txn_apis.py), as Kafka 3.x: clients send
+    # AddPartitionsToTxn 0-3, partition leaders v4 (verify_only, KIP-890)
+    ADD_PARTITIONS_TO_TXN: (0, 4),
+    ADD_OFFSETS_TO_TXN: (0, 3),
+    END_TXN: (0, 3),
+    # inter-broker, from transaction coordinators (broker/txn_marker_apis.py): Kafka 3.x offers
+    # 0-1, kio has no v0 schema, and only odradek's own coordinators send it (at v1)
+    WRITE_TXN_MARKERS: (1, 1),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
     DESCRIBE_CONFIGS: (1, 4),
     # per replica log sizes (broker/describe_log_dirs.py); kio has no v0 schema

@@ -94,6 +94,17 @@ class BrokerConfig:
     offsets_retention_check_interval_ms: int = 600000
     offsets_commit_timeout_ms: int = 5000
     offset_metadata_max_bytes: int = 4096
+    # The transaction coordinator (Kafka's names and defaults): its internal __transaction_state
+    # topic, the longest transaction.timeout.ms a producer may ask for, how often transactions
+    # open past their timeout are aborted, and how long an idle transactional.id is kept.
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2
+    transaction_state_log_segment_bytes: int = 100 * 1024 * 1024
+    transaction_max_timeout_ms: int = 900000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
+    transactional_id_expiration_ms: int = 604800000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
 
     @classmethod
     def from_file(cls, path: Path, warn: Callable[[str], None] | None = None,
@@ -323,4 +334,16 @@ FIELD_DOCS: dict[str, str] = {
     "offsets_retention_check_interval_ms": "How often expired offsets are removed",
     "offsets_commit_timeout_ms": "How long an offset commit waits for the offsets partition's ISR",
     "offset_metadata_max_bytes": "The longest metadata string an offset commit may carry",
+    "transaction_state_log_num_partitions": "Partitions of __transaction_state, fixed when it is created",
+    "transaction_state_log_replication_factor": "Replication factor of __transaction_state (lower if fewer "
+                                                "brokers are alive when it is created)",
+    "transaction_state_log_min_isr": "min.insync.replicas of __transaction_state (at most its replication "
+                                     "factor)",
+    "transaction_state_log_segment_bytes": "Segment size of __transaction_state",
+    "transaction_max_timeout_ms": "The longest transaction.timeout.ms a transactional producer may ask for",
+    "transaction_abort_timed_out_transaction_cleanup_interval_ms": "How often transactions open past their "
+                                                                   "timeout are aborted",
+    "transactional_id_expiration_ms": "How long a transactional.id without a transaction is kept",
+    "transaction_remove_expired_transaction_cleanup_interval_ms": "How often expired transactional.ids are "
+                                                                  "removed",
 }

@@ -9,8 +9,10 @@ from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.metrics import BrokerMetrics
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication_quota import ReplicationQuotas
+from odradek.broker.txn_verification import TransactionVerifier
 from odradek.controller.events import ControllerEvent
 from odradek.coordinator.group.group_coordinator import GroupCoordinator
+from odradek.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 
 
 @dataclass(slots=True)
@@ -27,5 +29,7 @@ class BrokerContext:
     # thread and awaits its outcome (ControllerService.ask): ElectLeaders, the reassignment APIs
     ask_controller: Callable[[Callable[[Callable[[object], None]], ControllerEvent]], Awaitable[object]]
     group_coordinator: GroupCoordinator
+    transaction_coordinator: TransactionCoordinator
+    txn_verifier: TransactionVerifier  # KIP-890's check of a transaction's first batch at a leader
     metrics: BrokerMetrics | None = None  # None when metrics.port is 0
     replication_quotas: ReplicationQuotas | None = None  # the leader side is the fetch handler's

@@ -1,19 +1,22 @@
 """The consumer group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups and OffsetDelete.
+OffsetCommit, TxnOffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups and
+OffsetDelete.
 
 Requests are turned into calls on the GroupCoordinator (coordinator/group/group_coordinator.py)
 and its answers into responses for the version the client asked for; the rules live there, this
-module only translates. FindCoordinator also creates the internal `__consumer_offsets` topic the
-first time a client looks for a coordinator, as Kafka does, and answers
+module only translates. FindCoordinator answers for transactional ids too (key type 1), and
+creates the coordinator's internal topic (`__consumer_offsets`, `__transaction_state`) the
+first time a client looks for one of its coordinators, as Kafka does, answering
 COORDINATOR_NOT_AVAILABLE (retriable) until its partitions have leaders.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable
+from typing import Any, Awaitable, Callable
 
 from odradek.broker import api_keys
+from odradek.broker.config import BrokerConfig
 from odradek.broker.context import BrokerContext
 from odradek.broker.create_topics import is_topic_exists_error
 from odradek.broker.topic_admin import assign_replicas
@@ -21,7 +24,9 @@ from odradek.common.metadata import TopicAssignment, TopicPartition
 from odradek.coordinator.group.group_coordinator import JoinGroupRequest
 from odradek.coordinator.group.group_metadata import OffsetAndMetadata
 from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC
+from odradek.coordinator.partitioning import partition_for
 from odradek.coordinator.scheduler import BackgroundTasks
+from odradek.coordinator.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
 from odradek.zk.paths import new_topic_id
@@ -42,44 +47,57 @@ def _ms(value: Any) -> int:
 
 # -- FindCoordinator ---------------------------------------------------------------------------
 
-class OffsetsTopicCreator:
-    """Creates `__consumer_offsets` once, on first use: offsets.topic.num.partitions partitions,
-    replication factor offsets.topic.replication.factor or the live broker count if fewer,
-    compacted, and min.insync.replicas 2 once there are three replicas (with two, a single
+class InternalTopicCreator:
+    """Creates a coordinator's internal topic once, on first use (`__consumer_offsets` for
+    groups, `__transaction_state` for transactions, as Kafka's AutoTopicCreationManager
+    does): its configured partition count, its configured replication factor or the live broker
+    count if fewer (with a warning), compacted, and its min.insync.replicas where the
+    replication factor allows (for offsets 2 once there are three replicas: with two, a single
     broker's loss would stop every commit)."""
 
-    def __init__(self) -> None:
+    def __init__(self, topic: str, settings: Callable[[BrokerConfig], tuple[int, int, int, int]]) -> None:
+        """``settings``: (partitions, replication factor, min.insync.replicas, segment bytes)."""
+        self.topic = topic
+        self._settings = settings
         self._tasks = BackgroundTasks()  # held, and a failure logged
         self._creating: asyncio.Task[None] | None = None
 
     def ensure(self, ctx: BrokerContext) -> None:
         if self._creating is None or self._creating.done():
-            self._creating = self._tasks.spawn(self._create(ctx), f"creating {OFFSETS_TOPIC}")
+            self._creating = self._tasks.spawn(self._create(ctx), f"creating {self.topic}")
 
     async def _create(self, ctx: BrokerContext) -> None:
-        cfg = ctx.config
+        partitions, wanted_rf, min_isr, segment_bytes = self._settings(ctx.config)
         live = sorted(b.id for b in ctx.metadata.live_brokers)
         if not live:
             return
-        rf = min(cfg.offsets_topic_replication_factor, len(live))
-        if rf < cfg.offsets_topic_replication_factor:
-            log.warning("creating %s with replication factor %d: only %d live brokers, fewer than "
-                        "offsets.topic.replication.factor %d", OFFSETS_TOPIC, rf, len(live),
-                        cfg.offsets_topic_replication_factor)
-        configs = {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes),
-                   "min.insync.replicas": "2" if rf >= 3 else "1"}
-        assignment = TopicAssignment(OFFSETS_TOPIC, new_topic_id(),
-                                     assign_replicas(live, cfg.offsets_topic_num_partitions, rf))
+        rf = min(wanted_rf, len(live))
+        if rf < wanted_rf:
+            log.warning("creating %s with replication factor %d: only %d live brokers, fewer than the %d "
+                        "configured", self.topic, rf, len(live), wanted_rf)
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes),
+                   "min.insync.replicas": str(max(1, min(min_isr, rf)))}
+        assignment = TopicAssignment(self.topic, new_topic_id(), assign_replicas(live, partitions, rf))
         try:
             await asyncio.to_thread(ctx.zk.create_topic, assignment, configs)
-            log.info("created %s: %d partitions, replication factor %d", OFFSETS_TOPIC,
-                     cfg.offsets_topic_num_partitions, rf)
+            log.info("created %s: %d partitions, replication factor %d", self.topic, partitions, rf)
         except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: the next FindCoordinator retries
             if not is_topic_exists_error(exc):  # else another broker made it first
-                log.warning("creating %s failed: %r", OFFSETS_TOPIC, exc)
+                log.warning("creating %s failed: %r", self.topic, exc)
 
 
-_creator = OffsetsTopicCreator()
+def _offsets_topic_settings(cfg: BrokerConfig) -> tuple[int, int, int, int]:
+    return (cfg.offsets_topic_num_partitions, cfg.offsets_topic_replication_factor,
+            2 if cfg.offsets_topic_replication_factor >= 3 else 1, cfg.offsets_topic_segment_bytes)
+
+
+def _transaction_topic_settings(cfg: BrokerConfig) -> tuple[int, int, int, int]:
+    return (cfg.transaction_state_log_num_partitions, cfg.transaction_state_log_replication_factor,
+            cfg.transaction_state_log_min_isr, cfg.transaction_state_log_segment_bytes)
+
+
+_CREATORS = {GROUP_KEY: InternalTopicCreator(OFFSETS_TOPIC, _offsets_topic_settings),
+             TRANSACTION_KEY: InternalTopicCreator(TRANSACTION_STATE_TOPIC, _transaction_topic_settings)}
 
 
 def find_coordinator(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes | Awaitable[bytes]:
@@ -88,16 +106,17 @@ def find_coordinator(ctx: BrokerContext, header: Any, req: Any, version: int) ->
     else:
         keys = [req.key]
     key_type = req.key_type if version >= 1 else GROUP_KEY
-    if key_type == GROUP_KEY and keys and ctx.metadata.partitions(OFFSETS_TOPIC) is None:
-        return _creating_offsets_topic(ctx, header, version, keys, key_type)
+    creator = _CREATORS.get(key_type)
+    if creator is not None and keys and ctx.metadata.partitions(creator.topic) is None:
+        return _creating_internal_topic(ctx, header, version, keys, key_type, creator)
     return _find_coordinator_response(ctx, header, version, keys, key_type)
 
 
-async def _creating_offsets_topic(ctx: BrokerContext, header: Any, version: int, keys: list[str],
-                                  key_type: int) -> bytes:
-    """Starts creating __consumer_offsets (on the event loop, where its task runs) and answers
-    at once: COORDINATOR_NOT_AVAILABLE, which clients retry."""
-    _creator.ensure(ctx)
+async def _creating_internal_topic(ctx: BrokerContext, header: Any, version: int, keys: list[str],
+                                   key_type: int, creator: InternalTopicCreator) -> bytes:
+    """Starts creating the coordinator's topic (on the event loop, where its task runs) and
+    answers at once: COORDINATOR_NOT_AVAILABLE, which clients retry."""
+    creator.ensure(ctx)
     return _find_coordinator_response(ctx, header, version, keys, key_type)
 
 
@@ -114,18 +133,20 @@ def _find_coordinator_response(ctx: BrokerContext, header: Any, version: int, ke
 
 
 def _coordinator_for(ctx: BrokerContext, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
-    """(error, message, node id, host, port) of the coordinator for one key."""
-    if key_type == TRANSACTION_KEY:
-        return ErrorCode.INVALID_REQUEST, "transactions are not supported", -1, "", -1
-    if key_type != GROUP_KEY:
+    """(error, message, node id, host, port) of the coordinator for one key: the leader of the
+    key's partition of the coordinator's topic."""
+    creator = _CREATORS.get(key_type)
+    if creator is None:
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
-    partitions = ctx.metadata.partitions(OFFSETS_TOPIC)
+    if key_type == TRANSACTION_KEY and not key:
+        return ErrorCode.INVALID_REQUEST, "an empty transactional.id", -1, "", -1
+    partitions = ctx.metadata.partitions(creator.topic)
     if partitions is None:  # being created (find_coordinator started it)
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {OFFSETS_TOPIC}", -1, "", -1
-    state = partitions.get(ctx.group_coordinator.manager.partition_for(key))
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {creator.topic}", -1, "", -1
+    state = partitions.get(partition_for(key, len(partitions)))
     broker = None if state is None else ctx.metadata.broker(state.leader)
     if broker is None:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's offsets partition has no leader", -1, "", -1
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"the key's {creator.topic} partition has no leader", -1, "", -1
     return ErrorCode.NONE, None, broker.id, broker.host, broker.port
 
 
@@ -205,6 +226,29 @@ async def offset_commit(ctx: BrokerContext, header: Any, req: Any, version: int)
         results, lambda tp, e: {"partition_index": tp.partition, "error_code": e})})
 
 
+async def txn_offset_commit(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    """TxnOffsetCommit (KIP-98; v3 adds the consumer's member, instance and generation, KIP-447):
+    offsets of partitions that do not exist are UNKNOWN_TOPIC_OR_PARTITION, as Kafka's
+    KafkaApis answers; the rest go to the group coordinator, pending in the transaction."""
+    now = ctx.group_coordinator.clock.milliseconds()
+    offsets = {TopicPartition(t.name, p.partition_index): OffsetAndMetadata(
+        p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now)
+        for t in req.topics for p in t.partitions}
+    results = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in offsets if ctx.metadata.partition(tp) is None}
+    known = {tp: o for tp, o in offsets.items() if tp not in results}
+    if known:
+        results.update(await ctx.group_coordinator.commit_txn_offsets(
+            req.group_id, req.producer_id, req.producer_epoch, known, member_id=getattr(req, "member_id", ""),
+            group_instance_id=getattr(req, "group_instance_id", None),
+            generation_id=getattr(req, "generation_id", -1)))
+    if version < 2:
+        # producers older than Kafka 2.3's fail on COORDINATOR_LOAD_IN_PROGRESS here (KAFKA-7296)
+        results = {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE if e == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else e
+                   for tp, e in results.items()}
+    return _encode(api_keys.TXN_OFFSET_COMMIT, version, header, {"topics": _by_topic(
+        results, lambda tp, e: {"partition_index": tp.partition, "error_code": e})})
+
+
 def offset_fetch(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     stable = getattr(req, "require_stable", False)
     if version >= 8:
@@ -281,6 +325,7 @@ ROUTES: dict[int, Any] = {
     api_keys.HEARTBEAT: heartbeat,
     api_keys.LEAVE_GROUP: leave_group,
     api_keys.OFFSET_COMMIT: offset_commit,
+    api_keys.TXN_OFFSET_COMMIT: txn_offset_commit,
     api_keys.OFFSET_FETCH: offset_fetch,
     api_keys.OFFSET_DELETE: offset_delete,
     api_keys.LIST_GROUPS: list_groups,

@@ -1,21 +1,22 @@
 """InitProducerId (Kafka's KafkaApis.handleInitProducerIdRequest) for idempotent producers: a
 new producer id from this broker's block (producer_id_manager.py), or the next epoch of the
-id a producer already has. Transactions are not supported."""
+id a producer already has. A transactional producer's (with a transactional.id) is its
+transaction coordinator's (txn_apis.py)."""
 from __future__ import annotations
 
 from typing import Any
 
 from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
+from odradek.broker.txn_apis import init_transactional_producer_id
 from odradek.protocol import kio_util
-from odradek.protocol.errors import ErrorCode
 
 
 async def init_producer_id(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
-    body: dict[str, Any] = {"throttle_time": 0, "error_code": 0, "producer_id": -1, "producer_epoch": -1}
     if req.transactional_id is not None:
-        body["error_code"] = ErrorCode.INVALID_REQUEST  # transactions are not supported
-    elif getattr(req, "producer_id", -1) >= 0 and req.producer_epoch < 0x7FFF - 1:
+        return await init_transactional_producer_id(ctx, header, req, version)
+    body: dict[str, Any] = {"throttle_time": 0, "error_code": 0, "producer_id": -1, "producer_epoch": -1}
+    if getattr(req, "producer_id", -1) >= 0 and req.producer_epoch < 0x7FFF - 1:
         body.update(producer_id=req.producer_id, producer_epoch=req.producer_epoch + 1)
     elif getattr(req, "producer_id", -1) >= 0:
         # the epoch is exhausted: a fresh id, as Kafka does, rather than wrapping to a fenced 0

@@ -20,6 +20,7 @@ from odradek.broker import (
     metadata_apis,
     ordered_delivery_apis,
     reassignment_apis,
+    txn_apis,
     zk_admin_manager,
 )
 from odradek.broker.connection import CloseConnection, KafkaConnection
@@ -36,6 +37,7 @@ from odradek.broker.metrics import BrokerMetrics
 from odradek.broker.ordered_delivery_fence import OrderedDeliveryFence
 from odradek.broker.partition import Partition
 from odradek.broker.producer_state import ProducerStateError
+from odradek.broker.txn_marker_apis import write_txn_markers
 from odradek.common.errors import NotLeaderError
 from odradek.common.metadata import TopicPartition
 from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC
@@ -43,7 +45,7 @@ from odradek.log.errors import CorruptRecordError
 from odradek.protocol import controller_api, fast_paths, kio_util
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import parse_request_header
-from odradek.protocol.records import TRANSACTIONAL_FLAG, has_keyless_record
+from odradek.protocol.records import TRANSACTIONAL_FLAG, has_keyless_record, iter_batches
 
 #: the low byte of the first batch's attributes (base offset, length, leader epoch, magic, CRC
 #: and the attributes' high byte come before it)
@@ -76,6 +78,10 @@ class KafkaApis:
             api_keys.ELECT_LEADERS: elect_leaders,
             api_keys.ALTER_PARTITION_REASSIGNMENTS: reassignment_apis.alter_partition_reassignments,
             api_keys.LIST_PARTITION_REASSIGNMENTS: reassignment_apis.list_partition_reassignments,
+            api_keys.WRITE_TXN_MARKERS: write_txn_markers,
+            api_keys.ADD_PARTITIONS_TO_TXN: txn_apis.add_partitions_to_txn,
+            api_keys.ADD_OFFSETS_TO_TXN: txn_apis.add_offsets_to_txn,
+            api_keys.END_TXN: txn_apis.end_txn,
             **group_apis.ROUTES,
         }
 
@@ -132,7 +138,67 @@ class KafkaApis:
 
     # -- Produce -------------------------------------------------------------------------------
 
-    def produce(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes | None | Awaitable[bytes]:
+    def produce(self, ctx: BrokerContext, header: Any, req: Any,
+                version: int) -> bytes | None | Awaitable[bytes | None]:
+        checks = self._transactions_to_verify(req)
+        if checks:
+            return self._produce_verified(header, req, version, checks)
+        return self._produce(header, req, version, {})
+
+    def _transactions_to_verify(self, req: Any) -> dict[TopicPartition, tuple[Partition, int, int]]:
+        """The partitions whose batch opens a transaction here: KIP-890's check first (the
+        common case, a batch of a transaction already open here, needs none)."""
+        checks: dict[TopicPartition, tuple[Partition, int, int]] = {}
+        for topic in req.topic_data:
+            for pdata in topic.partition_data:
+                records = pdata.records
+                if not records or len(records) <= TRANSACTIONAL_ATTRIBUTE_BYTE \
+                        or not records[TRANSACTIONAL_ATTRIBUTE_BYTE] & TRANSACTIONAL_FLAG:
+                    continue
+                tp = TopicPartition(topic.name, pdata.index)
+                partition = self.ctx.replica_manager.get(tp)
+                if partition is None or not partition.is_leader:
+                    continue  # refused as any produce to a non-leader
+                try:
+                    h = next(iter_batches(records))
+                except (StopIteration, CorruptRecordError):
+                    continue  # refused as corrupt by the append
+                if partition.needs_verification(h.producer_id, h.producer_epoch):
+                    checks[tp] = (partition, h.producer_id, h.producer_epoch)
+        return checks
+
+    async def _produce_verified(self, header: Any, req: Any, version: int,
+                                checks: dict[TopicPartition, tuple[Partition, int, int]]) -> bytes | None:
+        """Produce once the transaction coordinator confirmed that each transaction these
+        batches would open is open and names their partitions (txn_verification.py)."""
+        guards = {tp: partition.start_verification(pid) for tp, (partition, pid, _epoch) in checks.items()}
+        by_producer: dict[tuple[int, int], list[TopicPartition]] = {}
+        for tp, (_partition, pid, epoch) in checks.items():
+            by_producer.setdefault((pid, epoch), []).append(tp)
+        verdicts: dict[TopicPartition, ErrorCode] = {}
+        if req.transactional_id is None:
+            verdicts = dict.fromkeys(checks, ErrorCode.INVALID_TXN_STATE)  # transactional batches need an id
+        else:
+            answers = await asyncio.gather(*(self.ctx.txn_verifier.verify(req.transactional_id, pid, epoch, tps)
+                                             for (pid, epoch), tps in by_producer.items()))
+            for answer in answers:
+                verdicts.update(answer)
+        refused: dict[TopicPartition, ErrorCode] = {}
+        for tp, (partition, pid, _epoch) in checks.items():
+            error = verdicts.get(tp, ErrorCode.INVALID_TXN_STATE)
+            if error == ErrorCode.NONE and not partition.verification_holds(pid, guards[tp]):
+                error = ErrorCode.INVALID_TXN_STATE  # its transaction ended while it was checked
+            if error != ErrorCode.NONE:
+                log.info("%s: rejected a transactional batch of producer %d: %s", tp, pid, error.name)
+                refused[tp] = error
+        response = self._produce(header, req, version, refused)
+        if response is None or isinstance(response, bytes):
+            return response  # None: acks=0, no answer at all
+        return await response
+
+    def _produce(self, header: Any, req: Any, version: int,
+                 refused: dict[TopicPartition, ErrorCode]) -> bytes | None | Awaitable[bytes]:
+        """``refused``: partitions answered with that error, nothing appended (KIP-890)."""
         acks = req.acks
         # per topic: [partition, error_code, base_offset, log_start_offset], filled in as we go
         results: dict[str, list[list[int]]] = {}
@@ -146,8 +212,11 @@ class KafkaApis:
                 if acks not in (0, 1, -1):
                     entry[1] = ErrorCode.INVALID_REQUIRED_ACKS
                     continue
-                partition, error, last = self._append(TopicPartition(topic.name, pdata.index), pdata.records,
-                                                      acks, entry, header.client_id, messages)
+                tp = TopicPartition(topic.name, pdata.index)
+                if tp in refused:
+                    entry[1] = refused[tp]
+                    continue
+                partition, error, last = self._append(tp, pdata.records, acks, entry, header.client_id, messages)
                 if error is not None:
                     entry[1] = error
                 elif acks == -1 and partition is not None:
@@ -183,13 +252,6 @@ class KafkaApis:
         if partition.log.config.compact and has_keyless_record(records):
             log.info("%s: rejected produce: a record without a key for a compacted topic", tp)
             return None, ErrorCode.INVALID_RECORD, -1
-        if len(records) > TRANSACTIONAL_ATTRIBUTE_BYTE and records[TRANSACTIONAL_ATTRIBUTE_BYTE] & TRANSACTIONAL_FLAG:
-            # until the transaction coordinator can verify a transaction (KIP-890), a
-            # transactional batch could only open one that no marker ever ends, holding every
-            # read_committed consumer of the partition at its first offset for good
-            log.info("%s: rejected produce from %r: a transactional batch, and no transaction was begun", tp,
-                     client_id)
-            return None, ErrorCode.INVALID_TXN_STATE, -1
         refused = self.ordered_delivery_fence.check(tp, records, client_id)  # KIP-253
         # a retry of batches already written is answered as one (their first offsets), whatever
         # the count now: refused, the producer would send them again, and they would be there twice

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 from odradek.broker.producer_state import ProducerStateError, ProducerStateManager
 from odradek.common.errors import NotLeaderError
 from odradek.common.metadata import PartitionState, TopicPartition
+from odradek.coordinator.seams import CoordinatorAppendRefused
 from odradek.log.errors import OffsetOutOfRangeError
 from odradek.log.log import Log
 from odradek.protocol.errors import ErrorCode
@@ -79,6 +80,8 @@ class Partition:
         # append and every partition of a LeaderAndIsr wakes them
         self._sessions: dict[int, weakref.ref[Any]] = {}
         self.producers = ProducerStateManager()
+        # KIP-890: producer id -> the check under way for its next transaction's first batch here
+        self._verification_guards: dict[int, object] = {}
         self.producers.rebuild(_batches_with_markers(log_), high_watermark=self.high_watermark)
         self.producers.truncate_head(log_.log_start_offset)
 
@@ -177,6 +180,45 @@ class Partition:
         self.wake_fetchers()
         return first, last
 
+    def append_as_coordinator(self, batches: bytes) -> tuple[int, int]:
+        """Append a coordinator's own batches (Kafka's AppendOrigin.COORDINATOR): the group
+        coordinator writes a TxnOffsetCommit's offsets as a transactional batch under the
+        producer's id and epoch, whose sequence means nothing, so none is checked; the batch
+        still opens the producer's transaction here, for its marker to close. A producer's
+        epoch older than the one seen here is refused, and so is a non-transactional batch of a
+        producer whose transaction is open (Kafka's checks for this origin). Each batch is
+        checked against the state before the append: coordinators write one at a time.
+
+        Returns the (first, last) offsets; raises CoordinatorAppendRefused, having written
+        nothing, and CorruptRecordError for malformed batches."""
+        headers = list(iter_batches(batches))
+        for h in headers:
+            self._check_coordinator_batch(h)
+        first, last = self.log.append_as_leader(batches, self.leader_epoch)
+        offset = first
+        for h in headers:
+            self.producers.update(h, offset, offset + h.last_offset_delta)
+            offset += h.last_offset_delta + 1
+        self._maybe_advance_high_watermark()
+        self.wake_fetchers()
+        return first, last
+
+    def _check_coordinator_batch(self, h: BatchHeader) -> None:
+        if h.is_control:
+            raise CoordinatorAppendRefused(ErrorCode.INVALID_RECORD,
+                                           f"{self.tp}: markers come through WriteTxnMarkers only")
+        entry = self.producers.entry(h.producer_id) if h.producer_id >= 0 else None
+        if entry is None:
+            return
+        if h.producer_epoch < entry.epoch:
+            raise CoordinatorAppendRefused(ErrorCode.INVALID_PRODUCER_EPOCH,
+                                           f"{self.tp}: producer {h.producer_id} epoch {h.producer_epoch} is "
+                                           f"older than {entry.epoch}")
+        if entry.txn_first_offset is not None and not h.is_transactional:
+            raise CoordinatorAppendRefused(ErrorCode.INVALID_TXN_STATE,
+                                           f"{self.tp}: producer {h.producer_id} wrote a non-transactional "
+                                           f"batch while its transaction from {entry.txn_first_offset} is open")
+
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int) -> int:
         """Write a transaction's COMMIT or ABORT marker (WriteTxnMarkers, from the transaction
         coordinator) and return its offset. Raises ProducerStateError, having written nothing,
@@ -185,6 +227,7 @@ class Partition:
         if not self.is_leader:
             raise NotLeaderError(self.tp)
         self.producers.validate_marker(producer_id, producer_epoch, coordinator_epoch)
+        self._verification_guards.pop(producer_id, None)  # a check under way was for a transaction now ended
         batch = build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch)
         offset, _ = self.log.append_as_leader(batch, self.leader_epoch)
         (header,) = iter_batches(batch)
@@ -192,6 +235,24 @@ class Partition:
         self._maybe_advance_high_watermark()
         self.wake_fetchers()
         return offset
+
+    # -- KIP-890 part 1: a transaction's first batch here is checked with its coordinator ----
+
+    def needs_verification(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether a transactional batch of this producer must be checked with its transaction
+        coordinator before it is appended: no transaction of its is open here at this epoch."""
+        entry = self.producers.entry(producer_id)
+        return entry is None or entry.txn_first_offset is None or entry.epoch != producer_epoch
+
+    def start_verification(self, producer_id: int) -> object:
+        """A guard for a check about to be asked: valid until a marker for the producer is
+        written here (``verification_holds``), so an answer that raced with the end of its
+        transaction lets nothing in."""
+        guard = self._verification_guards[producer_id] = object()
+        return guard
+
+    def verification_holds(self, producer_id: int, guard: object) -> bool:
+        return self._verification_guards.get(producer_id) is guard
 
     def is_duplicate(self, batches: bytes) -> bool:
         """Whether these are an idempotent producer's batches already in the log (a retry whose

@@ -29,9 +29,12 @@ from odradek.broker.kafka_apis import KafkaApis
 from odradek.broker.marked_partitions import CHECK_INTERVAL_S, MarkedPartitions
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.metrics import BrokerCollector, BrokerMetrics, LogMetrics, controller_view
+from odradek.broker.partition import Partition
 from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication_quota import ReplicationQuotas
+from odradek.broker.txn_marker_channel import TxnMarkerChannel
+from odradek.broker.txn_verification import TransactionVerifier
 from odradek.common.clock import SystemClock
 from odradek.common.errors import StartupRefusedError
 from odradek.common.gc_policy import FREEZE_EVERY_S, GcPolicy
@@ -41,6 +44,11 @@ from odradek.controller.controller_service import ControllerService
 from odradek.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator
 from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from odradek.coordinator.scheduler import AsyncioScheduler
+from odradek.coordinator.transaction.transaction_coordinator import TransactionConfig, TransactionCoordinator
+from odradek.coordinator.transaction.transaction_state_manager import (
+    TRANSACTION_STATE_TOPIC,
+    TransactionStateManager,
+)
 from odradek.log.log_cleaner import LogCleaner
 from odradek.log.log_dir_lock import LogDirLock
 from odradek.log.log_manager import LogManager
@@ -91,13 +99,24 @@ class Broker:
             GroupConfig(config.group_min_session_timeout_ms, config.group_max_session_timeout_ms,
                         config.group_initial_rebalance_delay_ms, config.offsets_retention_minutes * 60_000,
                         config.offset_metadata_max_bytes), clock, scheduler)
-        self.replica_manager.on_leadership_change = self.group_coordinator.on_leadership_change
+        self.producer_ids = ProducerIdManager(config.broker_id, self.zk)
+        self.txn_markers = TxnMarkerChannel(config.broker_id, self.metadata)
+        # the state log's writes wait for its ISR as long as offset commits do
+        self.transaction_coordinator = TransactionCoordinator(
+            TransactionStateManager(self._transaction_partition_count, self.replica_manager.get,
+                                    config.offsets_commit_timeout_ms, config.message_max_bytes, clock, scheduler),
+            TransactionConfig(config.transaction_max_timeout_ms, config.transactional_id_expiration_ms,
+                              config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+                              config.transaction_remove_expired_transaction_cleanup_interval_ms),
+            clock, scheduler, self.producer_ids.generate_producer_id, self.txn_markers)
+        self.txn_verifier = TransactionVerifier(config.broker_id, self.metadata, self.transaction_coordinator,
+                                                config.transaction_state_log_num_partitions)
+        self.replica_manager.on_leadership_change = self._on_leadership_change
         self.replica_manager.load_topic_ids = self._load_topic_ids
         self.replication_quotas = ReplicationQuotas(config.broker_id, config.replication_quota_window_num,
                                                     config.replication_quota_window_size_seconds)
         self.dynamic_config = DynamicConfigManager(config.broker_id, self.zk, broker_config,
                                                    self.replica_manager, self.log_cleaner, self.replication_quotas)
-        self.producer_ids = ProducerIdManager(config.broker_id, self.zk)
         # KIP-253: partitions marked for deletion this broker leads are rolled, then reported
         # to the controller once empty
         self.marked_partitions = MarkedPartitions(self.replica_manager.partitions,
@@ -136,6 +155,17 @@ class Broker:
         from ZooKeeper), else offsets.topic.num.partitions, the count it is created with."""
         return len(self.metadata.partitions(OFFSETS_TOPIC) or ()) or self.config.offsets_topic_num_partitions
 
+    def _transaction_partition_count(self) -> int:
+        """__transaction_state's partition count, as _offsets_partition_count's."""
+        return (len(self.metadata.partitions(TRANSACTION_STATE_TOPIC) or ())
+                or self.config.transaction_state_log_num_partitions)
+
+    def _on_leadership_change(self, led: list[Partition], not_led: list[Partition]) -> None:
+        """Kafka's KafkaApis.onLeadershipChange: both coordinators move with the leadership of
+        their internal topics' partitions."""
+        self.group_coordinator.on_leadership_change(led, not_led)
+        self.transaction_coordinator.on_leadership_change(led, not_led)
+
     def _producer_last_offsets(self, tp: TopicPartition) -> dict[int, int] | None:
         """For the log cleaner's thread: the hosted partition's producers' last batches."""
         partition = self.replica_manager.get(tp)
@@ -162,7 +192,8 @@ class Broker:
         await self.dynamic_config.startup()  # before any partition: they start with the dynamic defaults
         ctx = BrokerContext(cfg, cluster_id, self.replica_manager, self.metadata, self.zk,
                             self.controller_apis, self.producer_ids.generate_producer_id, self.controller.ask,
-                            self.group_coordinator, self._start_metrics(),
+                            self.group_coordinator, self.transaction_coordinator, self.txn_verifier,
+                            self._start_metrics(),
                             replication_quotas=self.replication_quotas)
         apis = KafkaApis(ctx)
         loop = asyncio.get_running_loop()
@@ -178,6 +209,7 @@ class Broker:
         log.info("broker %d listening on %s:%d (broker epoch %d, cluster %s)", cfg.broker_id, cfg.host, cfg.port,
                  self.replica_manager.broker_epoch, cluster_id)
         self.controller.start()
+        self.transaction_coordinator.start()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
         isr_interval_s = min(0.5, cfg.replica_lag_time_max_ms / 2000)
@@ -204,6 +236,9 @@ class Broker:
         for task in tasks:
             task.cancel()
         self.group_coordinator.shutdown()
+        self.transaction_coordinator.shutdown()
+        self.txn_markers.close()
+        self.txn_verifier.close()
         await self.shutdown()
 
     async def _claim_data_dir(self, cluster_id: str) -> None:

@@ -11,6 +11,19 @@ from collections.abc import Set
 from typing import Protocol
 
 from odradek.common.metadata import TopicPartition
+from odradek.protocol.errors import ErrorCode
+
+
+class CoordinatorAppendRefused(Exception):
+    """A coordinator's append the partition's producer state refused, having written nothing
+    (Kafka's ProducerAppendInfo checks for AppendOrigin.COORDINATOR): ``error`` is the Kafka
+    error, INVALID_PRODUCER_EPOCH for a fenced producer, INVALID_TXN_STATE for a
+    non-transactional batch of a producer whose transaction is open, INVALID_RECORD for a
+    control batch (markers come only through WriteTxnMarkers)."""
+
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
 
 
 class PartitionLog(Protocol):
@@ -49,6 +62,12 @@ class CoordinatorPartition(Protocol):
 
     def append_as_leader(self, batches: bytes) -> tuple[int, int]:
         """Append record batches as the leader; their (first, last) offsets."""
+        ...
+
+    def append_as_coordinator(self, batches: bytes) -> tuple[int, int]:
+        """Append a coordinator's own batches as the leader, producer batches among them
+        (a TxnOffsetCommit's transactional one) with their producer state kept but no
+        sequence checked; their (first, last) offsets. Raises CoordinatorAppendRefused."""
         ...
 
     def wait_for_high_watermark(self, offset: int) -> asyncio.Future[None]:

@@ -236,7 +236,8 @@ class InProcessBroker:
         self.broker = broker
         self.replica_manager = rm
         self.ctx = BrokerContext(config, "fuzz-cluster", rm, broker.metadata, self.zk, broker.controller_apis,
-                                 broker.producer_ids.generate_producer_id, inactive.ask, broker.group_coordinator)
+                                 broker.producer_ids.generate_producer_id, inactive.ask, broker.group_coordinator,
+                                 broker.transaction_coordinator, broker.txn_verifier)
         self.apis = KafkaApis(self.ctx)
         with clock.installed():
             self._set_up()

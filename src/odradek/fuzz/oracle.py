@@ -40,7 +40,7 @@ class Expectation:
     silent: bool = False
     #: the longest wait the request itself asks for (Fetch max_wait, Produce/CreateTopics timeout)
     wait_s: float = 0.0
-    #: partitions a decoded Produce names (appends there are legitimate)
+    #: partitions a decoded Produce or WriteTxnMarkers names (appends there are legitimate)
     produces_to: frozenset[TopicPartition] = frozenset()
     #: a controller request that passes the broker's epoch fence: it may change anything
     controller_write: bool = False
@@ -86,6 +86,9 @@ def expect(frame: bytes | memoryview, fence: tuple[int, int]) -> Expectation:
         exp.silent = request.acks == 0
         exp.produces_to = frozenset(TopicPartition(t.name, p.index) for t in request.topic_data
                                     for p in t.partition_data)
+    elif api_key == api_keys.WRITE_TXN_MARKERS:  # a transaction coordinator's: markers are appends
+        exp.produces_to = frozenset(TopicPartition(t.name, p) for m in request.markers for t in m.topics
+                                    for p in t.partition_indexes)
     elif api_key == api_keys.CREATE_TOPICS and not request.validate_only:
         exp.creates = frozenset(t.name for t in request.topics)
     elif api_key == api_keys.DELETE_RECORDS:
@@ -117,7 +120,7 @@ class Verdict:
     ok: bool
     has_error: bool = False
     problem: str = ""
-    #: Produce: partitions the response reports as written
+    #: Produce, WriteTxnMarkers: partitions the response reports as written
     written: frozenset[TopicPartition] = field(default_factory=frozenset)
 
 
@@ -140,7 +143,8 @@ def check_response(exp: Expectation, frame: bytes | memoryview) -> Verdict:
                 return Verdict(False, problem=f"{len(frame) - pos - size} bytes after the response body")
             correlation_id = header.correlation_id
             has_error = _has_error(payload)
-            written = _written(payload) if api_key == api_keys.PRODUCE else frozenset()
+            written = (_written(payload) if api_key == api_keys.PRODUCE
+                       else _markers_written(payload) if api_key == api_keys.WRITE_TXN_MARKERS else frozenset())
     except Exception as exc:  # noqa: BLE001 - a response that does not decode is the finding
         return Verdict(False, problem=f"response does not decode: {exc!r}")
     if correlation_id != exp.correlation_id:
@@ -166,6 +170,11 @@ def _has_error(entity: Any) -> bool:
 def _written(body: Any) -> frozenset[TopicPartition]:
     return frozenset(TopicPartition(t.name, p.index) for t in body.responses for p in t.partition_responses
                      if int(p.error_code) == 0)
+
+
+def _markers_written(body: Any) -> frozenset[TopicPartition]:
+    return frozenset(TopicPartition(t.name, p.partition_index) for m in body.markers for t in m.topics
+                     for p in t.partitions if int(p.error_code) == 0)
 
 
 def split_frames(stream: bytes, max_frame_bytes: int) -> tuple[list[bytes], str]:

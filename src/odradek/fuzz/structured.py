@@ -57,9 +57,9 @@ class HypothesisChoices:
 
 
 def _names(t: templates.Topology, api_key: int) -> list[str]:
-    """Topic-ish names; a Produce or DeleteRecords never names the guarded topic, whose data
-    must not change."""
-    return [t.sink if api_key in (api_keys.PRODUCE, api_keys.DELETE_RECORDS) else t.guarded, t.sink, "fuzz-new-topic", "", "x" * 249, "x" * 250, "a" * 300, "t\u00f3pic-\u00fc",
+    """Topic-ish names; a Produce, DeleteRecords or WriteTxnMarkers never names the guarded
+    topic, whose data must not change."""
+    return [t.sink if api_key in (api_keys.PRODUCE, api_keys.DELETE_RECORDS, api_keys.WRITE_TXN_MARKERS) else t.guarded, t.sink, "fuzz-new-topic", "", "x" * 249, "x" * 250, "a" * 300, "t\u00f3pic-\u00fc",
             "\U0001f600", "../escape", "..", ".", "a/b", "with space", "nul\x00byte", "\ud7ff", "__consumer_offsets"]
 
 

@@ -171,6 +171,17 @@ def _bodies(t: Topology) -> list[tuple[str, int, dict[str, Any]]]:
         ("describe-log-dirs", api_keys.DESCRIBE_LOG_DIRS, {"topics": [{"topic": g, "partitions": [0, 1, 9]},
                                                                   {"topic": "fuzz-new-topic", "partitions": [0]}]}),
         ("describe-log-dirs-all", api_keys.DESCRIBE_LOG_DIRS, {"topics": None}),
+        # this broker coordinates no group: NOT_COORDINATOR
+        ("txn-offset-commit", api_keys.TXN_OFFSET_COMMIT, {
+            "transactional_id": "fuzzer", "group_id": "fuzzer", "producer_id": 4242, "producer_epoch": 0,
+            "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+                {"name": s, "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                            "committed_leader_epoch": -1, "committed_metadata": ""}]}]}),
+        # markers are appends: only to the sink (and a topic that does not exist)
+        ("write-txn-markers", api_keys.WRITE_TXN_MARKERS, {"markers": [
+            {"producer_id": 4242, "producer_epoch": 0, "transaction_result": False, "coordinator_epoch": 0,
+             "topics": [{"name": s, "partition_indexes": [0]},
+                        {"name": "fuzz-new-topic", "partition_indexes": [0]}]}]}),
     ]
 
 

@@ -41,6 +41,7 @@ from odradek.coordinator.group.group_metadata import (
 )
 from odradek.coordinator.group.group_metadata_manager import GROUP_WRITE_ERRORS, OFFSETS_TOPIC, GroupMetadataManager
 from odradek.coordinator.group.offset_manager import FetchedOffset, OffsetManager
+from odradek.coordinator.partition_loader import ProducerIdAndEpoch
 from odradek.coordinator.scheduler import Scheduler
 from odradek.coordinator.seams import CoordinatorPartition
 from odradek.protocol.errors import ErrorCode
@@ -613,9 +614,11 @@ class GroupCoordinator:
         return await self.offsets.store(group, offsets)
 
     def _commit_error(self, group: GroupMetadata, generation_id: int, member_id: str,
-                      group_instance_id: str | None) -> ErrorCode | None:
+                      group_instance_id: str | None, transactional: bool = False) -> ErrorCode | None:
         """Kafka's validateOffsetCommit: a member must be current and of this generation; a
-        commit without member or generation (a consumer using assign()) only to an Empty group."""
+        commit without member or generation (a consumer using assign()) only to an Empty group.
+        A transactional one without them goes to any group: TxnOffsetCommit before v3 (KIP-447)
+        names neither."""
         if group.is_state(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and group.is_state(GroupState.EMPTY):
@@ -625,9 +628,54 @@ class GroupCoordinator:
             if error is None and generation_id != group.generation_id:
                 error = ErrorCode.ILLEGAL_GENERATION
             return error
-        if not group.is_state(GroupState.EMPTY):
+        if not transactional and not group.is_state(GroupState.EMPTY):
             return ErrorCode.UNKNOWN_MEMBER_ID
         return None
+
+    # -- TxnOffsetCommit and the end of transactions (KIP-98, KIP-447) -------------------------
+
+    async def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                                 offsets: dict[TopicPartition, OffsetAndMetadata], member_id: str = "",
+                                 group_instance_id: str | None = None, generation_id: int = -1
+                                 ) -> dict[TopicPartition, ErrorCode]:
+        """Kafka's handleTxnCommitOffsets: a transactional producer commits its consumer's
+        offsets inside its transaction; they stay pending (OffsetManager.store_txn) until the
+        transaction's marker is written here (handle_txn_completion). The group need not exist
+        (it is created Empty, as for offsets-only groups); from v3 the consumer's member,
+        instance and generation are checked as an OffsetCommit's are, so a zombie's
+        transaction is fenced (KIP-447). Unlike an OffsetCommit it is no heartbeat and is taken
+        in any state but Dead."""
+        error = self.group_error(group_id)
+        if error is None and producer_id < 0:
+            error = ErrorCode.INVALID_PRODUCER_ID_MAPPING  # Kafka would take it for a plain commit
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        group = self.manager.get(group_id)
+        if group is None:
+            group = self._new_group(group_id)
+        error = self._commit_error(group, generation_id, member_id, group_instance_id, transactional=True)
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        return await self.offsets.store_txn(group, ProducerIdAndEpoch(producer_id, producer_epoch), offsets)
+
+    def handle_txn_completion(self, producer_id: int, offsets_partitions: Iterable[int], commit: bool) -> int:
+        """Kafka's scheduleHandleTxnCompletion (GroupMetadataManager.handleTxnCompletion): the
+        producer's transaction marker is written, and the ISR has it, on these
+        __consumer_offsets partitions (their indexes); in each of their groups here, the
+        offsets it left pending become committed (``commit``) or are dropped. Idempotent, as
+        markers are sent again until acknowledged: a second call finds nothing pending. A
+        group that moved away meanwhile is its new coordinator's to settle, from the log.
+        Returns how many groups it settled."""
+        settled = 0
+        for group in self.manager.producer_groups(producer_id, offsets_partitions):
+            if not group.is_state(GroupState.DEAD):
+                count = group.complete_pending_txn_offset_commit(producer_id, commit)
+                self.manager.remove_producer_group(producer_id, group.group_id)
+                if count:
+                    settled += 1
+                    log.debug("group %s: %s %d offsets of producer %d", group.group_id,
+                              "committed" if commit else "aborted", count, producer_id)
+        return settled
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False
                       ) -> tuple[ErrorCode, dict[TopicPartition, FetchedOffset]]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from odradek.common.metadata import TopicPartition
@@ -83,6 +83,13 @@ class GroupState(enum.Enum):
         JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit  COORDINATOR_NOT_AVAILABLE
         OffsetFetch   no offsets
         OffsetDelete, DeleteGroups  GROUP_ID_NOT_FOUND
+
+    TxnOffsetCommit (KIP-98) is taken in every state but Dead (COORDINATOR_NOT_AVAILABLE), with
+    no heartbeat and no REBALANCE_IN_PROGRESS: from a producer naming no member and no
+    generation (before v3), or from the current generation's member (v3+, KIP-447; else
+    UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION or FENCED_INSTANCE_ID). Its offsets are pending
+    until the transaction's marker: OffsetFetch gives the committed ones meanwhile, or with
+    require_stable UNSTABLE_OFFSET_COMMIT.
     """
 
     EMPTY = "Empty"
@@ -117,6 +124,18 @@ class OffsetAndMetadata:
     leader_epoch: int = -1
     metadata: str = ""
     commit_timestamp: int = 0
+
+
+@dataclass(slots=True)
+class PendingTxnOffset:
+    """An offset a transactional producer committed (TxnOffsetCommit), waiting for its
+    transaction's marker (Kafka's CommitRecordMetadataAndOffset in
+    pendingTransactionalOffsetCommits): a COMMIT makes it the group's committed offset unless a
+    newer one was written after it, an ABORT drops it."""
+
+    offset: OffsetAndMetadata
+    #: offset of the batch that holds it in the offsets partition; None until written there
+    record_offset: int | None = None
 
 
 @dataclass(slots=True)
@@ -219,9 +238,17 @@ class GroupMetadata:
         self.pending_sync_members: set[str] = set()
         self.new_member_added = False  # for InitialDelayedJoin
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        # offset of the batch each committed offset was written in (Kafka's appendedBatchOffset),
+        # where it matters: a transaction's offsets become committed only over older ones.
+        # Unknown (a group that never used transactions, an offset written before any
+        # transaction's of its partition) is older than any transaction's.
+        self.offset_positions: dict[TopicPartition, int] = {}
         # offset writes in flight per partition: OffsetFetch with require_stable answers
         # UNSTABLE_OFFSET_COMMIT for them, and expiry leaves a group with any alone
         self.pending_offset_commits: Counter[TopicPartition] = Counter()
+        # producer id -> the offsets its open transaction committed (Kafka's
+        # pendingTransactionalOffsetCommits): invisible to OffsetFetch until the marker
+        self.pending_txn_offsets: dict[int, dict[TopicPartition, PendingTxnOffset]] = {}
         # the topics the members subscribe to, as of the current generation (Kafka's
         # subscribedTopics); None where unknown (another protocol type, unreadable metadata)
         self.subscribed: set[str] | None = None
@@ -406,6 +433,102 @@ class GroupMetadata:
     def is_subscribed_to(self, topic: str) -> bool:
         """Kafka's isSubscribedToTopic: unknown counts as subscribed."""
         return self.subscribed is None or topic in self.subscribed
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    @property
+    def has_offsets(self) -> bool:
+        """Kafka's hasOffsets: committed, being written, or pending in a transaction (a group
+        with any of them is not buried)."""
+        return bool(self.offsets or self.pending_offset_commits or self.pending_txn_offsets)
+
+    def has_pending_offset_commits(self, tp: TopicPartition) -> bool:
+        """Kafka's hasPendingOffsetCommitsForTopicPartition: a commit of ``tp`` being written,
+        or one in an open transaction (OffsetFetch with require_stable: UNSTABLE_OFFSET_COMMIT)."""
+        return bool(self.pending_offset_commits[tp]) or any(tp in pending for pending in
+                                                            self.pending_txn_offsets.values())
+
+    def _is_newer(self, tp: TopicPartition, record_offset: int | None) -> bool:
+        """Kafka's olderThan, the other way round: an offset written at ``record_offset`` (None:
+        just appended, not yet acknowledged) replaces the committed one if there is none or it
+        was written before."""
+        return (tp not in self.offsets or record_offset is None
+                or self.offset_positions.get(tp, -1) < record_offset)
+
+    def on_offset_commit_append(self, offsets: dict[TopicPartition, OffsetAndMetadata], record_offset: int) -> None:
+        """Kafka's onOffsetCommitAppend: a plain commit written at ``record_offset`` is the
+        committed offset unless a transaction's, written after it, was committed meanwhile.
+        Where it was written is kept only by a group that uses transactions: the others'
+        offsets are never ordered against a transaction's (and a position per offset of every
+        group would cost memory for nothing)."""
+        track = bool(self.pending_txn_offsets or self.offset_positions)
+        for tp, offset in offsets.items():
+            if self._is_newer(tp, record_offset):
+                self.offsets[tp] = offset
+                if track:
+                    self.offset_positions[tp] = record_offset
+
+    def prepare_txn_offset_commit(self, producer_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]
+                                  ) -> dict[TopicPartition, PendingTxnOffset]:
+        """Kafka's prepareTxnOffsetCommit: the producer's offsets are pending from now on (a
+        second commit of the same partition in the transaction replaces the first); the
+        entries, for the write's outcome to find them again."""
+        entries = {tp: PendingTxnOffset(offset) for tp, offset in offsets.items()}
+        self.pending_txn_offsets.setdefault(producer_id, {}).update(entries)
+        return entries
+
+    def on_txn_offset_commit_append(self, producer_id: int, entries: dict[TopicPartition, PendingTxnOffset],
+                                    record_offset: int) -> None:
+        """Kafka's onTxnOffsetCommitAppend: the entries still pending learn where they were
+        written (an entry the marker or a newer commit took meanwhile is left alone)."""
+        pending = self.pending_txn_offsets.get(producer_id, {})
+        for tp, entry in entries.items():
+            if pending.get(tp) is entry:
+                entry.record_offset = record_offset
+
+    def fail_pending_txn_offset_commit(self, producer_id: int, entries: dict[TopicPartition, PendingTxnOffset]
+                                       ) -> None:
+        """Kafka's failPendingTxnOffsetCommit: the write failed, its entries go (the client
+        retries, maybe with another coordinator)."""
+        pending = self.pending_txn_offsets.get(producer_id)
+        if pending is None:
+            return
+        for tp, entry in entries.items():
+            if pending.get(tp) is entry:
+                del pending[tp]
+        if not pending:
+            del self.pending_txn_offsets[producer_id]
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, commit: bool) -> int:
+        """Kafka's completePendingTxnOffsetCommit, once the producer's marker is written: on
+        COMMIT each pending offset becomes the committed one unless a newer one was written
+        after it; on ABORT they are dropped. How many were pending (0 when the marker came
+        before: markers are sent again until acknowledged)."""
+        pending = self.pending_txn_offsets.pop(producer_id, None)
+        if pending is None:
+            return 0
+        if commit:
+            for tp, entry in pending.items():
+                if self._is_newer(tp, entry.record_offset):
+                    self.offsets[tp] = entry.offset
+                    if entry.record_offset is not None:
+                        self.offset_positions[tp] = entry.record_offset
+        return len(pending)
+
+    def remove_offsets(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """Kafka's removeOffsets (OffsetDelete, deleted topics): the committed offsets of
+        ``partitions`` and any pending in a transaction go; the partitions that had a committed
+        one (whose tombstones are due)."""
+        removed = []
+        for tp in partitions:
+            for pending in self.pending_txn_offsets.values():
+                pending.pop(tp, None)
+            self.offset_positions.pop(tp, None)
+            if self.offsets.pop(tp, None) is not None:
+                removed.append(tp)
+        for producer_id in [p for p, pending in self.pending_txn_offsets.items() if not pending]:
+            del self.pending_txn_offsets[producer_id]
+        return removed
 
 
 def current_member_error(group: GroupMetadata, member_id: str, group_instance_id: str | None) -> ErrorCode | None:

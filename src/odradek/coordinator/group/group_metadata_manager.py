@@ -8,6 +8,11 @@ broker becomes its leader, forgets them when it stops leading (the shared mechan
 odradek.coordinator.partition_loader), and writes group metadata and offset commits as record
 batches acknowledged only once the whole ISR has them (acks=all). What is done with offsets
 (commits, fetches, expiry) is offset_manager.py's.
+
+Transactions (KIP-98): a TxnOffsetCommit's offsets are written as a transactional batch of the
+producer and stay pending in their group until the transaction's marker; which groups a
+producer has pending offsets in is kept here, so a marker visits only those, and a partition
+read back leaves a transaction with no marker yet pending again.
 """
 from __future__ import annotations
 
@@ -19,8 +24,14 @@ from odradek.common.clock import Clock
 from odradek.common.internal_topics import GROUP_METADATA_TOPIC_NAME
 from odradek.common.metadata import TopicPartition
 from odradek.coordinator.group import group_records
-from odradek.coordinator.group.group_metadata import GroupMetadata, GroupState, OffsetAndMetadata
-from odradek.coordinator.partition_loader import OwnedPartition, PartitionLoader
+from odradek.coordinator.group.group_metadata import GroupMetadata, GroupState, OffsetAndMetadata, PendingTxnOffset
+from odradek.coordinator.partition_loader import (
+    AppendResult,
+    OwnedPartition,
+    PartitionLoader,
+    PendingRecord,
+    ProducerIdAndEpoch,
+)
 from odradek.coordinator.partitioning import partition_for
 from odradek.coordinator.scheduler import Scheduler
 from odradek.coordinator.seams import CoordinatorPartition
@@ -60,6 +71,9 @@ class GroupMetadataManager:
         self._partitions = PartitionLoader(OFFSETS_TOPIC, get_partition, scheduler, commit_timeout_ms,
                                            max_batch_bytes, log, "group")
         self.groups: dict[str, GroupMetadata] = {}
+        # producer id -> the groups with offsets pending in its transaction (Kafka's
+        # openGroupsForProducer): what a marker's completion visits, rather than every group
+        self._producer_groups: dict[int, set[str]] = {}
 
     # -- which groups are ours -----------------------------------------------------------------
 
@@ -84,7 +98,32 @@ class GroupMetadataManager:
         return self.groups.setdefault(group.group_id, group)
 
     def remove(self, group_id: str) -> None:
-        self.groups.pop(group_id, None)
+        group = self.groups.pop(group_id, None)
+        if group is not None:
+            self._forget_producers(group)
+
+    # -- transactions' groups ------------------------------------------------------------------
+
+    def add_producer_group(self, producer_id: int, group_id: str) -> None:
+        self._producer_groups.setdefault(producer_id, set()).add(group_id)
+
+    def remove_producer_group(self, producer_id: int, group_id: str) -> None:
+        groups = self._producer_groups.get(producer_id)
+        if groups is not None:
+            groups.discard(group_id)
+            if not groups:
+                del self._producer_groups[producer_id]
+
+    def producer_groups(self, producer_id: int, partitions: Iterable[int]) -> list[GroupMetadata]:
+        """Kafka's groupsBelongingToPartitions: the groups of offsets partitions ``partitions``
+        (held here) with offsets pending in the producer's transaction."""
+        wanted = set(partitions)
+        groups = (self.groups.get(g) for g in self._producer_groups.get(producer_id, ()))
+        return [g for g in groups if g is not None and self.partition_for(g.group_id) in wanted]
+
+    def _forget_producers(self, group: GroupMetadata) -> None:
+        for producer_id in group.pending_txn_offsets:
+            self.remove_producer_group(producer_id, group.group_id)
 
     # -- leadership of offsets partitions ------------------------------------------------------
 
@@ -101,33 +140,44 @@ class GroupMetadataManager:
         gone = [g for g in self.groups.values() if self.partition_for(g.group_id) == index]
         for group in gone:
             del self.groups[group.group_id]
+            self._forget_producers(group)
         if gone:
             log.info("offsets partition %d: unloaded %d groups", index, len(gone))
         return gone
 
     async def _load_groups(self, owned: OwnedPartition, on_loaded: Callable[[GroupMetadata], None]) -> None:
+        """Kafka's doLoadGroupsAndOffsets: the groups, their committed offsets and the offsets
+        pending in transactions no marker has ended yet (a group with only those is loaded
+        Empty, as one with only offsets is)."""
         started = self._clock.monotonic()
         # only the newest value of each key is parsed: a partition holds many commits of the
         # same offsets, and parsing every one is several times slower (benchmarks-history.md)
-        latest, records = await self._partitions.read_latest(owned.index)
+        read = await self._partitions.read_transactional(owned.index)
         stored: dict[str, group_records.StoredGroup | None] = {}
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
-        for key, value in latest.items():
-            _apply_record(key, value, stored, offsets)
+        positions: dict[str, dict[TopicPartition, int]] = {}
+        for key, value in read.latest.items():
+            _apply_record(key, value, stored, offsets, positions, read.positions.get(key))
+        pending = _pending_offsets(read.pending)
         loaded = 0
-        for group_id in stored.keys() | offsets.keys():
+        for group_id in stored.keys() | offsets.keys() | pending.keys():
             stored_group = stored.get(group_id)
             group = (group_records.group_from_stored(group_id, stored_group) if stored_group is not None
                      else GroupMetadata(group_id, GroupState.EMPTY, self._clock.milliseconds()))
             group.offsets = offsets.get(group_id, {})
-            if stored_group is None and not group.offsets:
+            group.offset_positions = positions.get(group_id, {})
+            group.pending_txn_offsets = pending.get(group_id, {})
+            if stored_group is None and not group.has_offsets:
                 continue  # deleted
             self.groups[group_id] = group
+            for producer_id in group.pending_txn_offsets:
+                self.add_producer_group(producer_id, group_id)
             on_loaded(group)
             loaded += 1
-        log.log(logging.INFO if records else logging.DEBUG,
-                "offsets partition %d (leader epoch %d): loaded %d groups from %d records in %.0f ms",
-                owned.index, owned.leader_epoch, loaded, records, (self._clock.monotonic() - started) * 1000)
+        log.log(logging.INFO if read.records else logging.DEBUG,
+                "offsets partition %d (leader epoch %d): loaded %d groups from %d records in %.0f ms%s",
+                owned.index, owned.leader_epoch, loaded, read.records, (self._clock.monotonic() - started) * 1000,
+                f", {len(read.pending)} transactions still open" if read.pending else "")
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -137,12 +187,24 @@ class GroupMetadataManager:
         wait until the ISR has them (acks=all; else acks=1, as Kafka writes a deleted group's
         tombstones). NONE once written, else the storage error as ``errors`` maps it
         (GROUP_WRITE_ERRORS, OFFSET_WRITE_ERRORS)."""
-        error = await self._partitions.append(self.partition_for(group_id), records, durable)
-        return error if errors is None else errors.get(error, error)
+        return (await self.store_batch(group_id, records, durable, errors)).error
+
+    async def store_batch(self, group_id: str, records: Iterable[tuple[bytes, bytes | None]], durable: bool = True,
+                          errors: Mapping[ErrorCode, ErrorCode] | None = None,
+                          producer: ProducerIdAndEpoch | None = None) -> AppendResult:
+        """``store``, and the offset of the batch (what committed offsets are ordered by when a
+        transaction's come in between). With ``producer``, the batch is that producer's,
+        transactional (a TxnOffsetCommit's: PartitionLoader.append_batch)."""
+        result = await self._partitions.append_batch(self.partition_for(group_id), records, durable, producer)
+        if errors is None or result.error not in errors:
+            return result
+        return AppendResult(errors[result.error], result.base_offset)
 
 
 def _apply_record(key: bytes, value: bytes | None, stored: dict[str, group_records.StoredGroup | None],
-                  offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]]) -> None:
+                  offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]],
+                  positions: dict[str, dict[TopicPartition, int]], position: int | None) -> None:
+    """One surviving record; ``position``: its batch offset, if a transaction wrote its key."""
     try:
         parsed = group_records.read_key(key)
         if isinstance(parsed, group_records.OffsetKey):
@@ -151,8 +213,29 @@ def _apply_record(key: bytes, value: bytes | None, stored: dict[str, group_recor
                 group_offsets.pop(parsed.tp, None)
             else:
                 group_offsets[parsed.tp] = group_records.read_offset_value(value)
+                if position is not None:
+                    positions.setdefault(parsed.group, {})[parsed.tp] = position
         else:
             # a deleted group's offsets have tombstones of their own (DeleteGroups writes them)
             stored[parsed.group] = None if value is None else group_records.read_group_value(value)
     except group_records.UnknownRecordError as exc:
         log.warning("skipping an unreadable %s record: %s", OFFSETS_TOPIC, exc)
+
+
+def _pending_offsets(pending: dict[int, dict[bytes, PendingRecord]]
+                     ) -> dict[str, dict[int, dict[TopicPartition, PendingTxnOffset]]]:
+    """The offsets of transactions still open, per group and producer. Only offset commits
+    are written transactionally (TxnOffsetCommit); any other record there is skipped."""
+    by_group: dict[str, dict[int, dict[TopicPartition, PendingTxnOffset]]] = {}
+    for producer_id, records in pending.items():
+        for key, (value, batch_offset) in records.items():
+            try:
+                parsed = group_records.read_key(key)
+                if not isinstance(parsed, group_records.OffsetKey) or value is None:
+                    raise group_records.UnknownRecordError(f"{parsed} in a transaction")
+                entry = PendingTxnOffset(group_records.read_offset_value(value), batch_offset)
+            except group_records.UnknownRecordError as exc:
+                log.warning("skipping an unreadable transactional %s record: %s", OFFSETS_TOPIC, exc)
+                continue
+            by_group.setdefault(parsed.group, {}).setdefault(producer_id, {})[parsed.tp] = entry
+    return by_group

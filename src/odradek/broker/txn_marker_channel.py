@@ -1,0 +1,83 @@
+"""How a transaction coordinator's markers reach the partitions' leaders: Kafka's
+TransactionMarkerChannelManager, the network half (the coordinator keeps the retries and the
+Complete record: coordinator/transaction/transaction_coordinator.py).
+
+One WriteTxnMarkers request per leader broker per round (inter_broker_client.py), this
+broker included: a marker written locally takes the same path as a remote one, so there is one
+code path to trust. A partition
+whose leader is unknown, or whose leader does not answer, is answered NOT_LEADER_OR_FOLLOWER:
+the coordinator tries it again after a backoff, with the leader the metadata then names.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+
+from odradek.broker import api_keys
+from odradek.broker.inter_broker_client import BrokerUnreachable, InterBrokerClient
+from odradek.broker.metadata_cache import MetadataCache
+from odradek.common.metadata import TopicPartition
+from odradek.protocol.errors import ErrorCode
+
+log = logging.getLogger("odradek.broker.txn_marker_channel")
+
+WRITE_TXN_MARKERS_VERSION = 1
+#: a leader waits for its ISR before answering (acks=all), so this is a replication timeout
+REQUEST_TIMEOUT_S = 35.0  # past the leader's own 30 s wait for its ISR (txn_marker_apis.py)
+
+
+class TxnMarkerChannel:
+    """The broker's TxnMarkerWriter (coordinator/transaction/transaction_coordinator.py)."""
+
+    def __init__(self, broker_id: int, metadata: MetadataCache) -> None:
+        self._metadata = metadata
+        self._client = InterBrokerClient(f"broker-{broker_id}-txn-marker-sender", metadata)
+
+    def partition_exists(self, tp: TopicPartition) -> bool:
+        partitions = self._metadata.partitions(tp.topic)
+        return partitions is not None and tp.partition in partitions
+
+    async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                            partitions: set[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """One round: each partition's answer from its leader (NOT_LEADER_OR_FOLLOWER where no
+        leader is known or it did not answer; UNKNOWN_TOPIC_OR_PARTITION where the metadata
+        has no such partition)."""
+        answers: dict[TopicPartition, ErrorCode] = {}
+        by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
+        for tp in partitions:
+            state = self._metadata.partition(tp)
+            if state is None:
+                answers[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif self._metadata.broker(state.leader) is None:
+                answers[tp] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            else:
+                by_leader[state.leader].append(tp)
+        rounds = [self._send(leader, tps, producer_id, producer_epoch, commit, coordinator_epoch)
+                  for leader, tps in by_leader.items()]
+        for answered in await asyncio.gather(*rounds):
+            answers.update(answered)
+        return answers
+
+    async def _send(self, leader: int, partitions: list[TopicPartition], producer_id: int, producer_epoch: int,
+                    commit: bool, coordinator_epoch: int) -> dict[TopicPartition, ErrorCode]:
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for tp in partitions:
+            by_topic[tp.topic].append(tp.partition)
+        body = {"markers": [{"producer_id": producer_id, "producer_epoch": producer_epoch,
+                             "transaction_result": commit, "coordinator_epoch": coordinator_epoch,
+                             "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]}]}
+        try:
+            response = await self._client.request(leader, api_keys.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
+                                                  body, REQUEST_TIMEOUT_S)
+        except BrokerUnreachable as exc:
+            log.info("WriteTxnMarkers for producer %d: %s; tried again", producer_id, exc)
+            return dict.fromkeys(partitions, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        answers = {TopicPartition(t.name, p.partition_index): ErrorCode(p.error_code)
+                   for m in response.markers for t in m.topics for p in t.partitions}
+        for tp in partitions:  # a partition the answer left out is asked again
+            answers.setdefault(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return answers
+
+    def close(self) -> None:
+        self._client.close()
