@@ -121,3 +121,96 @@ def test_an_abandoned_transaction_is_aborted_after_its_timeout_and_consumers_mov
     # 3 s of timeout and a check each second: far less than the 30 s allowed here
     wait_until(lambda: read_all(bootstrap, "txn-hanging", 1, "read_committed", timeout_s=2) == [b"after"],
                30, "the abandoned transaction to be aborted")
+
+
+def test_consume_transform_produce_copies_every_record_exactly_once_through_an_abort(cluster: LocalCluster) -> None:
+    """The exactly-once pattern (KIP-98, KIP-447): each batch read is written and its offsets
+    committed in one transaction; a transaction aborted midway leaves neither its output nor its
+    offsets, and the copier, rewound to the committed offsets, copies those records again."""
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, "eos-in", 2, 3)
+    create_topic(bootstrap, "eos-out", 2, 3)
+    source = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(200):
+        source.produce("eos-in", b"record-%03d" % i, partition=i % 2)
+    assert source.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "eos-copier", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer.subscribe(["eos-in"])
+    producer = transactional(bootstrap, "eos-copier-producer")
+    copied = rounds = 0
+    aborted_once = False
+    deadline = time.monotonic() + 60
+    while copied < 200 and time.monotonic() < deadline:
+        batch = [m for m in consumer.consume(50, 1.0) if m.error() is None]
+        if not batch:
+            continue
+        producer.begin_transaction()
+        for m in batch:
+            producer.produce("eos-out", m.value().upper(), partition=m.partition())
+        producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                             consumer.consumer_group_metadata(), 30)
+        rounds += 1
+        if rounds == 2 and not aborted_once:
+            aborted_once = True
+            producer.abort_transaction(30)
+            # the consumer's position is not the committed offset after an abort (KAFKA-17582):
+            # the application rewinds it
+            committed = consumer.committed(consumer.assignment(), 30)
+            for tp in committed:
+                consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+            continue
+        producer.commit_transaction(30)
+        copied += len(batch)
+    assert aborted_once and copied == 200
+    out = read_all(bootstrap, "eos-out", 2, "read_committed", expected=200)
+    assert sorted(out) == sorted(b"RECORD-%03d" % i for i in range(200))  # each once, none of the aborted round twice
+    committed = consumer.committed([TopicPartition("eos-in", p) for p in range(2)], 30)
+    assert sorted(tp.offset for tp in committed) == [100, 100]
+    consumer.close()
+
+
+def test_kafka_python_and_aiokafka_transactional_producers_commit_and_abort(cluster: LocalCluster) -> None:
+    """The pure-Python clients' transactions against the same coordinator: kafka-python's
+    KafkaProducer and aiokafka's AIOKafkaProducer each commit one transaction and abort one;
+    a read_committed consumer sees exactly the committed records."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from kafka import KafkaProducer
+
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, "txn-python", 2, 3)
+    kp = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="txn-kafka-python")
+    kp.init_transactions()
+    kp.begin_transaction()
+    for i in range(10):
+        kp.send("txn-python", b"kp-committed-%d" % i, partition=i % 2)
+    kp.commit_transaction()
+    kp.begin_transaction()
+    for i in range(5):
+        kp.send("txn-python", b"kp-aborted-%d" % i, partition=i % 2)
+    kp.flush()
+    kp.abort_transaction()
+    kp.close()
+
+    async def aiokafka_rounds() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="txn-aiokafka")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for i in range(10):
+                    await producer.send("txn-python", b"aio-committed-%d" % i, partition=i % 2)
+            await producer.begin_transaction()
+            for i in range(5):
+                await producer.send_and_wait("txn-python", b"aio-aborted-%d" % i, partition=i % 2)
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+    asyncio.run(aiokafka_rounds())
+
+    committed = read_all(bootstrap, "txn-python", 2, "read_committed", expected=20)
+    assert sorted(committed) == sorted([b"kp-committed-%d" % i for i in range(10)]
+                                       + [b"aio-committed-%d" % i for i in range(10)])
+    everything = read_all(bootstrap, "txn-python", 2, "read_uncommitted", expected=30)
+    assert sum(b"aborted" in v for v in everything) == 10

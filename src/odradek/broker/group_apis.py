@@ -236,7 +236,10 @@ async def txn_offset_commit(ctx: BrokerContext, header: Any, req: Any, version: 
         for t in req.topics for p in t.partitions}
     results = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in offsets if ctx.metadata.partition(tp) is None}
     known = {tp: o for tp, o in offsets.items() if tp not in results}
-    if known:
+    error = await _verify_offsets_partition(ctx, req) if known else None
+    if error is not None:
+        results.update(dict.fromkeys(known, error))
+    elif known:
         results.update(await ctx.group_coordinator.commit_txn_offsets(
             req.group_id, req.producer_id, req.producer_epoch, known, member_id=getattr(req, "member_id", ""),
             group_instance_id=getattr(req, "group_instance_id", None),
@@ -247,6 +250,28 @@ async def txn_offset_commit(ctx: BrokerContext, header: Any, req: Any, version: 
                    for tp, e in results.items()}
     return _encode(api_keys.TXN_OFFSET_COMMIT, version, header, {"topics": _by_topic(
         results, lambda tp, e: {"partition_index": tp.partition, "error_code": e})})
+
+
+async def _verify_offsets_partition(ctx: BrokerContext, req: Any) -> ErrorCode | None:
+    """KIP-890 part 1 for offsets, as a partition leader's for records (txn_verification.py):
+    the first TxnOffsetCommit of a transaction to the group's offsets partition is checked
+    with the transaction coordinator, so a late one, arriving after its transaction ended,
+    cannot open a transaction there that no marker would end. None: go ahead (also when this
+    broker does not lead the partition: the group coordinator answers NOT_COORDINATOR)."""
+    tp = TopicPartition(OFFSETS_TOPIC, ctx.group_coordinator.manager.partition_for(req.group_id))
+    partition = ctx.replica_manager.get(tp)
+    if partition is None or not partition.is_leader or req.producer_id < 0 \
+            or not partition.needs_verification(req.producer_id, req.producer_epoch):
+        return None
+    guard = partition.start_verification(req.producer_id)
+    answer = await ctx.txn_verifier.verify(req.transactional_id, req.producer_id, req.producer_epoch, [tp])
+    error = answer.get(tp, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if error == ErrorCode.NONE and not partition.verification_holds(req.producer_id, guard):
+        error = ErrorCode.INVALID_TXN_STATE  # its transaction ended while it was checked
+    if error == ErrorCode.NONE:
+        return None
+    # retriable for a producer as COORDINATOR_NOT_AVAILABLE, which TxnOffsetCommit answers have
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE if error == ErrorCode.NOT_ENOUGH_REPLICAS else error
 
 
 def offset_fetch(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
