@@ -1,4 +1,4 @@
-"""`odradek bench produce|failover|shutdown|reassign|groups|spark-read`: the arguments and the
+"""`odradek bench produce|failover|shutdown|reassign|groups|ordered|transactions|spark-read`: the arguments and the
 output of the benchmarks (the odradek.bench package runs them)."""
 from __future__ import annotations
 
@@ -72,6 +72,16 @@ def add_commands(sub: Any) -> None:
                     help="records/s produced during the expansions (default 2000)")
     _add_private_cluster_options(bo)
     bo.set_defaults(func=cmd_bench_ordered)
+
+    bt = bsub.add_parser("transactions", help="transactional producers against idempotent ones at commit "
+                                              "intervals of 10, 100 and 1000 ms, and read_committed latency")
+    bt.add_argument("--seconds", type=positive_int, default=5, metavar="S",
+                    help="seconds per measured run (default 5)")
+    bt.add_argument("--size", type=positive_int, default=1024, help="bytes per record (default 1024)")
+    bt.add_argument("--rate", type=positive_int, default=1000, metavar="R",
+                    help="records/s of the latency run (default 1000)")
+    _add_private_cluster_options(bt)
+    bt.set_defaults(func=cmd_bench_transactions)
 
     bs = bsub.add_parser("spark-read", help="rows/s reading a topic through Spark vs a plain consumer")
     bs.add_argument("--records", type=positive_int, default=1_000_000, metavar="N")
@@ -167,6 +177,13 @@ def cmd_bench_ordered(args: argparse.Namespace) -> None:
 
     result = run_ordered_bench(args.records, args.size, expansions=args.expansions, rate=args.rate,
                                keep_dir=args.keep_dir)
+    print(json.dumps(result) if args.json else format_result(result))
+
+
+def cmd_bench_transactions(args: argparse.Namespace) -> None:
+    from odradek.bench.transactions import format_result, run_transactions_bench
+
+    result = run_transactions_bench(args.seconds, args.size, args.rate, keep_dir=args.keep_dir)
     print(json.dumps(result) if args.json else format_result(result))
 
 

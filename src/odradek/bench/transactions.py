@@ -1,0 +1,171 @@
+"""`odradek bench transactions`: what transactions (KIP-98) cost a producer, and the latency a
+read_committed consumer sees.
+
+On one private 3-broker cluster, a 6-partition topic at RF 3, 1 KB records, acks=all:
+
+- **Throughput** at commit intervals of 10, 100 and 1000 ms: a transactional producer
+  (begin, produce as fast as it can, commit every interval) against an idempotent one with the
+  same settings, for a fixed time each; the two alternate, ROUNDS rounds per interval, and the
+  ratio is the median of the rounds' (the machine's noise hits both kinds alike within a round).
+  Apache Kafka's published figure for the same comparison: about 3% lower throughput at 100 ms
+  with 1 KB records (KIP-98's "Performance" section); the goal here is a ratio of at least 0.95
+  at 100 ms.
+- **End-to-end latency at read_committed**: records produced at a fixed rate in transactions
+  committed every 100 ms, read by a read_committed consumer in the same process; latency is
+  the consumer's receive time minus the send time written in the record (one clock). A record
+  becomes visible only with its transaction's commit, so the latency includes up to one commit
+  interval by design.
+"""
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from odradek.admin.admin_client import create_topic, quiet_logger
+from odradek.bench.common import format_machine, machine, private_cluster
+
+INTERVALS_MS = (10, 100, 1000)
+ROUNDS = 3
+PARTITIONS = 6
+
+
+def _config(bootstrap: str) -> dict[str, Any]:
+    """Both kinds alike: idempotent (a transactional producer is), acks=all, the default
+    batching, and failure reports only (a Python callback per record would be measured)."""
+    return {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+            "queue.buffering.max.messages": 1_000_000, "logger": quiet_logger(),
+            "delivery.report.only.error": True}
+
+
+def _run(producer: Producer, topic: str, payload: bytes, seconds: float, interval_ms: int | None) -> float:
+    """Records per second produced (and acknowledged) in ``seconds``; with ``interval_ms``, in
+    transactions committed that often (the last one committed before the clock stops)."""
+    sent = 0
+    failures: list[Any] = []
+    producer.poll(0)
+    start = time.monotonic()
+    end = start + seconds
+    next_commit = start + (interval_ms or 0) / 1000
+    if interval_ms is not None:
+        producer.begin_transaction()
+    while time.monotonic() < end:
+        for _ in range(1000):
+            try:
+                producer.produce(topic, payload, partition=sent % PARTITIONS,
+                                 on_delivery=lambda err, _m: failures.append(err) if err else None)
+                sent += 1
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+        if interval_ms is not None and time.monotonic() >= next_commit:
+            producer.commit_transaction(60)
+            producer.begin_transaction()
+            next_commit = time.monotonic() + interval_ms / 1000
+    if interval_ms is not None:
+        producer.commit_transaction(60)
+    else:
+        producer.flush(60)
+    elapsed = time.monotonic() - start
+    if failures:
+        raise RuntimeError(f"{len(failures)} records failed, first: {failures[0]}")
+    return sent / elapsed
+
+
+def _throughput(bootstrap: str, seconds: float, size: int) -> dict[str, Any]:
+    topic = f"bench-txn-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, PARTITIONS, 3)
+    payload = b"x" * size
+    idempotent = Producer(_config(bootstrap))
+    transactional = Producer({**_config(bootstrap), "transactional.id": f"bench-{uuid.uuid4().hex[:8]}"})
+    transactional.init_transactions(60)
+    _run(idempotent, topic, payload, 2, None)  # warm-up: connections, metadata, the first batches
+    _run(transactional, topic, payload, 2, 100)
+    out: dict[str, Any] = {}
+    for interval in INTERVALS_MS:
+        pairs = []
+        for _ in range(ROUNDS):
+            plain = _run(idempotent, topic, payload, seconds, None)
+            txn = _run(transactional, topic, payload, seconds, interval)
+            pairs.append((plain, txn))
+        out[f"idempotent_{interval}ms"] = max(p for p, _ in pairs)
+        out[f"transactional_{interval}ms"] = max(t for _, t in pairs)
+        out[f"ratios_{interval}ms"] = [round(t / p, 3) for p, t in pairs]
+        out[f"ratio_{interval}ms"] = round(statistics.median(t / p for p, t in pairs), 3)
+    return out
+
+
+def _latency(bootstrap: str, rate: int, seconds: float, size: int) -> dict[str, Any]:
+    topic = f"bench-txn-latency-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, PARTITIONS, 3)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 10, "logger": quiet_logger()})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    latencies: list[float] = []
+    stop = threading.Event()
+    expected = int(rate * seconds)
+
+    def read() -> None:
+        while not stop.is_set() and len(latencies) < expected:
+            for msg in consumer.consume(500, 0.1):
+                if msg.error() is None:
+                    latencies.append(time.monotonic() - float(msg.value()[:20].decode()))
+    reader = threading.Thread(target=read, name="read-committed-reader")
+    reader.start()
+    producer = Producer({**_config(bootstrap), "linger.ms": 0, "transactional.id": f"bench-{uuid.uuid4().hex[:8]}"})
+    producer.init_transactions(60)
+    filler = b"x" * max(0, size - 20)
+    start = time.monotonic()
+    producer.begin_transaction()
+    next_commit = start + 0.1
+    for i in range(expected):
+        due = start + i / rate
+        while (now := time.monotonic()) < due:
+            time.sleep(min(due - now, 0.001))
+        producer.produce(topic, b"%20.6f" % time.monotonic() + filler, partition=i % PARTITIONS)
+        producer.poll(0)
+        if time.monotonic() >= next_commit:
+            producer.commit_transaction(60)
+            producer.begin_transaction()
+            next_commit = time.monotonic() + 0.1
+    producer.commit_transaction(60)
+    reader.join(30)
+    stop.set()
+    reader.join()
+    consumer.close()
+    ms = sorted(x * 1000 for x in latencies[len(latencies) // 10:])  # the first tenth is warm-up
+    if not ms:
+        raise RuntimeError("the read_committed consumer received nothing")
+    return {"latency_rate": rate, "latency_received": len(latencies), "latency_expected": expected,
+            "latency_ms_p50": round(ms[len(ms) // 2], 1), "latency_ms_p99": round(ms[int(len(ms) * 0.99)], 1),
+            "latency_ms_max": round(ms[-1], 1)}
+
+
+def run_transactions_bench(seconds: float = 5.0, size: int = 1024, rate: int = 1000,
+                           keep_dir: Path | None = None) -> dict[str, Any]:
+    with private_cluster(3, keep_dir, "odradek-bench-txn-", kill_at_end=True) as (_cluster, bootstrap, _zk):
+        result: dict[str, Any] = {"seconds": seconds, "size": size, "rounds": ROUNDS,
+                                  **_throughput(bootstrap, seconds, size), **_latency(bootstrap, rate, 10.0, size)}
+    result["machine"] = machine()
+    return result
+
+
+def format_result(r: dict[str, Any]) -> str:
+    lines = [f"{r['size']}-byte records, acks=all, RF 3, {PARTITIONS} partitions, {r['seconds']:g} s per run, "
+             f"{r['rounds']} rounds alternating"]
+    for interval in INTERVALS_MS:
+        lines.append(
+            f"  commit every {interval:>4} ms: transactional {r[f'transactional_{interval}ms']:,.0f} rec/s, "
+            f"idempotent {r[f'idempotent_{interval}ms']:,.0f} rec/s (best of each), ratio "
+            f"{r[f'ratio_{interval}ms']:.2f} (median of {' / '.join(f'{x:.2f}' for x in r[f'ratios_{interval}ms'])})")
+    lines += [f"  read_committed end to end at {r['latency_rate']:,} rec/s, commits every 100 ms: "
+              f"p50 {r['latency_ms_p50']} ms, p99 {r['latency_ms_p99']} ms, max {r['latency_ms_max']} ms "
+              f"({r['latency_received']:,} of {r['latency_expected']:,} received)",
+              f"machine: {format_machine(r['machine'])}"]
+    return "\n".join(lines)
