@@ -315,6 +315,30 @@ class ProducerStateManager:
                 break
         return found
 
+    def transaction_snapshot(self, high_watermark: int) -> tuple[int, list[AbortedTxn]]:
+        """The last stable offset at `high_watermark` and every aborted transaction held here,
+        in marker order: what the log cleaner needs (Kafka's cleaner reads the LSO and the
+        transaction index). Changes nothing (last_stable_offset forgets replicated markers) and
+        is safe from another thread as last_offsets is: each container is copied in one C call,
+        open transactions first, then unreplicated ones, then aborted ones, so a transaction a
+        marker closes meanwhile is seen at least once, and an aborted one seen open is in the
+        aborted list. Read the high watermark before calling: an older one only lowers the LSO.
+        Two reads can still miss: one landing between the `del self._ongoing` and the append of
+        _end_transaction (a committed transaction not yet below the HW is left out), and one
+        during a rebuild, which refills fresh containers (the state of a prefix of the log).
+        The cleaner reads again before each swap, under the log's lock, which a rebuild holds
+        while it replays, and aborts the clean if that read shows more than the first."""
+        ongoing = self._ongoing.copy()
+        unreplicated = tuple(self._unreplicated)
+        aborted = self._aborted.copy()
+        first_unstable = high_watermark
+        if ongoing:
+            first_unstable = min(ongoing.values())
+        for txn in unreplicated:
+            if txn.last_offset >= high_watermark:
+                first_unstable = min(first_unstable, txn.first_offset)
+        return min(high_watermark, max(first_unstable, self._log_start)), aborted
+
     def ongoing_transactions(self) -> dict[int, int]:
         """Producer id -> first offset of each transaction open here (DescribeProducers'
         currentTxnStartOffset; what finds a hanging transaction)."""
@@ -342,13 +366,15 @@ class ProducerStateManager:
         offset, replaying only the tail, which is the optimisation to add when start-up over
         large logs matters.
         """
-        self._producers = {}
-        self._ongoing = {}
-        self._unreplicated = deque()
-        self._aborted = []
+        # replayed into a fresh state, taken over at the end: the cleaner's thread, reading a
+        # snapshot meanwhile, sees the old state or the new one, never half of the log
+        fresh = ProducerStateManager()
+        fresh._log_start = self._log_start
         for h, marker in batches:
-            if self.update(h, h.base_offset, h.last_offset, marker) is not None and high_watermark is not None:
-                self._forget_replicated(high_watermark)
+            if fresh.update(h, h.base_offset, h.last_offset, marker) is not None and high_watermark is not None:
+                fresh._forget_replicated(high_watermark)
+        self._producers, self._ongoing = fresh._producers, fresh._ongoing
+        self._unreplicated, self._aborted = fresh._unreplicated, fresh._aborted
 
 
 def _find_duplicate(entry: ProducerEntry, h: BatchHeader) -> Duplicate | None:

@@ -31,6 +31,7 @@ from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.metrics import BrokerCollector, BrokerMetrics, LogMetrics, controller_view
 from odradek.broker.partition import Partition
 from odradek.broker.producer_id_manager import ProducerIdManager
+from odradek.broker.producer_state import AbortedTxn
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication_quota import ReplicationQuotas
 from odradek.broker.txn_marker_channel import TxnMarkerChannel
@@ -80,7 +81,8 @@ class Broker:
         self.log_cleaner = LogCleaner(self.log_manager,
                                       lambda tp: None if (p := self.replica_manager.get(tp)) is None else p.high_watermark,
                                       config.log_cleaner_backoff_ms, config.log_cleaner_dedupe_buffer_size,
-                                      producer_last_offsets=self._producer_last_offsets)
+                                      producer_last_offsets=self._producer_last_offsets,
+                                      transaction_state=self._transaction_state)
         self.fetchers = ReplicaFetcherManager(config.broker_id, self._new_fetcher)
         self.replica_manager = ReplicaManager(config.broker_id, config.data_dir, self.log_manager, default_log,
                                               config.min_insync_replicas, self.fetchers, self._load_topic_configs,
@@ -170,6 +172,15 @@ class Broker:
         """For the log cleaner's thread: the hosted partition's producers' last batches."""
         partition = self.replica_manager.get(tp)
         return None if partition is None else partition.producers.last_offsets()
+
+    def _transaction_state(self, tp: TopicPartition) -> tuple[int, list[AbortedTxn]] | None:
+        """For the log cleaner's thread: the hosted partition's last stable offset and aborted
+        transactions (the high watermark read first: an older one only lowers the LSO)."""
+        partition = self.replica_manager.get(tp)
+        if partition is None:
+            return None
+        high_watermark = partition.high_watermark
+        return partition.producers.transaction_snapshot(high_watermark)
 
     def _new_fetcher(self, leader: BrokerInfo) -> ReplicaFetcher:
         return ReplicaFetcher(self.config.broker_id, leader, self.config.replica_fetch_wait_max_ms,

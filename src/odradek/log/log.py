@@ -512,7 +512,8 @@ class Log:
         return Segment.create(self.dir, base_offset, self._fds, self.config.index_interval_bytes,
                               CLEANED_SUFFIX)
 
-    def replace_segments(self, cleaned: Segment, old: list[SegmentView]) -> None:
+    def replace_segments(self, cleaned: Segment, old: list[SegmentView],
+                         check: Callable[[], None] | None = None) -> None:
         """Swap the fsynced `.cleaned` segment in for the old ones (Kafka's
         Log.replaceSegments): rename it `.swap` (the commit point: from here a crash completes
         the swap on open), delete the old segments, newest first, then rename `.swap` to the
@@ -520,8 +521,13 @@ class Log:
         Under the lock, so no read, append or truncation sees a half-done swap; raises
         LogCleaningAbortedError, having changed nothing, when the log was truncated since the
         cleaner looked at it (its offset map may name records that are gone: a record it
-        superseded must stay) or the old segments were deleted or replaced."""
+        superseded must stay) or the old segments were deleted or replaced. `check` runs
+        first, under the lock, and may raise LogCleaningAbortedError itself (the cleaner checks
+        the partition's transactions there: a rebuild of producer state reads the log under
+        this lock, so it is never half done while the check runs)."""
         with self._lock:
+            if check is not None:
+                check()
             i = bisect_right(self._bases, old[0].base_offset) - 1
             current = self._segments[i:i + len(old)]
             if (i < 0 or len(current) != len(old) or i + len(old) >= len(self._segments)

@@ -8,12 +8,13 @@ the dirty section to its last offset, then rewrites every segment from the log s
 of that section keeping only the last record of each key, and moves the checkpoint up.
 
 What is never cleaned (Kafka's `cleanableOffsets` / firstUncleanableDirtyOffset): the active
-segment, the segment holding the high watermark and everything after it (Kafka stops at the last
-stable offset, which is at most the high watermark; odradek has no transactions, so they are the
-same), and segments with a record younger than min.compaction.lag.ms. A consumer therefore never
-loses a record it could not yet read. max.compaction.lag.ms makes a log cleanable whatever its
-ratio once a dirty segment is older than that (measured on the segment's newest timestamp, so up
-to one segment's time span later than Kafka, which reads the first batch's).
+segment, the segment holding the last stable offset (the high watermark, or the first offset of
+a transaction still open or whose marker is not yet below the high watermark) and everything
+after it, and segments with a record younger than min.compaction.lag.ms. A consumer therefore
+never loses a record it could not yet read, and an open transaction's records are never
+touched. max.compaction.lag.ms makes a log cleanable whatever its ratio once a dirty segment is
+older than that (measured on the segment's newest timestamp, so up to one segment's time span
+later than Kafka, which reads the first batch's).
 
 How batches are rewritten (Kafka's MemoryRecords.filterTo): a batch whose records all stay is
 copied byte for byte; otherwise it is rebuilt with the same base and last offset, producer id,
@@ -26,6 +27,20 @@ Tombstones (null values) stay until delete.retention.ms after their batch was fi
 (KIP-534: the cleaner stores that delete horizon in the batch's base timestamp and sets
 attribute bit 6); a later clean past the horizon removes them.
 
+Transactions (Kafka's CleanedTransactionMetadata). Everything cleaned is below the last stable
+offset, so every transaction there is decided. The aborted ones, (producer id, first offset,
+offset of the ABORT marker) from the partition's producer state, are not mapped, so an aborted
+value never shadows the committed value of its key (on `__consumer_offsets` that would lose a
+committed offset), and their batches go whole (as empty batches when one is its producer's last
+or lies just below the first uncleanable offset, as above). Committed transactional records are
+compacted like any others. Transaction markers (control batches) are always kept: Kafka removes a
+marker once no batch of its transaction is left and delete.retention.ms has passed since a clean
+found it so; keeping them costs one small batch (about 80 bytes) per transaction per partition
+the transaction wrote to, and producer_state.py's list of aborted transactions, rebuilt from the
+log, keeps an entry per ABORT marker for as long. What it buys: an empty batch kept for a
+producer's last transactional batch is always followed by its marker, so a rebuild of producer
+state never takes it for an open transaction.
+
 Threading. The broker's appends, reads, truncations, retention and deletions run on its event
 loop's thread under each Log's lock; the cleaner thread takes that lock only to snapshot the
 segment list (opening descriptors of its own, so a segment deleted meanwhile stays readable and
@@ -33,7 +48,13 @@ no other thread closes them under it) and to swap cleaned segments in (`Log.repl
 renames and unlinks: milliseconds). Everything else, reading, mapping, filtering, writing and
 fsyncing the `.cleaned` files, holds no lock. Kafka's LogCleanerManager makes truncation and
 deletion wait for a running clean (abortAndPauseCleaning); here they never wait: the swap finds
-the segments it read truncated, deleted or replaced and the clean is aborted instead.
+the segments it read truncated, deleted or replaced and the clean is aborted instead. The
+partition's transactions come through the `transaction_state` callback (the broker's producer
+state, read off its thread as producer_state.py's transaction_snapshot explains): once before
+the clean, and again under the log's lock before each swap, which aborts the clean if the last
+stable offset fell below what was cleaned or an aborted transaction in that range was not known
+at first (the first read took a producer state half rebuilt or half updated). Without the
+callback (tests, tools) the cleaner derives the same from the log's batches.
 
 Crash safety is Kafka's swap protocol: a cleaned segment is written as `.cleaned` files and
 fsynced, renamed to `.swap` (the commit point), the old segments are deleted, and the `.swap`
@@ -45,7 +66,7 @@ Where odradek differs from Kafka: keyless records are kept (Kafka refuses them a
 on a compacted topic and its cleaner drops any it meets; odradek's produce path keeps batches
 opaque and does not check); the offset map is a Python dict keyed by each key's MD5, about 128
 bytes an entry, so log.cleaner.dedupe.buffer.size buys about a sixth of the keys it buys Kafka
-(24-byte entries); no I/O throttling; one thread.
+(24-byte entries); transaction markers are never removed (above); no I/O throttling; one thread.
 
 Cleaning is Python parsing varints and hashing keys (its speed: docs/benchmarks-history.md,
 "Log cleaner"). The thread holds the GIL while it does, so a broker cleaning a large log shares
@@ -59,8 +80,9 @@ import logging
 import os
 import threading
 import time
+from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable, NamedTuple, Protocol, Sequence
 
 from odradek.common.metadata import TopicPartition
 from odradek.log import log as log_module
@@ -70,8 +92,10 @@ from odradek.log.log_manager import LogManager
 from odradek.log.segment import MAX_RELATIVE_OFFSET, read_batches
 from odradek.protocol.records import (
     BatchHeader,
+    CorruptRecordError,
     UnsupportedCompressionError,
     build_filtered_batch,
+    control_marker,
     iter_batches,
     iter_records,
     records_section,
@@ -89,6 +113,61 @@ HighWatermark = Callable[[TopicPartition], "int | None"]
 #: producer id -> last offset of its last batch in the partition's log, from the partition's
 #: producer state (ProducerStateManager.last_offsets); None when the partition has none here
 ProducerLastOffsets = Callable[[TopicPartition], "dict[int, int] | None"]
+
+
+class AbortedRange(Protocol):
+    """An aborted transaction in a partition (producer_state.AbortedTxn has these fields)."""
+
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def first_offset(self) -> int: ...
+    @property
+    def last_offset(self) -> int: ...  # the ABORT marker's offset
+
+
+#: the partition's last stable offset and its aborted transactions, from its producer state
+#: (ProducerStateManager.transaction_snapshot, read off the event loop's thread); None when the
+#: partition is not hosted here
+TransactionState = Callable[[TopicPartition], "tuple[int, Sequence[AbortedRange]] | None"]
+
+
+class _Aborted(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int
+
+
+class AbortedTransactions:
+    """Which data batches belong to an aborted transaction (what Kafka's
+    CleanedTransactionMetadata answers while it walks the log; here a lookup, since the cleaner
+    reads the log twice, for the map and for the rewrite). A producer has one transaction open
+    at a time, so its transactional batch at offset o is aborted when an aborted transaction of
+    that producer has first offset <= o <= its marker's offset."""
+
+    def __init__(self, txns: Iterable[AbortedRange]) -> None:
+        self.ranges = frozenset(_Aborted(t.producer_id, t.first_offset, t.last_offset) for t in txns)
+        by_producer: dict[int, tuple[list[int], list[int]]] = {}
+        for txn in sorted(self.ranges, key=lambda t: t.first_offset):
+            firsts, lasts = by_producer.setdefault(txn.producer_id, ([], []))
+            firsts.append(txn.first_offset)
+            lasts.append(txn.last_offset)
+        self._by_producer = by_producer
+
+    def contains(self, header: BatchHeader) -> bool:
+        if header.is_control or not header.is_transactional:
+            return False
+        found = self._by_producer.get(header.producer_id)
+        if found is None:
+            return False
+        firsts, lasts = found
+        i = bisect_right(firsts, header.base_offset) - 1
+        return i >= 0 and header.base_offset <= lasts[i]
+
+
+def _overlapping(txns: Iterable[AbortedRange], start: int, end: int) -> list[AbortedRange]:
+    """The transactions with a record in [start, end)."""
+    return [t for t in txns if t.first_offset < end and t.last_offset >= start]
 
 
 class SkimpyOffsetMap:
@@ -148,9 +227,10 @@ class LogToClean:
 
 
 def cleanable_offsets(tp: TopicPartition, log_: Log, views: list[SegmentView],
-                      last_clean: int | None, high_watermark: int, now_ms: int) -> LogToClean:
+                      last_clean: int | None, last_stable_offset: int, now_ms: int) -> LogToClean:
     """Kafka's LogCleanerManager.cleanableOffsets and calculateCleanableBytes over a snapshot
-    of the log's segments (the active one last)."""
+    of the log's segments (the active one last); `last_stable_offset` is at most the high
+    watermark."""
     config = log_.config
     log_start = log_.log_start_offset
     first_dirty = log_start if last_clean is None else last_clean
@@ -158,7 +238,7 @@ def cleanable_offsets(tp: TopicPartition, log_: Log, views: list[SegmentView],
     if reset:  # truncated or deleted under the checkpoint: assume it all needs cleaning
         first_dirty = log_start
     closed = views[:-1]
-    limits = [high_watermark, views[-1].base_offset]
+    limits = [last_stable_offset, views[-1].base_offset]
     lag = max(config.min_compaction_lag_ms, 0)
     if lag > 0:
         limits += [v.base_offset for v in closed
@@ -217,13 +297,14 @@ class Cleaner:
         self._warned_codecs: set[TopicPartition] = set()
 
     def clean(self, ltc: LogToClean, high_watermark: Callable[[], int | None],
-              now_ms: int, producer_last_offsets: ProducerLastOffsets | None = None
-              ) -> tuple[int, CleanerStats]:
+              now_ms: int, producer_last_offsets: ProducerLastOffsets | None = None,
+              transaction_state: TransactionState | None = None) -> tuple[int, CleanerStats]:
         """Returns the new first dirty offset (the cleaner checkpoint) and what was done.
         The high watermark is read after the segments: a truncation after that aborts the
-        swap, so the bound holds for the log the clean read. The producers' last batches come
-        from ``producer_last_offsets`` (the partition's producer state, as Kafka's cleaner
-        asks the producer state manager); only without it is the whole log read for them."""
+        swap, so the bound holds for the log the clean read. The producers' last batches and
+        the transactions come from ``producer_last_offsets`` and ``transaction_state`` (the
+        partition's producer state, as Kafka's cleaner asks the producer state manager and
+        reads the transaction index); only without them is the whole log read for them."""
         log_ = ltc.log
         stats = CleanerStats()
         views = log_.segment_views(open_files=True)
@@ -231,19 +312,33 @@ class Cleaner:
             hw = high_watermark()
             if not views or hw is None:
                 raise LogCleaningAbortedError(f"{log_.dir.name} was deleted or is not hosted")
+            if transaction_state is not None:
+                state = transaction_state(ltc.tp)
+                if state is None:
+                    raise LogCleaningAbortedError(f"{log_.dir.name} is not hosted")
+                stable, txns = min(hw, state[0]), state[1]
+            else:
+                stable, txns = self._transactions_from_log(log_, views, hw)
             # bounds again, on the segments this clean reads (the log moved since it was picked)
-            bounds = cleanable_offsets(ltc.tp, log_, views, ltc.first_dirty_offset, hw, now_ms)
+            bounds = cleanable_offsets(ltc.tp, log_, views, ltc.first_dirty_offset, stable, now_ms)
             upper = bounds.first_uncleanable_offset
+            start = views[0].base_offset
+            aborted = AbortedTransactions(_overlapping(txns, start, upper))
             last_of_producer = producer_last_offsets(ltc.tp) if producer_last_offsets else None
             if last_of_producer is None:
                 last_of_producer = self._last_batches_of_producers(log_, views)
-            self._build_offset_map(ltc.tp, log_, views, bounds.first_dirty_offset, upper, stats)
+            self._build_offset_map(ltc.tp, log_, views, bounds.first_dirty_offset, upper, aborted, stats)
             end_offset = self.offset_map.latest_offset + 1
             if end_offset <= bounds.first_dirty_offset:
                 return bounds.first_dirty_offset, stats
+            check = None
+            if transaction_state is not None:
+                def check() -> None:
+                    _check_transactions(ltc.tp, log_, transaction_state, start, upper, aborted)
             cleanable = [v for v in views[:-1] if v.base_offset < end_offset]
             for group in group_segments_by_size(cleanable, log_.config.segment_bytes, upper):
-                self._clean_segments(ltc.tp, log_, group, upper, last_of_producer, now_ms, stats)
+                self._clean_segments(ltc.tp, log_, group, upper, aborted, last_of_producer, now_ms,
+                                     stats, check)
             return end_offset, stats
         finally:
             for view in views:
@@ -260,10 +355,45 @@ class Cleaner:
                     last[header.producer_id] = header.last_offset
         return last
 
+    def _transactions_from_log(self, log_: Log, views: list[SegmentView],
+                               high_watermark: int) -> tuple[int, list[AbortedRange]]:
+        """The last stable offset and the aborted transactions, read from the log's batches by
+        producer_state.py's rules (a transactional data batch opens its producer's transaction,
+        a COMMIT or ABORT marker closes it; a transaction open, or closed at or past the high
+        watermark, holds the LSO at its first offset, never below the log start)."""
+        open_txns: dict[int, int] = {}
+        aborted: list[AbortedRange] = []
+        first_unstable = high_watermark
+        for view in views:
+            for header, data in read_batches(view.pread, 0, view.size):
+                self._check_done(log_)
+                pid = header.producer_id
+                if pid < 0 or not header.is_transactional:
+                    continue
+                if not header.is_control:
+                    open_txns.setdefault(pid, header.base_offset)
+                    continue
+                try:
+                    marker = control_marker(data, header)
+                except CorruptRecordError:
+                    marker = None  # as the partition's rebuild takes it: no marker
+                first = open_txns.pop(pid, None) if marker is not None else None
+                if marker is None or first is None:
+                    continue
+                if header.base_offset >= high_watermark:
+                    first_unstable = min(first_unstable, first)
+                if not marker.commit:
+                    aborted.append(_Aborted(pid, first, header.base_offset))
+        first_unstable = min([first_unstable, *open_txns.values()])
+        return min(high_watermark, max(first_unstable, log_.log_start_offset)), aborted
+
     def _build_offset_map(self, tp: TopicPartition, log_: Log, views: list[SegmentView],
-                          start: int, end: int, stats: CleanerStats) -> None:
+                          start: int, end: int, aborted: AbortedTransactions,
+                          stats: CleanerStats) -> None:
         """Kafka's Cleaner.buildOffsetMap: every key of [start, end) -> its last offset, until
-        the map is LOAD_FACTOR full; latest_offset then says how far it got."""
+        the map is LOAD_FACTOR full; latest_offset then says how far it got. Control batches
+        and aborted transactions' batches map no key: an aborted value never hides the
+        committed one."""
         offset_map = self.offset_map
         offset_map.clear()
         dirty = [v for v in views if v.next_offset > start and v.base_offset < end]
@@ -273,7 +403,9 @@ class Cleaner:
                 self._check_done(log_)
                 if header.last_offset < start:
                     continue
-                section = None if header.is_control else self._records(tp, header, data)
+                section = None
+                if not header.is_control and not aborted.contains(header):
+                    section = self._records(tp, header, data)
                 if section is not None:
                     for record in iter_records(section, header.record_count):
                         offset = header.base_offset + record.offset_delta
@@ -297,9 +429,11 @@ class Cleaner:
             return None
 
     def _clean_segments(self, tp: TopicPartition, log_: Log, group: list[SegmentView], upper: int,
-                        last_of_producer: dict[int, int], now_ms: int, stats: CleanerStats) -> None:
+                        aborted: AbortedTransactions, last_of_producer: dict[int, int], now_ms: int,
+                        stats: CleanerStats, check: Callable[[], None] | None) -> None:
         """Kafka's Cleaner.cleanSegments: the group's retained batches into one `.cleaned`
-        segment, fsynced, then swapped in for the group."""
+        segment, fsynced, then swapped in for the group (``check`` first, under the log's
+        lock)."""
         cleaned = log_.new_cleaned_segment(group[0].base_offset)
         try:
             out = bytearray()
@@ -308,7 +442,8 @@ class Cleaner:
                     self._check_done(log_)
                     stats.bytes_read += header.size
                     stats.records_read += header.record_count
-                    kept = self._filter(tp, log_, header, data, upper, last_of_producer, now_ms)
+                    kept = self._filter(tp, log_, header, data, upper, aborted, last_of_producer,
+                                        now_ms)
                     if kept is None:
                         continue
                     stats.records_kept += _record_count(kept)
@@ -322,17 +457,20 @@ class Cleaner:
                 stats.bytes_written += len(out)
             cleaned.flush()
             log_module.swap_step_hook("cleaned")
-            log_.replace_segments(cleaned, group)
+            log_.replace_segments(cleaned, group, check)
         except BaseException:
             cleaned.delete()
             raise
 
     def _filter(self, tp: TopicPartition, log_: Log, header: BatchHeader, data: memoryview,
-                upper: int, last_of_producer: dict[int, int], now_ms: int) -> bytes | memoryview | None:
+                upper: int, aborted: AbortedTransactions, last_of_producer: dict[int, int],
+                now_ms: int) -> bytes | memoryview | None:
         """The batch as it stays in the cleaned log, or None when it goes (Kafka's
         checkBatchRetention and shouldRetainRecord)."""
         if header.is_control:
-            return data  # transaction markers: odradek writes none
+            return data  # transaction markers stay (the module docstring says why)
+        if aborted.contains(header):  # every record goes, whatever the map says
+            return _emptied(data, header, upper, last_of_producer)
         section = self._records(tp, header, data)
         if section is None:
             return data
@@ -356,10 +494,37 @@ class Cleaner:
             if not dropped and new_horizon == horizon:
                 return data
             return build_filtered_batch(data, header, section, kept, new_horizon)
-        if ((header.producer_id >= 0 and last_of_producer.get(header.producer_id) == header.last_offset)
-                or header.next_offset == upper):
-            return build_filtered_batch(data, header, section, [], None)
-        return None
+        return _emptied(data, header, upper, last_of_producer)
+
+
+def _emptied(data: memoryview, header: BatchHeader, upper: int,
+             last_of_producer: dict[int, int]) -> bytes | None:
+    """A data batch left without records: dropped, or kept empty when it is its idempotent
+    producer's last batch (its epoch and last sequence must survive) or ends just below the
+    first uncleanable offset (Kafka's RETAIN_EMPTY)."""
+    if ((header.producer_id >= 0 and last_of_producer.get(header.producer_id) == header.last_offset)
+            or header.next_offset == upper):
+        return build_filtered_batch(data, header, b"", [], None)
+    return None
+
+
+def _check_transactions(tp: TopicPartition, log_: Log, transaction_state: TransactionState,
+                        start: int, upper: int, aborted: AbortedTransactions) -> None:
+    """Before a swap, under the log's lock: the transactions the clean was planned on must
+    still hold over [start, upper). The last stable offset only falls with a truncation (which
+    aborts the swap anyway), and a transaction aborted after the first read began at or past
+    that read's LSO, so either change means the first read was of a state half rebuilt or
+    half updated: the clean is aborted and the next round starts over."""
+    state = transaction_state(tp)
+    if state is None:
+        raise LogCleaningAbortedError(f"{log_.dir.name} is not hosted")
+    stable, txns = state
+    unknown = [t for t in _overlapping(txns, start, upper)
+               if _Aborted(t.producer_id, t.first_offset, t.last_offset) not in aborted.ranges]
+    if stable < upper or unknown:
+        raise LogCleaningAbortedError(
+            f"{log_.dir.name}: its transactions changed while cleaned (last stable offset {stable}, "
+            f"cleaned below {upper}; aborted transactions not seen before: {unknown[:3]})")
 
 
 def _record_count(batch: bytes | memoryview) -> int:
@@ -373,10 +538,12 @@ class LogCleaner:
     def __init__(self, log_manager: LogManager, high_watermark: HighWatermark,
                  backoff_ms: int = 15000, dedupe_buffer_size: int = DEDUPE_BUFFER_SIZE,
                  now_ms: Callable[[], int] = wall_clock_ms,
-                 producer_last_offsets: ProducerLastOffsets | None = None) -> None:
+                 producer_last_offsets: ProducerLastOffsets | None = None,
+                 transaction_state: TransactionState | None = None) -> None:
         self.log_manager = log_manager
         self._high_watermark = high_watermark
         self._producer_last_offsets = producer_last_offsets
+        self._transaction_state = transaction_state
         self.backoff_s = backoff_ms / 1000
         self._now_ms = now_ms
         self._checkpoint_path = log_manager.data_dir / CHECKPOINT_FILE
@@ -424,11 +591,16 @@ class LogCleaner:
             high_watermark = self._high_watermark(tp)
             if high_watermark is None:
                 continue
+            stable = high_watermark  # without the callback the clean finds the LSO in the log
+            if self._transaction_state is not None:
+                state = self._transaction_state(tp)
+                if state is None:
+                    continue
+                stable = min(high_watermark, state[0])
             views = log_.segment_views(open_files=False)
             if not views:
                 continue  # deleted meanwhile
-            ltc = cleanable_offsets(tp, log_, views, self._checkpoints.get(tp), high_watermark,
-                                    now_ms)
+            ltc = cleanable_offsets(tp, log_, views, self._checkpoints.get(tp), stable, now_ms)
             if ltc.checkpoint_reset:
                 self._checkpoints[tp] = ltc.first_dirty_offset
             if ltc.total_bytes <= 0 or not (
@@ -440,7 +612,8 @@ class LogCleaner:
         return best
 
     def clean_once(self) -> bool:
-        """Clean the filthiest log, if one qualifies; True when one was cleaned."""
+        """Clean the filthiest log, if one qualifies; True when one was cleaned (False too when
+        the one picked had nothing below its first uncleanable offset after all)."""
         now_ms = self._now_ms()
         try:
             ltc = self.grab_filthiest_compacted_log(now_ms)
@@ -451,7 +624,7 @@ class LogCleaner:
             return False
         try:
             end_offset, stats = self.cleaner.clean(ltc, lambda: self._high_watermark(ltc.tp), now_ms,
-                                                   self._producer_last_offsets)
+                                                   self._producer_last_offsets, self._transaction_state)
         except Exception as exc:  # noqa: BLE001 - Kafka marks the partition uncleanable and goes on
             if isinstance(exc, LogCleaningAbortedError) or ltc.log.deleted:
                 logger.info("%s: cleaning aborted: %s", ltc.tp, exc)
@@ -461,6 +634,8 @@ class LogCleaner:
                 logger.exception("%s: cleaning failed; the log is not cleaned again", ltc.tp)
                 self._uncleanable.add(ltc.tp)
             return False
+        if end_offset <= ltc.first_dirty_offset:
+            return False  # e.g. the last stable offset, read from the log, was lower than the HW
         self._checkpoints[ltc.tp] = end_offset
         self._write_checkpoints()
         elapsed = time.monotonic() - stats.started
