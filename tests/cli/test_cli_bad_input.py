@@ -172,6 +172,7 @@ OWN_BAD_INPUT = {
     ("bench", "spark-read"): (["--bootstrap-server", "CLOSED"], "cannot reach"),
     ("bench", "groups"): (["--members", "0"], "positive integer"),
     ("bench", "ordered"): (["--expansions", "0"], "positive integer"),
+    ("bench", "transactions"): (["--seconds", "0"], "positive integer"),
     ("completion",): (["tcsh"], "invalid choice"),
     ("ui",): (["--data-dir", "TMP"], "no cluster in"),
 }

@@ -425,12 +425,22 @@ def send_request(server: str, api_key: int, version: int, body: dict[str, Any], 
     """One raw Kafka request to ``host:port`` on a connection of its own; the response body."""
     from odradek.protocol import kio_util
 
+    frame = send_request_raw(server, api_key, version, body, timeout, client_id)
+    return kio_util.decode_response(api_key, version, frame)[1]
+
+
+def send_request_raw(server: str, api_key: int, version: int, body: dict[str, Any], timeout: float,
+                     client_id: str = "odradek-admin") -> bytes:
+    """send_request's exchange, the response frame (without its size prefix) undecoded: for a
+    response kio cannot read (broker/txn_admin_apis.read_describe_transactions_response)."""
+    from odradek.protocol import kio_util
+
     host, _, port = server.rpartition(":")
     request = kio_util.encode_request(api_key, version, 1, client_id, body)
     with socket.create_connection((host, int(port)), timeout=timeout) as sock:
         sock.sendall(request)
         size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
-        return kio_util.decode_response(api_key, version, _recv_exactly(sock, size))[1]
+        return _recv_exactly(sock, size)
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:

@@ -114,8 +114,9 @@ def _latency(bootstrap: str, rate: int, seconds: float, size: int) -> dict[str, 
     def read() -> None:
         while not stop.is_set() and len(latencies) < expected:
             for msg in consumer.consume(500, 0.1):
-                if msg.error() is None:
-                    latencies.append(time.monotonic() - float(msg.value()[:20].decode()))
+                value = msg.value()
+                if msg.error() is None and value is not None:
+                    latencies.append(time.monotonic() - float(value[:20].decode()))
     reader = threading.Thread(target=read, name="read-committed-reader")
     reader.start()
     producer = Producer({**_config(bootstrap), "linger.ms": 0, "transactional.id": f"bench-{uuid.uuid4().hex[:8]}"})

@@ -50,6 +50,9 @@ ALTER_PARTITION_REASSIGNMENTS = 45
 LIST_PARTITION_REASSIGNMENTS = 46
 OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
+DESCRIBE_PRODUCERS = 61
+DESCRIBE_TRANSACTIONS = 65
+LIST_TRANSACTIONS = 66
 
 VERSIONS: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 9),
@@ -88,6 +91,12 @@ VERSIONS: dict[int, tuple[int, int]] = {
     # inter-broker, from transaction coordinators (broker/txn_marker_apis.py): Kafka 3.x offers
     # 0-1, kio has no v0 schema, and only odradek's own coordinators send it (at v1)
     WRITE_TXN_MARKERS: (1, 1),
+    # transactions for operators (KIP-664, broker/txn_admin_apis.py), what kafka-transactions.sh
+    # sends: v0 of each as Kafka 3.x; ListTransactions v1 adds KIP-994's duration filter (Kafka
+    # 3.8), v2's transactional id pattern (KIP-1152) is Kafka 4.1's
+    DESCRIBE_PRODUCERS: (0, 0),
+    DESCRIBE_TRANSACTIONS: (0, 0),
+    LIST_TRANSACTIONS: (0, 1),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
     DESCRIBE_CONFIGS: (1, 4),
     # per replica log sizes (broker/describe_log_dirs.py); kio has no v0 schema

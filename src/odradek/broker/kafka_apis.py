@@ -20,6 +20,7 @@ from odradek.broker import (
     metadata_apis,
     ordered_delivery_apis,
     reassignment_apis,
+    txn_admin_apis,
     txn_apis,
     zk_admin_manager,
 )
@@ -82,6 +83,9 @@ class KafkaApis:
             api_keys.ADD_PARTITIONS_TO_TXN: txn_apis.add_partitions_to_txn,
             api_keys.ADD_OFFSETS_TO_TXN: txn_apis.add_offsets_to_txn,
             api_keys.END_TXN: txn_apis.end_txn,
+            api_keys.DESCRIBE_PRODUCERS: txn_admin_apis.describe_producers,
+            api_keys.LIST_TRANSACTIONS: txn_admin_apis.list_transactions,
+            api_keys.DESCRIBE_TRANSACTIONS: txn_admin_apis.describe_transactions,
             **group_apis.ROUTES,
         }
 

@@ -8,7 +8,8 @@ Client commands find the cluster from --bootstrap-server, else --data-dir (every
 cluster `odradek up` started), else $ODRADEK_BOOTSTRAP_SERVERS, else 127.0.0.1:9092.
 
 The commands live in one module per family (cluster_commands, topics, records, groups,
-configs, reassign, bench); parser.py assembles the tree and main.py runs it. output.py, how
-the command line talks to a terminal, sits in a lower layer than the rest of the package:
-admin/, cluster/ and bench/ print through it too (docs/architecture.md, "Layers").
+configs, log_dirs, reassign, transactions, bench); parser.py assembles the tree and main.py
+runs it. output.py, how the command line talks to a terminal, sits in a lower layer than the
+rest of the package: admin/, cluster/ and bench/ print through it too (docs/architecture.md,
+"Layers").
 """

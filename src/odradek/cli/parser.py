@@ -12,6 +12,7 @@ import odradek.cli.log_dirs as log_dirs
 import odradek.cli.reassign as reassign
 import odradek.cli.records as records
 import odradek.cli.topics as topics
+import odradek.cli.transactions as transactions
 from odradek.cli.args import Parser, UserError
 
 
@@ -26,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     configs.add_commands(sub)
     log_dirs.add_commands(sub)
     reassign.add_commands(sub)
+    transactions.add_commands(sub)
     bench.add_commands(sub)
 
     cp = sub.add_parser("completion", help="print the shell code that completes odradek's commands and "

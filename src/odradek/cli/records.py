@@ -71,6 +71,9 @@ def add_commands(sub: Any) -> None:
     co.add_argument("--group", metavar="G", help="subscribe as a member of consumer group G, starting at its "
                     "committed offsets, and commit what was printed")
     co.add_argument("--print-key", action="store_true", help="print key<TAB>value (without --format)")
+    co.add_argument("--isolation-level", choices=("read_committed", "read_uncommitted"), default="read_committed",
+                    help="read_committed: only committed transactions' records, up to the last stable offset; "
+                         "read_uncommitted: every record up to the high watermark, aborted ones too")
     co.set_defaults(func=cmd_consume)
     for parser in (pr, co):
         add_bootstrap_options(parser)
@@ -257,6 +260,7 @@ def cmd_consume(args: argparse.Namespace) -> None:
     conf = {"bootstrap.servers": args.bootstrap_server, "enable.auto.commit": False,
             "enable.auto.offset.store": False, "logger": quiet_logger(),
             "auto.offset.reset": "earliest" if start_at == "beginning" else "latest",
+            "isolation.level": args.isolation_level,
             # a response may carry one batch as large as a producer sends (KIP-74: a batch over
             # fetch.max.bytes is still returned when it comes first); librdkafka's default
             # 100,000,000 would refuse it with its protocol overhead

@@ -19,6 +19,8 @@ from typing import Any
 from kio.serial import entity_reader
 
 from odradek.broker import api_keys
+from odradek.broker.txn_admin_apis import read_describe_transactions_response
+from odradek.common.internal_topics import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from odradek.common.metadata import TopicPartition
 from odradek.protocol import controller_api, kio_util
 from odradek.protocol.framing import parse_request_header
@@ -95,9 +97,11 @@ def expect(frame: bytes | memoryview, fence: tuple[int, int]) -> Expectation:
         exp.deletes_from = frozenset(TopicPartition(t.name, p.partition_index) for t in request.topics
                                      for p in t.partitions)
     elif api_key == api_keys.FIND_COORDINATOR:
-        # creates __consumer_offsets when the metadata lacks it (an UpdateMetadata with
-        # leader -2, Kafka's LeaderDuringDelete, drops a topic being deleted)
-        exp.creates = frozenset({"__consumer_offsets"})
+        # creates its coordinator's topic when the metadata lacks it (an UpdateMetadata with
+        # leader -2, Kafka's LeaderDuringDelete, drops a topic being deleted): key type 1 is
+        # a transactional id's (__transaction_state), any other a group's (v0 has no key type)
+        exp.creates = frozenset({TRANSACTION_STATE_TOPIC_NAME if getattr(request, "key_type", 0) == 1
+                                 else GROUP_METADATA_TOPIC_NAME})
     return exp
 
 
@@ -135,6 +139,9 @@ def check_response(exp: Expectation, frame: bytes | memoryview) -> Verdict:
             errors = dict(getattr(resp, "partition_errors", {}))  # decodes the lazy mapping in full
             has_error = resp.error_code != 0 or any(errors.values())
             written: frozenset[TopicPartition] = frozenset()
+        elif api_key == api_keys.DESCRIBE_TRANSACTIONS:  # kio refuses the start time -1 Kafka sends
+            correlation_id, described = read_describe_transactions_response(frame)
+            has_error, written = any(d.error_code != 0 for d in described), frozenset()
         else:
             cls = kio_util.response_class(api_key, version)
             header, pos = entity_reader(cls.__header_schema__)(frame, 0)

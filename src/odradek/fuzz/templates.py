@@ -177,6 +177,16 @@ def _bodies(t: Topology) -> list[tuple[str, int, dict[str, Any]]]:
             "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
                 {"name": s, "partitions": [{"partition_index": 0, "committed_offset": 1,
                                             "committed_leader_epoch": -1, "committed_metadata": ""}]}]}),
+        # the operators' transaction APIs only read: producers of led, followed, unknown and
+        # illegally named partitions; this broker coordinates no transactional id
+        ("describe-producers", api_keys.DESCRIBE_PRODUCERS, {"topics": [
+            {"name": g, "partition_indexes": [0, 1, t.guarded_partitions - 1, 9]},
+            {"name": s, "partition_indexes": [0]}, {"name": "fuzz-new-topic", "partition_indexes": [0]},
+            {"name": "..", "partition_indexes": [0]}]}),
+        ("list-transactions", api_keys.LIST_TRANSACTIONS, {"state_filters": [], "producer_id_filters": []}),
+        ("list-transactions-filtered", api_keys.LIST_TRANSACTIONS, {
+            "state_filters": ["Ongoing", "NoSuchState"], "producer_id_filters": [4242], "duration_filter": 1000}),
+        ("describe-transactions", api_keys.DESCRIBE_TRANSACTIONS, {"transactional_ids": ["fuzzer", ""]}),
         # markers are appends: only to the sink (and a topic that does not exist)
         ("write-txn-markers", api_keys.WRITE_TXN_MARKERS, {"markers": [
             {"producer_id": 4242, "producer_epoch": 0, "transaction_result": False, "coordinator_epoch": 0,

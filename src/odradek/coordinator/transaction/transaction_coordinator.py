@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -43,6 +44,7 @@ from odradek.coordinator.transaction.transaction_metadata import (
 from odradek.coordinator.transaction.transaction_state_manager import (
     TRANSACTION_STATE_TOPIC,
     CoordinatorEpochAndMetadata,
+    TransactionListing,
     TransactionStateManager,
 )
 from odradek.protocol.errors import ErrorCode
@@ -85,6 +87,22 @@ class InitProducerIdResult:
     error: ErrorCode
     producer_id: int = -1
     producer_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    """One transactional id as DescribeTransactions answers it: a copy, taken at once, of
+    what the coordinator holds (``state`` None with an error). ``partitions``: those of the
+    open transaction; while it is being completed, those whose marker is not yet written."""
+
+    transactional_id: str
+    error: ErrorCode
+    state: TransactionState | None = None
+    producer_id: int = -1
+    producer_epoch: int = -1
+    txn_timeout_ms: int = 0
+    txn_start_timestamp: int = -1
+    partitions: frozenset[TopicPartition] = frozenset()
 
 
 class TransactionCoordinator:
@@ -191,6 +209,36 @@ class TransactionCoordinator:
             return ErrorCode.PRODUCER_FENCED, None
         return None, held.metadata
 
+    # -- ListTransactions, DescribeTransactions (KIP-664; read-only) -------------------------
+
+    def list_transactions(self, producer_ids: AbstractSet[int] = frozenset(), state_names: Iterable[str] = (),
+                          duration_ms: int = -1) -> TransactionListing:
+        """Kafka's handleListTransactions: the ids this broker coordinates, filtered
+        (TransactionStateManager.list_transactions); COORDINATOR_NOT_AVAILABLE once shut down."""
+        if not self.active:
+            return TransactionListing(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return self.manager.list_transactions(producer_ids, state_names, duration_ms, self.clock.milliseconds())
+
+    def describe_transaction(self, transactional_id: str) -> TransactionDescription:
+        """Kafka's handleDescribeTransactions, for one id: COORDINATOR_NOT_AVAILABLE once shut
+        down, INVALID_REQUEST for an empty id, NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS
+        as for the producer's requests, TRANSACTIONAL_ID_NOT_FOUND for an id this coordinator
+        does not hold (or one being expired)."""
+        if not self.active:
+            return TransactionDescription(transactional_id, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not transactional_id:
+            return TransactionDescription(transactional_id, ErrorCode.INVALID_REQUEST)
+        error = self.manager.owner_error(transactional_id)
+        if error is not None:
+            return TransactionDescription(transactional_id, error)
+        held = self.manager.get(transactional_id)
+        if held is None or held.metadata.state is _S.DEAD:
+            return TransactionDescription(transactional_id, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
+        txn = held.metadata
+        return TransactionDescription(transactional_id, ErrorCode.NONE, txn.state, txn.producer_id,
+                                      txn.producer_epoch, txn.txn_timeout_ms, txn.txn_start_timestamp,
+                                      frozenset(txn.topic_partitions))
+
     # -- EndTxn --------------------------------------------------------------------------------
 
     async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -286,11 +334,12 @@ class TransactionCoordinator:
             if txn.pending_transition_in_progress:
                 await self._sleep(self.config.marker_retry_backoff_ms)
                 continue
-            error = await self.manager.append(txn, txn.prepare_complete(self.clock.milliseconds()))
+            complete = txn.prepare_complete(self.clock.milliseconds())
+            error = await self.manager.append(txn, complete)
             if error in (ErrorCode.NONE, ErrorCode.NOT_COORDINATOR):
                 return
             log.info("transactional id %s: writing %s failed (%s); trying again", txn.transactional_id,
-                     txn.state.kafka_name, error.name)
+                     complete.state.kafka_name, error.name)
             await self._sleep(self.config.marker_retry_backoff_ms)
 
     async def _sleep(self, ms: float) -> None:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from odradek.common.clock import Clock
@@ -59,6 +60,25 @@ class CoordinatorEpochAndMetadata:
 
     coordinator_epoch: int
     metadata: TransactionMetadata
+
+
+@dataclass(frozen=True, slots=True)
+class ListedTransaction:
+    """One transactional id as ListTransactions answers it."""
+
+    transactional_id: str
+    producer_id: int
+    state: TransactionState
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    """ListTransactions' answer from this coordinator: the error, the state names it does
+    not know (which match nothing), and the ids that pass the filters."""
+
+    error: ErrorCode
+    unknown_state_filters: tuple[str, ...] = ()
+    transactions: tuple[ListedTransaction, ...] = ()
 
 
 class TransactionStateManager:
@@ -120,6 +140,33 @@ class TransactionStateManager:
         perhaps loaded again as new objects) meanwhile."""
         current = self.get(transactional_id)
         return current is not None and current.metadata is txn
+
+    # -- what operators see (ListTransactions; read-only) ---------------------------------------
+
+    def list_transactions(self, producer_ids: AbstractSet[int], state_names: Iterable[str], duration_ms: int,
+                          now_ms: int) -> TransactionListing:
+        """Kafka's listTransactionStates: every id of the partitions this broker coordinates,
+        kept to those of ``producer_ids`` and in one of ``state_names`` where these are not
+        empty, and (``duration_ms`` 0 or more, ListTransactions v1) to those whose transaction
+        started more than ``duration_ms`` before ``now_ms``. A state name Kafka does not know is
+        answered back as unknown and matches nothing; a Dead id (being expired) is never listed.
+        COORDINATOR_LOAD_IN_PROGRESS while any partition is still being read back."""
+        if self._partitions.any_loading():
+            return TransactionListing(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        names = list(dict.fromkeys(state_names))  # Kafka takes the filters as a set
+        states = {state for state in map(TransactionState.from_name, names) if state is not None}
+        unknown = tuple(name for name in names if TransactionState.from_name(name) is None)
+
+        def wanted(txn: TransactionMetadata) -> bool:
+            return (txn.state is not TransactionState.DEAD
+                    and (not producer_ids or txn.producer_id in producer_ids)
+                    and (not names or txn.state in states)
+                    and (duration_ms < 0 or now_ms - txn.txn_start_timestamp > duration_ms))
+
+        listed = tuple(ListedTransaction(held.metadata.transactional_id, held.metadata.producer_id,
+                                         held.metadata.state)
+                       for held in self.local_ids() if wanted(held.metadata))
+        return TransactionListing(ErrorCode.NONE, unknown, listed)
 
     # -- leadership of __transaction_state partitions ------------------------------------------
 
