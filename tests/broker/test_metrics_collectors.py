@@ -226,3 +226,30 @@ def test_a_built_response_carries_every_error_code_it_was_given() -> None:
                  "leader_epoch": 0, "replica_nodes": [2], "isr_nodes": [], "offline_replicas": [2]}]}]})
     assert sorted(error_codes(api_keys.METADATA, 12, metadata)) == sorted(
         [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 0, 0, ErrorCode.LEADER_NOT_AVAILABLE])
+
+
+def test_transactions_show_open_count_aborts_by_reason_and_lagging_partitions_only(tmp_path: Path) -> None:
+    """odradek_transactions_* from the coordinator and kafka_cluster_partition_laststableoffsetlag
+    from real partitions: one whose transaction is open lags by its records, an idle one is left
+    out, and so is one this broker only follows."""
+    from odradek.broker.metrics import TransactionsCollector
+    from odradek.protocol.records import TRANSACTIONAL_FLAG, build_batch
+
+    def led(name: str, leader: int = 1) -> Partition:
+        tp = TopicPartition(name, 0)
+        p = Partition(tp, Log.open(tmp_path / f"{name}-0", LogConfig()), broker_id=1)
+        p.apply_state(PartitionState(tp, 1, leader, 0, (1,), 0, (1,)))
+        return p
+    busy, idle = led("busy"), led("idle")
+    busy.append_as_leader(build_batch([(b"k", b"v")] * 3, producer_id=7, producer_epoch=0, base_sequence=0,
+                                      attributes=TRANSACTIONAL_FLAG))
+    idle.append_as_leader(build_batch([(b"k", b"v")]))
+    metrics = BrokerMetrics()
+    metrics.add_collector(TransactionsCollector(lambda: 2, lambda: {"timeout": 1, "client": 4},
+                                                lambda: [busy, idle]))
+    scraped = samples(metrics.exposition())
+    assert scraped["odradek_transactions_open"] == 2
+    assert scraped['odradek_transactions_aborted_total{reason="client"}'] == 4
+    assert scraped['odradek_transactions_aborted_total{reason="timeout"}'] == 1
+    lags = {k: v for k, v in scraped.items() if k.startswith("kafka_cluster_partition_laststableoffsetlag")}
+    assert lags == {'kafka_cluster_partition_laststableoffsetlag{partition="0",topic="busy"}': 3}

@@ -368,6 +368,42 @@ class OrderedGroupsCollector(Collector):
         yield age
 
 
+class TransactionsCollector(Collector):
+    """Transactions (KIP-98) at scrape time: how many this broker coordinates are open, how
+    many it aborted and why (``client``: EndTxn; ``timeout``: open past transaction.timeout.ms;
+    ``fenced``: a new instance of the transactional.id took over), and the last stable offset
+    lag of each partition it leads whose read_committed consumers are held back (Kafka's
+    LastStableOffsetLag; partitions with no lag are left out, so a large broker without
+    transactions scrapes nothing more)."""
+
+    def __init__(self, open_transactions: Callable[[], int], aborts: Callable[[], dict[str, int]],
+                 partitions: Callable[[], Iterable[Any]]) -> None:
+        self._open = open_transactions
+        self._aborts = aborts
+        self._partitions = partitions
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        yield _gauge("odradek_transactions_open", "Transactions this broker coordinates that are open or "
+                     "being completed (Ongoing, PrepareCommit, PrepareAbort)", self._open())
+        aborted = CounterMetricFamily("odradek_transactions_aborted", "Transactions this broker's coordinator "
+                                      "aborted, by reason", labels=["reason"])
+        for reason, count in sorted(self._aborts().items()):
+            aborted.add_metric([reason], count)
+        yield aborted
+        lag = GaugeMetricFamily("kafka_cluster_partition_laststableoffsetlag", "High watermark minus the last "
+                                "stable offset of a led partition (0 omitted): what read_committed consumers "
+                                "cannot read yet", labels=["topic", "partition"])
+        for p in self._partitions():
+            if p.is_leader:
+                behind = p.high_watermark - p.last_stable_offset
+                if behind > 0:
+                    lag.add_metric([p.tp.topic, str(p.tp.partition)], behind)
+        yield lag
+
+
 def controller_view(cache: Any) -> tuple[int, int]:
     """(live brokers, partitions whose leader is not their first replica) in a broker's
     metadata cache (broker.metadata_cache.MetadataCache): on the active controller, what the

@@ -28,7 +28,7 @@ from odradek.broker.fetcher import ReplicaFetcher, ReplicaFetcherManager
 from odradek.broker.kafka_apis import KafkaApis
 from odradek.broker.marked_partitions import CHECK_INTERVAL_S, MarkedPartitions
 from odradek.broker.metadata_cache import MetadataCache
-from odradek.broker.metrics import BrokerCollector, BrokerMetrics, LogMetrics, controller_view
+from odradek.broker.metrics import BrokerCollector, BrokerMetrics, LogMetrics, TransactionsCollector, controller_view
 from odradek.broker.partition import Partition
 from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.producer_state import AbortedTxn
@@ -143,6 +143,8 @@ class Broker:
             lambda: self.group_coordinator.lags(lambda tp: None if (p := rm.get(tp)) is None else p.high_watermark),
             brokers_and_imbalance=lambda: controller_view(cache), fetcher_max_lag=self.fetchers.max_lag))
         metrics.add_section(LogMetrics(rm.partitions).render)
+        metrics.add_collector(TransactionsCollector(self.transaction_coordinator.open_transactions,
+                                                    lambda: dict(self.transaction_coordinator.aborts), rm.partitions))
         try:
             metrics.serve(self.config.host, self.config.metrics_port, self.config.data_dir / "state-change.log")
         except OSError as exc:  # refused as a taken listen port is: a broker silently without metrics misleads

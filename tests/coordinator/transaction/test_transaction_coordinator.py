@@ -113,7 +113,7 @@ def test_a_new_id_gets_a_producer_id_and_each_new_instance_the_next_epoch(tmp_pa
 def test_a_commit_is_prepared_marked_on_every_partition_then_complete(tmp_path: Path) -> None:
     async def test(rig: Rig) -> None:
         pid, epoch = await rig.begin()
-        assert rig.state() is TransactionState.ONGOING
+        assert rig.state() is TransactionState.ONGOING and rig.c.open_transactions() == 1
         assert await rig.c.end_transaction("t", pid, epoch, commit=True) == ErrorCode.NONE
         await settle()
         assert rig.markers.rounds == [(pid, epoch, True, 0, frozenset({A, B}))]
@@ -136,6 +136,7 @@ def test_markers_are_retried_until_every_leader_has_written_its_own(tmp_path: Pa
         await settle()
         assert [r[4] for r in rig.markers.rounds] == [frozenset({A, B}), frozenset({B})]
         assert rig.state() is TransactionState.COMPLETE_ABORT
+        assert rig.c.aborts == {"client": 1} and rig.c.open_transactions() == 0
     on_virtual_time(test, tmp_path)
 
 
@@ -178,6 +179,7 @@ def test_requests_of_a_fenced_or_unknown_producer_are_refused(tmp_path: Path) ->
         assert newer.error == ErrorCode.CONCURRENT_TRANSACTIONS
         await settle()
         assert rig.markers.rounds[-1][:3] == (pid, epoch + 1, False)  # aborted under a bumped epoch
+        assert rig.c.aborts == {"fenced": 1}
         assert rig.state() is TransactionState.COMPLETE_ABORT
         assert await rig.c.end_transaction("t", pid, epoch, commit=True) == ErrorCode.PRODUCER_FENCED
         assert await rig.c.add_partitions("t", pid, epoch, [A]) == ErrorCode.PRODUCER_FENCED
@@ -200,6 +202,7 @@ def test_a_transaction_open_past_its_timeout_is_aborted_and_its_producer_fenced(
         await settle()
         assert rig.state() is TransactionState.COMPLETE_ABORT
         assert rig.markers.rounds == [(pid, epoch + 1, False, 0, frozenset({A, B}))]
+        assert rig.c.aborts == {"timeout": 1}
         assert await rig.c.end_transaction("t", pid, epoch, commit=True) == ErrorCode.PRODUCER_FENCED
     on_virtual_time(test, tmp_path)
 

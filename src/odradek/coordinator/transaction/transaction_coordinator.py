@@ -22,6 +22,7 @@ CONCURRENT_TRANSACTIONS, as Kafka's lock gives.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from collections.abc import Set as AbstractSet
@@ -117,6 +118,8 @@ class TransactionCoordinator:
         self._markers = markers
         self._tasks = BackgroundTasks()
         self._timers: dict[str, Timer] = {}  # each background check's next run
+        # transactions aborted, by why: "client" (EndTxn), "timeout", "fenced" (a new instance)
+        self.aborts: collections.Counter[str] = collections.Counter()
         self.active = True
 
     # -- InitProducerId ------------------------------------------------------------------------
@@ -156,6 +159,7 @@ class TransactionCoordinator:
             # an older instance left a transaction open: abort it under a bumped epoch (which
             # fences that instance), and have this one retry once the abort is under way
             self._end_fenced(txn, outcome)
+            self.aborts["fenced"] += 1
             return InitProducerIdResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         error = await self.manager.append(txn, outcome)
         if error != ErrorCode.NONE:
@@ -263,7 +267,10 @@ class TransactionCoordinator:
         if state is _S.ONGOING:
             prepared = txn.prepare_abort_or_commit(_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT,
                                                    self.clock.milliseconds())
-            return await self._prepare_and_send(txn, prepared)
+            error = await self._prepare_and_send(txn, prepared)
+            if not commit and error == ErrorCode.NONE:
+                self.aborts["client"] += 1
+            return error
         if state is (_S.COMPLETE_COMMIT if commit else _S.COMPLETE_ABORT):
             return ErrorCode.NONE
         if state is (_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT):
@@ -386,8 +393,13 @@ class TransactionCoordinator:
                      "aborting it and fencing the producer", txn.transactional_id, txn.producer_id,
                      now - txn.txn_start_timestamp, txn.txn_timeout_ms)
             self._end_fenced(txn, fence)
+            self.aborts["timeout"] += 1
             started += 1
         return started
+
+    def open_transactions(self) -> int:
+        """Transactions coordinated here that are open or being completed (for the metrics)."""
+        return sum(held.metadata.has_pending_transaction for held in self.manager.local_ids())
 
     def remove_expired(self) -> int:
         """Kafka's removeExpiredTransactionalIds: ids idle for transactional.id.expiration.ms
