@@ -19,7 +19,7 @@ status answers from ZooKeeper and the recorded pids in one look):
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from odradek.admin.consumer_group_command import block_text
 from odradek.admin.reassign_partitions_command import Ongoing
+from odradek.ui import plain_words
 from odradek.ui.plain_words import plain
 from odradek.zk import paths
 
@@ -254,6 +255,128 @@ def group_blocks(ordered: Mapping[str, Any] | None, now_ms: float) -> dict[str, 
     rows.sort(key=lambda r: -r["blocked_s"])
     return {"topics": list(ordered.get("topics", ())), "error": ordered.get("error"), "blocked": rows,
             "oldest_s": rows[0]["blocked_s"] if rows else None}
+
+
+# -- transactions --------------------------------------------------------------------------------
+
+#: the states of a transaction that is open or being completed (Kafka's ListTransactions names)
+OPEN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
+#: the family of each broker's scrape that says which led partitions' last stable offset lags
+LSO_LAG = "kafka_cluster_partition_laststableoffsetlag"
+#: a partition's last stable offset lagging this long with no open transaction including it is named
+LAG_NOTICE_S = 10.0
+#: lagging partitions listed (the furthest behind first) and notices given, at most
+MAX_LAGGING = 50
+MAX_NOTICES = 20
+
+Partition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class LsoLags:
+    """What the brokers' scrapes say of last stable offsets: ``lags`` each lagging partition's
+    high watermark minus last stable offset (the brokers omit the partitions that do not lag),
+    ``brokers`` whose last scrape answered (a partition they lead and do not list does not lag),
+    ``at_ms`` when the last scrape was made, ``since`` since when each partition has lagged in
+    every scrape (lagging_since)."""
+    lags: Mapping[Partition, int] = field(default_factory=dict)
+    brokers: frozenset[int] = frozenset()
+    at_ms: float | None = None
+    since: Mapping[Partition, float] = field(default_factory=dict)
+
+
+def lso_lags(text: str) -> dict[Partition, int]:
+    """The partitions one scrape lists in kafka_cluster_partition_laststableoffsetlag (only the
+    lagging ones: its leader exports no 0)."""
+    out: dict[Partition, int] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != LSO_LAG:
+            continue
+        for sample in family.samples:
+            try:
+                tp = (sample.labels["topic"], int(sample.labels["partition"]))
+            except (KeyError, ValueError):
+                continue
+            if sample.value > 0:
+                out[tp] = max(out.get(tp, 0), int(sample.value))
+    return out
+
+
+def lagging_since(previous: Mapping[Partition, float], lags: Mapping[Partition, int],
+                  now_ms: float) -> dict[Partition, float]:
+    """Since when each partition in ``lags`` has lagged: ``previous``'s time if it lagged in the
+    scrape before, else ``now_ms`` (a scrape in which it did not lag starts it afresh)."""
+    return {tp: previous.get(tp, now_ms) for tp, lag in lags.items() if lag > 0}
+
+
+def _holders(read: Mapping[str, Any]) -> dict[Partition, list[str]]:
+    """The open transactions of a read that include each partition."""
+    out: dict[Partition, list[str]] = {}
+    for t in read["transactions"]:
+        if t["state"] in OPEN_STATES and t["error"] is None:
+            for topic, partition in t["partitions"]:
+                out.setdefault((topic, partition), []).append(t["transactional_id"])
+    return out
+
+
+def transactions_view(reads: Sequence[Mapping[str, Any]], leaders: Mapping[Partition, int], lso: LsoLags | None,
+                      now_ms: float) -> dict[str, Any]:
+    """The transactions section: the newest of ``reads`` (txn_reader.read_transactions' rounds,
+    oldest first) with each transaction's open time as of ``now_ms``, whether it is ``overdue``
+    (open or being completed past its timeout), each partition's last stable offset lag (None:
+    not known, its leader's metrics were not read; ``leaders`` from the grid); the lagging
+    partitions with the open transactions that include them; and ``problems`` in plain words.
+
+    A lagging partition is named a problem when it has lagged for LAG_NOTICE_S and no open
+    transaction included it in a read made wholly while it lagged: the newest read that ended
+    before the last scrape, with the partition lagging since before it started. Against a read
+    made before the lag was sampled a transaction committed in between would look hanging, and
+    against one ended after, a transaction begun in between. Nothing is named while some open
+    transactions were not described (MAX_DESCRIBED, or a coordinator that did not answer): one
+    of them may hold the partition. ``lso`` None: no broker's metrics are read."""
+    lso_known = lso if lso is not None else LsoLags()
+
+    def lag_of(tp: Partition) -> int | None:
+        if tp in lso_known.lags:
+            return lso_known.lags[tp]
+        return 0 if leaders.get(tp) in lso_known.brokers else None
+
+    latest = reads[-1] if reads else {"transactions": [], "listed": 0, "open": 0, "ended_ms": None}
+    rows = []
+    for t in latest["transactions"]:
+        is_open = t["state"] in OPEN_STATES
+        open_s = max(0.0, now_ms - t["start_time_ms"]) / 1000 if is_open and t["start_time_ms"] is not None else None
+        overdue = open_s is not None and bool(t["timeout_ms"]) and open_s * 1000 > t["timeout_ms"]
+        rows.append({**t, "open": is_open, "open_s": open_s, "overdue": overdue,
+                     "partitions": [{"topic": topic, "partition": p, "name": f"{topic}-{p}",
+                                     "lso_lag": lag_of((topic, p))} for topic, p in t["partitions"]]})
+    rows.sort(key=lambda r: (not r["open"], -(r["open_s"] or 0.0), r["transactional_id"]))
+    problems = [plain_words.transaction_overdue(r["transactional_id"], r["state"], r["coordinator"], r["open_s"],
+                                                r["timeout_ms"] / 1000, (p["topic"] for p in r["partitions"]))
+                for r in rows if r["overdue"]]
+
+    holders = _holders(latest)
+    at_ms = lso_known.at_ms
+    lagging = []
+    for tp, lag in sorted(lso_known.lags.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_LAGGING]:
+        since = lso_known.since.get(tp)
+        lagging.append({"topic": tp[0], "partition": tp[1], "name": f"{tp[0]}-{tp[1]}", "lso_lag": lag,
+                        "lagging_s": None if since is None or at_ms is None else max(0.0, at_ms - since) / 1000,
+                        "held_by": holders.get(tp, [])})
+    judged = [r for r in reads if at_ms is not None and r["ended_ms"] <= at_ms]
+    if judged and at_ms is not None:
+        read = judged[-1]
+        held = _holders(read)
+        if not read["undescribed_open"] and not read["errors"]:
+            for tp, lag in sorted(lso_known.lags.items()):
+                since = lso_known.since.get(tp, at_ms)
+                if tp not in held and since <= read["started_ms"] and at_ms - since >= LAG_NOTICE_S * 1000:
+                    problems.append(plain_words.lso_unexplained(tp[0], tp[1], lag, (at_ms - since) / 1000))
+    if len(problems) > MAX_NOTICES:
+        problems = problems[:MAX_NOTICES] + [f"and {len(problems) - MAX_NOTICES} more"]
+    return {"read": bool(reads), "transactions": rows, "listed": latest["listed"], "open": latest["open"],
+            "shown": len(rows), "lagging": lagging, "lagging_total": len(lso_known.lags),
+            "lso_known": lso is not None, "problems": problems, "read_at": latest["ended_ms"]}
 
 
 # -- Prometheus metrics ---------------------------------------------------------------------------

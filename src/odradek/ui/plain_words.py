@@ -5,11 +5,15 @@ where ("ZooKeeper at 127.0.0.1:2181 does not answer", "broker 2 does not answer 
 127.0.0.1:9093") instead of the exception that carried the news: a Python class name
 (ClientConnectorError, KazooTimeoutError) or errno text ("[Errno 111]") means nothing to it,
 and differs between the client libraries that noticed the same outage.
+
+The transactions view's notices are written the same way: what holds the operator's consumers
+back, and the command that tells more (`odradek transactions find-hanging`).
 """
 from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -74,3 +78,45 @@ def http_failure(broker: int, url: str, exc: BaseException) -> str:
     if isinstance(exc, (aiohttp.ClientConnectionError, asyncio.TimeoutError, TimeoutError, OSError)):
         return broker_silent(broker, address)
     return f"broker {broker} on {address}: {describe(exc)}"
+
+
+# -- transactions -----------------------------------------------------------------------------------
+
+
+def duration(seconds: float) -> str:
+    """"45 s", "12 min", "3.5 h"."""
+    if seconds < 120:
+        return f"{max(0, round(seconds))} s"
+    if seconds < 7200:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def find_hanging(topics: Iterable[str]) -> str:
+    """The find-hanging command for a transaction's topics: ``--topic T`` for one topic, else
+    every partition."""
+    names = sorted(set(topics))
+    return f"`odradek transactions find-hanging --topic {names[0]}`" if len(names) == 1 else \
+        "`odradek transactions find-hanging`"
+
+
+def transaction_overdue(transactional_id: str, state: str, coordinator: int, open_s: float, timeout_s: float,
+                        topics: Iterable[str]) -> str:
+    """Why a transaction open past its timeout is a problem, and what to run."""
+    head = f"the transaction of {transactional_id!r} has been open for {duration(open_s)}, past its timeout of " \
+           f"{duration(timeout_s)}"
+    command = find_hanging(topics)
+    if state == "Ongoing":
+        return (f"{head}: its coordinator, broker {coordinator}, aborts such a transaction at its next check "
+                f"(transaction.abort.timed.out.transaction.cleanup.interval.ms, 10 s by default); if it stays "
+                f"open, {command} tells whether it hangs")
+    return (f"{head} and is still {state}: its coordinator, broker {coordinator}, has not had every partition's "
+            f"marker written (is a partition's leader down?); {command} tells whether a partition is left hanging")
+
+
+def lso_unexplained(topic: str, partition: int, lag: int, lagging_s: float) -> str:
+    """A partition whose last stable offset lags with no open transaction holding it."""
+    return (f"partition {topic}-{partition}: its read_committed consumers have been held back for {duration(lagging_s)} "
+            f"or more ({lag} records past its last stable offset) and no open transaction includes it: "
+            f"`odradek transactions find-hanging --topic {topic}` tells whether a transaction hangs there (one open "
+            f"past --max-transaction-timeout, 15 min by default), and `odradek transactions abort` ends one it finds")

@@ -3,7 +3,9 @@ connection shares (a ZooKeeper read per second for the server, not per open page
 
 Each section has its own loop and pace: ZooKeeper's znodes (the grid, brokers, controller) every
 second; the state-change logs' new lines every second; the Kafka requests (consumer groups with
-lag, reassignments, deletions) every few seconds; the brokers' Prometheus metrics every two.
+lag, transactions, reassignments, deletions) every few seconds; the brokers' Prometheus metrics
+every two (the charted series, and which partitions' last stable offset lags: the transactions
+section joins those to the transactions read, model.transactions_view).
 Blocking clients (kazoo, the admin tools' socket requests, file reads) run through
 asyncio.to_thread so the aiohttp loop never waits on the cluster; the metrics and remote logs are
 fetched with aiohttp's own client. confluent-kafka's AdminClient (the consumer groups) lives in
@@ -63,8 +65,9 @@ from odradek.cluster.cluster_spec import read_pid
 from odradek.cluster.local_cluster import LocalCluster, pid_alive
 from odradek.common.metadata import TopicPartition
 from odradek.ui import model, plain_words
-from odradek.ui.kafka_reader import GroupReader
+from odradek.ui.kafka_reader import ROUND_TIMEOUTS, GroupReader
 from odradek.ui.plain_words import ZooKeeperSilent
+from odradek.ui.txn_reader import ClusterTransactions, read_transactions
 from odradek.zk import paths
 
 log = logging.getLogger("odradek.ui")
@@ -234,6 +237,11 @@ class ZkReader:
                             {tp: state_values[path] for tp, path in state_paths.items()}, deleting)
 
 
+class TransactionsUnlisted(Exception):
+    """Some brokers could not list the transactions they coordinate this round (the message
+    says which and why)."""
+
+
 class StateChangeLogUnread(Exception):
     """Some brokers' state-change logs could not be read this round (the message says whose
     and why, in the page's words)."""
@@ -295,7 +303,8 @@ class Poller:
     """Reads the cluster on its own loops and hands each changed section, as JSON, to every
     subscriber (one asyncio.Queue per browser connection)."""
 
-    SECTIONS = ("cluster", "health", "timeline", "groups", "reassignments", "deletions", "metrics", "errors")
+    SECTIONS = ("cluster", "health", "timeline", "groups", "transactions", "reassignments", "deletions", "metrics",
+                "errors")
 
     def __init__(self, source: ClusterSource, zk_interval: float = 1.0, kafka_interval: float = 3.0,
                  metrics_interval: float = 2.0, timeout: float = 5.0) -> None:
@@ -321,10 +330,15 @@ class Poller:
         self._last_sample: dict[int, tuple[float, dict[str, float]]] = {}
         self._tails: dict[int, LogTail] = {}
         self._records: dict[int, deque[dict[str, Any]]] = {}
+        self._txn_reads: deque[dict[str, Any]] = deque(maxlen=2)  # the last two rounds (model.transactions_view)
+        self._lso: dict[int, dict[model.Partition, int]] = {}  # each answering broker's lagging partitions
+        self._lso_at: float | None = None  # when the brokers were last scraped (ms)
+        self._lso_since: dict[model.Partition, float] = {}
         for name, empty in (("timeline", []), ("groups", []), ("reassignments", []), ("deletions", []),
                             ("metrics", {"brokers": {}, "urls": dict(source.metrics_urls)}), ("errors", {})):
             self._set(name, empty)
         self._set("health", model.health(None, None, None, time.time(), zk_interval))
+        self._publish_transactions()
 
     async def start(self) -> None:
         """Connects to ZooKeeper (ClusterError when it cannot be reached: the command fails at
@@ -565,6 +579,18 @@ class Poller:
                 row["blocks"] = model.group_blocks(row.pop("ordered", None), now_ms)
             self._set("groups", rows)
 
+        async def transactions() -> None:
+            source = ClusterTransactions(bootstrap, self.timeout)
+            deadline = time.monotonic() + self.timeout * ROUND_TIMEOUTS
+            read = await asyncio.to_thread(read_transactions, source, deadline)
+            for row in read["transactions"]:
+                if row["error"]:
+                    row["error"] = plain_words.plain(row["error"])
+            self._txn_reads.append(read)
+            self._publish_transactions()
+            if read["errors"]:  # the other brokers' transactions are shown
+                raise TransactionsUnlisted("; ".join(read["errors"]))
+
         async def reassignments() -> None:
             self._set("reassignments", await asyncio.to_thread(read_reassignments, bootstrap, self.timeout))
 
@@ -575,17 +601,28 @@ class Poller:
             logs = await asyncio.to_thread(read_deleting_logs, state, self.timeout)
             self._set("deletions", model.deletion_progress(state, logs))
 
-        await asyncio.gather(self._guarded("groups", groups()), self._guarded("reassignments", reassignments()),
-                             self._guarded("deletions", deletions()))
+        await asyncio.gather(self._guarded("groups", groups()), self._guarded("transactions", transactions()),
+                             self._guarded("reassignments", reassignments()), self._guarded("deletions", deletions()))
+
+    def _publish_transactions(self) -> None:
+        """The transactions section from the last reads and the last scrapes (each loop calls
+        it after its own read, so open times and lags stay as fresh as the faster of the two)."""
+        leaders = {(t["name"], p["partition"]): p["leader"] for t in (self._cluster or {}).get("topics", [])
+                   for p in t["partitions"]}
+        lso = None if self._lso_at is None else model.LsoLags(
+            {tp: lag for lags in self._lso.values() for tp, lag in lags.items()}, frozenset(self._lso),
+            self._lso_at, self._lso_since)
+        self._set("transactions", model.transactions_view(list(self._txn_reads), leaders, lso, time.time() * 1000))
 
     async def _scrape(self) -> None:
-        """Each broker's charted series: only those are asked for (``name[]``, as
-        prometheus_client's handler takes it), not the whole scrape, which holds four series
-        per replica a broker hosts (tens of thousands of lines to parse on this loop)."""
+        """Each broker's charted series and its lagging last stable offsets: only those are asked
+        for (``name[]``, as prometheus_client's handler takes it), not the whole scrape, which
+        holds four series per replica a broker hosts (tens of thousands of lines to parse on this
+        loop); the brokers list only the partitions they lead whose last stable offset lags."""
         urls = self._metrics_urls()
         if not urls:
             return
-        only = [("name[]", family) for _, family, _ in model.CHARTED]
+        only = [("name[]", family) for _, family, _ in model.CHARTED] + [("name[]", model.LSO_LAG)]
 
         async def one(broker: int, url: str) -> str | None:
             assert self._http is not None  # start() made it before starting this loop
@@ -595,15 +632,22 @@ class Poller:
                     text = await response.text()
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
                 self._last_sample.pop(broker, None)  # the next rate starts afresh
+                self._lso.pop(broker, None)  # the lag of the partitions it leads is not known
                 return plain_words.http_failure(broker, url, exc)
             now = time.time()
             sample = model.metric_sample(text)
             point = model.chart_point(self._last_sample.get(broker), now, sample)
             self._last_sample[broker] = (now, sample)
             self._history.setdefault(broker, deque(maxlen=METRIC_POINTS)).append(point)
+            self._lso[broker] = model.lso_lags(text)
             return None
 
         failed = [e for e in await asyncio.gather(*(one(b, u) for b, u in sorted(urls.items()))) if e]
+        self._lso = {b: lags for b, lags in self._lso.items() if b in urls}
+        self._lso_at = time.time() * 1000
+        self._lso_since = model.lagging_since(self._lso_since, {tp: lag for lags in self._lso.values()
+                                                                for tp, lag in lags.items()}, self._lso_at)
+        self._publish_transactions()
         self._report("metrics", "; ".join(failed) if failed else None)
         self._set("metrics", {"brokers": {str(b): list(h) for b, h in sorted(self._history.items())},
                               "urls": {str(b): u for b, u in sorted(urls.items())}})

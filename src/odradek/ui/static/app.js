@@ -2,7 +2,7 @@
 // Plain JS and SVG, no libraries: the page must work on a machine without internet access.
 "use strict";
 
-const state = { cluster: null, health: null, timeline: [], groups: [], reassignments: [], deletions: [], metrics: null, errors: {} };
+const state = { cluster: null, health: null, timeline: [], groups: [], transactions: null, reassignments: [], deletions: [], metrics: null, errors: {} };
 const COLORS = ["#3867d6", "#e67e22", "#2e9d5b", "#8e44ad", "#d8403a", "#16a2b8", "#7f8c8d", "#c0a000"];
 const CHARTS = [
   ["messages_in", "messages in / s"],
@@ -134,6 +134,49 @@ function renderGroups() {
     `</table>`;
 }
 
+// a duration as plain_words.duration writes it in the notices
+function dur(seconds) {
+  if (seconds < 120) return `${Math.max(0, Math.round(seconds))} s`;
+  if (seconds < 7200) return `${Math.round(seconds / 60)} min`;
+  return `${(seconds / 3600).toFixed(1)} h`;
+}
+
+// a partition of a transaction, or a lagging one: its last stable offset lag (model.transactions_view)
+function lsoCell(p, withLag = true) {
+  const lag = p.lso_lag;
+  const cls = lag > 0 ? " lso-lag" : "";
+  const said = !withLag || lag === null || lag === undefined ? "" : lag > 0 ? ` (${fmt(lag)} held back)` : "";
+  return `<span class="tp${cls}" data-tp="${esc(p.name)}" data-lso-lag="${lag ?? ""}">${esc(p.name)}${said}</span>`;
+}
+
+function renderTransactions() {
+  const t = state.transactions;
+  if (!t) return;
+  let html = t.problems.map(p => `<div class="notice">${esc(p)}</div>`).join("");
+  if (!t.read) html += '<p class="muted">not read yet</p>';
+  else if (!t.transactions.length) html += '<p class="muted">no transactional ids</p>';
+  else {
+    html += `<table><tr><th>transactional id</th><th>state</th><th>producer id / epoch</th><th>coordinator</th>` +
+      `<th>open for</th><th>timeout</th><th>partitions</th></tr>` +
+      t.transactions.map(x => `<tr class="${x.overdue ? "overdue" : ""}" data-txn="${esc(x.transactional_id)}" data-state="${esc(x.state)}"` +
+        ` data-overdue="${x.overdue}"><td>${esc(x.transactional_id)}</td><td>${esc(x.state)}</td>` +
+        `<td>${x.producer_id} / ${x.producer_epoch ?? "–"}</td><td>${x.coordinator}</td>` +
+        `<td>${x.open_s === null ? "–" : dur(x.open_s)}</td>` +
+        `<td>${x.timeout_ms ? dur(x.timeout_ms / 1000) : "–"}</td>` +
+        `<td class="wrap">${x.error ? esc(x.error) : x.partitions.slice(0, 12).map(p => lsoCell(p)).join(" ") + (x.partitions.length > 12 ? " …" : "")}</td></tr>`).join("") +
+      `</table>`;
+    if (t.shown < t.listed) html += `<p class="muted">${t.shown} of ${t.listed} transactional ids shown (${t.open} open, those first): \`odradek transactions list\` lists them all</p>`;
+  }
+  if (!t.lso_known) html += '<p class="muted">last stable offsets not known: they come from the brokers\' metrics (odradek up --metrics-base-port)</p>';
+  else if (t.lagging.length) {
+    html += `<h3>Partitions holding read_committed consumers back</h3><table><tr><th>partition</th><th>last stable offset lag</th><th>for at least</th><th>open transactions including it</th></tr>` +
+      t.lagging.map(p => `<tr class="lagging" data-lagging="${esc(p.name)}"><td>${lsoCell(p, false)}</td><td>${fmt(p.lso_lag)}</td>` +
+        `<td>${p.lagging_s === null ? "–" : dur(p.lagging_s)}</td><td>${p.held_by.length ? p.held_by.map(esc).join(", ") : "none"}</td></tr>`).join("") +
+      `</table>` + (t.lagging_total > t.lagging.length ? `<p class="muted">the ${t.lagging.length} furthest behind of ${t.lagging_total}</p>` : "");
+  }
+  $("transactions").innerHTML = html;
+}
+
 function renderWork() {
   const r = state.reassignments;
   $("reassignments").innerHTML = !r.length ? '<p class="muted">none in progress</p>' :
@@ -180,7 +223,8 @@ function renderCharts() {
 
 // what each section of the errors is about, in the page's words
 const SECTION_NAMES = {
-  cluster: "partition grid", kafka: "Kafka requests", groups: "consumer groups", reassignments: "reassignments",
+  cluster: "partition grid", kafka: "Kafka requests", groups: "consumer groups", transactions: "transactions",
+  reassignments: "reassignments",
   deletions: "topic deletions", metrics: "metrics", state_change_log: "state-change log",
 };
 function renderErrors() {
@@ -238,7 +282,8 @@ function renderHealth() {
 const RENDER = {
   cluster: () => { renderHeader(); renderBrokers(); renderTopics(); },
   health: () => { healthSeenAt = Date.now(); renderHealth(); },
-  timeline: renderTimeline, groups: renderGroups, reassignments: renderWork, deletions: renderWork,
+  timeline: renderTimeline, groups: renderGroups, transactions: renderTransactions, reassignments: renderWork,
+  deletions: renderWork,
   metrics: renderCharts, errors: renderErrors,
 };
 
