@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from clients import create_topic
-from ui_process import api_state, start_ui, stop_ui
+from ui_process import api_state, metrics_cluster, start_ui, stop_ui
 
 from odradek.cluster.local_cluster import LocalCluster
-from odradek.common.netutil import free_port, free_port_block
+from odradek.common.netutil import free_port
 from odradek.zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
@@ -25,14 +24,8 @@ TOPIC = "ui-remote"
 @pytest.fixture(scope="module")
 def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """The module's 3-broker cluster, with metrics ports (the shared fixture's brokers have none)."""
-    c = LocalCluster(tmp_path_factory.mktemp("cluster"), 3, base_port=free_port_block(3),
-                     zookeeper=f"{zookeeper.connect_string}/odradek-ui-{uuid.uuid4().hex[:8]}",
-                     broker_args={"zookeeper_session_timeout_ms": 4000}, metrics_base_port=free_port_block(3))
-    try:
-        c.up(timeout=60)
+    with metrics_cluster(zookeeper, tmp_path_factory.mktemp("cluster"), "ui") as c:
         yield c
-    finally:
-        c.down()
 
 
 def test_remote_dashboard_has_timeline_and_metrics(cluster: LocalCluster, tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,11 +15,11 @@ from typing import Any
 import pytest
 from clients import create_topic
 from confluent_kafka import Producer
-from ui_process import api_state, start_ui, stop_ui
+from ui_process import api_state, metrics_cluster, start_ui, stop_ui
 
 from odradek.admin.transactions_command import TransactionsAdmin
 from odradek.cluster.local_cluster import LocalCluster
-from odradek.common.netutil import free_port, free_port_block
+from odradek.common.netutil import free_port
 from odradek.zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
@@ -34,14 +33,8 @@ CHROMIUM = "/usr/bin/chromium"
 def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """The shared fixture's 3-broker cluster (conftest.py), with metrics ports: the last stable
     offset lags come from the brokers' scrapes."""
-    c = LocalCluster(tmp_path_factory.mktemp("cluster"), 3, base_port=free_port_block(3),
-                     zookeeper=f"{zookeeper.connect_string}/odradek-ui-txn-{uuid.uuid4().hex[:8]}",
-                     broker_args={"zookeeper_session_timeout_ms": 4000}, metrics_base_port=free_port_block(3))
-    try:
-        c.up(timeout=60)
+    with metrics_cluster(zookeeper, tmp_path_factory.mktemp("cluster"), "ui-txn") as c:
         yield c
-    finally:
-        c.down()
 
 
 def wait_for_row(port: int, ui: Any, log: Path, done: Any, what: str, timeout_s: float = 15.0) -> dict[str, Any]:

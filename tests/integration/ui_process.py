@@ -1,7 +1,9 @@
 """`odradek ui` as a process for the dashboard's tests: started on a port once it serves, its
-/api/state read, and stopped as an operator's Ctrl-C stops it."""
+/api/state read, and stopped as an operator's Ctrl-C stops it; and the cluster with metrics
+ports those tests read (the shared fixture's brokers have none)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -9,10 +11,29 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from odradek.cluster.local_cluster import LocalCluster
+from odradek.common.netutil import free_port_block
+from odradek.zk.server import ZooKeeperServer
+
+
+@contextlib.contextmanager
+def metrics_cluster(zookeeper: ZooKeeperServer, data_dir: Path, name: str) -> Iterator[LocalCluster]:
+    """A 3-broker cluster whose brokers serve /metrics, stopped at the end."""
+    c = LocalCluster(data_dir, 3, base_port=free_port_block(3),
+                     zookeeper=f"{zookeeper.connect_string}/odradek-{name}-{uuid.uuid4().hex[:8]}",
+                     broker_args={"zookeeper_session_timeout_ms": 4000}, metrics_base_port=free_port_block(3))
+    try:
+        c.up(timeout=60)
+        yield c
+    finally:
+        c.down()
 
 
 def start_ui(where: list[str], port: int, log: Path, interval_s: float = 0.5) -> subprocess.Popen:

@@ -171,14 +171,7 @@ class Partition:
         if duplicate is not None:
             validate_batches(batches)  # trust no header we answer from without its CRC
             return duplicate.first_offset, duplicate.last_offset
-        first, last = self.log.append_as_leader(batches, self.leader_epoch)
-        offset = first
-        for h in headers:
-            self.producers.update(h, offset, offset + h.last_offset_delta)
-            offset += h.last_offset_delta + 1
-        self._maybe_advance_high_watermark()
-        self.wake_fetchers()
-        return first, last
+        return self._append(batches, headers)
 
     def append_as_coordinator(self, batches: bytes) -> tuple[int, int]:
         """Append a coordinator's own batches (Kafka's AppendOrigin.COORDINATOR): the group
@@ -194,6 +187,10 @@ class Partition:
         headers = list(iter_batches(batches))
         for h in headers:
             self._check_coordinator_batch(h)
+        return self._append(batches, headers)
+
+    def _append(self, batches: bytes, headers: list[BatchHeader]) -> tuple[int, int]:
+        """Append checked batches as the leader, with the producer state in step."""
         first, last = self.log.append_as_leader(batches, self.leader_epoch)
         offset = first
         for h in headers:
