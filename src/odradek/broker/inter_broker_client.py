@@ -33,7 +33,8 @@ class InterBrokerClient:
         try:
             async with lock:
                 return await conn.request(api_key, version, body, timeout_s)
-        except (OSError, asyncio.TimeoutError, ConnectionError, ValueError) as exc:
+        except (OSError, EOFError, asyncio.TimeoutError, ConnectionError, ValueError) as exc:
+            # EOFError: asyncio.IncompleteReadError, the broker closed the connection (killed)
             self._drop(broker_id, conn)
             raise BrokerUnreachable(f"broker {broker_id}: {exc!r}") from None
 

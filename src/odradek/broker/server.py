@@ -102,7 +102,7 @@ class Broker:
                         config.group_initial_rebalance_delay_ms, config.offsets_retention_minutes * 60_000,
                         config.offset_metadata_max_bytes), clock, scheduler)
         self.producer_ids = ProducerIdManager(config.broker_id, self.zk)
-        self.txn_markers = TxnMarkerChannel(config.broker_id, self.metadata)
+        self.txn_markers = TxnMarkerChannel(config.broker_id, self.metadata, self.zk)
         # the state log's writes wait for its ISR as long as offset commits do
         self.transaction_coordinator = TransactionCoordinator(
             TransactionStateManager(self._transaction_partition_count, self.replica_manager.get,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from typing import Any
 
 from odradek.broker import api_keys
 from odradek.broker.inter_broker_client import BrokerUnreachable, InterBrokerClient
@@ -30,13 +31,21 @@ REQUEST_TIMEOUT_S = 35.0  # past the leader's own 30 s wait for its ISR (txn_mar
 class TxnMarkerChannel:
     """The broker's TxnMarkerWriter (coordinator/transaction/transaction_coordinator.py)."""
 
-    def __init__(self, broker_id: int, metadata: MetadataCache) -> None:
+    def __init__(self, broker_id: int, metadata: MetadataCache, zk: Any) -> None:
+        """``zk``: KafkaZkClient (blocking; called through asyncio.to_thread)."""
         self._metadata = metadata
+        self._zk = zk
         self._client = InterBrokerClient(f"broker-{broker_id}-txn-marker-sender", metadata)
 
-    def partition_exists(self, tp: TopicPartition) -> bool:
-        partitions = self._metadata.partitions(tp.topic)
-        return partitions is not None and tp.partition in partitions
+    async def partition_deleted(self, tp: TopicPartition) -> bool:
+        """Whether ZooKeeper no longer has the partition: its topic deleted, or the partition
+        removed (KIP-253). This broker's metadata cache cannot tell: just started, it may not
+        know a topic yet (Kafka skips a marker whose partition has no known leader; taken for
+        deleted at a restarted coordinator, a commit was completed without its markers, and a
+        later abort marker took its records)."""
+        assignments = await asyncio.to_thread(self._zk.get_topic_assignments, [tp.topic])
+        assignment = assignments.get(tp.topic)
+        return assignment is None or tp.partition not in assignment.partitions
 
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                             partitions: set[TopicPartition]) -> dict[TopicPartition, ErrorCode]:

@@ -37,8 +37,8 @@ class Markers:
         self.rounds.append((producer_id, producer_epoch, commit, coordinator_epoch, frozenset(partitions)))
         return {tp: self.answers.get(tp, ErrorCode.NONE) for tp in partitions}
 
-    def partition_exists(self, tp: TopicPartition) -> bool:
-        return tp not in self.deleted
+    async def partition_deleted(self, tp: TopicPartition) -> bool:
+        return tp in self.deleted
 
 
 class Rig:
@@ -240,4 +240,47 @@ def test_requests_for_an_id_of_a_partition_not_led_here_get_not_coordinator(tmp_
         assert await rig.c.end_transaction("t", 1, 0, commit=True) == ErrorCode.NOT_COORDINATOR
         unused = ProducerIdAndEpoch(1, 0)
         assert (await rig.c.init_producer_id("t", TIMEOUT_MS, unused)).error == ErrorCode.NOT_COORDINATOR
+    on_virtual_time(test, tmp_path)
+
+
+def test_a_partition_the_broker_does_not_know_yet_is_not_taken_for_deleted(tmp_path: Path) -> None:
+    """A coordinator just restarted may not have the data partitions in its metadata yet; its
+    WriteTxnMarkers round answers UNKNOWN_TOPIC_OR_PARTITION for them. Only a partition known
+    to be gone may go without its marker: the commit waits (a fault run completed a commit
+    without markers, and a later abort took its records)."""
+    async def test(rig: Rig) -> None:
+        pid, epoch = await rig.begin()
+        rig.markers.answers[A] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert await rig.c.end_transaction("t", pid, epoch, commit=True) == ErrorCode.NONE
+        for _ in range(3):
+            rig.scheduler.advance(CONFIG.marker_retry_backoff_ms)
+            await settle()
+        assert rig.state() is TransactionState.PREPARE_COMMIT  # still waiting for A's marker
+        assert [r[4] for r in rig.markers.rounds][-1] == frozenset({A})
+        del rig.markers.answers[A]  # the metadata arrived
+        rig.scheduler.advance(CONFIG.marker_retry_backoff_ms)
+        await settle()
+        assert rig.state() is TransactionState.COMPLETE_COMMIT
+    on_virtual_time(test, tmp_path)
+
+
+def test_a_failing_marker_round_is_tried_again_not_abandoned(tmp_path: Path) -> None:
+    """An exception from the broker's marker channel (a leader killed mid-request) must not end
+    the task that completes the transaction."""
+    async def test(rig: Rig) -> None:
+        pid, epoch = await rig.begin()
+        failures = [ConnectionResetError("killed")]
+        write = rig.markers.write_markers
+
+        async def flaky(*args: object) -> dict[TopicPartition, ErrorCode]:
+            if failures:
+                raise failures.pop()
+            return await write(*args)  # type: ignore[arg-type]
+        rig.markers.write_markers = flaky  # type: ignore[method-assign]
+        assert await rig.c.end_transaction("t", pid, epoch, commit=True) == ErrorCode.NONE
+        await settle()
+        assert rig.state() is TransactionState.PREPARE_COMMIT
+        rig.scheduler.advance(CONFIG.marker_retry_backoff_ms)
+        await settle()
+        assert rig.state() is TransactionState.COMPLETE_COMMIT
     on_virtual_time(test, tmp_path)

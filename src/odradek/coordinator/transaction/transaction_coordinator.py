@@ -78,8 +78,11 @@ class TxnMarkerWriter(Protocol):
     def write_markers(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                       partitions: set[TopicPartition]) -> Awaitable[dict[TopicPartition, ErrorCode]]: ...
 
-    def partition_exists(self, tp: TopicPartition) -> bool:
-        """False once the partition's topic is deleted: its marker is not needed."""
+    def partition_deleted(self, tp: TopicPartition) -> Awaitable[bool]:
+        """True only once the partition is known to be gone (its topic deleted, or the
+        partition removed): its marker is not needed. A partition this broker's metadata does
+        not know yet (a broker just started) is not gone: asked of ZooKeeper, not the cache,
+        since taking it for deleted would complete a commit without its markers."""
         ...
 
 
@@ -318,11 +321,16 @@ class TransactionCoordinator:
         while pending:
             if not self.active or not self.manager.is_current(transactional_id, txn):
                 return
-            answers = await self._markers.write_markers(producer_id, producer_epoch, commit, coordinator_epoch,
-                                                        set(pending))
+            try:
+                answers = await self._markers.write_markers(producer_id, producer_epoch, commit,
+                                                            coordinator_epoch, set(pending))
+            except Exception as exc:  # noqa: BLE001 - a transaction must never be left half completed
+                log.warning("transactional id %s: sending markers failed (%r); trying again", transactional_id, exc)
+                answers = {}
             for tp, error in answers.items():
-                if error == ErrorCode.NONE or (error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                                               and not self._markers.partition_exists(tp)):
+                if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and await self._deleted(tp):
+                    error = ErrorCode.NONE
+                if error == ErrorCode.NONE:
                     pending.discard(tp)
                     txn.remove_partition(tp)
                 elif error in _MARKERS_FENCED:
@@ -333,6 +341,16 @@ class TransactionCoordinator:
             if pending:
                 await self._sleep(self.config.marker_retry_backoff_ms)
         await self._write_complete(txn)
+
+    async def _deleted(self, tp: TopicPartition) -> bool:
+        try:
+            deleted = await self._markers.partition_deleted(tp)
+        except Exception as exc:  # noqa: BLE001 - not known to be gone: asked again next round
+            log.info("cannot tell whether %s is deleted (%r); its marker is sent again", tp, exc)
+            return False
+        if deleted:
+            log.info("%s is deleted: its transaction marker is not needed", tp)
+        return deleted
 
     async def _write_complete(self, txn: TransactionMetadata) -> None:
         """CompleteCommit/CompleteAbort, retried while this coordinator holds the id (a write
