@@ -9,6 +9,12 @@ start and judged (faults/checker.py). Prints one JSON report; exits 1 if any ano
 `--workload ordered` runs KIP-253's ordered delivery instead (faults/ordered_run.py): an ordered
 topic that the nemesis also grows and shrinks, OrderedProducers, and a group of OrderedConsumer
 member processes that it also kills, judged in the group's merged delivery order.
+
+`--workload transactions` runs transactions instead (faults/txn_run.py): transactional producers
+committing and aborting transactions over the topic's partitions, a read_committed and a
+read_uncommitted reader, and kills of the transaction coordinator among the faults, judged for
+Jepsen's aborted reads, lost writes, duplicates, torn transactions and reorderings
+(faults/txn_checker.py).
 """
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ from odradek.faults.checker import differing_replicas, judge, read_everything
 from odradek.faults.cluster import FaultCluster
 from odradek.faults.nemesis import KINDS, Nemesis
 from odradek.faults.ordered_run import run_ordered
+from odradek.faults.txn_run import run_transactions
 from odradek.faults.workload import LOGGER, PROTOCOL_ERRORS, ClientTrouble, KeyedProducer, TailingConsumer
 
 IN_NAMESPACE = "ODRADEK_FAULTS_NETNS"
@@ -55,10 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--producers", type=int, default=3)
     parser.add_argument("--rate", type=float, default=100.0, help="values per second per producer")
     parser.add_argument("--kinds", help="comma-separated fault kinds to draw from (default: all of the workload's)")
-    parser.add_argument("--workload", choices=("default", "ordered"), default="default",
+    parser.add_argument("--workload", choices=("default", "ordered", "transactions"), default="default",
                         help="default: idempotent producers and a tailing consumer; ordered: KIP-253's "
                              "ordered delivery (faults/ordered_run.py) with expansions, deletions and "
-                             "group member kills among the faults")
+                             "group member kills among the faults; transactions: transactional producers "
+                             "and read_committed / read_uncommitted readers (faults/txn_run.py), with "
+                             "kills of the transaction coordinator among the faults")
+    parser.add_argument("--no-copier", dest="copier", action="store_false",
+                        help="transactions: without the consume-transform-produce copier")
     parser.add_argument("--data-dir", type=Path, help="keep the cluster's data and logs here (default: a temp dir, "
                                                       "removed unless the run found an anomaly)")
     args = parser.parse_args(argv)
@@ -66,7 +77,12 @@ def main(argv: list[str] | None = None) -> int:
         return _reexec_in_namespace(argv if argv is not None else sys.argv[1:])
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="odradek-faults-"))
-    report = run_ordered(args, data_dir, BROKER_CONFIG) if args.workload == "ordered" else run(args, data_dir)
+    if args.workload == "ordered":
+        report = run_ordered(args, data_dir, BROKER_CONFIG)
+    elif args.workload == "transactions":
+        report = run_transactions(args, data_dir, BROKER_CONFIG)
+    else:
+        report = run(args, data_dir)
     print(json.dumps(report, indent=2))
     clean = sum(report["anomalies"].values()) == 0
     if clean and args.data_dir is None:

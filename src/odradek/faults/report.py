@@ -1,6 +1,7 @@
 """`python -m odradek.faults.report build/faults/*.json`: the fault runs' JSON reports as the
 Markdown table of docs/reliability.md (one column a seed: faults by kind, writes, anomalies; for
-the ordered workload also the topic's changes and the group's deliveries)."""
+the ordered workload also the topic's changes and the group's deliveries; for the transactional
+one the transactions' outcomes and the readers' deliveries)."""
 from __future__ import annotations
 
 import json
@@ -26,6 +27,15 @@ def table(reports: list[dict[str, Any]]) -> str:
         rows += [["deliveries to the group", *(f"{r['deliveries']:,}" for r in reports)],
                  ["&nbsp;&nbsp;redeliveries (not anomalies)", *(f"{r['redeliveries']:,}" for r in reports)],
                  ["member poll errors (not anomalies)", *(str(r["member_poll_errors"]) for r in reports)]]
+    if reports and all(r.get("workload") == "transactions" for r in reports):
+        # the transactional workload's own counts: the transactions' outcomes as their clients saw
+        # them, what the readers were delivered, and the errors the producers handled
+        rows += [[f"transactions {name.replace('_', ' ')}" if name != "transactions" else "transactions",
+                  *(f"{r['transactions'][name]:,}" for r in reports)] for name in reports[0]["transactions"]]
+        rows += [[name.replace("_", " "), *(f"{r['records'][name]:,}" for r in reports)]
+                 for name in reports[0]["records"]]
+        rows += [["abortable errors (not anomalies)", *(str(r["abortable_errors"]) for r in reports)],
+                 ["retriable errors (not anomalies)", *(str(sum(r["retriable_errors"].values())) for r in reports)]]
     rows += [["duration (s)", *(f"{r['duration_s']:.0f}" for r in reports)]]
     rows += [[name.replace("_", " "), *(str(r["anomalies"][name]) for r in reports)] for name in anomalies]
     return "\n".join("| " + " | ".join(row) + " |" for row in rows)

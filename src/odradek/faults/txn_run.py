@@ -1,0 +1,268 @@
+"""`python -m odradek.faults --workload transactions`: the fault run of transactions (KIP-98,
+KIP-447, KIP-890 part 1), with the anomalies Jepsen's Kafka tests define.
+
+The same cluster and faults as the default workload (faults/__main__.py), plus kill -9 of the
+transaction coordinator (the broker leading the most producers' `__transaction_state`
+partitions). Transactional producers (faults/txn_workload.py) write transactions of 1-10
+records over a 6-partition RF 3 topic, a quarter of them aborted on purpose, and record each
+one's outcome as their client saw it; a read_committed and a read_uncommitted consumer tail
+every partition from offset 0. After the last fault: the producers finish their transaction,
+the readers catch up to each partition's last stable offset (read_committed) and high
+watermark (read_uncommitted), and faults/txn_checker.py judges the history.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import logging
+import random
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.common.internal_topics import TRANSACTION_STATE_TOPIC_NAME
+from odradek.faults.checker import differing_replicas, read_everything
+from odradek.faults.cluster import FaultCluster
+from odradek.faults.nemesis import KINDS, Nemesis
+from odradek.faults.txn_checker import Txn, judge_copy, judge_transactions
+from odradek.faults.txn_workload import (
+    Copier,
+    TailReader,
+    TransactionalWriter,
+    coordinator_broker,
+    end_offsets,
+    transactional_id,
+)
+from odradek.faults.workload import LOGGER, PROTOCOL_ERRORS, ClientTrouble, KeyedProducer, encode_value
+
+TOPIC = "txn-faults"
+PARTITIONS = 6
+#: the copier's source (filled by a plain idempotent producer) and output topics
+SOURCE, OUTPUT, COPY_PARTITIONS = "txn-copy-source", "txn-copy-output", 3
+SOURCE_RATE = 50.0
+COORDINATOR_KILL = "kill-transaction-coordinator"
+ALL_KINDS = KINDS + (COORDINATOR_KILL,)
+#: values per second per producer (--rate) per transaction: 5.5 records a transaction on average
+RECORDS_PER_TXN_RATE = 10.0
+#: how long, after the last fault, the producers may take to finish their transaction, and the
+#: readers to reach the partitions' ends
+END_BOUND_S = 180.0
+
+
+def run_transactions(args: argparse.Namespace, data_dir: Path, broker_config: dict[str, str]) -> dict[str, Any]:
+    cluster = FaultCluster(data_dir, 3, args.session_timeout_ms, broker_config, args.zookeeper_nodes)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    client_log = logging.FileHandler(data_dir / "librdkafka.log")
+    client_log.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(message)s"))
+    LOGGER.addHandler(client_log)
+    trouble = ClientTrouble()
+    writers: list[TransactionalWriter] = []
+    readers: list[TailReader] = []
+    started = time.monotonic()
+    not_recovered: list[str] = []
+    brokers_exited: list[str] = []
+    source: KeyedProducer | None = None
+    copier: Copier | None = None
+    copy_reader: TailReader | None = None
+    try:
+        cluster.start()
+        # confluent_kafka types conf values as str/int/float/bool; its "logger" setting takes a Logger
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "logger": LOGGER})  # type: ignore[dict-item]
+        topics = [NewTopic(TOPIC, PARTITIONS, 3)]
+        if args.copier:
+            topics += [NewTopic(SOURCE, COPY_PARTITIONS, 3), NewTopic(OUTPUT, COPY_PARTITIONS, 3)]
+        for future in admin.create_topics(topics).values():
+            future.result(60)
+        for topic in topics:
+            # every partition's leader answers for it before a client asks (else the copier's
+            # first ListOffsets is answered UNKNOWN_TOPIC_OR_PART, a consumer error)
+            deadline = time.monotonic() + 60
+            while end_offsets(cluster.bootstrap_servers, topic.topic, topic.num_partitions, False) is None:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{topic.topic}: a partition without a leader 60 s after its creation")
+                time.sleep(0.2)
+        readers = [TailReader(cluster.bootstrap_servers, TOPIC, PARTITIONS, isolation, trouble)
+                   for isolation in ("read_committed", "read_uncommitted")]
+        writers = [TransactionalWriter(i, cluster.bootstrap_servers, TOPIC, PARTITIONS,
+                                       args.rate / RECORDS_PER_TXN_RATE, args.seed, trouble)
+                   for i in range(args.producers)]
+        if args.copier:
+            source = KeyedProducer(len(writers), cluster.bootstrap_servers, SOURCE, 10, SOURCE_RATE, trouble)
+            copier = Copier(cluster.bootstrap_servers, SOURCE, OUTPUT, trouble)
+            copy_reader = TailReader(cluster.bootstrap_servers, OUTPUT, COPY_PARTITIONS, "read_committed", trouble)
+        for reader in readers:
+            reader.start()
+        for writer in writers:
+            writer.start()
+        if copier is not None and source is not None and copy_reader is not None:
+            copy_reader.start()
+            source.start()
+            copier.start()
+        time.sleep(3.0)
+        ids = [transactional_id(w.index) for w in writers]
+
+        def kill_coordinator(rng: random.Random) -> tuple[float, str]:
+            broker, leads = coordinator_broker(cluster.leaders(TRANSACTION_STATE_TOPIC_NAME), ids)
+            if broker is None or broker not in cluster.broker_ids:
+                broker, what = rng.choice(cluster.broker_ids), "no coordinator known: a random broker"
+            else:
+                what = f"coordinator of {leads} of {len(ids)} transactional ids"
+            session_s = cluster.session_timeout_ms / 1000
+            hold = rng.uniform(0.2, 0.6) * session_s if rng.random() < 0.5 else rng.uniform(1.5, 2.5) * session_s
+            cluster.signal_broker(broker, signal.SIGKILL)
+            time.sleep(hold)
+            cluster.start_broker(broker)
+            return hold, f"broker {broker}, {what}"
+
+        kinds = tuple(args.kinds.split(",")) if args.kinds else ALL_KINDS
+        nemesis = Nemesis(cluster, TOPIC, args.seed, kinds, {COORDINATOR_KILL: kill_coordinator})
+        pause = random.Random(args.seed + 1)
+        for i in range(1, args.faults + 1):
+            fault = nemesis.step()
+            target = "" if fault.broker is None else f" on broker {fault.broker}"
+            detail = f" ({fault.detail})" if fault.detail else ""
+            print(f"fault {i}/{args.faults}: {fault.kind}{target}{detail}, held {fault.held_s:.1f} s",
+                  file=sys.stderr, flush=True)
+            recovered = cluster.wait_registered(60)
+            for b in [b for b in cluster.broker_ids if not cluster.broker_alive(b)]:
+                brokers_exited.append(f"broker {b} exited after fault {i} ({fault.kind}{target}{detail})")
+                cluster.start_broker(b)
+            if not recovered and not cluster.wait_registered(60):
+                not_recovered.append(f"{fault.kind}{target}: the cluster did not recover in 120 s")
+            time.sleep(pause.uniform(0.2, 1.0))
+        time.sleep(3.0)  # transactions after the last fault
+        end = time.monotonic() + END_BOUND_S
+        for w in writers:
+            w.stop(end)
+        unresolved = source.stop(flush_timeout_s=60) if source is not None else 0
+        stuck = [f"txn producer {w.index}: its thread did not finish" for w in writers if not w.join()]
+        stuck += [w.gave_up for w in writers if w.gave_up]
+        stuck += [f"copy source: {unresolved} values"] if unresolved else []
+        copy_behind: list[str] = []
+        if copier is not None:
+            # the copier to the source's end (its last committed positions), then stopped
+            source_end = None
+            while time.monotonic() < end:
+                source_end = end_offsets(cluster.bootstrap_servers, SOURCE, COPY_PARTITIONS, False)
+                if source_end is not None and all(copier.positions.get(p, 0) >= e for p, e in source_end.items()):
+                    break
+                time.sleep(1.0)
+            else:
+                copy_behind.append(f"copier committed {copier.positions}, the source ends at {source_end}")
+            if not copier.stop(end):
+                stuck.append("copier: its thread did not finish")
+            stuck += [copier.gave_up] if copier.gave_up else []
+        # the readers to the partitions' ends: the last stable offset at read_committed, the high
+        # watermark at read_uncommitted (asked again each round: a transaction left open moves
+        # its LSO when the coordinator aborts it after its timeout)
+        ends: dict[str, dict[int, int] | None] = {}
+        copy_end: dict[int, int] | None = None
+        while True:
+            for reader in readers:
+                ends[reader.isolation] = end_offsets(cluster.bootstrap_servers, TOPIC, PARTITIONS,
+                                                     reader.isolation == "read_committed")
+            if copy_reader is not None:
+                copy_end = end_offsets(cluster.bootstrap_servers, OUTPUT, COPY_PARTITIONS, True)
+            if all(e is not None and r.caught_up(e) for r, e in zip(readers, ends.values(), strict=True)) \
+                    and ends["read_committed"] == ends["read_uncommitted"] \
+                    and (copy_reader is None or (copy_end is not None and copy_reader.caught_up(copy_end))):
+                break
+            if time.monotonic() > end:
+                break
+            time.sleep(1.0)
+        if copy_reader is not None and (copy_end is None or not copy_reader.caught_up(copy_end)):
+            copy_behind.append(f"output reader at {copy_reader.positions}, the output's LSO at {copy_end}")
+        behind = [f"{r.isolation} reader at {r.positions}, the ends at {ends.get(r.isolation)}"
+                  for r in readers if ends.get(r.isolation) is None or not r.caught_up(ends[r.isolation] or {})]
+        lso, hw = ends.get("read_committed"), ends.get("read_uncommitted")
+        hanging = [f"partition {p}: last stable offset {lso[p]}, high watermark {hw[p]}"
+                   for p in range(PARTITIONS) if lso and hw and lso.get(p) != hw.get(p)]
+        for reader in readers:
+            reader.stop()
+        txns = [t for w in writers for t in w.txns]
+        _write_history(data_dir / "history.json", txns, readers)
+        anomalies, stats = judge_transactions(txns, readers[0].reads, readers[1].reads)
+        copy: dict[str, Any] = {}
+        if copier is not None and source is not None and copy_reader is not None:
+            copy_reader.stop()
+            copy_anomalies, copy_stats = judge_copy(
+                {encode_value(*v) for v in source.acked}, read_everything(cluster.bootstrap_servers, SOURCE,
+                                                                          COPY_PARTITIONS), copy_reader.reads)
+            if copy_behind:
+                # what it did not copy is not lost, only not yet copied: said once, as its being behind
+                copy_behind.append(f"{len(copy_anomalies['copy_lost'])} source records not copied")
+                copy_anomalies["copy_lost"] = []
+            anomalies.update(copy_anomalies)
+            anomalies["copier_behind"] = copy_behind
+            copy = {"source_acknowledged": len(source.acked), **copy_stats, "copier_transactions": copier.committed_txns,
+                    "copier_abortable_errors": copier.abortable, "copier_retriable_errors": dict(copier.retriable),
+                    "copier_consume_errors": len(copier.consume_errors)}
+        differing = [f"{topic} partition {p}" for topic, count in
+                     [(TOPIC, PARTITIONS)] + ([(OUTPUT, COPY_PARTITIONS)] if copier is not None else [])
+                     for p in differing_replicas(_replica_dirs(cluster, topic), count)]
+        anomalies.update({
+            "hanging_transactions": hanging,
+            "readers_behind": behind,
+            "replicas_differing": differing,
+            "clients_died": trouble.died,
+            "unresolved_at_end": stuck,
+            "consumer_errors": trouble.consumer_errors,
+            "non_monotonic_polls": trouble.non_monotonic_polls,
+            "protocol_errors": PROTOCOL_ERRORS.take(),
+            "cluster_not_recovered": not_recovered,
+            "brokers_exited": brokers_exited,
+        })
+        retriable: collections.Counter[str] = collections.Counter()
+        for w in writers:
+            retriable.update(w.retriable)
+        notes = [f"{t.producer}:{t.number} {t.outcome}: {t.note}" for t in txns if t.note]
+        return {
+            "workload": "transactions",
+            "seed": args.seed,
+            "faults": dict(collections.Counter(f.kind for f in nemesis.history)),
+            "faults_total": len(nemesis.history),
+            "writes_acknowledged": stats["records_acknowledged"],
+            "transactions": {k: stats[k] for k in ("transactions", "committed", "aborted", "unknown",
+                                                   "unknown_all_delivered", "unknown_none_delivered")},
+            "records": {k: stats[k] for k in ("records", "records_acknowledged", "records_committed",
+                                              "read_committed_deliveries", "read_uncommitted_deliveries",
+                                              "aborted_records_seen_by_control")},
+            # not anomalies: what the producers handled as confluent-kafka prescribes
+            "abortable_errors": sum(w.abortable for w in writers),
+            "retriable_errors": dict(retriable),
+            "delivery_errors": sum(w.delivery_errors for w in writers),
+            "copier": copy,
+            "end_offsets": {"last_stable": lso, "high_watermark": hw},
+            "duration_s": round(time.monotonic() - started, 1),
+            "anomalies": {k: len(v) for k, v in anomalies.items()},
+            "examples": {**{k: v[:5] for k, v in anomalies.items() if v},
+                         **({"transaction_notes": notes[:10]} if notes else {}),
+                         **({"copier_consume_errors": copier.consume_errors[:5]}
+                            if copier is not None and copier.consume_errors else {})},
+            "fault_log": [f"{f.started:.3f} {f.kind}{'' if f.broker is None else f' on broker {f.broker}'}"
+                          f"{f' ({f.detail})' if f.detail else ''}" for f in nemesis.history],
+        }
+    finally:
+        cluster.stop()
+
+
+def _replica_dirs(cluster: FaultCluster, topic: str) -> Callable[[int], list[Path]]:
+    return lambda p: [cluster.broker_dir(b) / "data" / f"{topic}-{p}" for b in cluster.broker_ids]
+
+
+def _write_history(path: Path, txns: list[Txn], readers: list[TailReader]) -> None:
+    """The history the checker judged, kept with the run's data (to look into an anomaly):
+    each transaction with its outcome and records (index, partition, acknowledged offset), and
+    each reader's deliveries (partition, offset, value)."""
+    path.write_text(json.dumps({
+        "transactions": [{"producer": t.producer, "number": t.number, "outcome": t.outcome,
+                          "intended": t.intended, "note": t.note,
+                          "records": [[r.index, r.partition, r.offset] for r in t.records]} for t in txns],
+        "reads": {r.isolation: [[p, o, v.decode(errors="replace")] for p, o, v in r.reads] for r in readers},
+    }))
