@@ -83,3 +83,74 @@ def test_a_commit_prepared_by_a_coordinator_killed_before_its_markers_is_finishe
     wait_until(lambda: committed_values(bootstrap, "txn-data") == [b"v%d" % i for i in range(20)], 90,
                "the next coordinator to write the commit's marker")
     c.start_broker(coordinator)
+
+
+COPIER = """
+import sys, time
+from confluent_kafka import Consumer, Producer, TopicPartition
+bootstrap, slow = sys.argv[1], sys.argv[2] == "slow"
+consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "eos-kill-copier", "enable.auto.commit": False,
+                     "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                     "session.timeout.ms": 6000})  # the killed instance's member leaves the group soon
+consumer.subscribe(["eos-kill-in"])
+producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "eos-kill-copier"})
+producer.init_transactions(60)
+idle_since = time.monotonic()
+while time.monotonic() - idle_since < 15:  # the rebalance after a kill included
+    batch = [m for m in consumer.consume(20, 0.5) if m.error() is None]
+    if not batch:
+        continue
+    idle_since = time.monotonic()
+    producer.begin_transaction()
+    for m in batch:
+        producer.produce("eos-kill-out", m.value().upper(), partition=m.partition())
+    if slow:
+        time.sleep(0.2)  # a transaction open for a while: the kill lands inside one
+    producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                         consumer.consumer_group_metadata(), 30)
+    producer.commit_transaction(30)
+    print("committed", len(batch), flush=True)
+consumer.close()
+"""
+
+
+@pytest.mark.slow
+def test_a_copier_killed_mid_transaction_and_restarted_copies_every_record_exactly_once(cluster: LocalCluster) -> None:
+    """The consume-transform-produce copier killed with kill -9 inside a transaction, then
+    started again under the same transactional.id and group: the new instance fences the old
+    one (its open transaction is aborted), resumes at the committed offsets, and the output is
+    the input exactly once, in order per partition."""
+    import subprocess
+    import sys
+
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, "eos-kill-in", 2, 3)
+    create_topic(bootstrap, "eos-kill-out", 2, 3)
+    source = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(1000):
+        source.produce("eos-kill-in", b"r-%04d" % i, partition=i % 2)
+    assert source.flush(30) == 0
+    first = subprocess.Popen([sys.executable, "-c", COPIER, bootstrap, "slow"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout is not None
+        for _ in range(10):  # ten transactions committed, the eleventh open
+            assert first.stdout.readline().startswith("committed")
+        first.kill()
+    finally:
+        first.kill()
+        first.wait()
+    second = subprocess.run([sys.executable, "-c", COPIER, bootstrap, "fast"], capture_output=True, text=True,
+                            timeout=180)
+    assert second.returncode == 0, second.stderr[-2000:]
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    consumer.assign([TopicPartition("eos-kill-out", p, 0) for p in range(2)])
+    got: dict[int, list[bytes]] = {0: [], 1: []}
+    deadline = time.monotonic() + 30
+    while sum(map(len, got.values())) < 1000 and time.monotonic() < deadline:
+        for m in consumer.consume(200, 0.5):
+            if m.error() is None:
+                got[m.partition()].append(m.value())
+    consumer.close()
+    for p in (0, 1):  # exactly once and in order, per partition
+        assert got[p] == [b"R-%04d" % i for i in range(p, 1000, 2)], (p, len(got[p]))
