@@ -8,6 +8,8 @@ translates, as group_apis.py does for groups.
 """
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
 from odradek.broker import api_keys
@@ -18,6 +20,8 @@ from odradek.coordinator.partitioning import partition_for
 from odradek.coordinator.transaction.transaction_metadata import ProducerIdAndEpoch
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
+
+log = logging.getLogger("odradek.broker.txn_apis")
 
 
 def _encode(api_key: int, version: int, header: Any, body: dict[str, Any]) -> bytes:
@@ -71,7 +75,7 @@ async def _add_partitions(ctx: BrokerContext, transactional_id: str, producer_id
     OPERATION_NOT_ATTEMPTED, and nothing is added. ``verify_only`` (v4, from a partition
     leader): only check that each partition is in the open transaction (KIP-890)."""
     partitions = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
-    unknown = {tp for tp in partitions if ctx.metadata.partition(tp) is None}
+    unknown = await _unknown_partitions(ctx, partitions)
     coordinator = ctx.transaction_coordinator
     errors: dict[TopicPartition, ErrorCode]
     if unknown:
@@ -87,6 +91,24 @@ async def _add_partitions(ctx: BrokerContext, transactional_id: str, producer_id
     for tp, error in errors.items():
         by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition, "partition_error_code": error})
     return [{"name": name, "results_by_partition": results} for name, results in by_topic.items()]
+
+
+async def _unknown_partitions(ctx: BrokerContext, partitions: list[TopicPartition]) -> set[TopicPartition]:
+    """The partitions that do not exist. The metadata cache answers for those it knows; the
+    others are asked of ZooKeeper: a coordinator just restarted may not have the topic in its
+    cache yet, and UNKNOWN_TOPIC_OR_PARTITION for an existing topic sends librdkafka's
+    transaction into an error it cannot leave (a fault run saw two producers die of
+    INVALID_TXN_STATE after one)."""
+    missing = [tp for tp in partitions if ctx.metadata.partition(tp) is None]
+    if not missing:
+        return set()
+    try:
+        assignments = await asyncio.to_thread(ctx.zk.get_topic_assignments, {tp.topic for tp in missing})
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: the cache's answer stands
+        log.info("cannot check %s in ZooKeeper: %r", missing, exc)
+        return set(missing)
+    return {tp for tp in missing
+            if tp.topic not in assignments or tp.partition not in assignments[tp.topic].partitions}
 
 
 async def add_offsets_to_txn(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
