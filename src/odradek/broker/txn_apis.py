@@ -23,6 +23,9 @@ from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger("odradek.broker.txn_apis")
 
+#: how long AddPartitionsToTxn waits for ZooKeeper to say whether a partition exists
+ZK_CHECK_TIMEOUT_S = 5.0
+
 
 def _encode(api_key: int, version: int, header: Any, body: dict[str, Any]) -> bytes:
     return kio_util.encode_response(api_key, version, header.correlation_id, {"throttle_time": 0, **body})
@@ -75,7 +78,10 @@ async def _add_partitions(ctx: BrokerContext, transactional_id: str, producer_id
     OPERATION_NOT_ATTEMPTED, and nothing is added. ``verify_only`` (v4, from a partition
     leader): only check that each partition is in the open transaction (KIP-890)."""
     partitions = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
-    unknown = await _unknown_partitions(ctx, partitions)
+    try:
+        unknown = await _unknown_partitions(ctx, partitions)
+    except _NotKnownYet:  # retriable: the coordinator is as good as still loading
+        return _by_topic(dict.fromkeys(partitions, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
     coordinator = ctx.transaction_coordinator
     errors: dict[TopicPartition, ErrorCode]
     if unknown:
@@ -87,6 +93,10 @@ async def _add_partitions(ctx: BrokerContext, transactional_id: str, producer_id
     else:
         error = await coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions)
         errors = dict.fromkeys(partitions, _fenced(error, version, 2))
+    return _by_topic(errors)
+
+
+def _by_topic(errors: dict[TopicPartition, ErrorCode]) -> list[dict[str, Any]]:
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for tp, error in errors.items():
         by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition, "partition_error_code": error})
@@ -103,12 +113,17 @@ async def _unknown_partitions(ctx: BrokerContext, partitions: list[TopicPartitio
     if not missing:
         return set()
     try:
-        assignments = await asyncio.to_thread(ctx.zk.get_topic_assignments, {tp.topic for tp in missing})
-    except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: the cache's answer stands
+        assignments = await asyncio.wait_for(
+            asyncio.to_thread(ctx.zk.get_topic_assignments, {tp.topic for tp in missing}), ZK_CHECK_TIMEOUT_S)
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: the client asks again
         log.info("cannot check %s in ZooKeeper: %r", missing, exc)
-        return set(missing)
+        raise _NotKnownYet from None
     return {tp for tp in missing
             if tp.topic not in assignments or tp.partition not in assignments[tp.topic].partitions}
+
+
+class _NotKnownYet(Exception):
+    """Whether a partition exists could not be told now (ZooKeeper did not answer)."""
 
 
 async def add_offsets_to_txn(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
