@@ -23,7 +23,6 @@ import collections
 import json
 import logging
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -36,7 +35,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.faults.checker import differing_replicas, judge, read_everything
 from odradek.faults.cluster import FaultCluster
-from odradek.faults.nemesis import KINDS, Nemesis
+from odradek.faults.nemesis import KINDS, Nemesis, run_faults
 from odradek.faults.ordered_run import run_ordered
 from odradek.faults.txn_run import run_transactions
 from odradek.faults.workload import LOGGER, PROTOCOL_ERRORS, ClientTrouble, KeyedProducer, TailingConsumer
@@ -134,20 +133,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         consumer.start()
         time.sleep(2.0)
         nemesis = Nemesis(cluster, TOPIC, args.seed, tuple(args.kinds.split(",")) if args.kinds else KINDS)
-        pause = random.Random(args.seed + 1)
-        for i in range(1, args.faults + 1):
-            fault = nemesis.step()
-            target = "" if fault.broker is None else f" on broker {fault.broker}"
-            print(f"fault {i}/{args.faults}: {fault.kind}{target}, held {fault.held_s:.1f} s", file=sys.stderr)
-            recovered = cluster.wait_registered(60)
-            for b in [b for b in cluster.broker_ids if not cluster.broker_alive(b)]:
-                # it exited by itself (the nemesis restarts those it kills): an anomaly; start it
-                # again so the rest of the run still attacks three brokers
-                brokers_exited.append(f"broker {b} exited after fault {i} ({fault.kind}{target})")
-                cluster.start_broker(b)
-            if not recovered and not cluster.wait_registered(60):
-                not_recovered.append(f"{fault.kind}{target}: the cluster did not recover in 120 s")
-            time.sleep(pause.uniform(0.2, 1.0))
+        run_faults(cluster, nemesis, args.faults, args.seed, brokers_exited, not_recovered)
         time.sleep(3.0)  # writes after the last fault
         unresolved = sum(p.stop(flush_timeout_s=180) for p in producers)
         consumer.stop()

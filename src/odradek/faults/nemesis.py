@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -122,3 +123,28 @@ class Nemesis:
             ensemble.restart(sid, wait=False)
         ensemble.wait_for_quorum(60)
         return hold
+
+
+def run_faults(cluster: FaultCluster, nemesis: Nemesis, count: int, seed: int, brokers_exited: list[str],
+               not_recovered: list[str], after_fault: Callable[[int, str], None] | None = None) -> None:
+    """The nemesis's ``count`` faults one after another, as every workload runs them: each
+    printed to stderr; then every broker registered again (a broker that exited by itself is
+    an anomaly, started again so the rest of the run still attacks three brokers), the
+    workload's own check (``after_fault(i, what)``), and a pause of 0.2-1.0 s drawn from the
+    seed."""
+    pause = random.Random(seed + 1)
+    for i in range(1, count + 1):
+        fault = nemesis.step()
+        target = "" if fault.broker is None else f" on broker {fault.broker}"
+        detail = f" ({fault.detail})" if fault.detail else ""
+        print(f"fault {i}/{count}: {fault.kind}{target}{detail}, held {fault.held_s:.1f} s",
+              file=sys.stderr, flush=True)
+        recovered = cluster.wait_registered(60)
+        for b in [b for b in cluster.broker_ids if not cluster.broker_alive(b)]:
+            brokers_exited.append(f"broker {b} exited after fault {i} ({fault.kind}{target}{detail})")
+            cluster.start_broker(b)
+        if after_fault is not None:
+            after_fault(i, f"{fault.kind}{target}{detail}")
+        if not recovered and not cluster.wait_registered(60):
+            not_recovered.append(f"{fault.kind}{target}: the cluster did not recover in 120 s")
+        time.sleep(pause.uniform(0.2, 1.0))

@@ -17,7 +17,6 @@ import argparse
 import collections
 import logging
 import random
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.faults.checker import differing_replicas, judge_ordered, read_deliveries, undelivered
 from odradek.faults.cluster import FaultCluster
-from odradek.faults.nemesis import KINDS, Nemesis
+from odradek.faults.nemesis import KINDS, Nemesis, run_faults
 from odradek.faults.ordered_member import SESSION_TIMEOUT_MS
 from odradek.faults.ordered_workload import MemberGroup, OrderedKeyedProducer, TopicChanger
 from odradek.faults.workload import LOGGER, PROTOCOL_ERRORS, ClientTrouble
@@ -107,25 +106,12 @@ def run_ordered(args: argparse.Namespace, data_dir: Path, broker_config: dict[st
         nemesis = Nemesis(cluster, TOPIC, args.seed, kinds,
                           {"expand-topic": change(True), "shrink-topic": change(False),
                            "kill-group-member": kill_member})
-        pause = random.Random(args.seed + 1)
-        for i in range(1, args.faults + 1):
-            fault = nemesis.step()
-            target = "" if fault.broker is None else f" on broker {fault.broker}"
-            detail = f" ({fault.detail})" if fault.detail else ""
-            print(f"fault {i}/{args.faults}: {fault.kind}{target}{detail}, held {fault.held_s:.1f} s",
-                  file=sys.stderr, flush=True)
-            recovered = cluster.wait_registered(60)
-            for b in [b for b in cluster.broker_ids if not cluster.broker_alive(b)]:
-                brokers_exited.append(f"broker {b} exited after fault {i} ({fault.kind}{target})")
-                cluster.start_broker(b)
+        def restart_exited_members(i: int, what: str) -> None:
             for slot, rc in members.exited().items():
                 # not the nemesis's doing (it restarts those it kills): an anomaly; start it again
-                members_exited.append(f"member {slot} exited with status {rc} after fault {i} "
-                                      f"({fault.kind}{target}{detail})")
+                members_exited.append(f"member {slot} exited with status {rc} after fault {i} ({what})")
                 members.start(slot)
-            if not recovered and not cluster.wait_registered(60):
-                not_recovered.append(f"{fault.kind}{target}: the cluster did not recover in 120 s")
-            time.sleep(pause.uniform(0.2, 1.0))
+        run_faults(cluster, nemesis, args.faults, args.seed, brokers_exited, not_recovered, restart_exited_members)
         time.sleep(3.0)  # writes after the last fault
         unresolved = sum(p.stop(flush_timeout_s=180) for p in producers)
         acked = {v: where for p in producers for v, where in p.acked.items()}

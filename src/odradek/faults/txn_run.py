@@ -18,7 +18,6 @@ import json
 import logging
 import random
 import signal
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.common.internal_topics import TRANSACTION_STATE_TOPIC_NAME
 from odradek.faults.checker import differing_replicas, read_everything
 from odradek.faults.cluster import FaultCluster
-from odradek.faults.nemesis import KINDS, Nemesis
+from odradek.faults.nemesis import KINDS, Nemesis, run_faults
 from odradek.faults.txn_checker import Txn, judge_copy, judge_transactions
 from odradek.faults.txn_workload import (
     Copier,
@@ -122,20 +121,7 @@ def run_transactions(args: argparse.Namespace, data_dir: Path, broker_config: di
 
         kinds = tuple(args.kinds.split(",")) if args.kinds else ALL_KINDS
         nemesis = Nemesis(cluster, TOPIC, args.seed, kinds, {COORDINATOR_KILL: kill_coordinator})
-        pause = random.Random(args.seed + 1)
-        for i in range(1, args.faults + 1):
-            fault = nemesis.step()
-            target = "" if fault.broker is None else f" on broker {fault.broker}"
-            detail = f" ({fault.detail})" if fault.detail else ""
-            print(f"fault {i}/{args.faults}: {fault.kind}{target}{detail}, held {fault.held_s:.1f} s",
-                  file=sys.stderr, flush=True)
-            recovered = cluster.wait_registered(60)
-            for b in [b for b in cluster.broker_ids if not cluster.broker_alive(b)]:
-                brokers_exited.append(f"broker {b} exited after fault {i} ({fault.kind}{target}{detail})")
-                cluster.start_broker(b)
-            if not recovered and not cluster.wait_registered(60):
-                not_recovered.append(f"{fault.kind}{target}: the cluster did not recover in 120 s")
-            time.sleep(pause.uniform(0.2, 1.0))
+        run_faults(cluster, nemesis, args.faults, args.seed, brokers_exited, not_recovered)
         time.sleep(3.0)  # transactions after the last fault
         end = time.monotonic() + END_BOUND_S
         for w in writers:
