@@ -149,6 +149,7 @@ def consumed(bs: str, topic: str, count: int | None, *args: str) -> list[str]:
     return proc.stdout.splitlines()
 
 
+@pytest.mark.slow  # a broker killed and its log deleted: make test-long (make test keeps the 15-minute budget)
 def test_find_hanging_finds_what_a_lost_coordinator_left_open_and_abort_ends_it(cluster: LocalCluster) -> None:
     bs = cluster.bootstrap_servers
     create_topic(bs, "tx-hang", 2, 3)

@@ -72,6 +72,7 @@ def page_marks_the_lagging_partitions(port: int) -> None:
             browser.close()
 
 
+@pytest.mark.slow  # a cluster of its own with metrics ports: make test-long; tests/ui/test_ui_txn_view.py in make test
 def test_an_open_transaction_and_its_commit_in_the_dashboard(cluster: LocalCluster, tmp_path: Path) -> None:
     bootstrap = cluster.bootstrap_servers
     create_topic(bootstrap, TOPIC, 3, 3)
