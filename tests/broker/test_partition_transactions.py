@@ -93,3 +93,14 @@ def test_deleting_records_drops_the_aborted_transactions_below_the_log_start(tmp
     p.append_as_leader(build_batch([(b"k", b"v")]))           # offset 3
     p.delete_records_on_leader(3)
     assert p.producers.aborted_transactions(0, 4) == []
+
+
+def test_checks_under_way_together_share_their_guard_until_a_marker_voids_it(tmp_path: Path) -> None:
+    """KIP-890's guard: a producer's pipelined requests to one partition are checked at the
+    same time, and neither check may void the other's; a marker voids both."""
+    p = leader(tmp_path)
+    first, second = p.start_verification(7), p.start_verification(7)
+    assert p.verification_holds(7, first) and p.verification_holds(7, second)
+    p.append_marker(7, 0, commit=False, coordinator_epoch=0)
+    assert not p.verification_holds(7, first) and not p.verification_holds(7, second)
+    assert p.verification_holds(7, p.start_verification(7))  # a check begun after the marker
