@@ -82,14 +82,39 @@ def fetch_offset(conn: RawConnection, group: str, topic: str, stable: bool) -> t
     return p.committed_offset, p.error_code
 
 
+def open_offsets_transaction(cluster: LocalCluster, transactional_id: str, group: str) -> tuple[int, int]:
+    """InitProducerId and AddOffsetsToTxn at the id's transaction coordinator: (producer id, epoch)."""
+    from polling import wait_until
+
+    from odradek.admin.admin_client import send_request
+
+    first = cluster.bootstrap_servers.split(",")[0]
+    found: dict[str, object] = {}
+
+    def coordinator() -> bool:
+        answer = send_request(first, 10, 3, {"key": transactional_id, "key_type": 1}, 10)
+        found["address"] = f"{answer.host}:{answer.port}"
+        return answer.error_code == 0
+    wait_until(coordinator, 30, "a transaction coordinator")
+    address = str(found["address"])
+    init = send_request(address, 22, 4, {"transactional_id": transactional_id, "transaction_timeout": 60000,
+                                         "producer_id": -1, "producer_epoch": -1}, 10)
+    assert init.error_code == 0, init
+    added = send_request(address, 25, 3, {"transactional_id": transactional_id, "producer_id": init.producer_id,
+                                          "producer_epoch": init.producer_epoch, "group_id": group}, 10)
+    assert added.error_code == 0, added
+    return init.producer_id, init.producer_epoch
+
+
 def test_a_transactions_offsets_are_pending_until_its_commit_marker(cluster: LocalCluster) -> None:
     create_topic(cluster.bootstrap_servers, "txn-offsets", 1, 3)
     group = "txn-offsets-group"
     conn, _coordinator = coordinator_connection(cluster.host, cluster.broker_port(1), group)
+    pid, epoch = open_offsets_transaction(cluster, "txn-offsets-producer", group)  # KIP-890: a real one
     try:
         committed = conn.request(TXN_OFFSET_COMMIT, 3, {
-            "transactional_id": "txn-offsets-producer", "group_id": group, "producer_id": 900002,
-            "producer_epoch": 0, "generation_id": -1, "member_id": "", "group_instance_id": None,
+            "transactional_id": "txn-offsets-producer", "group_id": group, "producer_id": pid,
+            "producer_epoch": epoch, "generation_id": -1, "member_id": "", "group_instance_id": None,
             "topics": [{"name": "txn-offsets", "partitions": [
                 {"partition_index": 0, "committed_offset": 42, "committed_leader_epoch": -1,
                  "committed_metadata": ""}]}]})
@@ -100,7 +125,7 @@ def test_a_transactions_offsets_are_pending_until_its_commit_marker(cluster: Loc
             "__consumer_offsets", timeout=10).topics["__consumer_offsets"].partitions)
         offsets_partition = partition_for(group, offsets_partitions)
         # the group's coordinator leads its offsets partition: the marker goes there
-        assert markers(conn, 900002, True, 0, {"__consumer_offsets": [offsets_partition]}) == \
+        assert markers(conn, pid, True, 0, {"__consumer_offsets": [offsets_partition]}, producer_epoch=epoch) == \
             {("__consumer_offsets", offsets_partition): ErrorCode.NONE}
         assert fetch_offset(conn, group, "txn-offsets", stable=True) == (42, ErrorCode.NONE)
     finally:
