@@ -14,6 +14,7 @@ from typing import Any
 
 from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
+from odradek.broker.txn_marker_channel import missing_in_zookeeper
 from odradek.common.metadata import TopicPartition
 from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC
 from odradek.coordinator.partitioning import partition_for
@@ -113,13 +114,10 @@ async def _unknown_partitions(ctx: BrokerContext, partitions: list[TopicPartitio
     if not missing:
         return set()
     try:
-        assignments = await asyncio.wait_for(
-            asyncio.to_thread(ctx.zk.get_topic_assignments, {tp.topic for tp in missing}), ZK_CHECK_TIMEOUT_S)
+        return await asyncio.wait_for(asyncio.to_thread(missing_in_zookeeper, ctx.zk, missing), ZK_CHECK_TIMEOUT_S)
     except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: the client asks again
         log.info("cannot check %s in ZooKeeper: %r", missing, exc)
         raise _NotKnownYet from None
-    return {tp for tp in missing
-            if tp.topic not in assignments or tp.partition not in assignments[tp.topic].partitions}
 
 
 class _NotKnownYet(Exception):

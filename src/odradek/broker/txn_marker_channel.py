@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 from odradek.broker import api_keys
@@ -28,6 +29,15 @@ WRITE_TXN_MARKERS_VERSION = 1
 REQUEST_TIMEOUT_S = 35.0  # past the leader's own 30 s wait for its ISR (txn_marker_apis.py)
 
 
+def missing_in_zookeeper(zk: Any, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+    """The partitions ZooKeeper has no assignment for, in one batched read of their topics
+    (blocking: ``zk`` is KafkaZkClient)."""
+    partitions = set(partitions)
+    assignments = zk.get_topic_assignments({tp.topic for tp in partitions})
+    return {tp for tp in partitions
+            if tp.topic not in assignments or tp.partition not in assignments[tp.topic].partitions}
+
+
 class TxnMarkerChannel:
     """The broker's TxnMarkerWriter (coordinator/transaction/transaction_coordinator.py)."""
 
@@ -37,15 +47,13 @@ class TxnMarkerChannel:
         self._zk = zk
         self._client = InterBrokerClient(f"broker-{broker_id}-txn-marker-sender", metadata)
 
-    async def partition_deleted(self, tp: TopicPartition) -> bool:
-        """Whether ZooKeeper no longer has the partition: its topic deleted, or the partition
-        removed (KIP-253). This broker's metadata cache cannot tell: just started, it may not
-        know a topic yet (Kafka skips a marker whose partition has no known leader; taken for
-        deleted at a restarted coordinator, a commit was completed without its markers, and a
-        later abort marker took its records)."""
-        assignments = await asyncio.to_thread(self._zk.get_topic_assignments, [tp.topic])
-        assignment = assignments.get(tp.topic)
-        return assignment is None or tp.partition not in assignment.partitions
+    async def partitions_deleted(self, partitions: set[TopicPartition]) -> set[TopicPartition]:
+        """Those ZooKeeper no longer has: their topic deleted, or the partition removed
+        (KIP-253). This broker's metadata cache cannot tell: just started, it may not know a
+        topic yet (Kafka skips a marker whose partition has no known leader; taken for deleted
+        at a restarted coordinator, a commit was completed without its markers, and a later
+        abort marker took its records)."""
+        return await asyncio.to_thread(missing_in_zookeeper, self._zk, partitions)
 
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                             partitions: set[TopicPartition]) -> dict[TopicPartition, ErrorCode]:

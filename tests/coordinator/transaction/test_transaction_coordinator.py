@@ -37,8 +37,8 @@ class Markers:
         self.rounds.append((producer_id, producer_epoch, commit, coordinator_epoch, frozenset(partitions)))
         return {tp: self.answers.get(tp, ErrorCode.NONE) for tp in partitions}
 
-    async def partition_deleted(self, tp: TopicPartition) -> bool:
-        return tp in self.deleted
+    async def partitions_deleted(self, partitions: set[TopicPartition]) -> set[TopicPartition]:
+        return partitions & self.deleted
 
 
 class Rig:

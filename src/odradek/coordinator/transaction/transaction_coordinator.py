@@ -78,11 +78,11 @@ class TxnMarkerWriter(Protocol):
     def write_markers(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                       partitions: set[TopicPartition]) -> Awaitable[dict[TopicPartition, ErrorCode]]: ...
 
-    def partition_deleted(self, tp: TopicPartition) -> Awaitable[bool]:
-        """True only once the partition is known to be gone (its topic deleted, or the
-        partition removed): its marker is not needed. A partition this broker's metadata does
-        not know yet (a broker just started) is not gone: asked of ZooKeeper, not the cache,
-        since taking it for deleted would complete a commit without its markers."""
+    def partitions_deleted(self, partitions: set[TopicPartition]) -> Awaitable[set[TopicPartition]]:
+        """Those of ``partitions`` known to be gone (topic deleted, or partition removed), in
+        one read: their markers are not needed. A partition this broker's metadata does not
+        know yet (a broker just started) is not gone: asked of ZooKeeper, not the cache, since
+        taking it for deleted would complete a commit without its markers."""
         ...
 
 
@@ -327,10 +327,10 @@ class TransactionCoordinator:
             except Exception as exc:  # noqa: BLE001 - a transaction must never be left half completed
                 log.warning("transactional id %s: sending markers failed (%r); trying again", transactional_id, exc)
                 answers = {}
+            deleted = await self._deleted({tp for tp, e in answers.items()
+                                           if e == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
             for tp, error in answers.items():
-                if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and await self._deleted(tp):
-                    error = ErrorCode.NONE
-                if error == ErrorCode.NONE:
+                if error == ErrorCode.NONE or tp in deleted:
                     pending.discard(tp)
                     txn.remove_partition(tp)
                 elif error in _MARKERS_FENCED:
@@ -342,14 +342,17 @@ class TransactionCoordinator:
                 await self._sleep(self.config.marker_retry_backoff_ms)
         await self._write_complete(txn)
 
-    async def _deleted(self, tp: TopicPartition) -> bool:
+    async def _deleted(self, unknown: set[TopicPartition]) -> set[TopicPartition]:
+        """Of the partitions a round answered UNKNOWN_TOPIC_OR_PARTITION, those known gone."""
+        if not unknown:
+            return set()
         try:
-            deleted = await self._markers.partition_deleted(tp)
+            deleted = await self._markers.partitions_deleted(unknown)
         except Exception as exc:  # noqa: BLE001 - not known to be gone: asked again next round
-            log.info("cannot tell whether %s is deleted (%r); its marker is sent again", tp, exc)
-            return False
+            log.info("cannot tell whether %s are deleted (%r); their markers are sent again", sorted(unknown), exc)
+            return set()
         if deleted:
-            log.info("%s is deleted: its transaction marker is not needed", tp)
+            log.info("%s deleted: their transaction markers are not needed", sorted(deleted))
         return deleted
 
     async def _write_complete(self, txn: TransactionMetadata) -> None:
