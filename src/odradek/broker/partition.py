@@ -204,17 +204,10 @@ class Partition:
         if h.is_control:
             raise CoordinatorAppendRefused(ErrorCode.INVALID_RECORD,
                                            f"{self.tp}: markers come through WriteTxnMarkers only")
-        entry = self.producers.entry(h.producer_id) if h.producer_id >= 0 else None
-        if entry is None:
-            return
-        if h.producer_epoch < entry.epoch:
-            raise CoordinatorAppendRefused(ErrorCode.INVALID_PRODUCER_EPOCH,
-                                           f"{self.tp}: producer {h.producer_id} epoch {h.producer_epoch} is "
-                                           f"older than {entry.epoch}")
-        if entry.txn_first_offset is not None and not h.is_transactional:
-            raise CoordinatorAppendRefused(ErrorCode.INVALID_TXN_STATE,
-                                           f"{self.tp}: producer {h.producer_id} wrote a non-transactional "
-                                           f"batch while its transaction from {entry.txn_first_offset} is open")
+        try:
+            self.producers.validate_coordinator_batch(h)
+        except ProducerStateError as exc:
+            raise CoordinatorAppendRefused(exc.error, f"{self.tp}: {exc}") from None
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int) -> int:
         """Write a transaction's COMMIT or ABORT marker (WriteTxnMarkers, from the transaction

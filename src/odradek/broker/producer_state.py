@@ -194,12 +194,20 @@ class ProducerStateManager:
                 raise ProducerStateError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                                          f"producer {h.producer_id} sent sequence {h.base_sequence}, "
                                          f"expected {expected}")
-        if entry.txn_first_offset is not None and not h.is_transactional:
-            # Kafka's ProducerAppendInfo: inside a transaction every write must belong to it
-            raise ProducerStateError(ErrorCode.INVALID_TXN_STATE,
-                                     f"producer {h.producer_id} sent a non-transactional batch while "
-                                     f"its transaction from offset {entry.txn_first_offset} is open")
+        _check_in_transaction(entry, h)
         return None
+
+    def validate_coordinator_batch(self, h: BatchHeader) -> None:
+        """Kafka's checks of a coordinator's own batch (AppendOrigin.COORDINATOR: a
+        TxnOffsetCommit's offsets written under the producer's id and epoch): no sequence, but
+        an older epoch is refused, and so is a non-transactional batch inside a transaction."""
+        entry = self._producers.get(h.producer_id) if h.producer_id >= 0 else None
+        if entry is None:
+            return
+        if h.producer_epoch < entry.epoch:
+            raise ProducerStateError(ErrorCode.INVALID_PRODUCER_EPOCH,
+                                     f"producer {h.producer_id} epoch {h.producer_epoch} is older than {entry.epoch}")
+        _check_in_transaction(entry, h)
 
     def validate_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
         """Check a WriteTxnMarkers append (Kafka's appendEndTxnMarker checks, in its order): a
@@ -375,6 +383,14 @@ class ProducerStateManager:
                 fresh._forget_replicated(high_watermark)
         self._producers, self._ongoing = fresh._producers, fresh._ongoing
         self._unreplicated, self._aborted = fresh._unreplicated, fresh._aborted
+
+
+def _check_in_transaction(entry: ProducerEntry, h: BatchHeader) -> None:
+    """Kafka's ProducerAppendInfo: inside a transaction every write must belong to it."""
+    if entry.txn_first_offset is not None and not h.is_transactional:
+        raise ProducerStateError(ErrorCode.INVALID_TXN_STATE,
+                                 f"producer {h.producer_id} sent a non-transactional batch while "
+                                 f"its transaction from offset {entry.txn_first_offset} is open")
 
 
 def _find_duplicate(entry: ProducerEntry, h: BatchHeader) -> Duplicate | None:
