@@ -15,6 +15,7 @@ from cluster_state import metadata
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from polling import wait_until
+from test_transactions import read_all
 
 from odradek.admin.admin_client import send_request
 from odradek.cluster.local_cluster import LocalCluster
@@ -37,19 +38,6 @@ def coordinator_of(c: LocalCluster, transactional_id: str) -> int:
     node = found()
     assert node is not None
     return node
-
-
-def committed_values(bootstrap: str, topic: str) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{time.monotonic_ns()}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    values = []
-    try:
-        for _ in range(6):
-            values.extend(m.value() for m in consumer.consume(100, 0.5) if m.error() is None)
-    finally:
-        consumer.close()
-    return values
 
 
 def test_a_commit_prepared_by_a_coordinator_killed_before_its_markers_is_finished_by_the_next(
@@ -80,7 +68,7 @@ def test_a_commit_prepared_by_a_coordinator_killed_before_its_markers_is_finishe
         c.kill_broker(coordinator)
     finally:
         os.kill(pid, signal.SIGCONT)
-    wait_until(lambda: committed_values(bootstrap, "txn-data") == [b"v%d" % i for i in range(20)], 90,
+    wait_until(lambda: read_all(bootstrap, "txn-data", 1, "read_committed", timeout_s=3) == [b"v%d" % i for i in range(20)], 90,
                "the next coordinator to write the commit's marker")
     c.start_broker(coordinator)
 
