@@ -23,12 +23,25 @@ def test_the_listener_keys_give_the_address_the_broker_binds_and_registers(
         text: str, address: tuple[str, int]) -> None:
     values, unknown = parse_properties(text)
     assert (values["host"], values["port"]) == address and unknown == []
+    assert "advertised_host" not in values and "advertised_port" not in values
+
+
+@pytest.mark.parametrize("text, bound, advertised", [
+    ("listeners=PLAINTEXT://h:9092\nadvertised.listeners=PLAINTEXT://h:9093", ("h", 9092), ("h", 9093)),
+    ("listeners=PLAINTEXT://h1:9092\nadvertised.listeners=PLAINTEXT://h2:9092", ("h1", 9092), ("h2", 9092)),
+    ("listeners=PLAINTEXT://0.0.0.0:9092\nadvertised.listeners=PLAINTEXT://kafka1:29092",
+     ("kafka1", 9092), ("kafka1", 29092)),
+    ("host.name=h1\nport=9092\nadvertised.port=29092", ("h1", 9092), ("h1", 29092)),
+])
+def test_an_advertised_address_other_than_the_listener_is_registered_for_a_port_forward(
+        text: str, bound: tuple[str, int], advertised: tuple[str, int]) -> None:
+    values, _ = parse_properties(text)
+    assert (values["host"], values["port"]) == bound
+    assert (values["advertised_host"], values["advertised_port"]) == advertised
 
 
 @pytest.mark.parametrize("text, fragment", [
     ("listeners=PLAINTEXT://0.0.0.0:9092", "wildcard"),
-    ("listeners=PLAINTEXT://h:9092\nadvertised.listeners=PLAINTEXT://h:9093", "same port"),
-    ("listeners=PLAINTEXT://h1:9092\nadvertised.listeners=PLAINTEXT://h2:9092", "differs"),
     ("listeners=SASL_PLAINTEXT://h:9092", "PLAINTEXT only"),
     ("listeners=PLAINTEXT://h:9092,PLAINTEXT://h:9093", "one listener"),
     ("listeners=PLAINTEXT://h:x", "not a number"),

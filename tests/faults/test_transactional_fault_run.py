@@ -22,7 +22,7 @@ def test_transactions_stay_atomic_through_coordinator_and_leader_kills(tmp_path)
     run = subprocess.run([sys.executable, "-m", "odradek.faults", "--workload", "transactions", "--seed", "1",
                           "--faults", "6", "--kinds",
                           "kill-transaction-coordinator,kill-leader-restart-soon,kill-controller-restart-late,"
-                          "leader-cut-from-followers",
+                          "leader-cut-from-followers,delay-one-connection",
                           "--data-dir", str(tmp_path / "run")],
                          capture_output=True, text=True, timeout=900)
     assert run.returncode in (0, 1), run.stderr[-3000:]

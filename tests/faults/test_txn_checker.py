@@ -13,7 +13,9 @@ from odradek.faults.txn_checker import (
     decode_record,
     encode_record,
     judge_copy,
+    judge_reads,
     judge_transactions,
+    strongly_connected,
 )
 from odradek.faults.txn_workload import coordinator_broker
 
@@ -158,6 +160,51 @@ def test_a_record_the_control_missed_is_reported_blind() -> None:
 
 def _source() -> dict[int, list[tuple[int, bytes]]]:
     return {0: [(0, b"a"), (1, b"b"), (2, b"c")], 1: [(0, b"d")]}
+
+
+def test_reads_of_earlier_committed_transactions_are_clean() -> None:
+    txns, committed, uncommitted = _clean_history()
+    txns[2].reads = [(1, 1, 0), (2, 1, 0)]   # 1:3 read 1:1 and 2:1
+    txns[3].reads = [(1, 1, 1)]              # 2:1 read 1:1
+    anomalies, stats = judge_transactions(txns, committed, uncommitted)
+    assert _found(anomalies) == {} and stats["reads_in_transactions"] == 3
+
+
+def test_a_transaction_reading_its_own_or_a_later_record_is_a_precommitted_read() -> None:
+    txns = [_txn(1, 1, COMMITTED, (0, 0)), _txn(1, 2, COMMITTED, (0, 2))]
+    txns[1].reads = [(1, 2, 0)]
+    txns[0].reads = [(1, 2, 0)]
+    found = judge_reads(txns)
+    assert len(found["precommitted_read"]) == 2
+    assert "(its own)" in found["precommitted_read"][1] and "later" in found["precommitted_read"][0]
+    assert found["g1c"] == [] and found["g1c_process"] == []
+
+
+def test_two_transactions_reading_each_other_are_a_g1c_cycle() -> None:
+    txns = [_txn(1, 1, COMMITTED, (0, 0)), _txn(2, 1, COMMITTED, (1, 0)), _txn(3, 1, COMMITTED, (2, 0))]
+    txns[0].reads = [(2, 1, 0)]
+    txns[1].reads = [(3, 1, 0)]
+    txns[2].reads = [(1, 1, 0)]
+    found = judge_reads(txns)
+    assert len(found["g1c"]) == 1 and found["g1c_process"] == []
+    assert found["g1c"][0] == "3 transactions, e.g. 1:1 -> 3:1 -> 2:1 -> 1:1"   # writer -> reader
+
+
+def test_a_read_of_a_transaction_begun_after_the_reader_ended_is_a_g1c_process_cycle() -> None:
+    """1:1 read 2:2, but 2:2 began after 2:1, which read 1:2, which began after 1:1 ended."""
+    txns = [_txn(1, 1, COMMITTED, (0, 0)), _txn(1, 2, COMMITTED, (0, 2)),
+            _txn(2, 1, COMMITTED, (1, 0)), _txn(2, 2, COMMITTED, (1, 2))]
+    txns[0].reads = [(2, 2, 0)]
+    txns[2].reads = [(1, 2, 0)]
+    found = judge_reads(txns)
+    assert found["g1c"] == [] and len(found["g1c_process"]) == 1
+    assert found["g1c_process"][0].startswith("4 transactions, e.g. 1:1 -> 1:2 -> 2:1 -> 2:2 -> 1:1")
+
+
+def test_strongly_connected_handles_a_long_chain_without_recursion() -> None:
+    chain = {(1, n): {(1, n + 1)} for n in range(20_000)}
+    chain[(1, 20_000)] = {(1, 0)}
+    assert [len(c) for c in strongly_connected(chain)] == [20_001]
 
 
 def test_an_exact_copy_in_order_is_clean() -> None:

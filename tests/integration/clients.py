@@ -9,13 +9,27 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from client_helpers import produce
+from odradek.admin.admin_client import metadata_request
 from odradek.cluster.local_cluster import LocalCluster
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, rf: int, config: dict[str, str] | None = None) -> None:
+    """Created, and every partition's leader known to every broker: CreateTopics answers once
+    the topic is in ZooKeeper, as Kafka's does, and a raw request sent to a leader before its
+    LeaderAndIsr arrived would be refused (real clients retry that; the tests' raw requests
+    do not)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(name, partitions, rf, config=config or {})]).values():
         future.result(30)
+    deadline = time.monotonic() + 30
+    for server in bootstrap.split(","):
+        while True:
+            topics = metadata_request(server, [name], 10).topics
+            if topics and topics[0].error_code == 0 and len(topics[0].partitions) == partitions \
+                    and all(p.leader_id >= 0 for p in topics[0].partitions):
+                break
+            assert time.monotonic() < deadline, f"{name}: no leader for every partition at {server} after 30 s"
+            time.sleep(0.05)
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout_s: float = 60) -> list[tuple[int, int, bytes, bytes]]:

@@ -76,6 +76,30 @@ def test_read_committed_sees_committed_transactions_and_never_aborted_ones(clust
     assert len(everything) == 43 and sum(v.startswith(b"aborted-") for v in everything) == 12
 
 
+def test_pipelined_first_batches_of_transactions_are_appended_in_order(cluster: LocalCluster) -> None:
+    """Without linger, records produced a millisecond apart are requests of their own, several
+    in flight to a partition; the first ones of each transaction wait on KIP-890's check with
+    the coordinator, and none may overtake another (one that did killed the producer with
+    OUT_OF_ORDER_SEQUENCE_NUMBER, a fatal error)."""
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, "txn-pipelined", 6, 3)
+    producer = transactional(bootstrap, "txn-pipelined-producer", **{"linger.ms": 0, "acks": "all"})
+    for txn in range(40):
+        producer.begin_transaction()
+        for i in range(60):
+            producer.produce("txn-pipelined", b"%d-%d" % (txn, i), partition=i % 6)
+            producer.poll(0)
+            time.sleep(0.001)
+        producer.commit_transaction(30)
+    values = read_all(bootstrap, "txn-pipelined", 6, "read_committed", expected=2400, timeout_s=60)
+    by_partition: dict[int, list[tuple[int, int]]] = {}
+    for value in values:
+        txn, i = map(int, value.split(b"-"))
+        by_partition.setdefault(i % 6, []).append((txn, i))
+    assert len(values) == 2400
+    assert all(entries == sorted(entries) for entries in by_partition.values())
+
+
 def test_a_second_instance_of_a_transactional_id_fences_the_first(cluster: LocalCluster) -> None:
     bootstrap = cluster.bootstrap_servers
     create_topic(bootstrap, "txn-zombie", 1, 3)

@@ -19,6 +19,10 @@ class BrokerConfig:
     port: int
     zookeeper: str  # HOST:PORT[,HOST:PORT...][/chroot]
     data_dir: Path
+    # where clients and other brokers reach this one, registered in /brokers/ids, when that is
+    # not the address it binds (a port forward or proxy in between); None: the bound address
+    advertised_host: str | None = None
+    advertised_port: int | None = None
     # zookeeper.session.timeout.ms: how long a dead broker keeps its registration (failover delay)
     # against how long a GC pause or network hiccup may last before the broker is declared dead.
     zookeeper_session_timeout_ms: int = 6000
@@ -211,19 +215,21 @@ _PARSERS: dict[str, Callable[[str], object]] = {"int": int, "float": float, "boo
 
 
 def _listener_address(found: dict[str, tuple[int, str]]) -> dict[str, object]:
-    """host and port from Kafka's listeners / advertised.listeners (or the older host.name,
-    port, advertised.host.name, advertised.port). odradek binds the address it registers in
-    /brokers/ids, so an advertised address is where the broker listens: with listeners on a
-    wildcard host (0.0.0.0) it binds the advertised host instead; an advertised port other
-    than the listener's is refused (it would need a port forward odradek cannot see)."""
+    """host and port to bind, and the advertised address to register when it differs, from
+    Kafka's listeners / advertised.listeners (or the older host.name, port,
+    advertised.host.name, advertised.port). With listeners on a wildcard host (0.0.0.0) the
+    broker binds the advertised host instead, on the listener's port: odradek binds one
+    address, the one its broker-to-broker connections leave from too. An advertised port or
+    host other than the listener's is registered as given (a port forward or a proxy in
+    between, as with Kafka); the broker cannot check that it leads to the listener."""
     out: dict[str, object] = {}
 
     def where(key: str) -> str:
         return f"line {found[key][0]}: {key}={found[key][1]}"
 
     def old_style(host_keys: tuple[str, ...], port_key: str, default_port: int) -> tuple[str, int] | None:
-        """Kafka's host.name and port, which listeners replaced (advertised.port defaults to
-        port, port to 9092)."""
+        """Kafka's host.name and port, which listeners replaced (advertised.host.name defaults
+        to host.name, advertised.port to port, port to 9092)."""
         hosts = [found[k][1] for k in host_keys if k in found]
         if not hosts and port_key not in found:
             return None
@@ -236,22 +242,22 @@ def _listener_address(found: dict[str, tuple[int, str]]) -> dict[str, object]:
             else old_style(("host.name", "host"), "port", 9092))
     advertised = (_parse_listener(where("advertised.listeners"), found["advertised.listeners"][1])
                   if "advertised.listeners" in found
-                  else old_style(("advertised.host.name",), "advertised.port", bind[1] if bind else 9092))
-    if bind is not None and advertised is not None:
-        if bind[1] != advertised[1] or (bind[0] not in _WILDCARD_HOSTS and bind[0] != advertised[0]):
-            raise ValueError(f"advertised {advertised[0]}:{advertised[1]} differs from the listener "
-                             f"{bind[0]}:{bind[1]}: odradek listens on the address it advertises, so give "
-                             f"the same port, and the same host or a wildcard listener host (0.0.0.0)")
-    chosen = advertised or bind
-    if chosen is not None:
-        host, port = chosen
+                  else old_style(("advertised.host.name", "host.name", "host"), "advertised.port",
+                                 bind[1] if bind else 9092))
+    if bind is not None and advertised is not None and bind[0] in _WILDCARD_HOSTS:
+        bind = (advertised[0], bind[1])
+    for host, port in (a for a in (bind, advertised) if a is not None):
         if host in _WILDCARD_HOSTS:
             raise ValueError(f"listener host {host or '(empty)'!r}: odradek registers the address it binds, "
                              f"and clients cannot reach a wildcard: give a host name or address, or "
                              f"advertised.listeners")
         if not 0 < port < 65536:
             raise ValueError(f"listener port {port} is not a port number")
-        out.update(host=host, port=port)
+    chosen = bind or advertised
+    if chosen is not None:
+        out.update(host=chosen[0], port=chosen[1])
+    if bind is not None and advertised is not None and advertised != bind:
+        out.update(advertised_host=advertised[0], advertised_port=advertised[1])
     return out
 
 
@@ -282,6 +288,10 @@ FIELD_DOCS: dict[str, str] = {
             "/brokers/ids as given, so not 0.0.0.0 (flag --listen HOST:PORT; in a config file Kafka's "
             "listeners=PLAINTEXT://HOST:PORT, advertised.listeners, or the older host.name and port)",
     "port": "The Kafka port (flag --listen HOST:PORT; in a config file the port of listeners)",
+    "advertised_host": "The address registered in /brokers/ids when clients and other brokers reach this "
+                       "broker through a port forward or proxy (flag --advertise HOST:PORT; in a config file "
+                       "advertised.listeners); by default the listener's",
+    "advertised_port": "The port registered with advertised.host (flag --advertise HOST:PORT)",
     "zookeeper": "The ZooKeeper ensemble, HOST:PORT[,HOST:PORT...][/chroot]; the broker creates the "
                  "chroot if it is missing (flag --zookeeper)",
     "data_dir": "The one directory that holds this broker's partition logs and checkpoints (flag --data-dir; "

@@ -151,7 +151,8 @@ class KafkaApis:
 
     def _transactions_to_verify(self, req: Any) -> dict[TopicPartition, tuple[Partition, int, int]]:
         """The partitions whose batch opens a transaction here: KIP-890's check first (the
-        common case, a batch of a transaction already open here, needs none)."""
+        common case, a batch of a transaction already open here, needs none); and those where
+        an earlier request of the producer still waits on its check: this one goes after it."""
         checks: dict[TopicPartition, tuple[Partition, int, int]] = {}
         for topic in req.topic_data:
             for pdata in topic.partition_data:
@@ -167,38 +168,62 @@ class KafkaApis:
                     h = next(iter_batches(records))
                 except (StopIteration, CorruptRecordError):
                     continue  # refused as corrupt by the append
-                if partition.needs_verification(h.producer_id, h.producer_epoch):
+                if partition.needs_verification(h.producer_id, h.producer_epoch) \
+                        or partition.verification_queued(h.producer_id, h.producer_epoch):
                     checks[tp] = (partition, h.producer_id, h.producer_epoch)
         return checks
 
     async def _produce_verified(self, header: Any, req: Any, version: int,
                                 checks: dict[TopicPartition, tuple[Partition, int, int]]) -> bytes | None:
         """Produce once the transaction coordinator confirmed that each transaction these
-        batches would open is open and names their partitions (txn_verification.py)."""
-        guards = {tp: partition.start_verification(pid) for tp, (partition, pid, _epoch) in checks.items()}
-        by_producer: dict[tuple[int, int], list[TopicPartition]] = {}
-        for tp, (_partition, pid, epoch) in checks.items():
-            by_producer.setdefault((pid, epoch), []).append(tp)
+        batches would open is open and names their partitions (txn_verification.py); behind
+        the producer's earlier requests to the same partitions that wait on such a check, so
+        its batches are appended in the order they came (Partition.verification_turn)."""
+        turns = {tp: partition.verification_turn(pid, epoch) for tp, (partition, pid, epoch) in checks.items()}
         verdicts: dict[TopicPartition, ErrorCode] = {}
+        try:
+            await self._verify(req, checks, turns, verdicts)
+            response = self._produce(header, req, version, {tp: e for tp, e in verdicts.items() if e})
+        finally:
+            for tp, (partition, pid, epoch) in checks.items():
+                partition.verification_done(pid, epoch, turns[tp][1], verdicts.get(tp, ErrorCode.NOT_ENOUGH_REPLICAS))
+        if response is None or isinstance(response, bytes):
+            return response  # None: acks=0, no answer at all
+        return await response
+
+    async def _verify(self, req: Any, checks: dict[TopicPartition, tuple[Partition, int, int]],
+                      turns: dict[TopicPartition, tuple[asyncio.Future[ErrorCode] | None, asyncio.Future[ErrorCode]]],
+                      verdicts: dict[TopicPartition, ErrorCode]) -> None:
+        """Fill ``verdicts`` (NONE: append). A partition behind an earlier request of the
+        producer takes that request's refusal, or needs no check once its batch opened the
+        transaction here."""
         if req.transactional_id is None:
-            verdicts = dict.fromkeys(checks, ErrorCode.INVALID_TXN_STATE)  # transactional batches need an id
-        else:
-            answers = await asyncio.gather(*(self.ctx.txn_verifier.verify(req.transactional_id, pid, epoch, tps)
-                                             for (pid, epoch), tps in by_producer.items()))
-            for answer in answers:
-                verdicts.update(answer)
-        refused: dict[TopicPartition, ErrorCode] = {}
-        for tp, (partition, pid, _epoch) in checks.items():
-            error = verdicts.get(tp, ErrorCode.INVALID_TXN_STATE)
+            verdicts.update(dict.fromkeys(checks, ErrorCode.INVALID_TXN_STATE))  # transactional batches need an id
+            return
+        waiting = {tp: previous for tp, (previous, _mine) in turns.items() if previous is not None}
+        if waiting:
+            for tp, verdict in zip(waiting, await asyncio.gather(*waiting.values()), strict=True):
+                partition, pid, epoch = checks[tp]
+                if verdict != ErrorCode.NONE:
+                    verdicts[tp] = verdict
+                elif not partition.needs_verification(pid, epoch):
+                    verdicts[tp] = ErrorCode.NONE
+        to_check = {tp: check for tp, check in checks.items() if tp not in verdicts}
+        guards = {tp: partition.start_verification(pid) for tp, (partition, pid, _epoch) in to_check.items()}
+        by_producer: dict[tuple[int, int], list[TopicPartition]] = {}
+        for tp, (_partition, pid, epoch) in to_check.items():
+            by_producer.setdefault((pid, epoch), []).append(tp)
+        answers: dict[TopicPartition, ErrorCode] = {}
+        for answer in await asyncio.gather(*(self.ctx.txn_verifier.verify(req.transactional_id, pid, epoch, tps)
+                                             for (pid, epoch), tps in by_producer.items())):
+            answers.update(answer)
+        for tp, (partition, pid, _epoch) in to_check.items():
+            error = answers.get(tp, ErrorCode.INVALID_TXN_STATE)
             if error == ErrorCode.NONE and not partition.verification_holds(pid, guards[tp]):
                 error = ErrorCode.INVALID_TXN_STATE  # its transaction ended while it was checked
             if error != ErrorCode.NONE:
                 log.info("%s: rejected a transactional batch of producer %d: %s", tp, pid, error.name)
-                refused[tp] = error
-        response = self._produce(header, req, version, refused)
-        if response is None or isinstance(response, bytes):
-            return response  # None: acks=0, no answer at all
-        return await response
+            verdicts[tp] = error
 
     def _produce(self, header: Any, req: Any, version: int,
                  refused: dict[TopicPartition, ErrorCode]) -> bytes | None | Awaitable[bytes]:

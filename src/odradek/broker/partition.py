@@ -82,6 +82,9 @@ class Partition:
         self.producers = ProducerStateManager()
         # KIP-890: producer id -> the check under way for its next transaction's first batch here
         self._verification_guards: dict[int, object] = {}
+        # per producer, the completion of the last produce request queued behind a check
+        # (verification_turn): its verdict, set once its batches were appended or refused
+        self._verification_queue: dict[tuple[int, int], asyncio.Future[ErrorCode]] = {}
         self.producers.rebuild(_batches_with_markers(log_), high_watermark=self.high_watermark)
         self.producers.truncate_head(log_.log_start_offset)
 
@@ -248,6 +251,35 @@ class Partition:
 
     def verification_holds(self, producer_id: int, guard: object) -> bool:
         return self._verification_guards.get(producer_id) is guard
+
+    def verification_turn(self, producer_id: int, producer_epoch: int
+                          ) -> tuple[asyncio.Future[ErrorCode] | None, asyncio.Future[ErrorCode]]:
+        """A produce request's place among this producer's requests that wait on a check here:
+        (the one before it, to be waited for; its own, to be finished with
+        ``verification_done``). A broker appends each connection's requests in the order they
+        came, and an idempotent producer's batches must land in sequence order: a request
+        checked on its own overtook the one before it (whose check was slower), and the
+        producer died of OUT_OF_ORDER_SEQUENCE_NUMBER (bench transactions, linger.ms 0, five
+        requests in flight). Kafka keeps the order by reading no further request from a
+        connection until the current one is answered."""
+        previous = self._verification_queue.get((producer_id, producer_epoch))
+        mine: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        self._verification_queue[(producer_id, producer_epoch)] = mine
+        return previous, mine
+
+    def verification_queued(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether a request of the producer waits on a check here: a batch arriving now must
+        not be appended before it, even if the transaction opened meanwhile (the waiting ones
+        resume only after the one that opened it)."""
+        return (producer_id, producer_epoch) in self._verification_queue
+
+    def verification_done(self, producer_id: int, producer_epoch: int, mine: asyncio.Future[ErrorCode],
+                          verdict: ErrorCode) -> None:
+        """The request's batches are appended (or refused with ``verdict``): the next may go."""
+        if not mine.done():
+            mine.set_result(verdict)
+        if self._verification_queue.get((producer_id, producer_epoch)) is mine:
+            del self._verification_queue[(producer_id, producer_epoch)]
 
     def is_duplicate(self, batches: bytes) -> bool:
         """Whether these are an idempotent producer's batches already in the log (a retry whose

@@ -212,7 +212,8 @@ class Broker:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: KafkaConnection(apis, cfg.socket_request_max_bytes),
                                                 cfg.host, cfg.port, reuse_address=True, backlog=1024)
-        self._info = BrokerInfo(cfg.broker_id, cfg.host, cfg.port, rack=cfg.broker_rack)
+        self._info = BrokerInfo(cfg.broker_id, cfg.advertised_host or cfg.host, cfg.advertised_port or cfg.port,
+                                rack=cfg.broker_rack)
         try:
             await asyncio.to_thread(self.replica_manager.remove_stale_logs, self.zk.get_topic_assignments)
         except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: LeaderAndIsr checks ids too

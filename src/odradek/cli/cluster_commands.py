@@ -29,6 +29,9 @@ def add_commands(sub: Any) -> None:
     b = sub.add_parser("broker", help="run one broker in the foreground until SIGTERM")
     b.add_argument("--id", type=int, help="broker.id")
     b.add_argument("--listen", type=hostport_arg, metavar="HOST:PORT", help="address to serve Kafka clients on")
+    b.add_argument("--advertise", type=hostport_arg, metavar="HOST:PORT",
+                   help="address to register for clients and other brokers when a port forward or proxy "
+                        "leads to --listen (default: --listen)")
     b.add_argument("--zookeeper", type=zk_connect_arg, metavar="CONN", help="HOST:PORT[,HOST:PORT...][/chroot]")
     b.add_argument("--data-dir", type=directory_arg, metavar="DIR", help="where partition logs live")
     b.add_argument("--config", type=Path, metavar="FILE", help="Kafka-style key=value settings; flags win")
@@ -113,6 +116,8 @@ def cmd_broker(args: argparse.Namespace) -> None:
         "broker_id": args.id,
         "host": args.listen[0] if args.listen else None,
         "port": args.listen[1] if args.listen else None,
+        "advertised_host": args.advertise[0] if args.advertise else None,
+        "advertised_port": args.advertise[1] if args.advertise else None,
         "zookeeper": args.zookeeper,
         "data_dir": args.data_dir,
         "zookeeper_session_timeout_ms": args.session_timeout_ms,

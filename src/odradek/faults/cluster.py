@@ -9,6 +9,11 @@ So "broker N cut off from ZooKeeper" is a rule on 127.0.N.2, and "broker A cut o
 B" a rule between 127.0.A.1 and 127.0.B.1, while clients (127.0.0.1) reach every broker. The
 rules live in the namespace the run made (`unshare --net`), so they vanish with it and nothing
 outside it is touched.
+
+With `proxied`, each broker listens on 127.0.N.1:PROXIED_PORT and registers 127.0.N.1:9092,
+where the delay proxy (faults/delay_proxy.py) forwards to it: every client and broker-to-broker
+connection passes the proxy, which can hold one of them (delay_one_connection). The cut rules
+still apply: a connection from broker A reaches broker B's proxy from 127.0.A.1.
 """
 from __future__ import annotations
 
@@ -26,6 +31,8 @@ from kazoo.exceptions import NoNodeError
 from odradek.zk.server import ZooKeeperEnsemble
 
 BROKER_PORT = 9092
+#: where a proxied broker listens (its proxy listens on BROKER_PORT)
+PROXIED_PORT = 19092
 ZK_PORTS = (2181, 2182, 2183, 2184, 2185)
 CHROOT = "/odradek"
 
@@ -41,7 +48,7 @@ def zookeeper_host(broker_id: int) -> str:
 
 class FaultCluster:
     def __init__(self, data_dir: Path, brokers: int, session_timeout_ms: int,
-                 broker_config: dict[str, str], zookeeper_nodes: int = 3) -> None:
+                 broker_config: dict[str, str], zookeeper_nodes: int = 3, proxied: bool = False) -> None:
         self.data_dir = data_dir
         self.broker_ids = list(range(1, brokers + 1))
         self.session_timeout_ms = session_timeout_ms
@@ -52,6 +59,8 @@ class FaultCluster:
         self._started_ms: dict[int, int] = {}  # wall clock, as the registration's timestamp
         self._rules: list[list[str]] = []
         self._zk: KazooClient | None = None
+        self.proxied = proxied
+        self._proxy: subprocess.Popen[str] | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -64,6 +73,8 @@ class FaultCluster:
 
     def start(self, timeout_s: float = 60.0) -> None:
         self.zookeeper.start()
+        if self.proxied:
+            self._start_proxy()
         for b in self.broker_ids:
             self.start_broker(b)
         self.wait_registered(timeout_s)
@@ -75,16 +86,40 @@ class FaultCluster:
         props.write_text("".join(f"{k}={v}\n" for k, v in self.broker_config.items()))
         log = open(bdir / "broker.log", "ab")
         self._started_ms[broker_id] = int(time.time() * 1000)
+        address = ["--listen", f"{broker_host(broker_id)}:{PROXIED_PORT}",
+                   "--advertise", f"{broker_host(broker_id)}:{BROKER_PORT}"] if self.proxied else \
+            ["--listen", f"{broker_host(broker_id)}:{BROKER_PORT}"]
         try:
             self._procs[broker_id] = subprocess.Popen(
-                [sys.executable, "-m", "odradek", "broker", "--id", str(broker_id),
-                 "--listen", f"{broker_host(broker_id)}:{BROKER_PORT}",
+                [sys.executable, "-m", "odradek", "broker", "--id", str(broker_id), *address,
                  "--zookeeper", self._zookeeper_connect(zookeeper_host(broker_id)),
                  "--data-dir", str(bdir / "data"), "--config", str(props),
                  "--session-timeout-ms", str(self.session_timeout_ms)],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         finally:
             log.close()
+
+    def _start_proxy(self) -> None:
+        routes = [f"{broker_host(b)}:{BROKER_PORT}={broker_host(b)}:{PROXIED_PORT}" for b in self.broker_ids]
+        log = open(self.data_dir / "delay-proxy.log", "ab")
+        try:
+            self._proxy = subprocess.Popen([sys.executable, "-m", "odradek.faults.delay_proxy", *routes],
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+                                           start_new_session=True)
+        finally:
+            log.close()
+        assert self._proxy.stdout is not None
+        if self._proxy.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"the delay proxy did not start: see {self.data_dir / 'delay-proxy.log'}")
+
+    def delay_one_connection(self, seconds: float, seed: int) -> str:
+        """Hold what one connection (preferably one that carried a produce or a transactional
+        request) sends towards its broker for `seconds`; what the proxy chose."""
+        assert self._proxy is not None and self._proxy.stdin is not None and self._proxy.stdout is not None, \
+            "a proxied cluster"
+        self._proxy.stdin.write(f"delay {seconds} {seed}\n")
+        self._proxy.stdin.flush()
+        return self._proxy.stdout.readline().strip()
 
     def _zookeeper_connect(self, host: str) -> str:
         return ",".join(f"{host}:{p.client_port}" for p in self.zookeeper.peers) + CHROOT
@@ -112,6 +147,9 @@ class FaultCluster:
             self._zk.close()
             self._zk = None
         self.zookeeper.stop()
+        if self._proxy is not None:
+            self._proxy.kill()
+            self._proxy.communicate(timeout=30)   # waits, and closes its pipes
 
     # -- ZooKeeper's view ---------------------------------------------------------------------
 

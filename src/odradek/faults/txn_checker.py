@@ -10,7 +10,10 @@ offset 0 were delivered, one at read_committed, one at read_uncommitted (the con
 
 Each record's value is "<producer>:<transaction number>:<index in the transaction>". A
 producer's transactions are numbered in the order it ran them, one after the other, so that is
-also the order its commits took effect.
+also the order its commits took effect. Each producer also reads, in every transaction after
+its sends, what a read_committed consumer of its own (tailing the topic) is delivered: those
+reads give the write-read edges of Jepsen's cycle checks (Elle's G1c) and its precommitted
+reads.
 
 The consume-transform-produce copier is judged apart (judge_copy): the output topic read at
 read_committed against the source topic it copies.
@@ -56,6 +59,7 @@ class Txn:
     records: list[TxnRecord] = field(default_factory=list)
     intended: str = COMMITTED   # what the producer meant to do with it
     note: str = ""              # what went wrong on the way, if anything
+    reads: list[RecordId] = field(default_factory=list)   # what its producer's reader was delivered in it
 
 
 def judge_transactions(txns: list[Txn], committed: list[Read],
@@ -75,7 +79,8 @@ def judge_transactions(txns: list[Txn], committed: list[Read],
     - unexpected records: a value no transaction of the history wrote;
     - control blind: the read_uncommitted reader did not see what it must (an aborted record
       whose write was acknowledged, or a record the read_committed reader was delivered); a
-      check that cannot fail proves nothing.
+      check that cannot fail proves nothing;
+    - precommitted read, G1c and G1c-process: see judge_reads.
     """
     records: dict[RecordId, tuple[Txn, TxnRecord]] = {}
     for txn in txns:
@@ -165,8 +170,116 @@ def judge_transactions(txns: list[Txn], committed: list[Read],
     }
     anomalies = {"aborted_read": aborted_read, "lost_write": lost, "duplicate": duplicates,
                  "torn_transaction": torn, "order": order, "inconsistent_offsets": inconsistent,
-                 "unexpected_records": unexpected, "control_blind": control_blind}
+                 "unexpected_records": unexpected, "control_blind": control_blind, **judge_reads(txns)}
+    stats["reads_in_transactions"] = sum(len(t.reads) for t in txns)
     return anomalies, stats
+
+
+TxnId = tuple[int, int]   # (producer, transaction number)
+
+
+def judge_reads(txns: list[Txn]) -> dict[str, list[str]]:
+    """What the transactions' own read_committed reads show (Jepsen's Kafka definitions, Elle's
+    cycle search):
+
+    - precommitted read: a transaction read a record of its own (a read_committed consumer
+      must not see a transaction's records before its commit marker, its own included), or of
+      a later transaction of its producer;
+    - G1c: a cycle of write-read edges (T1 -> T2: T2 read a record T1 wrote) between
+      transactions of different producers: each read the other's records before either
+      committed;
+    - G1c-process: a cycle of write-read edges and process order (a producer's transaction n
+      before its n+1: they ran one after the other) that is no G1c: a transaction read a
+      record of one that began after it had ended.
+
+    Each cycle is reported once per strongly connected component, with one example."""
+    known = {(t.producer, t.number) for t in txns}
+    wr: dict[TxnId, set[TxnId]] = {}
+    precommitted = []
+    for t in txns:
+        me = (t.producer, t.number)
+        for rid in t.reads:
+            writer = (rid[0], rid[1])
+            if writer[0] == me[0] and writer[1] >= me[1]:
+                precommitted.append(f"transaction {me[0]}:{me[1]} read {_name(rid)}"
+                                    + (" (its own)" if writer == me else " (of a later transaction)"))
+            elif writer in known:
+                wr.setdefault(writer, set()).add(me)
+    process: dict[TxnId, set[TxnId]] = {}
+    for t in txns:
+        if (t.producer, t.number + 1) in known:
+            process.setdefault((t.producer, t.number), set()).add((t.producer, t.number + 1))
+    g1c = [_cycle_text(c, wr) for c in strongly_connected(wr) if len(c) > 1]
+    in_g1c = {n for c in strongly_connected(wr) if len(c) > 1 for n in c}
+    both = {n: wr.get(n, set()) | process.get(n, set()) for n in set(wr) | set(process)}
+    g1c_process = [_cycle_text(c, both) for c in strongly_connected(both) if len(c) > 1 and not c <= in_g1c]
+    return {"precommitted_read": precommitted, "g1c": g1c, "g1c_process": g1c_process}
+
+
+def strongly_connected(graph: dict[TxnId, set[TxnId]]) -> list[set[TxnId]]:
+    """Tarjan's strongly connected components, iteratively (a producer's chain of thousands of
+    transactions would exceed Python's recursion limit)."""
+    index: dict[TxnId, int] = {}
+    low: dict[TxnId, int] = {}
+    stack: list[TxnId] = []
+    on_stack: set[TxnId] = set()
+    out: list[set[TxnId]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                out.append(component)
+    return out
+
+
+def _cycle_text(component: set[TxnId], graph: dict[TxnId, set[TxnId]]) -> str:
+    """One cycle through the component's smallest transaction, found by breadth-first search
+    inside the component."""
+    start = min(component)
+    came_from: dict[TxnId, TxnId] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for child in sorted(graph.get(node, ())):
+                if child == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(came_from[path[-1]])
+                    names = " -> ".join(f"{p}:{n}" for p, n in [start, *reversed(path[:-1]), start])
+                    return f"{len(component)} transactions, e.g. {names}"
+                if child in component and child not in came_from:
+                    came_from[child] = node
+                    following.append(child)
+        frontier = following
+    return f"{len(component)} transactions"
 
 
 def _name(rid: RecordId) -> str:

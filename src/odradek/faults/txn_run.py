@@ -3,7 +3,10 @@ KIP-447, KIP-890 part 1), with the anomalies Jepsen's Kafka tests define.
 
 The same cluster and faults as the default workload (faults/__main__.py), plus kill -9 of the
 transaction coordinator (the broker leading the most producers' `__transaction_state`
-partitions). Transactional producers (faults/txn_workload.py) write transactions of 1-10
+partitions), and a delayed connection: every connection passes a TCP proxy
+(faults/delay_proxy.py) that holds what one of them sends (a producer's, preferably one that
+carried a produce or a transactional request, or a coordinator's marker connection) for
+2-20 s, so a request reaches its broker after its sender gave up on it (KAFKA-17754). Transactional producers (faults/txn_workload.py) write transactions of 1-10
 records over a 6-partition RF 3 topic, a quarter of them aborted on purpose, and record each
 one's outcome as their client saw it; a read_committed and a read_uncommitted consumer tail
 every partition from offset 0. After the last fault: the producers finish their transaction,
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import faulthandler
 import json
 import logging
 import random
@@ -46,7 +50,8 @@ PARTITIONS = 6
 SOURCE, OUTPUT, COPY_PARTITIONS = "txn-copy-source", "txn-copy-output", 3
 SOURCE_RATE = 50.0
 COORDINATOR_KILL = "kill-transaction-coordinator"
-ALL_KINDS = KINDS + (COORDINATOR_KILL,)
+DELAY = "delay-one-connection"
+ALL_KINDS = KINDS + (COORDINATOR_KILL, DELAY)
 #: values per second per producer (--rate) per transaction: 5.5 records a transaction on average
 RECORDS_PER_TXN_RATE = 10.0
 #: how long, after the last fault, the producers may take to finish their transaction, and the
@@ -55,7 +60,7 @@ END_BOUND_S = 180.0
 
 
 def run_transactions(args: argparse.Namespace, data_dir: Path, broker_config: dict[str, str]) -> dict[str, Any]:
-    cluster = FaultCluster(data_dir, 3, args.session_timeout_ms, broker_config, args.zookeeper_nodes)
+    cluster = FaultCluster(data_dir, 3, args.session_timeout_ms, broker_config, args.zookeeper_nodes, proxied=True)
     data_dir.mkdir(parents=True, exist_ok=True)
     client_log = logging.FileHandler(data_dir / "librdkafka.log")
     client_log.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(message)s"))
@@ -119,8 +124,15 @@ def run_transactions(args: argparse.Namespace, data_dir: Path, broker_config: di
             cluster.start_broker(broker)
             return hold, f"broker {broker}, {what}"
 
+        def delay_connection(rng: random.Random) -> tuple[float, str]:
+            hold = rng.uniform(2.0, 20.0)
+            what = cluster.delay_one_connection(hold, rng.randrange(1 << 30))
+            time.sleep(hold)
+            return hold, what
+
         kinds = tuple(args.kinds.split(",")) if args.kinds else ALL_KINDS
-        nemesis = Nemesis(cluster, TOPIC, args.seed, kinds, {COORDINATOR_KILL: kill_coordinator})
+        nemesis = Nemesis(cluster, TOPIC, args.seed, kinds,
+                          {COORDINATOR_KILL: kill_coordinator, DELAY: delay_connection})
         run_faults(cluster, nemesis, args.faults, args.seed, brokers_exited, not_recovered)
         time.sleep(3.0)  # transactions after the last fault
         end = time.monotonic() + END_BOUND_S
@@ -128,6 +140,8 @@ def run_transactions(args: argparse.Namespace, data_dir: Path, broker_config: di
             w.stop(end)
         unresolved = source.stop(flush_timeout_s=60) if source is not None else 0
         stuck = [f"txn producer {w.index}: its thread did not finish" for w in writers if not w.join()]
+        if stuck:
+            stuck.append(f"(every thread's stack: {_dump_threads(data_dir)})")
         stuck += [w.gave_up for w in writers if w.gave_up]
         stuck += [f"copy source: {unresolved} values"] if unresolved else []
         copy_behind: list[str] = []
@@ -142,7 +156,7 @@ def run_transactions(args: argparse.Namespace, data_dir: Path, broker_config: di
             else:
                 copy_behind.append(f"copier committed {copier.positions}, the source ends at {source_end}")
             if not copier.stop(end):
-                stuck.append("copier: its thread did not finish")
+                stuck.append(f"copier: its thread did not finish (its stack: {_dump_threads(data_dir)})")
             stuck += [copier.gave_up] if copier.gave_up else []
         # the readers to the partitions' ends: the last stable offset at read_committed, the high
         # watermark at read_uncommitted (asked again each round: a transaction left open moves
@@ -238,6 +252,14 @@ def run_transactions(args: argparse.Namespace, data_dir: Path, broker_config: di
         cluster.stop()
 
 
+def _dump_threads(data_dir: Path) -> Path:
+    """Every thread's Python stack, into the run's data dir: where a client call hangs."""
+    path = data_dir / "stuck-threads.txt"
+    with open(path, "a") as out:
+        faulthandler.dump_traceback(out, all_threads=True)
+    return path
+
+
 def _replica_dirs(cluster: FaultCluster, topic: str) -> Callable[[int], list[Path]]:
     return lambda p: [cluster.broker_dir(b) / "data" / f"{topic}-{p}" for b in cluster.broker_ids]
 
@@ -245,10 +267,12 @@ def _replica_dirs(cluster: FaultCluster, topic: str) -> Callable[[int], list[Pat
 def _write_history(path: Path, txns: list[Txn], readers: list[TailReader]) -> None:
     """The history the checker judged, kept with the run's data (to look into an anomaly):
     each transaction with its outcome and records (index, partition, acknowledged offset), and
-    each reader's deliveries (partition, offset, value)."""
+    what it read in it (producer, transaction, index), and each reader's deliveries
+    (partition, offset, value)."""
     path.write_text(json.dumps({
         "transactions": [{"producer": t.producer, "number": t.number, "outcome": t.outcome,
                           "intended": t.intended, "note": t.note,
-                          "records": [[r.index, r.partition, r.offset] for r in t.records]} for t in txns],
+                          "records": [[r.index, r.partition, r.offset] for r in t.records],
+                          "reads": [list(rid) for rid in t.reads]} for t in txns],
         "reads": {r.isolation: [[p, o, v.decode(errors="replace")] for p, o, v in r.reads] for r in readers},
     }))

@@ -20,11 +20,20 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from odradek.admin.admin_client import metadata_request, send_request
 from odradek.coordinator.partitioning import partition_for
-from odradek.faults.txn_checker import ABORTED, COMMITTED, UNKNOWN, Read, Txn, TxnRecord, encode_record
+from odradek.faults.txn_checker import (
+    ABORTED,
+    COMMITTED,
+    UNKNOWN,
+    Read,
+    Txn,
+    TxnRecord,
+    decode_record,
+    encode_record,
+)
 from odradek.faults.workload import LOGGER, ClientTrouble
 
 LIST_OFFSETS, LIST_OFFSETS_VERSION = 2, 4
@@ -69,7 +78,13 @@ class _Retrying:
 class TransactionalWriter(_Retrying):
     """One transactional producer: transactions of 1-10 records spread over the topic's
     partitions, one after the other, about one in four aborted on purpose (after a flush, so
-    its records are in the log for the control reader to see)."""
+    its records are in the log for the control reader to see). In each transaction, after its
+    sends, it also takes what a read_committed consumer of its own, tailing the topic from its
+    end at the start, has for it: the reads the checker's cycle and precommitted-read checks
+    judge."""
+
+    #: at most this many records read, waiting at most READ_WAIT_S, in each transaction
+    READ_MAX, READ_WAIT_S = 100, 0.02
 
     def __init__(self, index: int, bootstrap: str, topic: str, partitions: int, txn_rate: float, seed: int,
                  trouble: ClientTrouble) -> None:
@@ -88,11 +103,27 @@ class TransactionalWriter(_Retrying):
             "logger": LOGGER, "error_cb": self._on_error, "client.id": f"faults-txn-producer-{index}",
             # the transactional and idempotent state changes, kept in the run's librdkafka.log
             "debug": os.environ.get("ODRADEK_FAULTS_PRODUCER_DEBUG", "eos")})
+        self._reader = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": f"faults-txn-in-{index}", "enable.auto.commit": False,
+            "isolation.level": "read_committed", "logger": LOGGER, "error_cb": self._on_error,
+            "auto.offset.reset": "error", "client.id": f"faults-txn-in-{index}"})
+        self._reader.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
         self._thread = threading.Thread(target=self._run, name=f"txn-producer-{index}", daemon=True)
 
     def _on_error(self, err: KafkaError) -> None:
         if err.fatal():
             self.trouble.died.append(f"txn producer {self.index}: fatal {err}")
+
+    def _read(self, txn: Txn) -> None:
+        for msg in self._reader.consume(self.READ_MAX, self.READ_WAIT_S):
+            error = msg.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    self.trouble.consumer_errors.append(f"txn producer {self.index}'s reader: {error}")
+                continue
+            rid = decode_record(msg.value() or b"")
+            if rid is not None:
+                txn.reads.append(rid)
 
     def start(self) -> None:
         self._thread.start()
@@ -107,7 +138,10 @@ class TransactionalWriter(_Retrying):
         """False if the thread is still in a call (a call returns within CALL_TIMEOUT_S)."""
         assert self._give_up_at is not None, "stop() first"
         self._thread.join(max(0.0, self._give_up_at - time.monotonic()) + 2 * CALL_TIMEOUT_S)
-        return not self._thread.is_alive()
+        if self._thread.is_alive():
+            return False
+        self._reader.close()
+        return True
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -147,6 +181,7 @@ class TransactionalWriter(_Retrying):
                 record = TxnRecord(i, self._rng.randrange(self.partitions))
                 self._produce(encode_record(self.index, number, i), record)
                 txn.records.append(record)
+            self._read(txn)
             if txn.intended == ABORTED:
                 self._producer.flush(CALL_TIMEOUT_S)
                 self._retrying("abort_transaction", lambda: self._producer.abort_transaction(CALL_TIMEOUT_S))
