@@ -140,6 +140,36 @@ def test_markers_are_retried_until_every_leader_has_written_its_own(tmp_path: Pa
     on_virtual_time(test, tmp_path)
 
 
+def test_the_next_transactions_partitions_wait_for_the_previous_one_to_complete(tmp_path: Path) -> None:
+    """AddPartitionsToTxn while the previous transaction's markers are being written is
+    answered once it completed, not CONCURRENT_TRANSACTIONS at once (the client's retry pause
+    cost throughput); after add_partitions_wait_ms it is CONCURRENT_TRANSACTIONS after all."""
+    async def test(rig: Rig) -> None:
+        pid, epoch = await rig.begin()
+        rig.markers.answers[B] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert await rig.c.end_transaction("t", pid, epoch, commit=True) == ErrorCode.NONE
+        await settle()
+        waiting = asyncio.ensure_future(rig.c.add_partitions("t", pid, epoch, [A]))
+        await settle()
+        assert not waiting.done()
+        del rig.markers.answers[B]
+        rig.scheduler.advance(CONFIG.marker_retry_backoff_ms)   # the marker retried, then Complete
+        await settle()
+        assert waiting.done() and waiting.result() == ErrorCode.NONE
+        assert rig.state() is TransactionState.ONGOING
+
+        rig.markers.answers[A] = ErrorCode.NOT_LEADER_OR_FOLLOWER   # now one that does not complete
+        assert await rig.c.end_transaction("t", pid, epoch, commit=False) == ErrorCode.NONE
+        await settle()
+        waiting = asyncio.ensure_future(rig.c.add_partitions("t", pid, epoch, [B]))
+        await settle()
+        rig.scheduler.advance(CONFIG.add_partitions_wait_ms)
+        await settle()
+        assert waiting.done() and waiting.result() == ErrorCode.CONCURRENT_TRANSACTIONS
+        assert rig.state() is TransactionState.PREPARE_ABORT
+    on_virtual_time(test, tmp_path)
+
+
 def test_a_deleted_topic_needs_no_marker_and_a_fenced_coordinator_stops(tmp_path: Path) -> None:
     async def test(rig: Rig) -> None:
         pid, epoch = await rig.begin()
