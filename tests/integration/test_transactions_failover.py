@@ -73,6 +73,94 @@ def test_a_commit_prepared_by_a_coordinator_killed_before_its_markers_is_finishe
     c.start_broker(coordinator)
 
 
+def test_kafka_python_and_aiokafka_transactions_carry_on_through_a_leader_kill(cluster_factory: object) -> None:
+    """kafka-python's and aiokafka's transactional producers commit transactions one after the
+    other while the leader of their partitions is killed with kill -9 and restarted: each
+    error is handled as the client documents it (an abortable one: abort and go on), no
+    producer is made again, and read_committed holds every record of every transaction the
+    client was told committed, once, and none of the others."""
+    import asyncio
+    import threading
+
+    from aiokafka import AIOKafkaProducer
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError as PyKafkaError
+
+    c: LocalCluster = cluster_factory()  # type: ignore[operator]
+    bootstrap = c.bootstrap_servers
+    create_topic(bootstrap, "txn-py-kill", 2, 3)
+    stop = threading.Event()
+    committed: dict[str, list[bytes]] = {"kp": [], "aio": []}
+    attempted: dict[str, list[bytes]] = {"kp": [], "aio": []}
+
+    def kafka_python() -> None:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="txn-py-kill-kp")
+        producer.init_transactions()
+        n = 0
+        while not stop.is_set():
+            values = [b"kp-%d-%d" % (n, i) for i in range(5)]
+            n += 1
+            attempted["kp"] += values
+            producer.begin_transaction()
+            try:
+                for i, value in enumerate(values):
+                    producer.send("txn-py-kill", value, partition=i % 2)
+                producer.commit_transaction()
+                committed["kp"] += values
+            except PyKafkaError:
+                producer.abort_transaction()
+            time.sleep(0.05)
+        producer.close()
+
+    async def aiokafka() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="txn-py-kill-aio")
+        await producer.start()
+        n = 0
+        try:
+            while not stop.is_set():
+                values = [b"aio-%d-%d" % (n, i) for i in range(5)]
+                n += 1
+                attempted["aio"] += values
+                async with producer.transaction():
+                    for i, value in enumerate(values):
+                        await producer.send("txn-py-kill", value, partition=i % 2)
+                committed["aio"] += values
+                await asyncio.sleep(0.05)
+        finally:
+            await producer.stop()
+
+    errors: list[BaseException] = []
+
+    def run(target: object) -> threading.Thread:
+        def body() -> None:
+            try:
+                target()  # type: ignore[operator]
+            except BaseException as exc:  # noqa: BLE001 - reported by the test below
+                errors.append(exc)
+        thread = threading.Thread(target=body)
+        thread.start()
+        return thread
+
+    threads = [run(kafka_python), run(lambda: asyncio.run(aiokafka()))]
+    try:
+        wait_until(lambda: len(committed["kp"]) >= 20 and len(committed["aio"]) >= 20, 60, "transactions before")
+        leader = metadata(bootstrap, "txn-py-kill")[0][0]
+        c.kill_broker(leader)
+        time.sleep(3)
+        c.start_broker(leader)
+        done = {k: len(v) for k, v in committed.items()}
+        wait_until(lambda: all(len(committed[k]) >= done[k] + 50 for k in done), 90, "transactions after the restart")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(120)
+    assert not errors, errors
+    expected = committed["kp"] + committed["aio"]
+    values = read_all(bootstrap, "txn-py-kill", 2, "read_committed", expected=len(expected), timeout_s=60)
+    assert sorted(values) == sorted(expected)   # each once, and none of a transaction not committed
+    assert len(attempted["kp"]) + len(attempted["aio"]) >= len(expected)
+
+
 COPIER = """
 import sys, time
 from confluent_kafka import Consumer, Producer, TopicPartition

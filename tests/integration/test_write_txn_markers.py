@@ -17,7 +17,7 @@ from odradek.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.integration
 
-WRITE_TXN_MARKERS, TXN_OFFSET_COMMIT, OFFSET_FETCH, API_VERSIONS = 27, 28, 9, 18
+WRITE_TXN_MARKERS, TXN_OFFSET_COMMIT, OFFSET_FETCH, API_VERSIONS, JOIN_GROUP = 27, 28, 9, 18, 11
 
 
 def replicas(cluster: LocalCluster, topic: str, partition: int) -> tuple[int, list[int]]:
@@ -128,5 +128,41 @@ def test_a_transactions_offsets_are_pending_until_its_commit_marker(cluster: Loc
         assert markers(conn, pid, True, 0, {"__consumer_offsets": [offsets_partition]}, producer_epoch=epoch) == \
             {("__consumer_offsets", offsets_partition): ErrorCode.NONE}
         assert fetch_offset(conn, group, "txn-offsets", stable=True) == (42, ErrorCode.NONE)
+    finally:
+        conn.close()
+
+
+def test_a_txn_offset_commit_of_a_stale_generation_or_unknown_member_is_refused(cluster: LocalCluster) -> None:
+    """KIP-447: a zombie copier, from a generation the group has left behind or a member it has
+    removed, cannot commit offsets in its transaction; the current member can."""
+    create_topic(cluster.bootstrap_servers, "txn-generations", 1, 3)
+    group = "txn-generations-group"
+    conn, _coordinator = coordinator_connection(cluster.host, cluster.broker_port(1), group)
+    pid, epoch = open_offsets_transaction(cluster, "txn-generations-producer", group)
+
+    def join(member_id: str) -> Any:
+        return conn.request(JOIN_GROUP, 5, {
+            "group_id": group, "session_timeout": 30_000, "rebalance_timeout": 5_000, "member_id": member_id,
+            "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]})
+
+    def commit(generation: int, member_id: str) -> ErrorCode:
+        response = conn.request(TXN_OFFSET_COMMIT, 3, {
+            "transactional_id": "txn-generations-producer", "group_id": group, "producer_id": pid,
+            "producer_epoch": epoch, "generation_id": generation, "member_id": member_id,
+            "group_instance_id": None, "topics": [{"name": "txn-generations", "partitions": [
+                {"partition_index": 0, "committed_offset": 7, "committed_leader_epoch": -1,
+                 "committed_metadata": ""}]}]})
+        return ErrorCode(response.topics[0].partitions[0].error_code)
+
+    try:
+        first = join("")
+        assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
+        joined = join(first.member_id)
+        assert joined.error_code == ErrorCode.NONE
+        member, generation = joined.member_id, joined.generation_id
+        assert commit(generation + 1, member) == ErrorCode.ILLEGAL_GENERATION
+        assert commit(generation, "a-member-the-group-never-had") == ErrorCode.UNKNOWN_MEMBER_ID
+        assert fetch_offset(conn, group, "txn-generations", stable=False) == (-1, ErrorCode.NONE)  # nothing kept
+        assert commit(generation, member) == ErrorCode.NONE
     finally:
         conn.close()

@@ -40,7 +40,7 @@ ORDERED = {"enable.ordered.delivery": "true"}
 HEARTBEAT_MS = 500
 
 #: plain and ordered runs of the throughput part, alternating
-THROUGHPUT_ROUNDS = 3
+THROUGHPUT_ROUNDS = 5
 
 
 def _producer_config(bootstrap: str, only_errors: bool = True) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from odradek.admin.admin_client import create_topic, quiet_logger
 from odradek.bench.common import format_machine, machine, private_cluster
 
 INTERVALS_MS = (10, 100, 1000)
-ROUNDS = 3
+ROUNDS = 5
 PARTITIONS = 6
 
 
