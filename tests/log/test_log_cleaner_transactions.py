@@ -1,6 +1,7 @@
 """The log cleaner and transactions (KIP-98): aborted records go and never hide a committed value,
 nothing at or past the last stable offset is cleaned, committed transactional records compact like
-any others, and transaction markers stay. Each test runs with the transactions taken from a
+any others, and a transaction marker stays while its transaction has a batch in the log, then
+goes delete.retention.ms after a clean found none. Each test runs with the transactions taken from a
 producer state kept in step with the log (the broker's way) and read from the log (no callback)."""
 import pytest
 from cleaner_helpers import Setup, batches, compact_config, latest_per_key
@@ -153,8 +154,14 @@ def test_committed_transactional_values_compact_like_any_others(tmp_path, clock,
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_transaction_markers_survive_cleaning(tmp_path, clock, mode):
-    s = Setup(tmp_path, clock, compact_config(), transactions=mode)
+def test_a_marker_stays_while_its_transaction_has_a_batch_and_goes_after_delete_retention(tmp_path, clock, mode):
+    """Four transactions on key k, alternating two producers: 0 committed, 1 aborted, 2
+    committed (k's latest committed value), 3 aborted (its producer's last batch: kept empty).
+    The markers of 0 and 1, whose records are all gone, get a delete horizon and go after
+    delete.retention.ms; those of 2 and 3 stay; a rebuild of the producer state finds no
+    transaction open at any point."""
+    clock.now = 1_000_000
+    s = Setup(tmp_path, clock, compact_config(delete_retention_ms=60_000), transactions=mode)
     for n, commit in enumerate([True, False, True, False]):
         pid = TXN if n % 2 == 0 else OTHER
         s.put("k", f"txn-{n}", txn=True, producer_id=pid, producer_epoch=EPOCH, base_sequence=n // 2)
@@ -162,11 +169,22 @@ def test_transaction_markers_survive_cleaning(tmp_path, clock, mode):
         fill(s, rounds=3)
     fill(s, rounds=6)
     before = markers(s.log)
-    raw_before = {o: bytes(s.log.read(o, 0)[:size]) for o, _, size in before}
     assert len(before) == 4
     assert s.cleaner.clean_once()
-    assert markers(s.log) == before
-    assert {o: bytes(s.log.read(o, 0)[:size]) for o, _, size in before} == raw_before
+    assert [o for o, _, _ in markers(s.log)] == [o for o, _, _ in before]
+    horizons = {h.base_offset: h.delete_horizon_ms for h in batches(s.log) if h.is_control}
+    assert [horizons[o] for o, _, _ in before] == [clock.now + 60_000, clock.now + 60_000, None, None]
+    assert latest_per_key(data_records(s.log))["k"][1] == "txn-2"
+
+    clock.now += 59_000
+    fill(s, rounds=6)
+    assert s.cleaner.clean_once()
+    assert len(markers(s.log)) == 4   # not before the horizon
+    clock.now += 2_000
+    fill(s, rounds=6)
+    assert s.cleaner.clean_once()
+    assert [o for o, _, _ in markers(s.log)] == [o for o, _, _ in before[2:]]
+    assert latest_per_key(data_records(s.log))["k"][1] == "txn-2"
     state = rebuilt(s.log)
     assert state.ongoing_transactions() == {}
     assert state.last_stable_offset(s.log.log_end_offset) == s.log.log_end_offset

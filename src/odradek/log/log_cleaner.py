@@ -33,13 +33,16 @@ offset of the ABORT marker) from the partition's producer state, are not mapped,
 value never shadows the committed value of its key (on `__consumer_offsets` that would lose a
 committed offset), and their batches go whole (as empty batches when one is its producer's last
 or lies just below the first uncleanable offset, as above). Committed transactional records are
-compacted like any others. Transaction markers (control batches) are always kept: Kafka removes a
-marker once no batch of its transaction is left and delete.retention.ms has passed since a clean
-found it so; keeping them costs one small batch (about 80 bytes) per transaction per partition
-the transaction wrote to, and producer_state.py's list of aborted transactions, rebuilt from the
-log, keeps an entry per ABORT marker for as long. What it buys: an empty batch kept for a
-producer's last transactional batch is always followed by its marker, so a rebuild of producer
-state never takes it for an open transaction.
+compacted like any others. A transaction marker (control batch) stays while any batch of its
+transaction is left in the log, an empty one kept for its producer included (so a rebuild of
+producer state never takes that batch for an open transaction); once a clean finds none left
+(every record superseded, or aborted), the marker gets a delete horizon, delete.retention.ms
+ahead, as a tombstone does, and the first clean past it removes the marker (Kafka's rule): a
+consumer that read the transaction's records before they were cleaned away still finds the
+marker that decides them, and a compacted topic written by transactions (Kafka Streams'
+exactly-once changelogs) does not keep an 80-byte batch per transaction for ever. The clean
+pass reads the log from its start, so it has seen every batch of a transaction before its
+marker.
 
 Threading. The broker's appends, reads, truncations, retention and deletions run on its event
 loop's thread under each Log's lock; the cleaner thread takes that lock only to snapshot the
@@ -66,7 +69,7 @@ Where odradek differs from Kafka: keyless records are kept (Kafka refuses them a
 on a compacted topic and its cleaner drops any it meets; odradek's produce path keeps batches
 opaque and does not check); the offset map is a Python dict keyed by each key's MD5, about 128
 bytes an entry, so log.cleaner.dedupe.buffer.size buys about a sixth of the keys it buys Kafka
-(24-byte entries); transaction markers are never removed (above); no I/O throttling; one thread.
+(24-byte entries); no I/O throttling; one thread.
 
 Cleaning is Python parsing varints and hashing keys (its speed: docs/benchmarks-history.md,
 "Log cleaner"). The thread holds the GIL while it does, so a broker cleaning a large log shares
@@ -336,9 +339,10 @@ class Cleaner:
                 def check() -> None:
                     _check_transactions(ltc.tp, log_, transaction_state, start, upper, aborted)
             cleanable = [v for v in views[:-1] if v.base_offset < end_offset]
+            transactions = _TransactionsKept()   # across the groups: a transaction may span them
             for group in group_segments_by_size(cleanable, log_.config.segment_bytes, upper):
                 self._clean_segments(ltc.tp, log_, group, upper, aborted, last_of_producer, now_ms,
-                                     stats, check)
+                                     stats, check, transactions)
             return end_offset, stats
         finally:
             for view in views:
@@ -430,7 +434,8 @@ class Cleaner:
 
     def _clean_segments(self, tp: TopicPartition, log_: Log, group: list[SegmentView], upper: int,
                         aborted: AbortedTransactions, last_of_producer: dict[int, int], now_ms: int,
-                        stats: CleanerStats, check: Callable[[], None] | None) -> None:
+                        stats: CleanerStats, check: Callable[[], None] | None,
+                        transactions: _TransactionsKept) -> None:
         """Kafka's Cleaner.cleanSegments: the group's retained batches into one `.cleaned`
         segment, fsynced, then swapped in for the group (``check`` first, under the log's
         lock)."""
@@ -442,8 +447,13 @@ class Cleaner:
                     self._check_done(log_)
                     stats.bytes_read += header.size
                     stats.records_read += header.record_count
-                    kept = self._filter(tp, log_, header, data, upper, aborted, last_of_producer,
-                                        now_ms)
+                    if header.is_control:
+                        kept = self._marker(tp, log_, header, data, upper, now_ms, transactions)
+                    else:
+                        kept = self._filter(tp, log_, header, data, upper, aborted, last_of_producer,
+                                            now_ms)
+                        if header.is_transactional and header.producer_id >= 0:
+                            transactions.data_batch(header.producer_id, kept is not None)
                     if kept is None:
                         continue
                     stats.records_kept += _record_count(kept)
@@ -467,8 +477,6 @@ class Cleaner:
                 now_ms: int) -> bytes | memoryview | None:
         """The batch as it stays in the cleaned log, or None when it goes (Kafka's
         checkBatchRetention and shouldRetainRecord)."""
-        if header.is_control:
-            return data  # transaction markers stay (the module docstring says why)
         if aborted.contains(header):  # every record goes, whatever the map says
             return _emptied(data, header, upper, last_of_producer)
         section = self._records(tp, header, data)
@@ -495,6 +503,38 @@ class Cleaner:
                 return data
             return build_filtered_batch(data, header, section, kept, new_horizon)
         return _emptied(data, header, upper, last_of_producer)
+
+
+    def _marker(self, tp: TopicPartition, log_: Log, header: BatchHeader, data: memoryview, upper: int,
+                now_ms: int, transactions: _TransactionsKept) -> bytes | memoryview | None:
+        """A transaction marker as it stays, or None once its transaction left nothing in the
+        log and its delete horizon passed (the module docstring gives the rule)."""
+        if transactions.ends(header.producer_id) or header.next_offset >= upper:
+            return data   # a batch of its transaction stays; or it ends the cleaned section
+        horizon = header.delete_horizon_ms
+        if horizon is not None:
+            return None if now_ms >= horizon else data
+        section = self._records(tp, header, data)
+        if section is None:
+            return data
+        return build_filtered_batch(data, header, section, list(iter_records(section, header.record_count)),
+                                    now_ms + log_.config.delete_retention_ms)
+
+
+class _TransactionsKept:
+    """Per producer, whether a clean kept any batch (an empty one included) of its transaction
+    under way in the pass, the one its next marker ends."""
+
+    def __init__(self) -> None:
+        self._kept: dict[int, bool] = {}
+
+    def data_batch(self, producer_id: int, kept: bool) -> None:
+        self._kept[producer_id] = self._kept.get(producer_id, False) or kept
+
+    def ends(self, producer_id: int) -> bool:
+        """A marker of the producer: whether its transaction has a batch left (then forgotten:
+        the producer's next batch begins its next transaction)."""
+        return self._kept.pop(producer_id, False)
 
 
 def _emptied(data: memoryview, header: BatchHeader, upper: int,
