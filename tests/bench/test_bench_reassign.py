@@ -7,6 +7,8 @@ import io
 import json
 import re
 
+import pytest
+
 from odradek.admin import reassign_client
 from odradek.bench import reassign as bench_reassign
 from odradek.cli.main import main
@@ -18,6 +20,7 @@ def _logs(broker_dir, topic_re: str) -> set[str]:
     return {d.name for d in (broker_dir / "data").iterdir() if re.fullmatch(rf"{topic_re}-\d+", d.name)}
 
 
+@pytest.mark.slow  # 10 s: make test-long
 def test_bench_reassign_small_run_moves_every_partition(capsys, tmp_path) -> None:
     assert main(["bench", "reassign", "--partitions", "20", "--data-mb", "4", "--throttle-mb-per-s", "2",
                  "--json", "--timeout-s", "120", "--keep-dir", str(tmp_path)]) == 0

@@ -123,6 +123,7 @@ def send_until_answered(c: LocalCluster, live: list[int], topic: str, records: b
         time.sleep(0.2)
 
 
+@pytest.mark.slow  # 13 s: make test-long (make test keeps the retry and the leader kill apart)
 def test_a_retry_after_a_leader_kill_and_a_full_restart_is_still_a_duplicate(
         cluster_factory: Callable[..., LocalCluster]) -> None:
     c = cluster_factory()

@@ -44,6 +44,7 @@ def isr(admin: AdminClient) -> list[int]:
     return sorted(partitions[0].isrs) if 0 in partitions else []
 
 
+@pytest.mark.slow  # 15 s: make test-long (make test keeps the quota's own tests, tests/broker/test_replication_quota.py)
 def test_a_lagging_follower_is_throttled_by_its_leader_then_by_itself_then_not(cluster_factory) -> None:
     c = cluster_factory(2)
     admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})

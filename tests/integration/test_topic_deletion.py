@@ -82,6 +82,7 @@ def test_a_topic_deleted_and_created_again_shows_nothing_old(cluster: LocalClust
             assert f"topic_id: {new_id}" in (pdir / "partition.metadata").read_text()
 
 
+@pytest.mark.slow  # 15 s: make test-long (make test keeps deletion, and the controller simulation kills at every step)
 def test_deletion_waits_for_a_dead_broker_through_a_controller_kill(cluster_factory) -> None:
     c: LocalCluster = cluster_factory(3)
     create_topic(c.bootstrap_servers, "doomed", 2, 3)

@@ -73,6 +73,7 @@ def test_a_commit_prepared_by_a_coordinator_killed_before_its_markers_is_finishe
     c.start_broker(coordinator)
 
 
+@pytest.mark.slow  # 12 s: make test-long (make test keeps both clients' commits and aborts, test_transactions.py)
 def test_kafka_python_and_aiokafka_transactions_carry_on_through_a_leader_kill(cluster_factory: object) -> None:
     """kafka-python's and aiokafka's transactional producers commit transactions one after the
     other while the leader of their partitions is killed with kill -9 and restarted: each

@@ -31,6 +31,7 @@ INTERVAL_S = 1.0
 LEAKS = re.compile(r"\[Errno|\b[A-Z][A-Za-z]+(?:Error|Exception)\b|\bNone\b|Traceback")
 
 
+@pytest.mark.slow  # 18 s: make test-long (make test keeps the dashboard following a killed leader, test_ui_browser)
 def test_dashboard_shows_a_stopped_cluster_as_stopped(tmp_path: Path) -> None:
     if not os.access(CHROMIUM, os.X_OK):
         pytest.skip(f"{CHROMIUM} is missing: `make setup` installs Debian's chromium package (as root)")

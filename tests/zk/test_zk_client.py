@@ -62,6 +62,7 @@ def test_broker_id_held_by_another_live_broker_fails(make_client) -> None:
         make_client().register_broker(BrokerInfo(1, "127.0.0.1", 9999))
 
 
+@pytest.mark.slow  # 11 s: make test-long
 def test_restarted_broker_waits_for_its_old_registration_however_long_it_stays(make_client) -> None:
     """ZooKeeper keeps a dead incarnation's registration past twice the session timeout when it
     lost its quorum meanwhile; the restarted broker waits instead of exiting."""

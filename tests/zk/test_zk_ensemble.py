@@ -94,6 +94,7 @@ def test_reconnect_rounds_are_never_more_than_about_a_second_apart() -> None:
     assert KafkaZkClient("127.0.0.1:1").kazoo._conn_retry.max_delay == RECONNECT_MAX_DELAY_S
 
 
+@pytest.mark.slow  # 16 s: make test-long (the fault suite's ZooKeeper restarts in make test cover shorter outages)
 def test_session_survives_an_outage_longer_than_its_timeout(tmp_path: Path) -> None:
     """ZooKeeper restarts every session's timeout when it serves again, so a client that
     reconnects soon enough keeps its session (and a broker its registration). kazoo's default
