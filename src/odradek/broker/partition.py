@@ -18,6 +18,7 @@ import time
 import weakref
 from typing import Any, Callable, Iterator
 
+from odradek.broker import producer_state_snapshots
 from odradek.broker.producer_state import ProducerStateError, ProducerStateManager
 from odradek.common.errors import NotLeaderError
 from odradek.common.metadata import PartitionState, TopicPartition
@@ -85,7 +86,8 @@ class Partition:
         # per producer, the completion of the last produce request queued behind a check
         # (verification_turn): its verdict, set once its batches were appended or refused
         self._verification_queue: dict[tuple[int, int], asyncio.Future[ErrorCode]] = {}
-        self.producers.rebuild(_batches_with_markers(log_), high_watermark=self.high_watermark)
+        self._unsnapshotted = 0  # batches applied to the producer state since its last snapshot
+        self._rebuild_producers(self.high_watermark)
         self.producers.truncate_head(log_.log_start_offset)
 
     @property
@@ -199,6 +201,7 @@ class Partition:
         for h in headers:
             self.producers.update(h, offset, offset + h.last_offset_delta)
             offset += h.last_offset_delta + 1
+        self._applied(len(headers))
         self._maybe_advance_high_watermark()
         self.wake_fetchers()
         return first, last
@@ -225,6 +228,7 @@ class Partition:
         offset, _ = self.log.append_as_leader(batch, self.leader_epoch)
         (header,) = iter_batches(batch)
         self.producers.update(header, offset, offset, ControlMarker(commit, coordinator_epoch))
+        self._applied(1)
         self._maybe_advance_high_watermark()
         self.wake_fetchers()
         return offset
@@ -429,7 +433,8 @@ class Partition:
         log.info("%s: log end %d below the leader's log start %d; starting empty there",
                  self.tp, self.log_end_offset, offset)
         self.log.truncate_fully_and_start_at(offset)
-        self.producers.rebuild(_batches_with_markers(self.log), high_watermark=offset)
+        producer_state_snapshots.delete_above(self.log.dir, -1)
+        self._rebuild_producers(offset)
         self.producers.truncate_head(offset)
         self.high_watermark = offset
 
@@ -494,8 +499,11 @@ class Partition:
             return
         if batches:
             self.log.append_as_follower(batches)
+            applied = 0
             for h, marker in iter_batches_with_markers(batches):
                 self.producers.update(h, h.base_offset, h.last_offset, marker)
+                applied += 1
+            self._applied(applied)
             hw = max(self.high_watermark, min(leader_high_watermark, self.log_end_offset))
         self.high_watermark = hw
         self.wake_fetchers()
@@ -504,8 +512,9 @@ class Partition:
         if offset < self.log_end_offset:
             log.info("%s: truncating from %d to %d", self.tp, self.log_end_offset, offset)
             self.log.truncate_to(offset)
-            self.producers.rebuild(_batches_with_markers(self.log),
-                                   high_watermark=min(self.high_watermark, self.log_end_offset))
+            # before the log grows again: a snapshot past the offset describes batches now gone
+            producer_state_snapshots.delete_above(self.log.dir, self.log_end_offset)
+            self._rebuild_producers(min(self.high_watermark, self.log_end_offset))
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
 
     # -- fetch long polling ------------------------------------------------------------------
@@ -552,18 +561,51 @@ class Partition:
             for key in gone:
                 del self._sessions[key]
 
+    # -- producer state snapshots (producer_state_snapshots.py) -------------------------------
+
+    def _rebuild_producers(self, high_watermark: int) -> None:
+        """The producer state from the newest usable snapshot and the batches after it, or from
+        the whole log."""
+        found = producer_state_snapshots.load(self.log.dir, self.log.log_start_offset, self.log_end_offset)
+        if found is None:
+            self.producers.rebuild(_batches_with_markers(self.log), high_watermark=high_watermark)
+            self._unsnapshotted = self.log_end_offset - self.log.log_start_offset  # at most that many batches
+        else:
+            offset, state = found
+            self.producers.rebuild(_batches_with_markers(self.log, offset), high_watermark=high_watermark,
+                                   snapshot=state)
+            self._unsnapshotted = self.log_end_offset - offset
+
+    def _applied(self, batches: int) -> None:
+        self._unsnapshotted += batches
+        if self._unsnapshotted >= producer_state_snapshots.INTERVAL_BATCHES:
+            self.write_producer_snapshot()
+
+    def write_producer_snapshot(self, at_least: int = 1) -> None:
+        """A snapshot of the producer state at the log end, if ``at_least`` batches were
+        applied since the last one (a broker shutting down cleanly writes one for what came
+        after the last; a failed write is logged, the log replays instead)."""
+        if self._unsnapshotted < at_least or self.log.deleted:
+            return
+        try:
+            producer_state_snapshots.write(self.log.dir, self.log_end_offset, self.producers.to_snapshot())
+            self._unsnapshotted = 0
+        except OSError as exc:
+            log.warning("%s: producer state snapshot not written: %s", self.tp, exc)
+
     def close(self) -> None:
         self.leader_id = -1  # a closed (stopped or deleted) replica leads nothing
         self._fail_waiters()
         self.wake_fetchers()
 
 
-def _batches_with_markers(log_: Log) -> Iterator[tuple[BatchHeader, ControlMarker | None]]:
+def _batches_with_markers(log_: Log, from_offset: int | None = None
+                          ) -> Iterator[tuple[BatchHeader, ControlMarker | None]]:
     """The log's batch headers for rebuilding producer state, each transaction marker read from
     its control batch (the log's lock is re-entrant, and a read of 0 bytes returns exactly the
     one batch). A marker that does not parse is logged and taken as no marker: one damaged
     batch must not keep the partition from opening."""
-    for h in log_.iter_batch_headers():
+    for h in log_.iter_batch_headers(from_offset):
         if not h.is_control:
             yield h, None
             continue

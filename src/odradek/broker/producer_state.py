@@ -14,7 +14,12 @@ at their first offset, and a transaction marker (a control batch the coordinator
 write) closes it. From that follow the last stable offset (read_committed consumers read no
 further than the first offset of a transaction still open, or closed by a marker not yet
 replicated) and the aborted transactions a read_committed fetch returns with its records (Kafka
-keeps those in a .txnindex file per segment; here they are rebuilt from the log like the rest).
+keeps those in a .txnindex file per segment; here they are kept with the rest).
+
+The whole state at a log offset can be written out and read back (``to_snapshot``,
+``from_snapshot``; the files are producer_state_snapshots.py's), so a replica opening its log
+replays only the batches after its latest snapshot, as Kafka's ProducerStateManager does with
+its `.snapshot` files.
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import BatchHeader, ControlMarker
@@ -364,25 +369,52 @@ class ProducerStateManager:
         self._forget_replicated(log_start_offset)
 
     def rebuild(self, batches: Iterable[tuple[BatchHeader, ControlMarker | None]],
-                high_watermark: int | None = None) -> None:
+                high_watermark: int | None = None, snapshot: dict[str, Any] | None = None) -> None:
         """Forget everything (but the log start) and replay the log's batches: each header,
         with its stored offsets, and its marker for a control batch (records.control_marker).
         With the high watermark, markers below it are not kept as unreplicated, so a log full
-        of transactions does not hold them all until the next last_stable_offset call.
-
-        Replays the whole log; Kafka bounds this with periodic snapshots of the state at an
-        offset, replaying only the tail, which is the optimisation to add when start-up over
-        large logs matters.
+        of transactions does not hold them all until the next last_stable_offset call. With a
+        ``snapshot`` (``to_snapshot``'s, at offset X), the replay starts from its state, and
+        ``batches`` are those from X on.
         """
         # replayed into a fresh state, taken over at the end: the cleaner's thread, reading a
         # snapshot meanwhile, sees the old state or the new one, never half of the log
-        fresh = ProducerStateManager()
+        fresh = ProducerStateManager() if snapshot is None else ProducerStateManager.from_snapshot(snapshot)
         fresh._log_start = self._log_start
+        if high_watermark is not None:
+            fresh._forget_replicated(high_watermark)
         for h, marker in batches:
             if fresh.update(h, h.base_offset, h.last_offset, marker) is not None and high_watermark is not None:
                 fresh._forget_replicated(high_watermark)
         self._producers, self._ongoing = fresh._producers, fresh._ongoing
         self._unreplicated, self._aborted = fresh._unreplicated, fresh._aborted
+
+
+    def to_snapshot(self) -> dict[str, Any]:
+        """The whole state as plain data (JSON-ready): every producer with its epoch, cached
+        batches, coordinator epoch and open transaction; the open transactions in their order;
+        the closed ones not yet below the high watermark; the aborted ones."""
+        return {
+            "producers": [[pid, e.epoch, e.coordinator_epoch, e.txn_first_offset, [list(b) for b in e.batches]]
+                          for pid, e in self._producers.items()],
+            "ongoing": [[pid, first] for pid, first in self._ongoing.items()],
+            "unreplicated": [list(t) for t in self._unreplicated],
+            "aborted": [list(t) for t in self._aborted],
+        }
+
+    @classmethod
+    def from_snapshot(cls, data: dict[str, Any]) -> ProducerStateManager:
+        """The state ``to_snapshot`` wrote (the log start is the caller's: truncate_head)."""
+        state = cls()
+        for pid, epoch, coordinator_epoch, txn_first, batches in data["producers"]:
+            entry = state._producers[int(pid)] = ProducerEntry(int(epoch), _batch_cache(), int(coordinator_epoch),
+                                                               None if txn_first is None else int(txn_first))
+            entry.batches.extend(BatchMetadata(*map(int, b)) for b in batches)
+        state._ongoing = {int(pid): int(first) for pid, first in data["ongoing"]}
+        state._unreplicated = deque(CompletedTxn(int(p), int(f), int(last), bool(a))
+                                    for p, f, last, a in data["unreplicated"])
+        state._aborted = [AbortedTxn(*map(int, t)) for t in data["aborted"]]
+        return state
 
 
 def _check_in_transaction(entry: ProducerEntry, h: BatchHeader) -> None:

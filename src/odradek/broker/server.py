@@ -15,7 +15,7 @@ from typing import Any
 
 from kazoo.client import KazooState
 
-from odradek.broker import broker_metadata_checkpoint
+from odradek.broker import broker_metadata_checkpoint, producer_state_snapshots
 from odradek.broker.broker_metadata_checkpoint import BrokerMetadata
 from odradek.broker.config import BrokerConfig
 from odradek.broker.connection import KafkaConnection
@@ -340,6 +340,7 @@ class Broker:
         await asyncio.to_thread(self.log_cleaner.shutdown)
         for partition in self.replica_manager.partitions():
             partition.close()
+            partition.write_producer_snapshot(producer_state_snapshots.SHUTDOWN_BATCHES)
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.close()
         await asyncio.to_thread(self.zk.close)
