@@ -1,7 +1,8 @@
 """The fault runs' delay proxy (faults/delay_proxy.py): it finds the API key of every request
 frame in a byte stream however the stream is cut, and, run as its process in front of a real
 server, forwards both ways, holds one connection's requests for the time asked and then
-delivers them in order, even after the client closed."""
+delivers them in order, even after the client closed; and while the server behind it is down
+it refuses connections, as the server's own port would."""
 from __future__ import annotations
 
 import socket
@@ -70,3 +71,54 @@ def test_one_connection_is_held_then_delivered_in_order_even_after_its_client_cl
         proxy.kill()
         proxy.communicate(timeout=10)   # waits, and closes its pipes
         server.close()
+
+
+def test_a_route_refuses_connections_while_its_server_is_down_and_accepts_once_it_is_back() -> None:
+    upstream_port, port = free_port(), free_port()
+    proxy = subprocess.Popen([sys.executable, "-m", "odradek.faults.delay_proxy",
+                              f"127.0.0.1:{port}=127.0.0.1:{upstream_port}"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    server = None
+    try:
+        assert proxy.stdout is not None and proxy.stdout.readline().strip() == "ready"
+        first = socket.create_connection(("127.0.0.1", port))   # accepted, then closed: nobody behind
+        assert first.recv(1) == b""
+        first.close()
+        deadline = time.monotonic() + 5
+        refused = False
+        while not refused and time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                time.sleep(0.05)
+            except ConnectionRefusedError:
+                refused = True
+        assert refused
+        server = socket.create_server(("127.0.0.1", upstream_port))
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                client = socket.create_connection(("127.0.0.1", port), timeout=1)
+                break
+            except ConnectionRefusedError:
+                assert time.monotonic() < deadline, "the route never came back"
+                time.sleep(0.05)
+        server.settimeout(5)
+        accepted = None
+        while accepted is None:   # the proxy's own probe comes first
+            conn, _ = server.accept()
+            conn.settimeout(2)
+            client.sendall(b"hello")
+            try:
+                if conn.recv(5) == b"hello":
+                    accepted = conn
+            except (socket.timeout, OSError):
+                pass
+            if accepted is None:
+                conn.close()
+        accepted.close()
+        client.close()
+    finally:
+        proxy.kill()
+        proxy.communicate(timeout=10)
+        if server is not None:
+            server.close()

@@ -14,6 +14,13 @@ has), then delivers it in order, and answers one line naming the connection. Byt
 sent before it closed the connection are still delivered after the hold, as TCP delivers the
 segments in flight of a closed connection: a late request must reach the broker even when its
 sender has reconnected. Responses are never held.
+
+While the broker behind a route is down, the route refuses connections, as the broker's own
+port would: the proxy closes its listener when a connection to the broker fails and opens it
+again once the broker accepts one. Accepting a client and then closing it at once made
+librdkafka fail its connection in a tight loop, which drove it into a deadlock of its own
+(librdkafka issue #5476: `rd_kafka_toppar_forget_leader` against an OffsetForLeaderEpoch
+leader query), a consumer hung for good.
 """
 from __future__ import annotations
 
@@ -68,15 +75,19 @@ class Connection:
 
 
 class DelayProxy:
+    #: how often a route whose broker is down tries it again
+    UPSTREAM_RETRY_S = 0.1
+
     def __init__(self, routes: list[tuple[tuple[str, int], tuple[str, int]]]) -> None:
         self.routes = routes
         self.connections: dict[int, Connection] = {}
         self._numbers = itertools.count(1)
+        self._servers: dict[tuple[str, int], asyncio.Server] = {}
+        self._tasks: set[asyncio.Task[None]] = set()   # held: the loop keeps only weak references
 
     async def serve(self) -> None:
         for listen, upstream in self.routes:
-            await asyncio.start_server(functools.partial(self._accept, upstream=upstream), *listen,
-                                       reuse_address=True, backlog=512)
+            await self._listen(listen, upstream)
         print("ready", flush=True)
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader()
@@ -98,12 +109,39 @@ class DelayProxy:
         conn.held_until = time.monotonic() + seconds
         return f"{conn.describe()} held {seconds:.1f} s"
 
+    async def _listen(self, listen: tuple[str, int], upstream: tuple[str, int]) -> None:
+        self._servers[listen] = await asyncio.start_server(
+            functools.partial(self._accept, listen=listen, upstream=upstream), *listen,
+            reuse_address=True, backlog=512)
+
+    async def _broker_down(self, listen: tuple[str, int], upstream: tuple[str, int]) -> None:
+        """Refuse connections on ``listen`` until ``upstream`` accepts one again."""
+        server = self._servers.pop(listen, None)
+        if server is None:
+            return  # another connection already saw it down
+        server.close()
+        while True:
+            await asyncio.sleep(self.UPSTREAM_RETRY_S)
+            try:
+                _, probe = await asyncio.open_connection(*upstream)
+            except OSError:
+                continue
+            probe.close()
+            try:
+                await self._listen(listen, upstream)
+                return
+            except OSError:   # the address not free again yet
+                continue
+
     async def _accept(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter, *,
-                      upstream: tuple[str, int]) -> None:
+                      listen: tuple[str, int], upstream: tuple[str, int]) -> None:
         try:
             up_r, up_w = await asyncio.open_connection(*upstream)
         except OSError:
             client_w.close()
+            task = asyncio.get_running_loop().create_task(self._broker_down(listen, upstream))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
             return
         peer = client_w.get_extra_info("peername")
         conn = Connection(next(self._numbers), f"{peer[0]}:{peer[1]}", f"{upstream[0]}:{upstream[1]}")

@@ -140,7 +140,7 @@ class TransactionalWriter(_Retrying):
         self._thread.join(max(0.0, self._give_up_at - time.monotonic()) + 2 * CALL_TIMEOUT_S)
         if self._thread.is_alive():
             return False
-        self._reader.close()
+        close_bounded(self._reader, f"txn producer {self.index}'s reader", self.trouble)
         return True
 
     # -- the loop -------------------------------------------------------------------------------
@@ -280,7 +280,51 @@ class TailReader:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(30)
-        self._consumer.close()
+        if self._thread.is_alive():   # its poll() never returned: closing would hang as well
+            self.trouble.hung.append(f"{self.isolation} reader: poll() did not return")
+            return
+        close_bounded(self._consumer, f"{self.isolation} reader", self.trouble)
+
+    @property
+    def hung(self) -> bool:
+        return self._thread.is_alive()
+
+
+def close_bounded(consumer: Consumer, name: str, trouble: ClientTrouble, timeout_s: float = 30.0) -> None:
+    """consumer.close(), given up on (and written down as hung) after ``timeout_s``: librdkafka
+    can deadlock inside (issue #5476), and the run must still end and report."""
+    thread = threading.Thread(target=consumer.close, name=f"close {name}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        trouble.hung.append(f"{name}: close() did not return in {timeout_s:.0f} s")
+
+
+def read_again(bootstrap: str, topic: str, partitions: int, isolation: str, ends: dict[int, int],
+               trouble: ClientTrouble, timeout_s: float = 120.0) -> list[Read] | None:
+    """Every record of the partitions up to ``ends``, read by a new consumer at ``isolation``:
+    what a reader whose client hung would have read (its own reads stop where it hung). None
+    if it could not read that far."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"faults-txn-again-{isolation}",
+                         "enable.auto.commit": False, "isolation.level": isolation, "logger": LOGGER,
+                         "auto.offset.reset": "error"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    reads: list[Read] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                partition, offset = msg.partition(), msg.offset()
+                assert partition is not None and offset is not None
+                reads.append((partition, offset, msg.value() or b""))
+            positions = {tp.partition: tp.offset for tp in consumer.position(
+                [TopicPartition(topic, p) for p in range(partitions)])}
+            if all(positions.get(p, -1) >= end for p, end in ends.items() if end > 0):
+                return reads
+        return None
+    finally:
+        close_bounded(consumer, f"{isolation} re-reader", trouble)
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int, committed: bool) -> dict[int, int] | None:
@@ -366,7 +410,7 @@ class Copier(_Retrying):
         self._thread.join(max(0.0, deadline - time.monotonic()) + 2 * CALL_TIMEOUT_S)
         alive = self._thread.is_alive()
         if not alive:
-            self._consumer.close()
+            close_bounded(self._consumer, "copier's consumer", self.trouble)
         return not alive
 
     def _run(self) -> None:

@@ -46,6 +46,7 @@ class ClientTrouble:
     failed_deliveries: list[str] = field(default_factory=list)
     consumer_errors: list[str] = field(default_factory=list)  # errors poll() handed back
     non_monotonic_polls: list[str] = field(default_factory=list)
+    hung: list[str] = field(default_factory=list)              # client calls that never returned
 
 
 class KeyedProducer:
