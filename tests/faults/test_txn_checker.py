@@ -2,6 +2,7 @@
 anomaly Jepsen's Kafka tests define, planted, is reported (and only it)."""
 from __future__ import annotations
 
+from odradek.common.graphs import strongly_connected
 from odradek.coordinator.partitioning import partition_for
 from odradek.faults.txn_checker import (
     ABORTED,
@@ -15,7 +16,6 @@ from odradek.faults.txn_checker import (
     judge_copy,
     judge_reads,
     judge_transactions,
-    strongly_connected,
 )
 from odradek.faults.txn_workload import coordinator_broker
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass, field
 
+from odradek.common.graphs import strongly_connected
+
 COMMITTED, ABORTED, UNKNOWN = "committed", "aborted", "unknown"
 
 #: (producer, transaction number, index in the transaction)
@@ -214,49 +216,6 @@ def judge_reads(txns: list[Txn]) -> dict[str, list[str]]:
     both = {n: wr.get(n, set()) | process.get(n, set()) for n in set(wr) | set(process)}
     g1c_process = [_cycle_text(c, both) for c in strongly_connected(both) if len(c) > 1 and not c <= in_g1c]
     return {"precommitted_read": precommitted, "g1c": g1c, "g1c_process": g1c_process}
-
-
-def strongly_connected(graph: dict[TxnId, set[TxnId]]) -> list[set[TxnId]]:
-    """Tarjan's strongly connected components, iteratively (a producer's chain of thousands of
-    transactions would exceed Python's recursion limit)."""
-    index: dict[TxnId, int] = {}
-    low: dict[TxnId, int] = {}
-    stack: list[TxnId] = []
-    on_stack: set[TxnId] = set()
-    out: list[set[TxnId]] = []
-    for root in sorted(graph):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph.get(root, ()))))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph.get(child, ())))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                component = set()
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.add(member)
-                    if member == node:
-                        break
-                out.append(component)
-    return out
 
 
 def _cycle_text(component: set[TxnId], graph: dict[TxnId, set[TxnId]]) -> str:
