@@ -1,7 +1,9 @@
 """Transactions' rules at the edges, on a real cluster: a producer stopped past its
 transaction's timeout cannot commit when it wakes (its transaction was aborted and its epoch
-fenced), requests out of turn get the error codes Kafka gives, and read_committed is honoured by
-every reader (kcat and aiokafka besides librdkafka), while read_uncommitted shows what was aborted."""
+fenced), requests out of turn get the error codes Kafka gives, a late batch of a transaction
+already committed is refused (KIP-890 part 1 against KAFKA-17754), and read_committed is honoured
+by every reader (kcat and aiokafka besides librdkafka), while read_uncommitted shows what was
+aborted."""
 from __future__ import annotations
 
 import asyncio
@@ -13,12 +15,14 @@ import textwrap
 
 import pytest
 from clients import create_topic
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from polling import wait_until
 from test_transactions import read_all, transactional
 
 from odradek.admin.admin_client import send_request
 from odradek.cluster.local_cluster import LocalCluster
+from odradek.protocol.records import TRANSACTIONAL_FLAG, build_batch
 
 pytestmark = pytest.mark.integration
 
@@ -156,3 +160,49 @@ def test_kcat_and_aiokafka_read_committed_skip_an_aborted_transaction(cluster: L
             await consumer.stop()
     assert asyncio.run(aiokafka("read_committed")) == [b"commit-0", b"commit-1", b"commit-2"] * 2
     assert b"abort-1" in asyncio.run(aiokafka("read_uncommitted"))
+
+
+def test_a_late_batch_of_a_committed_transaction_is_refused_and_opens_nothing(cluster: LocalCluster) -> None:
+    """KAFKA-17754's late message, sent by hand: a transactional batch of a transaction that
+    has already committed (a retry held up in the network) reaches its leader. KIP-890's check
+    with the coordinator refuses it: nothing is appended, no transaction is left open, and the
+    partition's last stable offset stays at its high watermark."""
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, "txn-late", 1, 3)
+    tid = "txn-late-producer"
+    transactional(bootstrap, tid).flush(1)   # the id exists, its coordinator is loaded
+    address = coordinator_address(cluster, tid)
+    init = send_request(address, INIT_PRODUCER_ID, 4, {"transactional_id": tid, "transaction_timeout": 60000,
+                                                       "producer_id": -1, "producer_epoch": -1}, 10)
+    pid, epoch = init.producer_id, init.producer_epoch
+    leader = next(p.leader for p in AdminClient({"bootstrap.servers": bootstrap}).list_topics(
+        "txn-late", timeout=10).topics["txn-late"].partitions.values())
+    leader_address = f"{cluster.host}:{cluster.broker_port(leader)}"
+
+    def produce(seq: int, value: bytes) -> int:
+        records = build_batch([(None, value)], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                              attributes=TRANSACTIONAL_FLAG)
+        resp = send_request(leader_address, 0, 9, {"acks": -1, "timeout": 10_000, "transactional_id": tid,
+                                                   "topic_data": [{"name": "txn-late", "partition_data": [
+                                                       {"index": 0, "records": records}]}]}, 10)
+        return int(resp.responses[0].partition_responses[0].error_code)
+
+    add = send_request(address, ADD_PARTITIONS_TO_TXN, 3, {
+        "v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid, "v3_and_below_producer_epoch": epoch,
+        "v3_and_below_topics": [{"name": "txn-late", "partitions": [0]}]}, 10)
+    assert [p.partition_error_code for t in add.results_by_topic_v3_and_below for p in t.results_by_partition] == [0]
+    assert produce(0, b"in-time") == 0
+    end = send_request(address, END_TXN, 3, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+                                             "committed": True}, 10)
+    assert end.error_code == 0
+    wait_until(lambda: read_all(bootstrap, "txn-late", 1, "read_committed", timeout_s=2) == [b"in-time"], 30,
+               "the commit marker")
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-late-offsets"})
+    try:
+        high = consumer.get_watermark_offsets(TopicPartition("txn-late", 0), timeout=10)[1]
+        assert produce(1, b"late") == 48   # INVALID_TXN_STATE: its transaction is over
+        assert consumer.get_watermark_offsets(TopicPartition("txn-late", 0), timeout=10)[1] == high
+    finally:
+        consumer.close()
+    assert read_all(bootstrap, "txn-late", 1, "read_uncommitted", timeout_s=3) == [b"in-time"]
+    assert read_all(bootstrap, "txn-late", 1, "read_committed", timeout_s=3) == [b"in-time"]
