@@ -73,6 +73,11 @@ OFFSET_FETCH, OFFSET_FETCH_VERSION = 9, 6
 PROTOCOL_TYPE = "consumer"
 #: Kafka's retry.backoff.ms, and the longest backoff between two retries of the same request
 RETRY_BACKOFF_S = 0.1
+#: heartbeats per interval while ``hurry`` says so: a member waiting on another's position
+#: asked only at its own heartbeats, so a gate opened up to one interval after the barrier was
+#: passed (p99 0.47-0.66 s at heartbeat.interval.ms 500, bench ordered); four times as often
+#: while it waits
+HURRIED_HEARTBEATS = 4
 MAX_RETRY_BACKOFF_S = 1.0
 
 # ConsumerProtocolSubscription v0 and ConsumerProtocolAssignment v0 (Kafka's
@@ -189,7 +194,10 @@ class GroupMember:
                  rebalance_timeout_ms: int = 300000, heartbeat_interval_ms: int = 3000,
                  group_instance_id: str | None = None,
                  on_heartbeat: Callable[[GroupMember], None] | None = None,
+                 hurry: Callable[[], bool] | None = None,
                  request_timeout_ms: int = 30000) -> None:
+        """``hurry``: asked after each heartbeat; while it answers True the next comes after a
+        quarter of the interval (OrderedConsumer while a gate waits on the group's positions)."""
         if not bootstrap:
             raise ValueError("no bootstrap broker")
         self.group_id = group_id
@@ -202,6 +210,7 @@ class GroupMember:
         self._heartbeat_interval_s = heartbeat_interval_ms / 1000
         self._request_timeout_s = request_timeout_ms / 1000
         self._on_heartbeat = on_heartbeat
+        self._hurry = hurry
         self._addresses: list[tuple[str, int]] = list(dict.fromkeys(bootstrap))
         self._next_address = 0
 
@@ -640,6 +649,8 @@ class GroupMember:
             try:
                 if not self._heartbeat_once():
                     wait = min(RETRY_BACKOFF_S * 5, self._heartbeat_interval_s)
+                elif self._hurry is not None and self._hurry():
+                    wait = self._heartbeat_interval_s / HURRIED_HEARTBEATS
             except Exception:  # noqa: BLE001 - the thread must outlive any one failure
                 log.exception("group %s: heartbeat failed", self.group_id)
 

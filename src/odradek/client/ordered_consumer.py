@@ -16,8 +16,9 @@ until the group has read the deleted partition to its end. A closed gate pauses 
 in librdkafka and seeks back to the first record not delivered, so nothing is skipped.
 
 The group's positions travel through the coordinator (ConsumerGroupPosition) every heartbeat
-interval, from the heartbeat thread: each member asks for the partitions its gates wait on and
-reports the positions the coordinator asked it for. The position of a partition is the offset
+interval, from the heartbeat thread (four times an interval while a gate waits): each member
+asks for the partitions its gates wait on and reports the positions the coordinator asked it
+for. The position of a partition is the offset
 after the last record poll() returned, so a gate opens only on records the application has
 been given. Which positions to report follows part 7's condition (first time asked; or the
 position grew and reached the high watermark; or the leader epoch of the last delivered record
@@ -153,7 +154,7 @@ class OrderedConsumer:
             heartbeat_interval_ms=int(self._config.get("heartbeat.interval.ms", 3000)),
             rebalance_timeout_ms=int(self._config.get("max.poll.interval.ms", 300000)),
             group_instance_id=self._config.get("group.instance.id"),
-            on_heartbeat=self._on_heartbeat)
+            on_heartbeat=self._on_heartbeat, hurry=self._waiting_on_the_group)
         self._metadata = OrderedMetadataClient(self._bootstrap, self._client_id)      # the poll thread's
         self._hb_metadata = OrderedMetadataClient(self._bootstrap, self._client_id)   # the heartbeat thread's
         self._topics: list[str] = []
@@ -692,6 +693,11 @@ class OrderedConsumer:
         # pushed at once rather than at the next heartbeat: a member waits on these positions,
         # and this is how its wait ends within one heartbeat interval of the barrier being passed
         self._exchange_positions(self._member)
+
+    def _waiting_on_the_group(self) -> bool:
+        """Whether a gate waits on positions only the group can give (the heartbeat thread
+        then exchanges positions four times an interval)."""
+        return bool(self._exchange.requested)
 
     def _on_heartbeat(self, member: GroupMember) -> None:
         """The heartbeat thread: one ConsumerGroupPosition exchange, then the count check."""

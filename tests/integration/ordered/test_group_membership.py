@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -238,3 +239,27 @@ def test_coordinator_killed_members_keep_their_generation_and_commit(cluster: Lo
         assert b.coordinator_id not in (None, killed)
     finally:
         close_all([a, b])
+
+
+def test_a_hurried_member_heartbeats_four_times_an_interval(cluster: LocalCluster) -> None:
+    """While ``hurry`` answers True (an OrderedConsumer's gate waits on the group's positions)
+    the heartbeats, and the position exchange that follows each, come four times an interval."""
+    topic, group = new_topic(cluster, "hurry"), f"g-{uuid.uuid4().hex[:8]}"
+    beats: list[float] = []
+    hurried = threading.Event()
+    m = member(cluster, group, "member-h", heartbeat_interval_ms=1000,
+               on_heartbeat=lambda _m: beats.append(time.monotonic()), hurry=hurried.is_set)
+    try:
+        m.join([topic], timeout_s=60)
+        wait_until(lambda: len(beats) >= 2, 10, "heartbeats")
+        count = len(beats)
+        time.sleep(2.0)
+        calm = len(beats) - count
+        hurried.set()
+        wait_until(lambda: len(beats) > count + calm + 1, 5, "a hurried heartbeat")
+        count = len(beats)
+        time.sleep(2.0)
+        hurry = len(beats) - count
+        assert calm <= 3 and hurry >= 5, (calm, hurry)   # 2 and 8 expected
+    finally:
+        m.close()
