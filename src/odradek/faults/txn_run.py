@@ -282,9 +282,13 @@ def _client_stacks(data_dir: Path) -> str:
     """Every thread's C stack of this process (gdb, if installed), kept in the run's data dir:
     a client call that never returns is librdkafka's when its threads wait on each other's
     locks."""
+    # gdb stops this process while it reads it, so the time limit is coreutils' timeout, not
+    # ours (whose thread is stopped too); debuginfod off, as downloads from inside the run's
+    # network namespace only hang (a first run's gdb waited 6 minutes)
     try:
-        found = subprocess.run(["gdb", "-p", str(os.getpid()), "-batch", "-ex", "thread apply all bt 16"],
-                               capture_output=True, text=True, timeout=120).stdout
+        found = subprocess.run(["timeout", "60", "gdb", "-nx", "-batch", "-iex", "set debuginfod enabled off",
+                                "-p", str(os.getpid()), "-ex", "thread apply all bt 16"],
+                               capture_output=True, text=True, timeout=90).stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
         found = f"no stacks: {exc}"
     (data_dir / "client-stacks.txt").write_text(found)
