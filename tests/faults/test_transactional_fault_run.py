@@ -18,6 +18,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces and iptables need root")]
 
 
+@pytest.mark.xfail(strict=False, reason="open bug: the copier can stay inside send_offsets_to_transaction "
+                   "(TxnOffsetCommit) to the end of the run once its connections were held "
+                   "(delay-one-connection); docs/reliability.md, the transactional workload's results")
 def test_transactions_stay_atomic_through_coordinator_and_leader_kills(tmp_path) -> None:
     run = subprocess.run([sys.executable, "-m", "odradek.faults", "--workload", "transactions", "--seed", "1",
                           "--faults", "6", "--kinds",

@@ -282,17 +282,19 @@ def _client_stacks(data_dir: Path) -> str:
     """Every thread's C stack of this process (gdb, if installed), kept in the run's data dir:
     a client call that never returns is librdkafka's when its threads wait on each other's
     locks."""
-    # gdb stops this process while it reads it, so the time limit is coreutils' timeout, not
-    # ours (whose thread is stopped too); debuginfod off, as downloads from inside the run's
-    # network namespace only hang (a first run's gdb waited 6 minutes)
+    # gdb stops this process while it reads it: its output goes to a file, not a pipe this
+    # process would have to drain (a pipe filled up and both waited for good), and the time
+    # limit is coreutils' timeout with SIGKILL, not ours (whose thread is stopped too);
+    # debuginfod off, as downloads from inside the run's network namespace only hang
+    path = data_dir / "client-stacks.txt"
     try:
-        found = subprocess.run(["timeout", "60", "gdb", "-nx", "-batch", "-iex", "set debuginfod enabled off",
-                                "-p", str(os.getpid()), "-ex", "thread apply all bt 16"],
-                               capture_output=True, text=True, timeout=90).stdout
+        with open(path, "w") as out:
+            subprocess.run(["timeout", "-s", "KILL", "60", "gdb", "-nx", "-batch", "-iex", "set debuginfod enabled off",
+                            "-p", str(os.getpid()), "-ex", "thread apply all bt 16"],
+                           stdout=out, stderr=subprocess.STDOUT, timeout=90)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        found = f"no stacks: {exc}"
-    (data_dir / "client-stacks.txt").write_text(found)
-    return found
+        path.write_text(f"no stacks: {exc}")
+    return path.read_text(errors="replace")
 
 
 def _dump_threads(data_dir: Path) -> Path:
