@@ -1,7 +1,7 @@
 """KIP-253 part 8's gates alone: what a partition waits for, and when it opens."""
 from __future__ import annotations
 
-from odradek.client.partition_gates import OPEN, Gate, TopicLayout, lookups_for
+from odradek.client.partition_gates import OPEN, Gate, TopicLayout, lookups_for, may_be_waited_on
 
 
 def test_a_created_partition_read_from_its_start_waits_for_its_one_parent() -> None:
@@ -54,3 +54,11 @@ def test_migration_tombstones_are_told_by_their_header_alone() -> None:
     assert not is_migration_tombstone(None, None)                      # the application's tombstone
     assert not is_migration_tombstone(b"v", [(MIGRATION_TOMBSTONE_HEADER, b"1")])
     assert not is_migration_tombstone(None, [("other", b"1")])
+
+
+def test_only_parents_of_created_partitions_and_marked_partitions_may_be_waited_on() -> None:
+    # 4 -> 6 (4 and 5 split off 0 and 1), then 6 -> 5 marks 5 for deletion
+    layout = TopicLayout(4, 5, 6, after_creation={4: {0: 3, 1: 5, 2: 0, 3: 0}, 5: {0: 3, 1: 5, 2: 0, 3: 0}},
+                         before_deletion={5: {p: 7 for p in range(5)}})
+    assert [p for p in range(6) if may_be_waited_on(layout, p)] == [0, 1, 5]
+    assert not any(may_be_waited_on(TopicLayout(4, 4, 4), p) for p in range(4))

@@ -66,8 +66,8 @@ def add_commands(sub: Any) -> None:
     bo.add_argument("--records", type=positive_int, default=300_000, metavar="N",
                     help="keyed records produced and read back per run (default 300,000)")
     bo.add_argument("--size", type=positive_int, default=100, help="bytes per record")
-    bo.add_argument("--expansions", type=positive_int, default=4, metavar="N",
-                    help="partitions added one at a time under load (default 4)")
+    bo.add_argument("--expansions", type=positive_int, default=8, metavar="N",
+                    help="partitions added one at a time under load (default 8)")
     bo.add_argument("--rate", type=positive_int, default=2000, metavar="R",
                     help="records/s produced during the expansions (default 2000)")
     _add_private_cluster_options(bo)

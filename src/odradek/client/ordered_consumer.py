@@ -55,7 +55,7 @@ from odradek.client.ordered_metadata import (
     parse_bootstrap,
     watermarks,
 )
-from odradek.client.partition_gates import Gate, TopicLayout, is_migration_tombstone, lookups_for
+from odradek.client.partition_gates import Gate, TopicLayout, is_migration_tombstone, lookups_for, may_be_waited_on
 from odradek.common.metadata import TopicPartition
 from odradek.protocol import ordered_delivery_api as api
 from odradek.protocol.errors import ErrorCode
@@ -86,6 +86,13 @@ MARKED_END_TTL_S = 0.5
 #: how long an automatic commit (the timer, a rebalance, close) may try: the next one carries
 #: the same positions, and a rebalance must not wait for a coordinator's whole retry budget
 QUIET_COMMIT_TIMEOUT_S = 5.0
+#: heartbeat intervals after taking an assignment during which a member that owns a partition
+#: another's gate may wait on exchanges positions four times an interval. The member waiting
+#: asks for that position from its first exchange on, but the owner hears it is wanted only
+#: at its own next exchange: with the owner at one exchange an interval, a child opened up to
+#: one interval after the group passed its parent's barrier (p99 0.48-0.68 s at
+#: heartbeat.interval.ms 500, bench ordered, three runs)
+HURRY_AFTER_ASSIGNMENT_INTERVALS = 3
 
 
 @dataclass
@@ -148,13 +155,16 @@ class OrderedConsumer:
         fetch_config.update({"group.id": f"{self._group_id}.odradek-fetcher-{uuid.uuid4().hex[:8]}",
                              "enable.auto.commit": False, "enable.auto.offset.store": False})
         self._fetcher = Consumer(fetch_config)
+        self._heartbeat_interval_s = int(self._config.get("heartbeat.interval.ms", 3000)) / 1000
+        #: monotonic time until which the heartbeat thread hurries for the others' gates
+        self._hurry_until = 0.0
         self._member = GroupMember(
             self._bootstrap, self._group_id, self._client_id, self._assign,
             session_timeout_ms=int(self._config.get("session.timeout.ms", 45000)),
-            heartbeat_interval_ms=int(self._config.get("heartbeat.interval.ms", 3000)),
+            heartbeat_interval_ms=int(self._heartbeat_interval_s * 1000),
             rebalance_timeout_ms=int(self._config.get("max.poll.interval.ms", 300000)),
             group_instance_id=self._config.get("group.instance.id"),
-            on_heartbeat=self._on_heartbeat, hurry=self._waiting_on_the_group)
+            on_heartbeat=self._on_heartbeat, hurry=self._hurried)
         self._metadata = OrderedMetadataClient(self._bootstrap, self._client_id)      # the poll thread's
         self._hb_metadata = OrderedMetadataClient(self._bootstrap, self._client_id)   # the heartbeat thread's
         self._topics: list[str] = []
@@ -385,6 +395,8 @@ class OrderedConsumer:
             owned[tp].compacted = self._layouts[tp.topic].compacted
             owned[tp].limit = -1 if gate.parent is not None else min(gate.deletions.values(), default=None)
         self._owned = owned
+        if any(may_be_waited_on(self._layouts[tp.topic], tp.partition) for tp in owned if tp.topic in self._layouts):
+            self._hurry_until = time.monotonic() + HURRY_AFTER_ASSIGNMENT_INTERVALS * self._heartbeat_interval_s
         assigned = [KafkaTopicPartition(tp.topic, tp.partition, o.position) for tp, o in owned.items()]
         self._fetcher.assign(assigned)
         if assigned:
@@ -694,10 +706,11 @@ class OrderedConsumer:
         # and this is how its wait ends within one heartbeat interval of the barrier being passed
         self._exchange_positions(self._member)
 
-    def _waiting_on_the_group(self) -> bool:
-        """Whether a gate waits on positions only the group can give (the heartbeat thread
-        then exchanges positions four times an interval)."""
-        return bool(self._exchange.requested)
+    def _hurried(self) -> bool:
+        """Whether the heartbeat thread exchanges positions four times an interval: while a gate
+        of this member waits on positions only the group can give, and for a few intervals
+        after an assignment that gave it a partition the others' gates may wait on."""
+        return bool(self._exchange.requested) or time.monotonic() < self._hurry_until
 
     def _on_heartbeat(self, member: GroupMember) -> None:
         """The heartbeat thread: one ConsumerGroupPosition exchange, then the count check."""

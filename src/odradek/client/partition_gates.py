@@ -78,6 +78,16 @@ def is_migration_tombstone(value: bytes | None, headers: list[tuple[str, bytes]]
     return value is None and bool(headers) and any(name == MIGRATION_TOMBSTONE_HEADER for name, _ in headers or ())
 
 
+def may_be_waited_on(layout: TopicLayout, partition: int) -> bool:
+    """Whether another partition's gate can wait on the group's position in ``partition``: it
+    is the parent of a partition an expansion created (step 4.2), or marked for deletion
+    (step 5.1)."""
+    if partition in layout.marked:
+        return True
+    return any(creation_blocker(child, layout.initial, creation.keys()) == partition
+               for child, creation in layout.after_creation.items())
+
+
 @dataclass(frozen=True)
 class EpochLookups:
     """The OffsetsForLeaderEpoch lookups a partition's gate needs: (partition, epoch) pairs."""

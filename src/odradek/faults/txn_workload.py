@@ -394,8 +394,12 @@ class Copier(_Retrying):
         self._producer = Producer({
             "bootstrap.servers": bootstrap, "transactional.id": "faults-txn-copier", "linger.ms": 5,
             "logger": LOGGER, "error_cb": self._on_error, "client.id": "faults-txn-copier",
-            "debug": os.environ.get("ODRADEK_FAULTS_PRODUCER_DEBUG", "eos")})
+            "debug": os.environ.get("ODRADEK_FAULTS_COPIER_DEBUG", "eos")})
         self._thread = threading.Thread(target=self._run, name="txn-copier", daemon=True)
+        # The producer's log lines reach the run's librdkafka.log only through poll(); its
+        # transactional calls block for up to CALL_TIMEOUT_S, and a stalled one is what the log
+        # must show, so a thread of its own polls (the copier has no delivery callbacks to race).
+        self._log_pump = threading.Thread(target=self._pump_logs, name="txn-copier-log", daemon=True)
 
     def _on_error(self, err: KafkaError) -> None:
         if err.fatal():
@@ -403,6 +407,12 @@ class Copier(_Retrying):
 
     def start(self) -> None:
         self._thread.start()
+        self._log_pump.start()
+
+    def _pump_logs(self) -> None:
+        while self._thread.is_alive():
+            self._producer.poll(0.2)
+        self._producer.poll(0)   # what the copier's last call logged
 
     def stop(self, deadline: float) -> bool:
         self._give_up_at = deadline
@@ -418,7 +428,6 @@ class Copier(_Retrying):
             self._retrying("init_transactions", lambda: self._producer.init_transactions(CALL_TIMEOUT_S))
             self._consumer.subscribe([self.source])
             while not self._stop.is_set():
-                self._producer.poll(0)   # its log lines reach the run's librdkafka.log through poll()
                 batch = []
                 for msg in self._consumer.consume(100, 0.5):
                     error = msg.error()
