@@ -100,7 +100,10 @@ def run_transactions(args: argparse.Namespace, data_dir: Path, broker_config: di
                                        args.rate / RECORDS_PER_TXN_RATE, args.seed, trouble)
                    for i in range(args.producers)]
         if args.copier:
-            source = KeyedProducer(len(writers), cluster.bootstrap_servers, SOURCE, 10, SOURCE_RATE, trouble)
+            # its metadata answers too: one run saw the source topic answered unknown for 1.8 s
+            # (librdkafka: "partition count changed from 3 to 0"), from a broker not yet named
+            source = KeyedProducer(len(writers), cluster.bootstrap_servers, SOURCE, 10, SOURCE_RATE, trouble,
+                                   debug="eos,metadata")
             copier = Copier(cluster.bootstrap_servers, SOURCE, OUTPUT, trouble)
             copy_reader = TailReader(cluster.bootstrap_servers, OUTPUT, COPY_PARTITIONS, "read_committed", trouble)
         for reader in readers:

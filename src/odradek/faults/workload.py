@@ -57,7 +57,7 @@ class KeyedProducer:
     name = "producer"
 
     def __init__(self, index: int, bootstrap: str, topic: str, keys: int, rate: float,
-                 trouble: ClientTrouble) -> None:
+                 trouble: ClientTrouble, debug: str | None = None) -> None:
         self.index, self.topic, self.trouble = index, topic, trouble
         self.keys = [f"p{index}-k{k}" for k in range(keys)]
         self.seq = {k: 0 for k in self.keys}
@@ -70,8 +70,8 @@ class KeyedProducer:
             "message.timeout.ms": 900_000, "logger": LOGGER, "error_cb": self._on_error,
             # the idempotent producer's state changes (epoch bumps, sequence errors), kept in the
             # run's librdkafka.log: what explains a duplicate or a reordering (more contexts,
-            # e.g. eos,msg,protocol, through ODRADEK_FAULTS_PRODUCER_DEBUG)
-            "debug": os.environ.get("ODRADEK_FAULTS_PRODUCER_DEBUG", "eos"),
+            # e.g. eos,msg,protocol, through ODRADEK_FAULTS_PRODUCER_DEBUG, or `debug`)
+            "debug": debug or os.environ.get("ODRADEK_FAULTS_PRODUCER_DEBUG", "eos"),
             "client.id": f"faults-{self.name}-{index}"})
         self._thread = threading.Thread(target=self._run, name=f"{self.name}-{index}", daemon=True)
 

@@ -194,3 +194,38 @@ def test_a_join_that_times_out_is_retried_not_raised(cluster: LocalCluster) -> N
     finally:
         consumer.close()
     assert len(tries) == 2
+
+
+def test_a_member_owning_a_parent_hurries_its_position_exchange_after_its_assignment(cluster: LocalCluster) -> None:
+    """A member given a partition another's gate may wait on (here the parents of an
+    expansion's partitions) exchanges positions four times an interval for a few intervals
+    after its assignment, so it hears at once that its position is wanted; a member of a topic
+    never grown does not, and the hurry ends."""
+    bootstrap = cluster.bootstrap_servers
+    hurried_at_assign: dict[str, bool] = {}
+    consumers = {}
+    for topic, grow in (("hurried-parents", True), ("calm-parents", False)):
+        create_topic(bootstrap, topic, 2, 2, {"enable.ordered.delivery": "true"})
+        if grow:
+            _grow(bootstrap, topic)
+        consumer = OrderedConsumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-readers",
+                                    "auto.offset.reset": "earliest", "heartbeat.interval.ms": 200})
+        consumer.subscribe([topic], on_assign=lambda c, ps, topic=topic: hurried_at_assign.setdefault(
+            topic, c._hurried()))
+        consumers[topic] = consumer
+    try:
+        deadline = time.monotonic() + 30
+        while len(hurried_at_assign) < 2:
+            assert time.monotonic() < deadline, f"assignments: {hurried_at_assign}"
+            for consumer in consumers.values():
+                consumer.poll(0.1)
+        assert hurried_at_assign == {"hurried-parents": True, "calm-parents": False}
+        grown = consumers["hurried-parents"]
+
+        def calm() -> bool:
+            grown.poll(0.1)
+            return not grown._hurried()
+        wait_until(calm, 10, "the hurry to end")
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
