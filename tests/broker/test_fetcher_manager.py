@@ -115,3 +115,26 @@ def test_a_closed_manager_starts_no_fetcher_for_a_late_leader_and_isr(tmp_path: 
     asyncio.run(manager.close())
     become(p, manager, B2, 4)  # the controller still speaks to a broker that is stopping
     assert made == {}
+
+
+def test_the_coordinators_partitions_have_a_fetcher_of_their_own_per_leader(tmp_path: Path) -> None:
+    """__transaction_state and __consumer_offsets are fetched on a second connection to the
+    same leader, never behind a response of bulk records (fetcher.lane_of)."""
+    made: list[ReplicaFetcher] = []
+
+    def factory(leader: BrokerInfo) -> ReplicaFetcher:
+        made.append(IdleFetcher(1, leader, 500, 1 << 20))
+        return made[-1]
+
+    manager = ReplicaFetcherManager(1, factory)
+    tps = [TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("__transaction_state", 3),
+           TopicPartition("__consumer_offsets", 7)]
+    for tp in tps:
+        p = Partition(tp, Log.open(tmp_path / f"{tp.topic}-{tp.partition}", LogConfig()), broker_id=1)
+        p.apply_state(PartitionState(tp, 1, 2, 4, (1, 2, 3), 4, (1, 2, 3)))
+        manager.follow(p, B2)
+    assert len(made) == 2 and all(f.leader == B2 for f in made)
+    data, coordinators = made
+    assert set(data._states) == set(tps[:2]) and set(coordinators._states) == set(tps[2:])
+    manager.stop_following(tps[2])
+    assert set(coordinators._states) == {tps[3]} and set(data._states) == set(tps[:2])

@@ -21,6 +21,7 @@ from odradek.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH
 from odradek.broker.kafka_client import KafkaClientConnection
 from odradek.broker.partition import Partition
 from odradek.broker.replication_quota import ReplicationQuotaManager
+from odradek.common.internal_topics import is_internal
 from odradek.common.metadata import BrokerInfo, TopicPartition
 from odradek.protocol import fast_paths
 from odradek.protocol.errors import ErrorCode
@@ -339,14 +340,31 @@ class ReplicaFetcher:
             self._rest(partition.tp)
 
 
+#: fetcher lanes per leader: the coordinators' internal topics, and every other topic
+DATA_LANE, COORDINATOR_LANE = 0, 1
+
+
+def lane_of(tp: TopicPartition) -> int:
+    """The fetcher a partition is replicated by. The coordinators' writes (__transaction_state,
+    __consumer_offsets) get one of their own per leader: behind a data fetch they waited for a
+    whole response of bulk records to be fetched and appended before the next fetch could
+    carry their follower's new log end to the leader, so each acks=all write of a coordinator
+    cost two such round trips (10-30 ms each with the brokers busy, bench transactions), and a
+    transaction's commit is four such writes in a row. Kafka spreads partitions over
+    num.replica.fetchers by hash instead; a lane by kind keeps the small, latency-bound writes
+    off the bulk path whatever the hash would say."""
+    return COORDINATOR_LANE if is_internal(tp.topic) else DATA_LANE
+
+
 class ReplicaFetcherManager:
-    """Owns one ReplicaFetcher per leader broker and moves partitions between them."""
+    """Owns the ReplicaFetchers, one per leader broker and lane (``lane_of``), and moves
+    partitions between them."""
 
     def __init__(self, broker_id: int, factory: Callable[[BrokerInfo], ReplicaFetcher]) -> None:
         self.broker_id = broker_id
         self._factory = factory
-        self._fetchers: dict[int, ReplicaFetcher] = {}
-        self._owner: dict[TopicPartition, int] = {}
+        self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}   # (leader id, lane) -> its fetcher
+        self._owner: dict[TopicPartition, tuple[int, int]] = {}
         self._closed = False
         self._refuse_new = False
 
@@ -363,27 +381,28 @@ class ReplicaFetcherManager:
     def follow(self, partition: Partition, leader: BrokerInfo) -> None:
         if self._closed or (self._refuse_new and partition.tp not in self._owner):
             return
-        fetcher = self._fetchers.get(leader.id)
-        if (self._owner.get(partition.tp) == leader.id and fetcher is not None
+        key = (leader.id, lane_of(partition.tp))
+        fetcher = self._fetchers.get(key)
+        if (self._owner.get(partition.tp) == key and fetcher is not None
                 and (fetcher.leader.host, fetcher.leader.port) == (leader.host, leader.port)
                 and fetcher.next_epoch(partition)):
             return
         self.stop_following(partition.tp)
         if fetcher is not None and (fetcher.leader.host, fetcher.leader.port) != (leader.host, leader.port):
-            del self._fetchers[leader.id]  # the leader came back at another address
+            del self._fetchers[key]  # the leader came back at another address
             asyncio.get_running_loop().create_task(fetcher.close())
             fetcher = None
         if fetcher is None:
             fetcher = self._factory(leader)
-            self._fetchers[leader.id] = fetcher
+            self._fetchers[key] = fetcher
             fetcher.start()
         fetcher.add(partition)
-        self._owner[partition.tp] = leader.id
+        self._owner[partition.tp] = key
 
     def stop_following(self, tp: TopicPartition) -> None:
-        leader_id = self._owner.pop(tp, None)
-        if leader_id is not None and leader_id in self._fetchers:
-            self._fetchers[leader_id].remove(tp)
+        key = self._owner.pop(tp, None)
+        if key is not None and key in self._fetchers:
+            self._fetchers[key].remove(tp)
 
     def max_lag(self) -> int:
         """Kafka's ReplicaFetcherManager MaxLag: the largest lag over every partition followed."""
@@ -391,9 +410,9 @@ class ReplicaFetcherManager:
 
     async def shutdown_idle(self) -> None:
         """Close fetchers that no longer have partitions."""
-        for leader_id, fetcher in list(self._fetchers.items()):
+        for key, fetcher in list(self._fetchers.items()):
             if not len(fetcher):
-                del self._fetchers[leader_id]
+                del self._fetchers[key]
                 await fetcher.close()
 
     async def close(self) -> None:

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 #: consumer groups' committed offsets and group metadata (Kafka's GROUP_METADATA_TOPIC_NAME)
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
-#: the transaction coordinator's log (Kafka's TRANSACTION_STATE_TOPIC_NAME); reserved although
-#: odradek has no transactions yet, so no client can take the name first
+#: the transaction coordinator's log (Kafka's TRANSACTION_STATE_TOPIC_NAME)
 TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
 
 INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME})
