@@ -3,6 +3,7 @@ readers' deliveries and the errors the producers handled are rows of their own."
 from __future__ import annotations
 
 from odradek.faults.report import table
+from odradek.faults.txn_run import librdkafka_5476
 
 
 def test_transactional_reports_show_outcomes_and_deliveries() -> None:
@@ -18,3 +19,11 @@ def test_transactional_reports_show_outcomes_and_deliveries() -> None:
     assert "| retriable errors (not anomalies) | 5 |" in lines
     assert lines.index("| writes acknowledged | 1,500 |") < lines.index("| transactions | 300 |")
     assert lines[-1] == "| lost write | 1 |"
+
+
+def test_librdkafka_5476_is_told_by_both_sides_of_its_lock_inversion() -> None:
+    main = ("#7  rd_kafka_toppar_handle_OffsetForLeaderEpoch ()\n#5  rd_kafka_metadata_refresh_topics ()\n")
+    for ender in ("#5  rd_kafka_toppar_forget_leader ()", "#5  rd_kafka_toppar_undelegate ()"):
+        assert librdkafka_5476(main + f"{ender}\n#6  rd_kafka_broker_fail ()\n")
+    assert not librdkafka_5476(main)   # no broker thread ending its broker: another hang
+    assert not librdkafka_5476("#5  rd_kafka_toppar_undelegate ()\n#6  rd_kafka_broker_fail ()\n")

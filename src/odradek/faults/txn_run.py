@@ -231,7 +231,7 @@ def run_transactions(args: argparse.Namespace, data_dir: Path, broker_config: di
         deadlocked: list[str] = []
         if trouble.hung or stuck:
             stacks = _client_stacks(data_dir)
-            if "rd_kafka_toppar_forget_leader" in stacks and "OffsetForLeaderEpoch" in stacks:
+            if librdkafka_5476(stacks):
                 deadlocked = [f"{what} (stacks in {data_dir / 'client-stacks.txt'})" for what in trouble.hung]
         anomalies.update({
             "librdkafka_5476_deadlocks": deadlocked,
@@ -279,6 +279,16 @@ def run_transactions(args: argparse.Namespace, data_dir: Path, broker_config: di
         }
     finally:
         cluster.stop()
+
+
+def librdkafka_5476(stacks: str) -> bool:
+    """Whether gdb's stacks show librdkafka's lock-order deadlock (issue #5476): its main thread
+    in the OffsetForLeaderEpoch response's leader query, waiting for the client's lock while
+    holding a partition's, and a broker thread ending its broker (rd_kafka_broker_fail) that
+    waits for that partition's lock in ``rd_kafka_toppar_forget_leader`` or, one call before
+    it in the same loop, ``rd_kafka_toppar_undelegate`` (seen in a seed-3 run's close())."""
+    return "rd_kafka_toppar_handle_OffsetForLeaderEpoch" in stacks and "rd_kafka_broker_fail" in stacks and (
+        "rd_kafka_toppar_forget_leader" in stacks or "rd_kafka_toppar_undelegate" in stacks)
 
 
 def _client_stacks(data_dir: Path) -> str:
