@@ -98,12 +98,14 @@ def test_a_follower_that_catches_up_while_its_removal_is_written_is_proposed_aga
     assert p.isr_change_wanted(LAG_S, later, shrink=False) == frozenset({1, 2})
 
 
-def test_a_follower_caught_up_at_its_fetch_joins_though_the_high_watermark_moved_on(tmp_path: Path) -> None:
-    """Kafka's maybeExpandIsr judges a follower at its fetch. Follower 3 (outside the ISR,
-    held back by a leader replication throttle at its later fetches) fetches at the high
-    watermark; before the ISR round, records arrive and in-sync follower 2 takes the high
-    watermark past 3. Re-judged in the round, 3 was dropped and, throttled while outside the
-    ISR, stayed out for as long as records kept arriving."""
+def test_a_follower_caught_up_at_its_fetch_joins_and_holds_the_high_watermark_meanwhile(tmp_path: Path) -> None:
+    """Kafka's maybeExpandIsr judges a follower at its fetch, and its maximal ISR (KIP-497)
+    counts the follower for the high watermark from then on. Follower 3 (outside the ISR)
+    fetches at the high watermark; before the ISR round, records arrive and in-sync follower
+    2 fetches them. Re-judged in the round, 3 was dropped (and, throttled while outside the
+    ISR, stayed out for as long as records kept arriving), so it still joins. Left out of the
+    high watermark meanwhile, records 5-9 were acknowledged without it, and 3, once in the
+    ISR, could be elected and truncate them: a fault run lost acknowledged records so."""
     from odradek.protocol.records import build_batch
 
     p = leader(tmp_path, (1, 2))
@@ -111,10 +113,27 @@ def test_a_follower_caught_up_at_its_fetch_joins_though_the_high_watermark_moved
     p.update_follower_position(2, 5)
     assert p.high_watermark == 5
     p.update_follower_position(3, 5)  # caught up at this fetch: a candidate
+    assert p.in_maximal_isr(3) and not p.in_maximal_isr(4)
     p.append_as_leader(build_batch([(None, b"y")] * 5))
     p.update_follower_position(2, 10)
-    assert p.high_watermark == 10
+    assert p.high_watermark == 5          # 3 does not hold 5-9 yet
     assert p.isr_change_wanted(LAG_S, 0.0, shrink=False) == frozenset({1, 2, 3})
+    p.apply_isr(frozenset({1, 2, 3}), 1)
+    assert p.high_watermark == 5
+    p.update_follower_position(3, 10)
+    assert p.high_watermark == 10
+
+
+def test_a_dropped_candidate_no_longer_holds_the_high_watermark(tmp_path: Path) -> None:
+    from odradek.protocol.records import build_batch
+
+    p = leader(tmp_path, (1, 2))
+    p.update_follower_position(3, 0)
+    p.append_as_leader(build_batch([(None, b"x")] * 3))
+    p.update_follower_position(2, 3)
+    assert p.high_watermark == 0
+    p.drop_isr_candidates({3})            # its broker is not registered: it may not join
+    assert p.high_watermark == 3
 
 
 def test_latest_offset_is_not_available_while_a_new_leaders_high_watermark_lags(tmp_path: Path) -> None:

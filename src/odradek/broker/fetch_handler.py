@@ -165,7 +165,7 @@ class FetchHandler:
                 if t.fetch_offset != limit:  # an idle partition reads nothing
                     throttled = throttling and quota is not None and quota.is_throttled(t.tp)
                     held = False
-                    if throttled and replica_id not in partition.isr:
+                    if throttled and not partition.in_maximal_isr(replica_id):
                         if exceeded is None:
                             exceeded = quota is not None and quota.is_quota_exceeded()
                         held = exceeded

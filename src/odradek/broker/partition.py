@@ -68,7 +68,9 @@ class Partition:
         self._leader_epoch_start_offset = 0
         # followers outside the ISR that fetched caught up: Kafka expands the ISR on such a
         # fetch, never from remembered positions, so a follower that died caught up (an idle
-        # partition) is not written back into the ISR. Kept until admitted or dropped.
+        # partition) is not written back into the ISR. Kept until admitted or dropped. They
+        # count for the high watermark from the moment they join this set (Kafka's maximal
+        # ISR, KIP-497): ``_maybe_advance_high_watermark`` says why.
         self._isr_candidates: set[int] = set()
         self._on_isr_candidate = on_isr_candidate
         # (required high watermark, tiebreak, future) for acks=all produces, smallest first
@@ -336,8 +338,9 @@ class Partition:
         throttle (which holds only replicas outside the ISR, ReplicaManager.shouldLeaderThrottle)
         under a steady produce load reaches the high watermark at a fetch, is held at its next
         fetches, and is behind again when the round comes, so it stays out of the ISR and
-        throttled for as long as the load lasts. A joiner behind the high watermark holds it
-        (and acks=all) back only until its next fetch, as in Kafka."""
+        throttled for as long as the load lasts. A candidate is never behind the high
+        watermark: it counts for it from its candidacy on (``in_maximal_isr``), and is not
+        throttled either."""
         if not self.is_leader:
             return None
         # Kafka 2.5+'s rule: a follower at the log end is in sync however long ago it fetched
@@ -352,6 +355,11 @@ class Partition:
             return None
         return (self.isr - stale) | joining
 
+    def in_maximal_isr(self, replica_id: int) -> bool:
+        """In the ISR or about to join it (Kafka's maximal ISR): the high watermark waits for
+        it, so a replication throttle must not hold it back."""
+        return replica_id in self.isr or replica_id in self._isr_candidates
+
     @property
     def has_isr_candidates(self) -> bool:
         return bool(self._isr_candidates)
@@ -359,7 +367,9 @@ class Partition:
     def drop_isr_candidates(self, replicas: set[int]) -> None:
         """Forget candidates that may not join (their broker is not registered): they must
         fetch caught up again once it is (ReplicaManager.brokers_registered)."""
-        self._isr_candidates -= replicas
+        if self._isr_candidates & replicas:
+            self._isr_candidates -= replicas
+            self._maybe_advance_high_watermark()  # they held it (the maximal ISR)
 
     # -- DeleteRecords (KIP-107) --------------------------------------------------------------
 
@@ -465,6 +475,14 @@ class Partition:
         for replica in self.isr:
             if replica != broker_id:
                 hw = min(hw, leo.get(replica, -1))
+        # The followers about to join count too (Kafka's maximal ISR): a candidate held
+        # everything below the high watermark when it fetched caught up, and the ISR that names
+        # it reaches ZooKeeper up to a round (0.5 s) and a write later. Left out meanwhile, the
+        # high watermark acknowledged records the candidate did not have; once in the ISR it
+        # could be elected leader and truncate them away. A fault run lost two acknowledged
+        # records so (a leader killed 40 ms after writing an ISR with a follower two behind).
+        for replica in self._isr_candidates:
+            hw = min(hw, leo.get(replica, -1))
         if hw > self.high_watermark:
             self.high_watermark = hw
             self._complete_ack_waiters()

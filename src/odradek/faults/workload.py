@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -106,8 +107,8 @@ class KeyedProducer:
             except BufferError:  # the local queue is full (a partition has no leader): wait
                 self._producer.poll(0.1)
                 continue
-            except Exception as exc:  # noqa: BLE001 - an application would crash here
-                self.trouble.died.append(f"producer {self.index}: produce() raised {exc!r}")
+            except:  # noqa: E722 - an application would crash here (a fatal error: a bare KafkaError)
+                self.trouble.died.append(f"producer {self.index}: produce() raised {sys.exc_info()[1]!r}")
                 return
             self.seq[key] = seq
             self.sent += 1
@@ -129,8 +130,8 @@ class KeyedProducer:
         self._thread.join(30)
         try:
             return int(self._producer.flush(flush_timeout_s))
-        except Exception as exc:  # noqa: BLE001 - an application would crash here
-            self.trouble.died.append(f"producer {self.index}: flush() raised {exc!r}")
+        except:  # noqa: E722 - after a fatal error confluent-kafka raises a bare KafkaError, no Exception
+            self.trouble.died.append(f"producer {self.index}: flush() raised {sys.exc_info()[1]!r}")
             return len(self._producer)
 
 
