@@ -1,15 +1,17 @@
-"""AddPartitionsToTxn's "does this partition exist": a transaction coordinator just restarted
-may not have a topic in its metadata cache yet; only ZooKeeper may call it unknown (an
-UNKNOWN_TOPIC_OR_PARTITION for an existing topic left librdkafka producers dead of
-INVALID_TXN_STATE in a fault run)."""
+"""AddPartitionsToTxn's, OffsetCommit's and TxnOffsetCommit's "does this partition exist": a
+broker just restarted may not have a topic in its metadata cache yet; only ZooKeeper may call
+it unknown (an UNKNOWN_TOPIC_OR_PARTITION for an existing topic left librdkafka producers dead
+of INVALID_TXN_STATE in a fault run, and failed a copier's transaction)."""
 from __future__ import annotations
 
 import asyncio
 from types import SimpleNamespace
 
+from odradek.broker.group_apis import _existence
 from odradek.broker.metadata_cache import MetadataCache
-from odradek.broker.txn_apis import _unknown_partitions
+from odradek.broker.partition_existence import unknown_partitions
 from odradek.common.metadata import TopicAssignment, TopicPartition
+from odradek.protocol.errors import ErrorCode
 
 
 class Zk:
@@ -21,5 +23,18 @@ class Zk:
 def test_a_topic_the_cache_does_not_know_yet_is_asked_of_zookeeper() -> None:
     ctx = SimpleNamespace(metadata=MetadataCache(), zk=Zk())  # a cache as a restarted broker has it
     asked = [TopicPartition("orders", 1), TopicPartition("orders", 5), TopicPartition("nowhere", 0)]
-    unknown = asyncio.run(_unknown_partitions(ctx, asked))  # type: ignore[arg-type]
+    unknown = asyncio.run(unknown_partitions(ctx, asked))  # type: ignore[arg-type]
     assert unknown == {TopicPartition("orders", 5), TopicPartition("nowhere", 0)}
+
+
+class DeadZk:
+    def get_topic_assignments(self, topics: set[str]) -> dict[str, TopicAssignment]:
+        raise ConnectionError("ZooKeeper unreachable")
+
+
+def test_an_offset_commit_is_told_to_retry_when_zookeeper_cannot_say() -> None:
+    ctx = SimpleNamespace(metadata=MetadataCache(), zk=Zk())
+    asked = [TopicPartition("orders", 0), TopicPartition("nowhere", 0)]
+    assert asyncio.run(_existence(ctx, asked)) == ({TopicPartition("nowhere", 0)}, None)  # type: ignore[arg-type]
+    ctx = SimpleNamespace(metadata=MetadataCache(), zk=DeadZk())
+    assert asyncio.run(_existence(ctx, asked)) == (set(), ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)  # type: ignore[arg-type]

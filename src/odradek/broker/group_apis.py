@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable
 
 from odradek.broker import api_keys
 from odradek.broker.config import BrokerConfig
 from odradek.broker.context import BrokerContext
 from odradek.broker.create_topics import is_topic_exists_error
+from odradek.broker.partition_existence import NotKnownYet, unknown_partitions
 from odradek.broker.topic_admin import assign_replicas
 from odradek.common.metadata import TopicAssignment, TopicPartition
 from odradek.coordinator.group.group_coordinator import JoinGroupRequest
@@ -210,13 +211,25 @@ def leave_group(ctx: BrokerContext, header: Any, req: Any, version: int) -> byte
 
 # -- OffsetCommit, OffsetFetch, OffsetDelete ---------------------------------------------------
 
+async def _existence(ctx: BrokerContext, offsets: Iterable[TopicPartition]
+                     ) -> tuple[set[TopicPartition], ErrorCode | None]:
+    """The partitions of an offset commit that do not exist (partition_existence.py), or the
+    retriable error for all of them when that cannot be told now."""
+    try:
+        return await unknown_partitions(ctx, offsets), None
+    except NotKnownYet:
+        return set(), ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+
 async def offset_commit(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     now = ctx.group_coordinator.clock.milliseconds()
     offsets = {TopicPartition(t.name, p.partition_index): OffsetAndMetadata(
         p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now)
         for t in req.topics for p in t.partitions}
-    unknown = {tp for tp in offsets if ctx.metadata.partition(tp) is None}
+    unknown, error = await _existence(ctx, offsets)
     results = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if error is not None:
+        results = dict.fromkeys(offsets, error)
     known = {tp: o for tp, o in offsets.items() if tp not in unknown}
     if known:
         results.update(await ctx.group_coordinator.commit_offsets(
@@ -234,7 +247,9 @@ async def txn_offset_commit(ctx: BrokerContext, header: Any, req: Any, version: 
     offsets = {TopicPartition(t.name, p.partition_index): OffsetAndMetadata(
         p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now)
         for t in req.topics for p in t.partitions}
-    results = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in offsets if ctx.metadata.partition(tp) is None}
+    unknown, error = await _existence(ctx, offsets)
+    results = dict.fromkeys(offsets, error) if error is not None else dict.fromkeys(
+        unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     known = {tp: o for tp, o in offsets.items() if tp not in results}
     error = await _verify_offsets_partition(ctx, req) if known else None
     if error is not None:

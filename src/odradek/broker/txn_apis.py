@@ -8,24 +8,17 @@ translates, as group_apis.py does for groups.
 """
 from __future__ import annotations
 
-import asyncio
-import logging
 from typing import Any
 
 from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
-from odradek.broker.txn_marker_channel import missing_in_zookeeper
+from odradek.broker.partition_existence import NotKnownYet, unknown_partitions
 from odradek.common.metadata import TopicPartition
 from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC
 from odradek.coordinator.partitioning import partition_for
 from odradek.coordinator.transaction.transaction_metadata import ProducerIdAndEpoch
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
-
-log = logging.getLogger("odradek.broker.txn_apis")
-
-#: how long AddPartitionsToTxn waits for ZooKeeper to say whether a partition exists
-ZK_CHECK_TIMEOUT_S = 5.0
 
 
 def _encode(api_key: int, version: int, header: Any, body: dict[str, Any]) -> bytes:
@@ -80,8 +73,8 @@ async def _add_partitions(ctx: BrokerContext, transactional_id: str, producer_id
     leader): only check that each partition is in the open transaction (KIP-890)."""
     partitions = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
     try:
-        unknown = await _unknown_partitions(ctx, partitions)
-    except _NotKnownYet:  # retriable: the coordinator is as good as still loading
+        unknown = await unknown_partitions(ctx, partitions)
+    except NotKnownYet:  # retriable: the coordinator is as good as still loading
         return _by_topic(dict.fromkeys(partitions, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
     coordinator = ctx.transaction_coordinator
     errors: dict[TopicPartition, ErrorCode]
@@ -102,26 +95,6 @@ def _by_topic(errors: dict[TopicPartition, ErrorCode]) -> list[dict[str, Any]]:
     for tp, error in errors.items():
         by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition, "partition_error_code": error})
     return [{"name": name, "results_by_partition": results} for name, results in by_topic.items()]
-
-
-async def _unknown_partitions(ctx: BrokerContext, partitions: list[TopicPartition]) -> set[TopicPartition]:
-    """The partitions that do not exist. The metadata cache answers for those it knows; the
-    others are asked of ZooKeeper: a coordinator just restarted may not have the topic in its
-    cache yet, and UNKNOWN_TOPIC_OR_PARTITION for an existing topic sends librdkafka's
-    transaction into an error it cannot leave (a fault run saw two producers die of
-    INVALID_TXN_STATE after one)."""
-    missing = [tp for tp in partitions if ctx.metadata.partition(tp) is None]
-    if not missing:
-        return set()
-    try:
-        return await asyncio.wait_for(asyncio.to_thread(missing_in_zookeeper, ctx.zk, missing), ZK_CHECK_TIMEOUT_S)
-    except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: the client asks again
-        log.info("cannot check %s in ZooKeeper: %r", missing, exc)
-        raise _NotKnownYet from None
-
-
-class _NotKnownYet(Exception):
-    """Whether a partition exists could not be told now (ZooKeeper did not answer)."""
 
 
 async def add_offsets_to_txn(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:

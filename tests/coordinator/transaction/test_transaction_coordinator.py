@@ -170,6 +170,29 @@ def test_the_next_transactions_partitions_wait_for_the_previous_one_to_complete(
     on_virtual_time(test, tmp_path)
 
 
+def test_partitions_added_while_another_write_for_the_id_is_under_way_wait_only_for_it(tmp_path: Path) -> None:
+    """librdkafka sends AddOffsetsToTxn and AddPartitionsToTxn together; the second finds the
+    first's write under way. It goes on as soon as that write is done, not after the whole
+    add_partitions_wait_ms (a fault run's copier lost 1,005 ms per transaction so)."""
+    async def test(rig: Rig) -> None:
+        init = await rig.c.init_producer_id("t", TIMEOUT_MS, None)
+        # a follower in the ISR: each write waits until it fetched
+        rig.partition.apply_state(PartitionState(STATE_TP, 1, 0, 0, (0, 1), 1, (0, 1)))
+        offsets = TopicPartition("__consumer_offsets", 7)
+        first = asyncio.ensure_future(rig.c.add_partitions("t", init.producer_id, init.producer_epoch, [offsets]))
+        second = asyncio.ensure_future(rig.c.add_partitions("t", init.producer_id, init.producer_epoch, [A, B]))
+        await settle()
+        assert not first.done() and not second.done()
+        for _ in range(2):   # the follower fetches each write; no virtual time passes
+            rig.partition.update_follower_position(1, rig.partition.log_end_offset)
+            await settle()
+        assert first.done() and first.result() == ErrorCode.NONE
+        assert second.done() and second.result() == ErrorCode.NONE
+        held = rig.c.manager.get("t")
+        assert held is not None and held.metadata.topic_partitions == {offsets, A, B}
+    on_virtual_time(test, tmp_path)
+
+
 def test_a_deleted_topic_needs_no_marker_and_a_fenced_coordinator_stops(tmp_path: Path) -> None:
     async def test(rig: Rig) -> None:
         pid, epoch = await rig.begin()
