@@ -394,7 +394,7 @@ class Copier(_Retrying):
         self._producer = Producer({
             "bootstrap.servers": bootstrap, "transactional.id": "faults-txn-copier", "linger.ms": 5,
             "logger": LOGGER, "error_cb": self._on_error, "client.id": "faults-txn-copier",
-            "debug": os.environ.get("ODRADEK_FAULTS_COPIER_DEBUG", "eos")})
+            "debug": os.environ.get("ODRADEK_FAULTS_COPIER_DEBUG", "eos,protocol")})
         self._thread = threading.Thread(target=self._run, name="txn-copier", daemon=True)
         # The producer's log lines reach the run's librdkafka.log only through poll(); its
         # transactional calls block for up to CALL_TIMEOUT_S, and a stalled one is what the log
