@@ -2,8 +2,8 @@
 readers' deliveries and the errors the producers handled are rows of their own."""
 from __future__ import annotations
 
+from odradek.faults.librdkafka_bugs import librdkafka_5476, librdkafka_5511
 from odradek.faults.report import table
-from odradek.faults.txn_run import librdkafka_5476
 
 
 def test_transactional_reports_show_outcomes_and_deliveries() -> None:
@@ -27,3 +27,25 @@ def test_librdkafka_5476_is_told_by_both_sides_of_its_lock_inversion() -> None:
         assert librdkafka_5476(main + f"{ender}\n#6  rd_kafka_broker_fail ()\n")
     assert not librdkafka_5476(main)   # no broker thread ending its broker: another hang
     assert not librdkafka_5476("#5  rd_kafka_toppar_undelegate ()\n#6  rd_kafka_broker_fail ()\n")
+
+
+def test_librdkafka_5511_is_a_send_offsets_call_whose_txn_offset_commit_is_not_sent_in_time() -> None:
+    """The copier of a seed-4 run: AddOffsetsToTxn answered at 04:45:03, its TxnOffsetCommit
+    sent 138 s later; an ordinary call sends it within milliseconds."""
+    c = "[faults-txn-copier#producer-12]"
+
+    def line(t: str, text: str) -> str:
+        return f"2026-11-28 {t} txn-copier-log X {c} [thrd:main]: {text}\n"
+    ordinary = [line("04:44:56,376", "Transactional API called: send_offsets_to_transaction (in txn state ...)"),
+                line("04:44:56,379", "AddOffsetsToTxn response from TxnCoordinator/3: NO_ERROR ()"),
+                line("04:44:56,379", "127.0.3.1:9092/3: Sent TxnOffsetCommitRequest (v3, 221 bytes @ 0, CorrId 101)"),
+                line("04:44:56,381", "Transactional API send_offsets_to_transaction return at ...: Success")]
+    hung = [line("04:45:03,167", "Transactional API called: send_offsets_to_transaction (in txn state ...)"),
+            line("04:45:03,192", "AddOffsetsToTxn response from TxnCoordinator/2: NO_ERROR ()"),
+            "2026-11-28 04:46:00,000 other-thread X [faults-txn-producer-0#producer-4] unrelated\n",
+            line("04:47:21,788", "127.0.1.1:9092/1: Sent TxnOffsetCommitRequest (v3, 221 bytes @ 0, CorrId 13)")]
+    assert librdkafka_5511(ordinary, "faults-txn-copier#producer", 30.0) == []
+    found = librdkafka_5511(ordinary + hung, "faults-txn-copier#producer", 30.0)
+    assert found == ["AddOffsetsToTxn succeeded at 04:45:03, TxnOffsetCommit not sent for 139 s "
+                     "(the call's timeout: 30 s)"]
+    assert len(librdkafka_5511(ordinary + hung[:2], "faults-txn-copier#producer", 30.0)) == 0  # log ends at once

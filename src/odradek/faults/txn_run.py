@@ -34,9 +34,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.common.internal_topics import TRANSACTION_STATE_TOPIC_NAME
 from odradek.faults.checker import differing_replicas, read_everything
 from odradek.faults.cluster import FaultCluster
+from odradek.faults.librdkafka_bugs import librdkafka_5476, librdkafka_5511
 from odradek.faults.nemesis import KINDS, Nemesis, run_faults
 from odradek.faults.txn_checker import Txn, judge_copy, judge_transactions
 from odradek.faults.txn_workload import (
+    CALL_TIMEOUT_S,
     Copier,
     TailReader,
     TransactionalWriter,
@@ -233,13 +235,25 @@ def run_transactions(args: argparse.Namespace, data_dir: Path, broker_config: di
             stacks = _client_stacks(data_dir)
             if librdkafka_5476(stacks):
                 deadlocked = [f"{what} (stacks in {data_dir / 'client-stacks.txt'})" for what in trouble.hung]
+        # the copier stalled in librdkafka's send_offsets_to_transaction hang (issue #5511, open):
+        # its own row, with the log's evidence; its being behind and its fencing follow from it
+        stalled: list[str] = []
+        died = trouble.died
+        if copier is not None and (anomalies.get("copier_behind") or any(d.startswith("copier") for d in died)):
+            with open(data_dir / "librdkafka.log", errors="replace") as log_lines:
+                stalled = librdkafka_5511(log_lines, "faults-txn-copier#producer", CALL_TIMEOUT_S)
+            if stalled:
+                stalled += anomalies.pop("copier_behind", []) + [d for d in died if d.startswith("copier")]
+                anomalies["copier_behind"] = []
+                died = [d for d in died if not d.startswith("copier")]
         anomalies.update({
             "librdkafka_5476_deadlocks": deadlocked,
+            "librdkafka_5511_stalls": stalled,
             "clients_hung": [] if deadlocked else trouble.hung,
             "hanging_transactions": hanging,
             "readers_behind": behind,
             "replicas_differing": differing,
-            "clients_died": trouble.died,
+            "clients_died": died,
             "unresolved_at_end": stuck,
             "consumer_errors": trouble.consumer_errors,
             "non_monotonic_polls": trouble.non_monotonic_polls,
@@ -279,16 +293,6 @@ def run_transactions(args: argparse.Namespace, data_dir: Path, broker_config: di
         }
     finally:
         cluster.stop()
-
-
-def librdkafka_5476(stacks: str) -> bool:
-    """Whether gdb's stacks show librdkafka's lock-order deadlock (issue #5476): its main thread
-    in the OffsetForLeaderEpoch response's leader query, waiting for the client's lock while
-    holding a partition's, and a broker thread ending its broker (rd_kafka_broker_fail) that
-    waits for that partition's lock in ``rd_kafka_toppar_forget_leader`` or, one call before
-    it in the same loop, ``rd_kafka_toppar_undelegate`` (seen in a seed-3 run's close())."""
-    return "rd_kafka_toppar_handle_OffsetForLeaderEpoch" in stacks and "rd_kafka_broker_fail" in stacks and (
-        "rd_kafka_toppar_forget_leader" in stacks or "rd_kafka_toppar_undelegate" in stacks)
 
 
 def _client_stacks(data_dir: Path) -> str:

@@ -1,0 +1,62 @@
+"""librdkafka's own open bugs that fault runs hit, told from the evidence a run keeps, so a
+client's bug gets a row of its own in the report: never folded into zero, nor into ours.
+
+- **#5476**, a lock-order deadlock: a client call never returns. Told from gdb's stacks of the
+  run's process.
+- **#5511**, ``rd_kafka_send_offsets_to_transaction()`` hangs when the group coordinator is
+  decommissioned (librdkafka 2.10+ decommissions a broker missing from a Metadata answer, as a
+  dead one is, and a coordinator request waiting on it is never woken; the fix, PR #5512, is
+  open). The call outlives its own timeout: after AddOffsetsToTxn succeeded, the
+  TxnOffsetCommit is not sent until long after, and the transaction coordinator aborts the
+  transaction at its timeout and fences the producer. Told from the copier producer's
+  librdkafka log (debug contexts eos and protocol).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import datetime
+
+#: a line of the run's librdkafka.log: "2026-11-28 04:45:03,167 <thread> <FAC> [<client>] ..."
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+
+
+def librdkafka_5476(stacks: str) -> bool:
+    """Whether gdb's stacks show librdkafka's lock-order deadlock (issue #5476): its main thread
+    in the OffsetForLeaderEpoch response's leader query, waiting for the client's lock while
+    holding a partition's, and a broker thread ending its broker (rd_kafka_broker_fail) that
+    waits for that partition's lock in ``rd_kafka_toppar_forget_leader`` or, one call before
+    it in the same loop, ``rd_kafka_toppar_undelegate`` (seen in a seed-3 run's close())."""
+    return "rd_kafka_toppar_handle_OffsetForLeaderEpoch" in stacks and "rd_kafka_broker_fail" in stacks and (
+        "rd_kafka_toppar_forget_leader" in stacks or "rd_kafka_toppar_undelegate" in stacks)
+
+
+def librdkafka_5511(lines: Iterable[str], client: str, timeout_s: float) -> list[str]:
+    """The send_offsets_to_transaction calls of ``client`` (its librdkafka log name, e.g.
+    "faults-txn-copier#producer-12") whose TxnOffsetCommit was not sent within ``timeout_s``
+    (the call's own timeout) of AddOffsetsToTxn's success: issue #5511's hang. One line each."""
+    found = []
+    added_at: datetime | None = None   # AddOffsetsToTxn answered NO_ERROR in the open call
+    last: datetime | None = None
+    for line in lines:
+        if client not in line:
+            continue
+        stamp = _STAMP.match(line)
+        if stamp is None:
+            continue
+        last = datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S,%f")
+        if "Transactional API called: send_offsets_to_transaction" in line:
+            added_at = None
+        elif "AddOffsetsToTxn response" in line and "NO_ERROR" in line:
+            added_at = last
+        elif added_at is not None and ("Sent TxnOffsetCommitRequest" in line
+                                       or "send_offsets_to_transaction return" in line):
+            waited = (last - added_at).total_seconds()
+            if waited > timeout_s:
+                found.append(f"AddOffsetsToTxn succeeded at {added_at:%H:%M:%S}, TxnOffsetCommit not sent "
+                             f"for {waited:.0f} s (the call's timeout: {timeout_s:.0f} s)")
+            added_at = None
+    if added_at is not None and last is not None and (last - added_at).total_seconds() > timeout_s:
+        found.append(f"AddOffsetsToTxn succeeded at {added_at:%H:%M:%S}, TxnOffsetCommit never sent "
+                     f"(the log ends {(last - added_at).total_seconds():.0f} s later)")
+    return found
