@@ -59,3 +59,36 @@ def test_counts_come_from_applied_leader_and_isr_and_update_metadata(tmp_path: P
           UpdateMetadataRequest(1, 1, -1, (), (BrokerInfo(1, "h", 9092),), (("t", 2, 2),)))
     assert metadata.undeleted_partition_count("t") == 6
     assert metadata.undeleted_partition_count("plain") is None
+
+
+def test_a_request_meant_for_the_previous_incarnation_is_fenced_once_the_broker_epoch_is_known(
+        tmp_path: Path) -> None:
+    """A restarted broker listens before it registers; its controller, reconnecting to the
+    same address, resends an UpdateMetadata meant for the process it replaced (one event's
+    partitions only). Held until the registration gives this process its broker epoch, it is
+    fenced as stale and the cache stays unfilled (Metadata is then answered from ZooKeeper);
+    one for this incarnation is applied."""
+    async def main() -> None:
+        async def configs(topics: list[str]) -> dict[str, dict[str, str]]:
+            return {t: {} for t in topics}
+        rm = ReplicaManager(1, tmp_path, LogManager(tmp_path, LogConfig()), LogConfig(), 1,
+                            ReplicaFetcherManager(1, lambda leader: None), configs, None, 30000,  # type: ignore[arg-type]
+                            lambda: {1})
+        metadata, registered = MetadataCache(), asyncio.Event()
+        apis = ControllerApis(rm, metadata, None, None, registered)  # type: ignore[arg-type]
+        state = PartitionState(TP, 2, 1, 3, (1,), 0, (1,), False)
+        update = UpdateMetadataRequest(1, 2, 70, (state,), (BrokerInfo(1, "h", 9092),), ())
+        stale = apis(controller_api.API_UPDATE_METADATA, controller_api.VERSIONS[controller_api.API_UPDATE_METADATA],
+                     1, update)
+        assert not isinstance(stale, bytes)
+        pending = asyncio.ensure_future(stale)
+        await asyncio.sleep(0)
+        assert not pending.done() and not metadata.initialized
+        rm.broker_epoch = 90   # the registration returns
+        registered.set()
+        await pending
+        assert not metadata.initialized   # fenced: STALE_BROKER_EPOCH
+        fresh = apis(controller_api.API_UPDATE_METADATA, controller_api.VERSIONS[controller_api.API_UPDATE_METADATA],
+                     2, UpdateMetadataRequest(1, 2, 90, (state,), (BrokerInfo(1, "h", 9092),), ()))
+        assert isinstance(fresh, bytes) and metadata.initialized
+    asyncio.run(main())

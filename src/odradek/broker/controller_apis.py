@@ -8,6 +8,7 @@ for the controller's event thread.
 """
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Awaitable, Callable, cast
 
 from odradek.broker.metadata_cache import LEADER_DURING_DELETE, MetadataCache
@@ -25,17 +26,40 @@ AskController = Callable[[Callable[[Callable[[object], None]], ControllerEvent]]
 
 class ControllerApis:
     def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache,
-                 group_coordinator: GroupCoordinator, ask_controller: AskController) -> None:
+                 group_coordinator: GroupCoordinator, ask_controller: AskController,
+                 registered: asyncio.Event | None = None) -> None:
+        """``registered``: set once this process has registered in ZooKeeper and knows its
+        broker epoch (None: it does already)."""
         self._rm = replica_manager
         self._metadata = metadata
         self._groups = group_coordinator
         self._ask_controller = ask_controller
+        self._registered = registered
 
     def __call__(self, api_key: int, version: int, correlation_id: int,
                  request: Any) -> bytes | Awaitable[bytes]:
-        rm = self._rm
         if api_key == controller_api.API_CONTROLLED_SHUTDOWN:
             return self._controlled_shutdown(version, correlation_id, request)
+        if self._registered is not None and not self._registered.is_set():
+            return self._once_registered(api_key, version, correlation_id, request)
+        return self._from_controller(api_key, version, correlation_id, request)
+
+    async def _once_registered(self, api_key: int, version: int, correlation_id: int, request: Any) -> bytes:
+        """A controller request that reached this process before its registration: held
+        until its broker epoch is known, so the epoch fence can tell a request meant for the
+        previous incarnation at the same address (its controller reconnected to the new
+        process and resent it) from one meant for this one. Applied unfenced, such a resent
+        UpdateMetadata carried only the partitions of its own event and made the cache count
+        as filled (metadata_cache.py): a fault run's restarted broker then answered Metadata
+        without an existing topic, and a transactional producer's records to it failed."""
+        assert self._registered is not None
+        await self._registered.wait()
+        response = self._from_controller(api_key, version, correlation_id, request)
+        return response if isinstance(response, bytes) else await response
+
+    def _from_controller(self, api_key: int, version: int, correlation_id: int,
+                         request: Any) -> bytes | Awaitable[bytes]:
+        rm = self._rm
         if api_key == controller_api.API_LEADER_AND_ISR:
             result = rm.become_leader_or_follower(request)
             if not isinstance(result, ControllerResponse):

@@ -124,8 +124,10 @@ class Broker:
         self.marked_partitions = MarkedPartitions(self.replica_manager.partitions,
                                                   self.metadata.ordered_partition_counts,
                                                   self.zk.report_partition_removal)
+        # set once registered: controller requests wait for the broker epoch (controller_apis.py)
+        self._registered = asyncio.Event()
         self.controller_apis = ControllerApis(self.replica_manager, self.metadata, self.group_coordinator,
-                                              self.controller.ask)
+                                              self.controller.ask, self._registered)
         self._server: asyncio.base_events.Server | None = None
         self._stopping = asyncio.Event()
         self._session_lost = False
@@ -219,6 +221,7 @@ class Broker:
         except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: LeaderAndIsr checks ids too
             log.warning("broker %d: could not check its logs against ZooKeeper: %r", cfg.broker_id, exc)
         self.replica_manager.broker_epoch = await self._register()
+        self._registered.set()
         self.zk.add_state_listener(lambda state: loop.call_soon_threadsafe(self._on_zk_state, state))
         log.info("broker %d listening on %s:%d (broker epoch %d, cluster %s)", cfg.broker_id, cfg.host, cfg.port,
                  self.replica_manager.broker_epoch, cluster_id)
