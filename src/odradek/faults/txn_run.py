@@ -243,9 +243,10 @@ def run_transactions(args: argparse.Namespace, data_dir: Path, broker_config: di
             with open(data_dir / "librdkafka.log", errors="replace") as log_lines:
                 stalled = librdkafka_5511(log_lines, "faults-txn-copier#producer", CALL_TIMEOUT_S)
             if stalled:
-                stalled += anomalies.pop("copier_behind", []) + [d for d in died if d.startswith("copier")]
+                stalled += anomalies.pop("copier_behind", []) + [d for d in died + stuck if d.startswith("copier")]
                 anomalies["copier_behind"] = []
                 died = [d for d in died if not d.startswith("copier")]
+                stuck = [d for d in stuck if not d.startswith("copier")]
         anomalies.update({
             "librdkafka_5476_deadlocks": deadlocked,
             "librdkafka_5511_stalls": stalled,
