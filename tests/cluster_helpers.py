@@ -10,12 +10,19 @@ from odradek.cluster.local_cluster import LocalCluster
 from odradek.common.netutil import free_port_block
 from odradek.zk.server import ZooKeeperServer
 
+#: zookeeper.session.timeout.ms of the test clusters
+SESSION_TIMEOUT_MS = 4000
+#: ZooKeeper's least (minSessionTimeout in the zoo.cfg of odradek.zk.server), as the fault runs
+#: use: for the clusters of tests that kill or freeze a broker and then only wait for ZooKeeper
+#: to expire its session (a new leader, controller or ISR; a restarted broker's registration)
+SHORT_SESSION_TIMEOUT_MS = 2000
+
 
 def start_cluster(zookeeper: ZooKeeperServer, data_dir: Path, brokers: int = 3, **broker_args: object) -> LocalCluster:
     chroot = f"/odradek-it-{uuid.uuid4().hex[:12]}"
     cluster = LocalCluster(data_dir, brokers, base_port=free_port_block(brokers),
                            zookeeper=zookeeper.connect_string + chroot,
-                           broker_args={"zookeeper_session_timeout_ms": 4000, **broker_args})
+                           broker_args={"zookeeper_session_timeout_ms": SESSION_TIMEOUT_MS, **broker_args})
     try:
         cluster.up(timeout=60)
     except BaseException:

@@ -11,9 +11,13 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka import TopicPartition as TP
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 
+from cluster_helpers import SHORT_SESSION_TIMEOUT_MS
 from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
+#: `cluster` is the shared one (conftest.py): this module's topics, groups and transactional
+#: ids are its own, and it neither kills nor reconfigures that cluster's brokers
+SHARE_CLUSTER = True
 
 
 def test_describe_cluster_lists_live_brokers_and_controller(cluster: LocalCluster) -> None:
@@ -57,7 +61,7 @@ def test_list_offsets_earliest_latest_and_by_timestamp(cluster: LocalCluster) ->
 def test_acks_all_below_min_insync_replicas_is_refused(cluster_factory: Callable[..., LocalCluster]) -> None:
     """With one of three replicas dead and min.insync.replicas=3, acks=all must fail with
     NOT_ENOUGH_REPLICAS and store nothing; acks=1 still works."""
-    c = cluster_factory()
+    c = cluster_factory(zookeeper_session_timeout_ms=SHORT_SESSION_TIMEOUT_MS)
     create_topic(c.bootstrap_servers, "strict", 1, 3, {"min.insync.replicas": "3"})
     produce_acks_all(c.bootstrap_servers, "strict", 5)
     admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})

@@ -15,6 +15,9 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import build_batch
 
 pytestmark = pytest.mark.integration
+#: `cluster` is the shared one (conftest.py): this module's topics, groups and transactional
+#: ids are its own, and it neither kills nor reconfigures that cluster's brokers
+SHARE_CLUSTER = True
 
 
 @pytest.fixture(scope="module")

@@ -16,11 +16,13 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import odradek.cli.main as cli
+from cluster_helpers import SHORT_SESSION_TIMEOUT_MS, start_cluster
 from odradek.admin.admin_client import ZooKeeperProgress
 from odradek.admin.zookeeper import connect_zk
 from odradek.cluster.local_cluster import LocalCluster
@@ -30,6 +32,18 @@ from odradek.zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
 ODRADEK = str(Path(sys.executable).with_name("odradek"))
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """The module's 3 brokers, on the shortest ZooKeeper session ZooKeeper grants: the last test
+    kills one and waits for its session to expire."""
+    c = start_cluster(zookeeper, tmp_path_factory.mktemp("cluster"),
+                      zookeeper_session_timeout_ms=SHORT_SESSION_TIMEOUT_MS)
+    try:
+        yield c
+    finally:
+        c.down()
 
 
 def odradek(capsys: pytest.CaptureFixture[str], *argv: str, stdin: bytes = b"",

@@ -16,6 +16,9 @@ from odradek.cli.records import COMMIT_INTERVAL_S
 from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
+#: `cluster` is the shared one (conftest.py): this module's topics, groups and transactional
+#: ids are its own, and it neither kills nor reconfigures that cluster's brokers
+SHARE_CLUSTER = True
 
 
 def committed(bootstrap: str, group: str) -> int:

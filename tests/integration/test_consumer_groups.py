@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient
 from polling import wait_until
 from wire import RawConnection, coordinator_connection
 
-from cluster_helpers import start_cluster
+from cluster_helpers import SHORT_SESSION_TIMEOUT_MS, start_cluster
 from odradek.cluster.local_cluster import LocalCluster
 from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC, partition_for
 from odradek.protocol.errors import ErrorCode
@@ -334,7 +334,7 @@ def coordinator_of(c: LocalCluster, group: str) -> int:
 
 
 def test_coordinator_killed_mid_run_keeps_committed_offsets(cluster_factory: Any) -> None:
-    c = cluster_factory(3, **BROKER_ARGS)
+    c = cluster_factory(3, **BROKER_ARGS, zookeeper_session_timeout_ms=SHORT_SESSION_TIMEOUT_MS)
     boot, topic, group = c.bootstrap_servers, new_topic(c, "coord"), f"g-{uuid.uuid4().hex[:8]}"
     tally = Tally(3)
     members = [CommittingMember(boot, group, topic, f"m{i}", tally, i, "range") for i in range(3)]

@@ -13,6 +13,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from cli_helpers import ODRADEK, assert_one_line_error, run
+from cluster_helpers import SHORT_SESSION_TIMEOUT_MS
 from odradek.admin.admin_client import create_topic
 from odradek.common.netutil import free_port
 
@@ -63,7 +64,7 @@ def test_a_broker_started_on_a_running_brokers_data_dir_is_refused_and_deletes_n
 
 
 def test_a_stopped_brokers_data_dir_refuses_another_broker_id_and_another_cluster(cluster_factory, zookeeper) -> None:
-    cluster = cluster_factory(brokers=1)
+    cluster = cluster_factory(brokers=1, zookeeper_session_timeout_ms=SHORT_SESSION_TIMEOUT_MS)
     topic = "kept-while-stopped"
     create_topic(cluster.bootstrap_servers, topic, 1, 1)
     _produce(cluster.bootstrap_servers, topic)

@@ -22,6 +22,9 @@ from odradek.cluster.local_cluster import LocalCluster
 from odradek.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.integration
+#: `cluster` is the shared one (conftest.py): this module's topics, groups and transactional
+#: ids are its own, and it neither kills nor reconfigures that cluster's brokers
+SHARE_CLUSTER = True
 
 TOPIC = "error-paths"
 PAST_THE_END = 10_000

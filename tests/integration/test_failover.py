@@ -17,13 +17,17 @@ from cluster_state import controller_of, full_isr, live_leaders, metadata, zk
 from confluent_kafka.admin import AdminClient
 from polling import wait_until
 
+from cluster_helpers import SHORT_SESSION_TIMEOUT_MS
 from odradek.admin.admin_client import metadata_request
 from odradek.admin.errors import AdminError
 from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
 
-SESSION_TIMEOUT_S = 4.0  # the integration clusters' zookeeper.session.timeout.ms
+#: every test here waits for ZooKeeper to expire a killed or frozen broker's session: the least
+#: session timeout ZooKeeper grants keeps those waits short
+SESSION = {"zookeeper_session_timeout_ms": SHORT_SESSION_TIMEOUT_MS}
+SESSION_TIMEOUT_S = SHORT_SESSION_TIMEOUT_MS / 1000
 
 
 def describe_cli(bootstrap: str, *flags: str) -> dict[str, list[int]]:
@@ -34,7 +38,7 @@ def describe_cli(bootstrap: str, *flags: str) -> dict[str, list[int]]:
 
 
 def test_kill_leader_during_acks_all_production_loses_nothing(cluster_factory: Callable[..., LocalCluster]) -> None:
-    c = cluster_factory(min_insync_replicas=2)
+    c = cluster_factory(min_insync_replicas=2, **SESSION)
     create_topic(c.bootstrap_servers, "fo", 6, 3)
     producer = ContinuousProducer(c.bootstrap_servers, "fo", 6).start()
     producer.wait_acked(2000)
@@ -54,7 +58,7 @@ def test_kill_leader_during_acks_all_production_loses_nothing(cluster_factory: C
 
 
 def test_kill_controller_elects_a_new_one_that_creates_topics(cluster_factory: Callable[..., LocalCluster]) -> None:
-    c = cluster_factory()
+    c = cluster_factory(**SESSION)
     create_topic(c.bootstrap_servers, "before", 3, 3)
     client = zk(c)
     try:
@@ -91,7 +95,7 @@ def _controller_known_to(address: str) -> int:
 def test_frozen_controller_is_fenced_after_it_wakes(cluster_factory: Callable[..., LocalCluster]) -> None:
     """SIGSTOP the controller past its session timeout, let another take over, SIGCONT it: it
     changes nothing in ZooKeeper, no broker acts on it, and no acknowledged write is lost."""
-    c = cluster_factory(min_insync_replicas=2)
+    c = cluster_factory(min_insync_replicas=2, **SESSION)
     create_topic(c.bootstrap_servers, "frozen", 6, 3)
     client = zk(c)
     try:
@@ -135,7 +139,7 @@ def test_frozen_controller_is_fenced_after_it_wakes(cluster_factory: Callable[..
 
 
 def test_killed_follower_catches_up_and_rejoins_the_isr(cluster_factory: Callable[..., LocalCluster]) -> None:
-    c = cluster_factory()
+    c = cluster_factory(**SESSION)
     create_topic(c.bootstrap_servers, "catchup", 3, 3)
     # CreateTopics answers once the topic is in ZooKeeper; the broker asked next may not have
     # its UpdateMetadata yet
@@ -161,7 +165,7 @@ def test_unclean_leader_election_only_where_the_topic_allows_it(
     loss, logged); the other stays offline until its ISR member returns."""
     from confluent_kafka.admin import NewTopic
 
-    c = cluster_factory()
+    c = cluster_factory(**SESSION)
     admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
     topics = [NewTopic("clean", num_partitions=1, replica_assignment=[[1, 2]]),
               NewTopic("unclean", num_partitions=1, replica_assignment=[[1, 2]], config={"unclean.leader.election.enable": "true"})]

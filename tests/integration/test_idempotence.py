@@ -13,11 +13,15 @@ from confluent_kafka import TopicPartition as TP
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from wire import RawConnection
 
+from cluster_helpers import SHORT_SESSION_TIMEOUT_MS
 from odradek.cluster.local_cluster import LocalCluster
 from odradek.protocol.errors import ErrorCode, is_retriable
 from odradek.protocol.records import build_batch
 
 pytestmark = pytest.mark.integration
+#: `cluster` is the shared one (conftest.py): this module's topics, groups and transactional
+#: ids are its own, and it neither kills nor reconfigures that cluster's brokers
+SHARE_CLUSTER = True
 
 
 def init_producer_id(conn: RawConnection, producer_id: int = -1, epoch: int = -1) -> tuple[int, int]:
@@ -187,7 +191,7 @@ def test_kafka_python_idempotent_producer_5000_messages(cluster: LocalCluster) -
 
 def test_confluent_kafka_producing_through_a_leader_kill_writes_nothing_twice_or_out_of_order(
         cluster_factory: Callable[..., LocalCluster]) -> None:
-    c = cluster_factory()
+    c = cluster_factory(zookeeper_session_timeout_ms=SHORT_SESSION_TIMEOUT_MS)
     create_topic(c.bootstrap_servers, "idem-kill", 2, 3)
     producer = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all", "enable.idempotence": True,
                          "linger.ms": 5, "message.timeout.ms": 120_000})

@@ -14,6 +14,9 @@ from cli_helpers import assert_one_line_error, run
 from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
+#: `cluster` is the shared one (conftest.py): this module's topics, groups and transactional
+#: ids are its own, and it neither kills nor reconfigures that cluster's brokers
+SHARE_CLUSTER = True
 
 
 def test_sizes_of_a_topic_with_records_on_every_replica(cluster: LocalCluster) -> None:

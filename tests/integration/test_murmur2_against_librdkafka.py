@@ -11,6 +11,9 @@ from odradek.cluster.local_cluster import LocalCluster
 from odradek.common.linear_hashing import default_partition, partition_for_key
 
 pytestmark = pytest.mark.integration
+#: `cluster` is the shared one (conftest.py): this module's topics, groups and transactional
+#: ids are its own, and it neither kills nor reconfigures that cluster's brokers
+SHARE_CLUSTER = True
 
 KEYS = ([f"key-{i}".encode() for i in range(150)]
         + [f"ключ-{i}".encode() for i in range(20)]  # non-ASCII UTF-8

@@ -28,10 +28,14 @@ from kafka import TopicPartition as KTopicPartition
 from kafka.admin import NewTopic as KNewTopic
 from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProgressError, UnknownTopicOrPartitionError
 
+from cluster_helpers import SHORT_SESSION_TIMEOUT_MS
 from odradek.admin.zookeeper import connect_zk
 from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
+#: `cluster` is the shared one (conftest.py): this module's topics, groups and transactional
+#: ids are its own, and it neither kills nor reconfigures that cluster's brokers
+SHARE_CLUSTER = True
 
 
 def _wait(predicate: Any, timeout_s: float, what: str) -> None:
@@ -158,7 +162,7 @@ def test_api_reassignment_under_acks_all_load_loses_nothing(cluster: LocalCluste
 
 
 def test_a_reassignment_waiting_for_a_stopped_broker_is_listed_and_cancelled(cluster_factory: Any) -> None:
-    cluster: LocalCluster = cluster_factory(4)
+    cluster: LocalCluster = cluster_factory(4, zookeeper_session_timeout_ms=SHORT_SESSION_TIMEOUT_MS)
     zk = connect_zk(cluster.zookeeper_connect)
     try:
         controller = json.loads(zk.get("/controller")[0])["brokerid"]

@@ -13,6 +13,7 @@ from clients import create_topic
 from cluster_state import full_isr, live_leaders, metadata
 from polling import wait_until
 
+from cluster_helpers import SHORT_SESSION_TIMEOUT_MS
 from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
@@ -139,7 +140,7 @@ def _read_all_aiokafka(bootstrap: str, expected: int) -> list[bytes]:
 
 def test_kafka_python_and_aiokafka_carry_on_through_a_leader_kill_and_restart(
         cluster_factory: Callable[..., LocalCluster]) -> None:
-    c = cluster_factory(min_insync_replicas=2)
+    c = cluster_factory(min_insync_replicas=2, zookeeper_session_timeout_ms=SHORT_SESSION_TIMEOUT_MS)
     create_topic(c.bootstrap_servers, TOPIC, PARTITIONS, 3)
     kp = KafkaPythonProducer(c.bootstrap_servers)
     aio_thread, aio_stop, aio_acked, aio_errors = _aiokafka_in_thread(c.bootstrap_servers)

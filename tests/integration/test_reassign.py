@@ -25,6 +25,9 @@ from odradek.admin.config_command import BROKER, TOPIC, describe
 from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
+#: `cluster` is the shared one (conftest.py): this module's topics, groups and transactional
+#: ids are its own, and it neither kills nor reconfigures that cluster's brokers
+SHARE_CLUSTER = True
 
 DESCRIBE_LOG_DIRS, API_VERSIONS, ALTER_PARTITION_REASSIGNMENTS = 35, 18, 45
 

@@ -18,6 +18,7 @@ from clients import ContinuousProducer, check_exactly_once_in_order, create_topi
 from cluster_state import controller_id
 from wire import RawConnection
 
+from cluster_helpers import SHORT_SESSION_TIMEOUT_MS
 from odradek.cluster.local_cluster import LocalCluster
 from odradek.protocol.errors import ErrorCode
 
@@ -67,7 +68,7 @@ class MetadataProbe:
 
 def test_restarted_controller_broker_never_answers_unknown_topic(
         cluster_factory: Callable[..., LocalCluster]) -> None:
-    c = cluster_factory(3)
+    c = cluster_factory(3, zookeeper_session_timeout_ms=SHORT_SESSION_TIMEOUT_MS)
     create_topic(c.bootstrap_servers, TOPIC, 6, 3)
     victim = controller_id(c)
     # bootstrapped from the victim alone: its answers are all this producer hears at first

@@ -8,9 +8,13 @@ from typing import Callable
 import pytest
 from clients import consume_all, create_topic, produce_acks_all, segment_bytes, wait_identical_replicas
 
+from cluster_helpers import SHORT_SESSION_TIMEOUT_MS
 from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
+#: `cluster` is the shared one (conftest.py): this module's topics, groups and transactional
+#: ids are its own, and it neither kills nor reconfigures that cluster's brokers
+SHARE_CLUSTER = True
 
 
 def test_acks_all_round_trip_10000_messages_rf3_replicas_byte_identical(cluster: LocalCluster) -> None:
@@ -65,7 +69,7 @@ def test_kcat_produce_consume_and_metadata(cluster: LocalCluster) -> None:
 
 
 def test_whole_cluster_kill_and_restart_keeps_every_acknowledged_message(cluster_factory: Callable[..., LocalCluster]) -> None:
-    c = cluster_factory()
+    c = cluster_factory(zookeeper_session_timeout_ms=SHORT_SESSION_TIMEOUT_MS)
     create_topic(c.bootstrap_servers, "restart", 4, 3)
     acked = produce_acks_all(c.bootstrap_servers, "restart", 5000, prefix="before")
     for broker_id in c.broker_ids:

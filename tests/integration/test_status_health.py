@@ -3,8 +3,9 @@ cluster, 3 for an unhealthy one, a broker killed with SIGKILL dead at once (its 
 although ZooKeeper keeps its registration until the session expires), and preferred-leader
 imbalance after leaders moved.
 
-One cluster serves the module, with a ZooKeeper session timeout long enough (12 s) that the
-status run right after a SIGKILL certainly reads the dead broker's registration still there.
+One cluster serves the module, with a ZooKeeper session timeout long enough (8 s) that the
+status runs right after a SIGKILL (about a second of them) certainly read the dead broker's
+registration still there, and short enough that the test then waits little for its expiry.
 The tests run in order: the last one kills a broker for good.
 """
 from __future__ import annotations
@@ -33,7 +34,7 @@ TOPIC = "spread"  # 6 partitions, RF 3: each broker is the preferred replica of 
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    c = start_cluster(zookeeper, tmp_path_factory.mktemp("health"), 3, zookeeper_session_timeout_ms=12_000)
+    c = start_cluster(zookeeper, tmp_path_factory.mktemp("health"), 3, zookeeper_session_timeout_ms=8_000)
     try:
         create_topic(c.bootstrap_servers, TOPIC, 6, 3)
         wait_until(lambda: full_isr(c, TOPIC, 3), 30, "full ISRs")

@@ -23,6 +23,9 @@ from odradek.admin.zookeeper import connect_zk
 from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
+#: `cluster` is the shared one (conftest.py): this module's topics, groups and transactional
+#: ids are its own, and it neither kills nor reconfigures that cluster's brokers
+SHARE_CLUSTER = True
 
 
 def _odradek(*args: str) -> subprocess.CompletedProcess[str]:

@@ -18,6 +18,9 @@ from polling import wait_until
 from odradek.cluster.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
+#: `cluster` is the shared one (conftest.py): this module's topics, groups and transactional
+#: ids are its own, and it neither kills nor reconfigures that cluster's brokers
+SHARE_CLUSTER = True
 
 
 def transactional(bootstrap: str, transactional_id: str, **config: object) -> Producer:
@@ -119,12 +122,11 @@ def test_a_second_instance_of_a_transactional_id_fences_the_first(cluster: Local
 
 
 def test_an_abandoned_transaction_is_aborted_after_its_timeout_and_consumers_move_on(
-        cluster_factory: object) -> None:
+        cluster: LocalCluster) -> None:
     """A producer killed mid-transaction leaves it open: read_committed consumers stop at its
     first record until the coordinator aborts it, transaction.timeout.ms plus at most one
     abort check later."""
-    c = cluster_factory(transaction_abort_timed_out_transaction_cleanup_interval_ms=1000)  # type: ignore[operator]
-    bootstrap = c.bootstrap_servers
+    bootstrap = cluster.bootstrap_servers
     create_topic(bootstrap, "txn-hanging", 1, 3)
     script = textwrap.dedent(f"""
         import os, signal
@@ -142,7 +144,7 @@ def test_an_abandoned_transaction_is_aborted_after_its_timeout_and_consumers_mov
     after = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     after.produce("txn-hanging", b"after")
     assert after.flush(30) == 0
-    # 3 s of timeout and a check each second: far less than the 30 s allowed here
+    # 3 s of timeout and a check every 500 ms (conftest.py): far less than the 30 s allowed here
     wait_until(lambda: read_all(bootstrap, "txn-hanging", 1, "read_committed", timeout_s=2) == [b"after"],
                30, "the abandoned transaction to be aborted")
 

@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from polling import wait_until
 from test_transactions import read_all
 
+from cluster_helpers import SHORT_SESSION_TIMEOUT_MS
 from odradek.admin.admin_client import send_request
 from odradek.cluster.local_cluster import LocalCluster
 
@@ -42,7 +43,8 @@ def coordinator_of(c: LocalCluster, transactional_id: str) -> int:
 
 def test_a_commit_prepared_by_a_coordinator_killed_before_its_markers_is_finished_by_the_next(
         cluster_factory: object) -> None:
-    c: LocalCluster = cluster_factory(replica_lag_time_max_ms=2000)  # type: ignore[operator]
+    c: LocalCluster = cluster_factory(replica_lag_time_max_ms=2000,  # type: ignore[operator]
+                                      zookeeper_session_timeout_ms=SHORT_SESSION_TIMEOUT_MS)
     bootstrap = c.bootstrap_servers
     create_topic(bootstrap, "warm-up", 1, 3)
     transactional_id = "txn-failover"

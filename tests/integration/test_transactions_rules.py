@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 from clients import create_topic
@@ -25,13 +26,15 @@ from odradek.cluster.local_cluster import LocalCluster
 from odradek.protocol.records import TRANSACTIONAL_FLAG, build_batch
 
 pytestmark = pytest.mark.integration
+#: `cluster` is the shared one (conftest.py): this module's topics, groups and transactional
+#: ids are its own, and it neither kills nor reconfigures that cluster's brokers
+SHARE_CLUSTER = True
 
 FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 10, 22, 24, 26
 
 
-def test_a_producer_stopped_past_its_timeout_cannot_commit_when_it_wakes(cluster_factory: object) -> None:
-    c: LocalCluster = cluster_factory(transaction_abort_timed_out_transaction_cleanup_interval_ms=500)  # type: ignore[operator]
-    bootstrap = c.bootstrap_servers
+def test_a_producer_stopped_past_its_timeout_cannot_commit_when_it_wakes(cluster: LocalCluster) -> None:
+    bootstrap = cluster.bootstrap_servers
     create_topic(bootstrap, "txn-sleeper", 1, 3)
     script = textwrap.dedent(f"""
         import sys
@@ -151,8 +154,12 @@ def test_kcat_and_aiokafka_read_committed_skip_an_aborted_transaction(cluster: L
             tp = TopicPartition("txn-readers", 0)
             consumer.assign([tp])
             await consumer.seek_to_beginning(tp)
+            # to the end of the log (past the last marker: its last stable offset under
+            # read_committed): every record either reader is ever given is read by then
+            end = (await consumer.end_offsets([tp]))[tp]
             values: list[bytes] = []
-            for _ in range(10):
+            deadline = time.monotonic() + 30
+            while await consumer.position(tp) < end and time.monotonic() < deadline:
                 batch = await consumer.getmany(tp, timeout_ms=500)
                 values.extend(m.value for m in batch.get(tp, []))
             return values

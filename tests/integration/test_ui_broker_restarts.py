@@ -14,6 +14,7 @@ import pytest
 from clients import create_topic
 from ui_process import api_state, start_ui, stop_ui
 
+from cluster_helpers import SHORT_SESSION_TIMEOUT_MS
 from odradek.admin.consumer_group_command import GroupAdmin
 from odradek.cluster.local_cluster import LocalCluster
 from odradek.common.netutil import free_port
@@ -57,7 +58,7 @@ def _reader_pid(ui_pid: int) -> int:
                          ids=["one-restart", "every-broker-restarted"])
 def test_dashboard_survives_broker_restarts_and_reader_aborts(cluster_factory, tmp_path: Path,
                                                               victims: tuple[int, ...]) -> None:
-    cluster: LocalCluster = cluster_factory(3)
+    cluster: LocalCluster = cluster_factory(3, zookeeper_session_timeout_ms=SHORT_SESSION_TIMEOUT_MS)
     create_topic(cluster.bootstrap_servers, TOPIC, 3, 3)
     GroupAdmin(cluster.bootstrap_servers, 10).execute_reset(  # a group with committed offsets, no members
         GROUP, [{"topic": TOPIC, "partition": p, "new": 0} for p in range(3)])

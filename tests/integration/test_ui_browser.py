@@ -10,6 +10,7 @@ import pytest
 from clients import create_topic
 from ui_process import start_ui, stop_ui
 
+from cluster_helpers import SHORT_SESSION_TIMEOUT_MS
 from odradek.common.netutil import free_port
 
 pytestmark = pytest.mark.integration
@@ -22,7 +23,7 @@ def test_dashboard_follows_a_killed_leader(cluster_factory, tmp_path: Path) -> N
     if not os.access(CHROMIUM, os.X_OK):
         pytest.skip(f"{CHROMIUM} is missing: `make setup` installs Debian's chromium package (as root)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is a dev dependency (pip install -e '.[dev]')")
-    cluster = cluster_factory(3)
+    cluster = cluster_factory(3, zookeeper_session_timeout_ms=SHORT_SESSION_TIMEOUT_MS)
     create_topic(cluster.bootstrap_servers, TOPIC, 3, 3)
     port = free_port()
     ui = start_ui(["--data-dir", str(cluster.data_dir)], port, tmp_path / "ui.log")

@@ -16,6 +16,9 @@ from odradek.coordinator.partitioning import partition_for
 from odradek.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.integration
+#: `cluster` is the shared one (conftest.py): this module's topics, groups and transactional
+#: ids are its own, and it neither kills nor reconfigures that cluster's brokers
+SHARE_CLUSTER = True
 
 WRITE_TXN_MARKERS, TXN_OFFSET_COMMIT, OFFSET_FETCH, API_VERSIONS, JOIN_GROUP = 27, 28, 9, 18, 11
 

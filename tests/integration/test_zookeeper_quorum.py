@@ -21,6 +21,7 @@ from cluster_state import full_isr
 from kazoo.client import KazooClient
 from polling import wait_until
 
+from cluster_helpers import SHORT_SESSION_TIMEOUT_MS
 from odradek.admin.admin_client import describe_topics
 from odradek.cluster.local_cluster import LocalCluster, pid_alive
 from odradek.common.netutil import free_port_block
@@ -29,7 +30,9 @@ from odradek.zk.server import ZooKeeperEnsemble, check_installed
 
 pytestmark = pytest.mark.integration
 ODRADEK = str(Path(sys.executable).with_name("odradek"))
-SESSION_TIMEOUT_MS = 4000
+#: the brokers' ZooKeeper sessions: the shortest ZooKeeper grants, so that the quorum's loss
+#: outlasts several of them in a few seconds
+SESSION_TIMEOUT_MS = SHORT_SESSION_TIMEOUT_MS
 #: KafkaServer.controlledShutdown's bound at the defaults (3 attempts, 5 s backoff), plus a
 #: generous margin for closing the ZooKeeper session and the broker's own teardown on a busy host
 SHUTDOWN_DEADLINE_S = 3 * 5 + 30
