@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from odradek.broker.group_apis import _existence
+from odradek.broker.group_apis import _not_committable
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition_existence import unknown_partitions
 from odradek.common.metadata import TopicAssignment, TopicPartition
@@ -35,6 +35,8 @@ class DeadZk:
 def test_an_offset_commit_is_told_to_retry_when_zookeeper_cannot_say() -> None:
     ctx = SimpleNamespace(metadata=MetadataCache(), zk=Zk())
     asked = [TopicPartition("orders", 0), TopicPartition("nowhere", 0)]
-    assert asyncio.run(_existence(ctx, asked)) == ({TopicPartition("nowhere", 0)}, None)  # type: ignore[arg-type]
+    assert asyncio.run(_not_committable(ctx, asked)) == {  # type: ignore[arg-type]
+        TopicPartition("nowhere", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
     ctx = SimpleNamespace(metadata=MetadataCache(), zk=DeadZk())
-    assert asyncio.run(_existence(ctx, asked)) == (set(), ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)  # type: ignore[arg-type]
+    assert asyncio.run(_not_committable(ctx, asked)) == dict.fromkeys(  # type: ignore[arg-type]
+        asked, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)   # none committed

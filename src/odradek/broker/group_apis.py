@@ -211,14 +211,14 @@ def leave_group(ctx: BrokerContext, header: Any, req: Any, version: int) -> byte
 
 # -- OffsetCommit, OffsetFetch, OffsetDelete ---------------------------------------------------
 
-async def _existence(ctx: BrokerContext, offsets: Iterable[TopicPartition]
-                     ) -> tuple[set[TopicPartition], ErrorCode | None]:
-    """The partitions of an offset commit that do not exist (partition_existence.py), or the
-    retriable error for all of them when that cannot be told now."""
+async def _not_committable(ctx: BrokerContext, offsets: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+    """The answer of each partition of an offset commit that must not be committed: those
+    that do not exist (partition_existence.py) UNKNOWN_TOPIC_OR_PARTITION, or every one,
+    retriable, when that cannot be told now."""
     try:
-        return await unknown_partitions(ctx, offsets), None
+        return dict.fromkeys(await unknown_partitions(ctx, offsets), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     except NotKnownYet:
-        return set(), ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return dict.fromkeys(offsets, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
 
 
 async def offset_commit(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
@@ -226,11 +226,8 @@ async def offset_commit(ctx: BrokerContext, header: Any, req: Any, version: int)
     offsets = {TopicPartition(t.name, p.partition_index): OffsetAndMetadata(
         p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now)
         for t in req.topics for p in t.partitions}
-    unknown, error = await _existence(ctx, offsets)
-    results = dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if error is not None:
-        results = dict.fromkeys(offsets, error)
-    known = {tp: o for tp, o in offsets.items() if tp not in unknown}
+    results = await _not_committable(ctx, offsets)
+    known = {tp: o for tp, o in offsets.items() if tp not in results}
     if known:
         results.update(await ctx.group_coordinator.commit_offsets(
             req.group_id, req.member_id if version >= 1 else "", getattr(req, "group_instance_id", None),
@@ -247,9 +244,7 @@ async def txn_offset_commit(ctx: BrokerContext, header: Any, req: Any, version: 
     offsets = {TopicPartition(t.name, p.partition_index): OffsetAndMetadata(
         p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now)
         for t in req.topics for p in t.partitions}
-    unknown, error = await _existence(ctx, offsets)
-    results = dict.fromkeys(offsets, error) if error is not None else dict.fromkeys(
-        unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    results = await _not_committable(ctx, offsets)
     known = {tp: o for tp, o in offsets.items() if tp not in results}
     error = await _verify_offsets_partition(ctx, req) if known else None
     if error is not None:
