@@ -39,6 +39,7 @@ from odradek.broker.txn_verification import TransactionVerifier
 from odradek.common.clock import SystemClock
 from odradek.common.errors import StartupRefusedError
 from odradek.common.gc_policy import FREEZE_EVERY_S, GcPolicy
+from odradek.common.loop_watchdog import LoopWatchdog
 from odradek.common.metadata import BrokerInfo, TopicPartition
 from odradek.common.netutil import bind_outgoing_to
 from odradek.controller.controller_service import ControllerService
@@ -232,6 +233,8 @@ class Broker:
         isr_interval_s = min(0.5, cfg.replica_lag_time_max_ms / 2000)
         gc_policy = GcPolicy()
         gc_policy.install()
+        watchdog = LoopWatchdog(loop)
+        watchdog.start()
         if cfg.log_cleaner_enable:
             self.log_cleaner.start()
         tasks = [loop.create_task(self._every(HW_CHECKPOINT_INTERVAL_S, self._checkpoint)),
@@ -252,6 +255,7 @@ class Broker:
                                       cached_controller=lambda: self.metadata.broker(self.metadata.controller_id))
         for task in tasks:
             task.cancel()
+        watchdog.stop()
         self.group_coordinator.shutdown()
         self.transaction_coordinator.shutdown()
         self.txn_markers.close()
