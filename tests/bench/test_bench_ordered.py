@@ -13,7 +13,8 @@ RESULT = {
     "rate": 2000, "new_partitions_blocked": 4, "blocked_s_p50": 0.022, "blocked_s_p99": 0.988,
     "open_after_barrier_s_p50": 0.326, "open_after_barrier_s_p99": 0.445, "heartbeat_interval_s": 0.5,
     "gate_wait_s_p50": 0.012, "gate_wait_s_p99": 0.131, "rebalance_s_p50": 0.41, "rebalance_s_p99": 0.87,
-    "parent_read_by_another_member": 1,
+    "parent_read_by_another_member": 1, "gate_wait_crossed_s_p50": 0.1, "gate_wait_crossed_s_p99": 0.131,
+    "members": 3,
     "ack_p99_ms_near_expansions": 742.0, "ack_p99_ms_otherwise": 17.0, "ack_max_ms_near_expansions": 885.1,
     "machine": {"cores": 2, "memory_gib": 23.5, "cpu_model": "AMD EPYC", "date_utc": "2026-11-27 19:22",
                 "loadavg_1m": 1.06},
@@ -26,7 +27,8 @@ def test_the_summary_gives_the_ratios_with_every_round_and_the_blocking_figures(
     assert "ratio 1.00 (median of 1.04 / 1.00 / 1.00)" in text
     assert "p99 0.445 s" in text and "742.0 ms around expansions" in text
     assert "the gate (after both its assignment and the barrier's passing): p50 0.012 s, p99 0.131 s" in text
-    assert "(1 of 4 parents read by the other member)" in text and "p99 0.87 s" in text
+    assert "a group of 3" in text
+    assert "where another member read the parent (1 of 4): p50 0.1 s, p99 0.131 s" in text and "p99 0.87 s" in text
     assert "2 cores" in text
 
 
@@ -46,3 +48,4 @@ def test_the_gate_is_timed_from_the_later_of_assignment_and_the_barriers_passing
     one = _expansion_figures([a], [], [10.0])  # type: ignore[list-item]
     assert one["gate_wait_s_p50"] == 0.01 and one["rebalance_s_p50"] == 0.7
     assert figures["parent_read_by_another_member"] == 1
+    assert figures["gate_wait_crossed_s_p99"] == 0.1 and figures["members"] == 2  # child 5's, through the coordinator
