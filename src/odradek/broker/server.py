@@ -223,7 +223,8 @@ class Broker:
             log.warning("broker %d: could not check its logs against ZooKeeper: %r", cfg.broker_id, exc)
         self.replica_manager.broker_epoch = await self._register()
         self._registered.set()
-        self.zk.add_state_listener(lambda state: loop.call_soon_threadsafe(self._on_zk_state, state))
+        self.zk.add_state_listener(
+            lambda state: loop.call_soon_threadsafe(self._on_zk_state, state, time.monotonic()))
         log.info("broker %d listening on %s:%d (broker epoch %d, cluster %s)", cfg.broker_id, cfg.host, cfg.port,
                  self.replica_manager.broker_epoch, cluster_id)
         self.controller.start()
@@ -283,12 +284,17 @@ class Broker:
         partitions = (self.replica_manager.get(tp) for tp in remaining)
         return any(live & p.isr for p in partitions if p is not None)
 
-    def _on_zk_state(self, state: KazooState) -> None:
+    def _on_zk_state(self, state: KazooState, told_at: float) -> None:
         """After a session expiry the registration znode is gone and the controller counts this
         broker dead: register again once a new session is up, which gives a new broker epoch
-        (so requests meant for the old incarnation are refused)."""
+        (so requests meant for the old incarnation are refused). ``told_at``: when kazoo's
+        thread told us, so that a late reaction says whether the loop or kazoo was late."""
         if self._stopping.is_set():
             return  # closing our own session at shutdown is not an expiry
+        late = time.monotonic() - told_at
+        if late > 1.0:
+            log.warning("broker %d: ZooKeeper state %s reached the event loop %.1f s after kazoo told it",
+                        self.config.broker_id, state, late)
         if state == KazooState.LOST:
             log.warning("broker %d: ZooKeeper session expired", self.config.broker_id)
             self._session_lost = True
