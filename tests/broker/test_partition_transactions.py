@@ -99,8 +99,8 @@ def test_checks_under_way_together_share_their_guard_until_a_marker_voids_it(tmp
     """KIP-890's guard: a producer's pipelined requests to one partition are checked at the
     same time, and neither check may void the other's; a marker voids both."""
     p = leader(tmp_path)
-    first, second = p.start_verification(7), p.start_verification(7)
-    assert p.verification_holds(7, first) and p.verification_holds(7, second)
+    first, second = p.verifications.start(7), p.verifications.start(7)
+    assert p.verifications.holds(7, first) and p.verifications.holds(7, second)
     p.append_marker(7, 0, commit=False, coordinator_epoch=0)
-    assert not p.verification_holds(7, first) and not p.verification_holds(7, second)
-    assert p.verification_holds(7, p.start_verification(7))  # a check begun after the marker
+    assert not p.verifications.holds(7, first) and not p.verifications.holds(7, second)
+    assert p.verifications.holds(7, p.verifications.start(7))  # a check begun after the marker

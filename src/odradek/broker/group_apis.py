@@ -273,10 +273,10 @@ async def _verify_offsets_partition(ctx: BrokerContext, req: Any) -> ErrorCode |
     if partition is None or not partition.is_leader or req.producer_id < 0 \
             or not partition.needs_verification(req.producer_id, req.producer_epoch):
         return None
-    guard = partition.start_verification(req.producer_id)
+    guard = partition.verifications.start(req.producer_id)
     answer = await ctx.txn_verifier.verify(req.transactional_id, req.producer_id, req.producer_epoch, [tp])
     error = answer.get(tp, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    if error == ErrorCode.NONE and not partition.verification_holds(req.producer_id, guard):
+    if error == ErrorCode.NONE and not partition.verifications.holds(req.producer_id, guard):
         error = ErrorCode.INVALID_TXN_STATE  # its transaction ended while it was checked
     if error == ErrorCode.NONE:
         return None

@@ -169,7 +169,7 @@ class KafkaApis:
                 except (StopIteration, CorruptRecordError):
                     continue  # refused as corrupt by the append
                 if partition.needs_verification(h.producer_id, h.producer_epoch) \
-                        or partition.verification_queued(h.producer_id, h.producer_epoch):
+                        or partition.verifications.waiting(h.producer_id, h.producer_epoch):
                     checks[tp] = (partition, h.producer_id, h.producer_epoch)
         return checks
 
@@ -178,15 +178,15 @@ class KafkaApis:
         """Produce once the transaction coordinator confirmed that each transaction these
         batches would open is open and names their partitions (txn_verification.py); behind
         the producer's earlier requests to the same partitions that wait on such a check, so
-        its batches are appended in the order they came (Partition.verification_turn)."""
-        turns = {tp: partition.verification_turn(pid, epoch) for tp, (partition, pid, epoch) in checks.items()}
+        its batches are appended in the order they came (verification_state.py)."""
+        turns = {tp: partition.verifications.take_turn(pid, epoch) for tp, (partition, pid, epoch) in checks.items()}
         verdicts: dict[TopicPartition, ErrorCode] = {}
         try:
             await self._verify(req, checks, turns, verdicts)
             response = self._produce(header, req, version, {tp: e for tp, e in verdicts.items() if e})
         finally:
             for tp, (partition, pid, epoch) in checks.items():
-                partition.verification_done(pid, epoch, turns[tp][1], verdicts.get(tp, ErrorCode.NOT_ENOUGH_REPLICAS))
+                partition.verifications.turn_done(pid, epoch, turns[tp][1], verdicts.get(tp, ErrorCode.NOT_ENOUGH_REPLICAS))
         if response is None or isinstance(response, bytes):
             return response  # None: acks=0, no answer at all
         return await response
@@ -209,7 +209,7 @@ class KafkaApis:
                 elif not partition.needs_verification(pid, epoch):
                     verdicts[tp] = ErrorCode.NONE
         to_check = {tp: check for tp, check in checks.items() if tp not in verdicts}
-        guards = {tp: partition.start_verification(pid) for tp, (partition, pid, _epoch) in to_check.items()}
+        guards = {tp: partition.verifications.start(pid) for tp, (partition, pid, _epoch) in to_check.items()}
         by_producer: dict[tuple[int, int], list[TopicPartition]] = {}
         for tp, (_partition, pid, epoch) in to_check.items():
             by_producer.setdefault((pid, epoch), []).append(tp)
@@ -219,7 +219,7 @@ class KafkaApis:
             answers.update(answer)
         for tp, (partition, pid, _epoch) in to_check.items():
             error = answers.get(tp, ErrorCode.INVALID_TXN_STATE)
-            if error == ErrorCode.NONE and not partition.verification_holds(pid, guards[tp]):
+            if error == ErrorCode.NONE and not partition.verifications.holds(pid, guards[tp]):
                 error = ErrorCode.INVALID_TXN_STATE  # its transaction ended while it was checked
             if error != ErrorCode.NONE:
                 log.info("%s: rejected a transactional batch of producer %d: %s", tp, pid, error.name)

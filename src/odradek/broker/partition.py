@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator
 
 from odradek.broker import producer_state_snapshots
 from odradek.broker.producer_state import ProducerStateError, ProducerStateManager
+from odradek.broker.verification_state import VerificationState
 from odradek.common.errors import NotLeaderError
 from odradek.common.metadata import PartitionState, TopicPartition
 from odradek.coordinator.seams import CoordinatorAppendRefused
@@ -83,11 +84,8 @@ class Partition:
         # append and every partition of a LeaderAndIsr wakes them
         self._sessions: dict[int, weakref.ref[Any]] = {}
         self.producers = ProducerStateManager()
-        # KIP-890: producer id -> the check under way for its next transaction's first batch here
-        self._verification_guards: dict[int, object] = {}
-        # per producer, the completion of the last produce request queued behind a check
-        # (verification_turn): its verdict, set once its batches were appended or refused
-        self._verification_queue: dict[tuple[int, int], asyncio.Future[ErrorCode]] = {}
+        # KIP-890: the checks with transaction coordinators under way here
+        self.verifications = VerificationState()
         self._unsnapshotted = 0  # batches applied to the producer state since its last snapshot
         self._rebuild_producers(self.high_watermark)
         self.producers.truncate_head(log_.log_start_offset)
@@ -225,7 +223,7 @@ class Partition:
         if not self.is_leader:
             raise NotLeaderError(self.tp)
         self.producers.validate_marker(producer_id, producer_epoch, coordinator_epoch)
-        self._verification_guards.pop(producer_id, None)  # a check under way was for a transaction now ended
+        self.verifications.transaction_ended(producer_id)
         batch = build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch)
         offset, _ = self.log.append_as_leader(batch, self.leader_epoch)
         (header,) = iter_batches(batch)
@@ -242,50 +240,6 @@ class Partition:
         coordinator before it is appended: no transaction of its is open here at this epoch."""
         entry = self.producers.entry(producer_id)
         return entry is None or entry.txn_first_offset is None or entry.epoch != producer_epoch
-
-    def start_verification(self, producer_id: int) -> object:
-        """A guard for a check about to be asked: valid until a marker for the producer is
-        written here (``verification_holds``), so an answer that raced with the end of its
-        transaction lets nothing in. Checks under way together share the guard: a producer's
-        requests to one partition are pipelined (up to five in flight), and a new guard per
-        request voided the one before it, refusing a batch of an open transaction with
-        INVALID_TXN_STATE (bench transactions, linger.ms 0)."""
-        guard = self._verification_guards.get(producer_id)
-        if guard is None:
-            guard = self._verification_guards[producer_id] = object()
-        return guard
-
-    def verification_holds(self, producer_id: int, guard: object) -> bool:
-        return self._verification_guards.get(producer_id) is guard
-
-    def verification_turn(self, producer_id: int, producer_epoch: int
-                          ) -> tuple[asyncio.Future[ErrorCode] | None, asyncio.Future[ErrorCode]]:
-        """A produce request's place among this producer's requests that wait on a check here:
-        (the one before it, to be waited for; its own, to be finished with
-        ``verification_done``). A broker appends each connection's requests in the order they
-        came, and an idempotent producer's batches must land in sequence order: a request
-        checked on its own overtook the one before it (whose check was slower), and the
-        producer died of OUT_OF_ORDER_SEQUENCE_NUMBER (bench transactions, linger.ms 0, five
-        requests in flight). Kafka keeps the order by reading no further request from a
-        connection until the current one is answered."""
-        previous = self._verification_queue.get((producer_id, producer_epoch))
-        mine: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
-        self._verification_queue[(producer_id, producer_epoch)] = mine
-        return previous, mine
-
-    def verification_queued(self, producer_id: int, producer_epoch: int) -> bool:
-        """Whether a request of the producer waits on a check here: a batch arriving now must
-        not be appended before it, even if the transaction opened meanwhile (the waiting ones
-        resume only after the one that opened it)."""
-        return (producer_id, producer_epoch) in self._verification_queue
-
-    def verification_done(self, producer_id: int, producer_epoch: int, mine: asyncio.Future[ErrorCode],
-                          verdict: ErrorCode) -> None:
-        """The request's batches are appended (or refused with ``verdict``): the next may go."""
-        if not mine.done():
-            mine.set_result(verdict)
-        if self._verification_queue.get((producer_id, producer_epoch)) is mine:
-            del self._verification_queue[(producer_id, producer_epoch)]
 
     def is_duplicate(self, batches: bytes) -> bool:
         """Whether these are an idempotent producer's batches already in the log (a retry whose
