@@ -90,12 +90,12 @@ def test_a_reopened_partition_replays_only_the_batches_after_its_newest_snapshot
     assert state_of(p) == expected
 
     replayed_from: list[int | None] = []
-    real = Log.iter_batch_headers
+    real = Log.iter_batches
 
     def spy(self: Log, from_offset: int | None = None) -> Any:
         replayed_from.append(from_offset)
         return real(self, from_offset)
-    monkeypatch.setattr(Log, "iter_batch_headers", spy)
+    monkeypatch.setattr(Log, "iter_batches", spy)
     again = reopened(p)
     assert replayed_from == [snapshots[-1]]
     assert state_of(again) == expected

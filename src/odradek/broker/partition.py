@@ -574,15 +574,14 @@ class Partition:
 def _batches_with_markers(log_: Log, from_offset: int | None = None
                           ) -> Iterator[tuple[BatchHeader, ControlMarker | None]]:
     """The log's batch headers for rebuilding producer state, each transaction marker read from
-    its control batch (the log's lock is re-entrant, and a read of 0 bytes returns exactly the
-    one batch). A marker that does not parse is logged and taken as no marker: one damaged
-    batch must not keep the partition from opening."""
-    for h in log_.iter_batch_headers(from_offset):
+    its control batch. A marker that does not parse is logged and taken as no marker: one
+    damaged batch must not keep the partition from opening."""
+    for h, data in log_.iter_batches(from_offset):
         if not h.is_control:
             yield h, None
             continue
         try:
-            yield h, control_marker(log_.read(h.base_offset, 0), h)
+            yield h, control_marker(data, h)
         except CorruptRecordError as exc:
             log.error("%s: the transaction marker at offset %d does not parse: %s", log_.dir, h.base_offset, exc)
             yield h, None

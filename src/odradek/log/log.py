@@ -333,6 +333,14 @@ class Log:
         For rebuilding state kept beside the log (producer sequences), so only headers are
         parsed. The log's lock is held until the iteration ends (the cleaner must not swap
         segments under it), so run it to the end on the thread that appends and truncates."""
+        for header, _data in self.iter_batches(from_offset):
+            yield header
+
+    def iter_batches(self, from_offset: int | None = None) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """``iter_batch_headers`` with each batch's bytes, valid until the next batch is taken
+        (a transaction marker is read from them: reading each control batch again through
+        ``read`` cost 90 us a marker, 0.35 s for a partition of 3,900 transactions, on the
+        event loop of a broker opening its partitions)."""
         with self._lock:
             start = self.log_start_offset if from_offset is None else max(from_offset, self.log_start_offset)
             segments = self._segments[max(bisect_right(self._bases, start) - 1, 0):]
@@ -340,7 +348,7 @@ class Log:
                 first = seg.find(start)
                 if first is None:
                     continue
-                yield from seg.scan(first.position)
+                yield from seg.scan_batches(first.position)
 
     # ---- truncation, retention -----------------------------------------------------------
 

@@ -131,10 +131,15 @@ class Segment:
     def scan(self, start: int, verify: bool = False) -> Iterator[BatchHeader]:
         """Headers of the complete batches from file position start (positions are absolute).
         Stops at a partial tail; with verify, a CRC mismatch raises CorruptRecordError."""
-        for header, data in read_batches(self._pread, start, self.size):
+        for header, data in self.scan_batches(start):
             if verify and not check_crc(data):
                 raise CorruptRecordError(f"CRC mismatch at {header.position}")
             yield header
+
+    def scan_batches(self, start: int) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """The complete batches from file position start, each with its bytes (valid until the
+        next one is taken: they are a view of the chunk read)."""
+        return read_batches(self._pread, start, self.size)
 
     def _pread(self, n: int, pos: int) -> bytes:
         with self._fds.use(self.path) as fd:
