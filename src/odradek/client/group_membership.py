@@ -230,6 +230,8 @@ class GroupMember:
         self._connections: dict[str, BrokerConnection] = {}
 
         self._closed = threading.Event()
+        #: set by close() and hurry_now(): the heartbeat thread's sleep ends early
+        self._wake = threading.Event()
         self._heartbeat_thread: threading.Thread | None = None
 
     # -- what the caller reads -----------------------------------------------------------------
@@ -642,9 +644,22 @@ class GroupMember:
                                                       name=f"odradek-group-heartbeat-{self.group_id}")
             self._heartbeat_thread.start()
 
+    def hurry_now(self) -> None:
+        """Heartbeat (and run on_heartbeat) now rather than at the end of the current interval,
+        then at ``hurry``'s pace: a member that just took an assignment whose gates wait on
+        the group, or whose partitions others' gates may wait on. The hurried pace was only
+        chosen after a heartbeat, so the first exchange of a new generation came up to a whole
+        interval after the assignment (0.45 s of a 0.59 s gate wait at heartbeat.interval.ms
+        500, bench ordered, a child read by another member than its parent)."""
+        self._wake.set()
+
     def _heartbeat_loop(self) -> None:
         wait = self._heartbeat_interval_s
-        while not self._closed.wait(wait):
+        while True:
+            self._wake.wait(wait)
+            self._wake.clear()
+            if self._closed.is_set():
+                return
             wait = self._heartbeat_interval_s
             try:
                 if not self._heartbeat_once():
@@ -752,6 +767,7 @@ class GroupMember:
         """Stop the heartbeat thread and close the connections. It does not leave the group:
         call leave() first for a dynamic member that should go at once."""
         self._closed.set()
+        self._wake.set()
         with self._lock:
             thread = self._heartbeat_thread
             connections = list(self._connections.values())

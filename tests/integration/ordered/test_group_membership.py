@@ -205,6 +205,50 @@ def test_a_static_member_replaced_by_another_process_is_fenced(cluster: LocalClu
         close_all([old, new])
 
 
+def test_a_hurried_member_heartbeats_four_times_an_interval(cluster: LocalCluster) -> None:
+    """While ``hurry`` answers True (an OrderedConsumer's gate waits on the group's positions)
+    the heartbeats, and the position exchange that follows each, come four times an interval."""
+    topic, group = new_topic(cluster, "hurry"), f"g-{uuid.uuid4().hex[:8]}"
+    beats: list[float] = []
+    hurried = threading.Event()
+    m = member(cluster, group, "member-h", heartbeat_interval_ms=1000,
+               on_heartbeat=lambda _m: beats.append(time.monotonic()), hurry=hurried.is_set)
+    try:
+        m.join([topic], timeout_s=60)
+        wait_until(lambda: len(beats) >= 2, 10, "heartbeats")
+        count = len(beats)
+        time.sleep(2.0)
+        calm = len(beats) - count
+        hurried.set()
+        wait_until(lambda: len(beats) > count + calm + 1, 5, "a hurried heartbeat")
+        count = len(beats)
+        time.sleep(2.0)
+        hurry = len(beats) - count
+        assert calm <= 3 and hurry >= 5, (calm, hurry)   # 2 and 8 expected
+    finally:
+        m.close()
+
+
+def test_hurry_now_heartbeats_at_once_rather_than_at_the_end_of_the_interval(cluster: LocalCluster) -> None:
+    """``hurry_now`` (an OrderedConsumer that just took an assignment with gates, or whose
+    partitions others' gates may wait on) ends the heartbeat thread's wait: the exchange comes
+    at once, not up to an interval later."""
+    topic, group = new_topic(cluster, "hurry-now"), f"g-{uuid.uuid4().hex[:8]}"
+    beats: list[float] = []
+    m = member(cluster, group, "member-n", heartbeat_interval_ms=6000,
+               on_heartbeat=lambda _m: beats.append(time.monotonic()))
+    try:
+        m.join([topic], timeout_s=60)
+        wait_until(lambda: len(beats) >= 1, 15, "a first heartbeat")
+        count, asked = len(beats), time.monotonic()
+        m.hurry_now()
+        wait_until(lambda: len(beats) > count, 10, "the heartbeat hurry_now asked for")
+        # the interval is 6 s: a heartbeat within 3 s of the call was the one it asked for
+        assert beats[count] - asked < 3.0, beats[count] - asked
+    finally:
+        m.close()
+
+
 @pytest.mark.slow  # 7 s: make test-long, with the OrderedConsumer group under kill -9 of the coordinator
 def test_coordinator_killed_members_keep_their_generation_and_commit(cluster: LocalCluster) -> None:
     """Last in the module: it leaves a broker down."""
@@ -239,27 +283,3 @@ def test_coordinator_killed_members_keep_their_generation_and_commit(cluster: Lo
         assert b.coordinator_id not in (None, killed)
     finally:
         close_all([a, b])
-
-
-def test_a_hurried_member_heartbeats_four_times_an_interval(cluster: LocalCluster) -> None:
-    """While ``hurry`` answers True (an OrderedConsumer's gate waits on the group's positions)
-    the heartbeats, and the position exchange that follows each, come four times an interval."""
-    topic, group = new_topic(cluster, "hurry"), f"g-{uuid.uuid4().hex[:8]}"
-    beats: list[float] = []
-    hurried = threading.Event()
-    m = member(cluster, group, "member-h", heartbeat_interval_ms=1000,
-               on_heartbeat=lambda _m: beats.append(time.monotonic()), hurry=hurried.is_set)
-    try:
-        m.join([topic], timeout_s=60)
-        wait_until(lambda: len(beats) >= 2, 10, "heartbeats")
-        count = len(beats)
-        time.sleep(2.0)
-        calm = len(beats) - count
-        hurried.set()
-        wait_until(lambda: len(beats) > count + calm + 1, 5, "a hurried heartbeat")
-        count = len(beats)
-        time.sleep(2.0)
-        hurry = len(beats) - count
-        assert calm <= 3 and hurry >= 5, (calm, hurry)   # 2 and 8 expected
-    finally:
-        m.close()
