@@ -404,6 +404,28 @@ class TransactionsCollector(Collector):
         yield lag
 
 
+class EventLoopCollector(Collector):
+    """The broker's event loop stalls the watchdog saw (common/loop_watchdog.py): how many
+    times the loop ran no callback for 2 s or more, and the longest such stall. Every client
+    request waits out a stall, so any is worth a look at the broker's log, which has the
+    loop's stack."""
+
+    def __init__(self, stalls: Callable[[], tuple[int, float]]) -> None:
+        self._stalls = stalls
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        count, longest = self._stalls()
+        stalls = CounterMetricFamily("odradek_event_loop_stalls", "Times the broker's event loop ran no "
+                                     "callback for 2 s or more")
+        stalls.add_metric([], count)
+        yield stalls
+        yield _gauge("odradek_event_loop_longest_stall_seconds", "The longest stall of the broker's event "
+                     "loop since it started", longest)
+
+
 def controller_view(cache: Any) -> tuple[int, int]:
     """(live brokers, partitions whose leader is not their first replica) in a broker's
     metadata cache (broker.metadata_cache.MetadataCache): on the active controller, what the

@@ -28,7 +28,14 @@ from odradek.broker.fetcher import ReplicaFetcher, ReplicaFetcherManager
 from odradek.broker.kafka_apis import KafkaApis
 from odradek.broker.marked_partitions import CHECK_INTERVAL_S, MarkedPartitions
 from odradek.broker.metadata_cache import MetadataCache
-from odradek.broker.metrics import BrokerCollector, BrokerMetrics, LogMetrics, TransactionsCollector, controller_view
+from odradek.broker.metrics import (
+    BrokerCollector,
+    BrokerMetrics,
+    EventLoopCollector,
+    LogMetrics,
+    TransactionsCollector,
+    controller_view,
+)
 from odradek.broker.partition import Partition
 from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.producer_state import AbortedTxn
@@ -146,6 +153,7 @@ class Broker:
             lambda: self.group_coordinator.lags(lambda tp: None if (p := rm.get(tp)) is None else p.high_watermark),
             brokers_and_imbalance=lambda: controller_view(cache), fetcher_max_lag=self.fetchers.max_lag))
         metrics.add_section(LogMetrics(rm.partitions).render)
+        metrics.add_collector(EventLoopCollector(lambda: (self._watchdog.stalls, self._watchdog.longest_stall_s)))
         metrics.add_collector(TransactionsCollector(self.transaction_coordinator.open_transactions,
                                                     lambda: dict(self.transaction_coordinator.aborts), rm.partitions))
         try:
@@ -200,6 +208,8 @@ class Broker:
 
     async def run(self) -> None:
         cfg = self.config
+        self._watchdog = LoopWatchdog(asyncio.get_running_loop())
+        self._watchdog.start()
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         bind_outgoing_to(cfg.host)
         await asyncio.to_thread(self.zk.start)
@@ -234,8 +244,6 @@ class Broker:
         isr_interval_s = min(0.5, cfg.replica_lag_time_max_ms / 2000)
         gc_policy = GcPolicy()
         gc_policy.install()
-        watchdog = LoopWatchdog(loop)
-        watchdog.start()
         if cfg.log_cleaner_enable:
             self.log_cleaner.start()
         tasks = [loop.create_task(self._every(HW_CHECKPOINT_INTERVAL_S, self._checkpoint)),
@@ -256,7 +264,7 @@ class Broker:
                                       cached_controller=lambda: self.metadata.broker(self.metadata.controller_id))
         for task in tasks:
             task.cancel()
-        watchdog.stop()
+        self._watchdog.stop()
         self.group_coordinator.shutdown()
         self.transaction_coordinator.shutdown()
         self.txn_markers.close()
