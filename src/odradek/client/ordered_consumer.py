@@ -239,14 +239,14 @@ class OrderedConsumer:
                 return None
 
     def _housekeeping(self, deadline: float) -> None:
-        joined = self._topics and (not self._joined or self._member.needs_rejoin)
-        if joined:
+        rejoining = bool(self._topics) and (not self._joined or self._member.needs_rejoin)
+        if rejoining:
             self._rejoin(deadline)
         waited_before = bool(self._exchange.requested)
         self._maybe_auto_commit()
         self._open_gates()
         self._publish_reports()
-        if (joined and self._hurried()) or (self._exchange.requested and not waited_before):
+        if (rejoining and self._hurried()) or (self._exchange.requested and not waited_before):
             # a new generation whose gates wait on the group or whose partitions others' gates
             # may wait on, or a gate that began to wait: exchange now, not at the next heartbeat
             self._member.hurry_now()
