@@ -13,6 +13,7 @@ ends the process with a traceback on stderr and a non-zero status, which the run
 """
 from __future__ import annotations
 
+import faulthandler
 import logging
 import signal
 import sys
@@ -27,10 +28,25 @@ SESSION_TIMEOUT_MS = 6000
 HEARTBEAT_INTERVAL_MS = 300
 
 
+def _log_state(consumer: OrderedConsumer) -> None:
+    """What the member's gates wait on and what it knows of the group (SIGUSR2: the run asks
+    when the group still owes values at its end). Reads the consumer's internals: evidence for
+    a fault run, not an interface."""
+    log = logging.getLogger("odradek.faults.member")
+    for tp, owned in sorted(consumer._owned.items()):
+        log.info("state: %s position %d paused %s limit %s gate %r", tp, owned.position, owned.paused,
+                 owned.limit, owned.gate)
+    ex = consumer._exchange
+    log.info("state: generation %d requested %s wanted %s group positions %s reports %s", ex.generation,
+             ex.requested, sorted(ex.wanted), ex.group_positions, ex.reports)
+
+
 def main(argv: list[str] | None = None) -> int:
     bootstrap, group, topic, name, out_path = (argv if argv is not None else sys.argv[1:])[:5]
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    # the run asks for every thread's stack when the group still owes values at its end
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s {name} %(name)s %(message)s")
     librdkafka = client_logger(f"odradek.faults.{name}.librdkafka")
@@ -40,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "session.timeout.ms": SESSION_TIMEOUT_MS, "auto.commit.interval.ms": 1000,
                                 "logger": librdkafka})
     consumer.subscribe([topic])
+    signal.signal(signal.SIGUSR2, lambda *_: _log_state(consumer))
     with open(out_path, "a", buffering=1, encoding="utf-8") as out:
         try:
             while not stopping:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import logging
 import random
 import time
@@ -23,6 +24,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.admin.consumer_group_command import GroupAdmin
 from odradek.faults.checker import differing_replicas, judge_ordered, read_deliveries, undelivered
 from odradek.faults.cluster import FaultCluster
 from odradek.faults.nemesis import KINDS, Nemesis, run_faults
@@ -39,6 +41,18 @@ ORDERED_KINDS = ("expand-topic", "shrink-topic", "kill-group-member")
 ALL_KINDS = KINDS + ORDERED_KINDS
 #: how long the group may take, after the producers are flushed, to deliver every acknowledged value
 DELIVERY_BOUND_S = 180.0
+
+
+def owed_evidence(bootstrap: str, members: MemberGroup, data_dir: Path) -> None:
+    """The group still owes values at the end: each member's threads (its log) and the
+    coordinator's view of the group's blocks and positions (group-at-end.json), for the cause."""
+    members.dump_stacks()
+    try:
+        described = GroupAdmin(bootstrap, 30).describe(GROUP)
+    except Exception as exc:  # noqa: BLE001 - evidence only: the check goes on without it
+        described = {"error": repr(exc)}
+    (data_dir / "group-at-end.json").write_text(json.dumps(described, indent=1, default=str))
+    time.sleep(1.0)  # the members' stacks reach their logs
 
 
 def run_ordered(args: argparse.Namespace, data_dir: Path, broker_config: dict[str, str]) -> dict[str, Any]:
@@ -124,6 +138,8 @@ def run_ordered(args: argparse.Namespace, data_dir: Path, broker_config: dict[st
                 members_exited.append(f"member {slot} exited with status {rc} after the last fault")
                 members.start(slot)
             time.sleep(2.0)
+        else:
+            owed_evidence(cluster.bootstrap_servers, members, data_dir)
         statuses = members.stop()
         members_exited += [f"member {slot} did not close on SIGTERM (status {rc})"
                            for slot, rc in statuses.items() if rc != 0]

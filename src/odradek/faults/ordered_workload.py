@@ -101,6 +101,14 @@ class MemberGroup:
         those it kills before anyone asks)."""
         return {slot: rc for slot, proc in self.procs.items() if (rc := proc.poll()) is not None}
 
+    def dump_stacks(self) -> None:
+        """Every running member writes all its threads' stacks (SIGUSR1) and its gates' state
+        (SIGUSR2) to its log."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGUSR1)
+                os.kill(proc.pid, signal.SIGUSR2)  # and what its gates wait on
+
     def stop(self, timeout_s: float = 30.0) -> dict[int, int | None]:
         """SIGTERM to every member (a clean close); slot -> exit status (None: had to be killed)."""
         for proc in self.procs.values():
