@@ -140,3 +140,55 @@ def test_close_is_bounded_while_zookeeper_is_gone(tmp_path: Path) -> None:
         assert "Connection" in type(failed.value).__name__
     finally:
         server.stop()
+
+
+def test_a_request_made_while_zookeeper_is_gone_waits_for_it_rather_than_failing(tmp_path: Path) -> None:
+    """``until_connected``, as a starting broker reads its cluster id: ZooKeeper gone for 2 s
+    (a server of the ensemble killed, a leader election) is waited out, not turned into
+    ConnectionLoss, which made a broker started at that moment exit."""
+    import threading
+
+    server = ZooKeeperServer(tmp_path, free_port())
+    server.start()
+    client = KafkaZkClient(server.connect_string, session_timeout_s=10.0)
+    try:
+        client.start()
+        expected = client.get_or_create_cluster_id()
+        server.kill()
+        answers: list[str] = []
+        reader = threading.Thread(target=lambda: answers.append(
+            client.until_connected(client.get_or_create_cluster_id, timeout_s=20)))
+        reader.start()
+        time.sleep(2)
+        assert not answers  # still waiting: nothing to answer it
+        server.start()
+        reader.join(20)
+        assert answers == [expected]
+    finally:
+        client.close()
+        server.stop()
+
+
+def test_until_connected_runs_a_request_again_after_a_connection_loss() -> None:
+    """The request in flight when the connection drops fails with ConnectionLoss; it is asked
+    again, and an error that is not about the connection is not."""
+    from kazoo.exceptions import ConnectionLoss, NoNodeError
+
+    client = KafkaZkClient(f"127.0.0.1:{free_port()}", session_timeout_s=4.0)  # never started
+    calls: list[int] = []
+
+    def lost_once() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ConnectionLoss()
+        return "answered"
+
+    assert client.until_connected(lost_once, timeout_s=5) == "answered" and len(calls) == 2
+
+    def missing() -> None:
+        calls.append(1)
+        raise NoNodeError()
+
+    with pytest.raises(NoNodeError):
+        client.until_connected(missing, timeout_s=5)
+    assert len(calls) == 3

@@ -60,7 +60,7 @@ class DynamicConfigManager:
         DynamicBrokerConfig.initialize), then follow /config/changes."""
         self._loop = asyncio.get_running_loop()
         entities = [str(self.broker_id), DEFAULT_ENTITY]
-        stored = await asyncio.to_thread(self.zk.get_entity_configs, azk.BROKERS, entities)
+        stored = await asyncio.to_thread(self.zk.until_connected, self.zk.get_entity_configs, azk.BROKERS, entities)
         for entity in entities:
             self.config.update(entity, stored[entity])
         self._apply_broker_defaults()

@@ -213,7 +213,7 @@ class Broker:
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         bind_outgoing_to(cfg.host)
         await asyncio.to_thread(self.zk.start)
-        cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id)
+        cluster_id = await asyncio.to_thread(self.zk.until_connected, self.zk.get_or_create_cluster_id)
         await self._claim_data_dir(cluster_id)
         await self.dynamic_config.startup()  # before any partition: they start with the dynamic defaults
         ctx = BrokerContext(cfg, cluster_id, self.replica_manager, self.metadata, self.zk,

@@ -83,8 +83,12 @@ MULTI_READ_MIN = 8  # bulk reads of at least this many znodes use the multi-read
 RECONNECT_MAX_DELAY_S = 1.0
 #: how long close() waits for kazoo to end the session before leaving it to the process exit
 CLOSE_TIMEOUT_S = 5.0
+#: how long a broker's start waits for ZooKeeper to answer (kazoo's connection, then each
+#: startup request through ``until_connected``)
+STARTUP_TIMEOUT_S = 15.0
 log = logging.getLogger(__name__)
 K = TypeVar("K")
+T = TypeVar("T")
 
 
 # A failover reads and writes thousands of partition states, but only a handful of distinct
@@ -171,6 +175,10 @@ def _split_chroot(connect: str) -> tuple[str, str]:
     return hosts, (slash + chroot).rstrip("/")
 
 
+def _startup_retry(timeout_s: float) -> KazooRetry:
+    return KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0, deadline=timeout_s)
+
+
 def reconnect_retry() -> KazooRetry:
     """kazoo's connection retry policy for long-lived sessions: forever, at most
     RECONNECT_MAX_DELAY_S (plus jitter) apart, so a session outlives a ZooKeeper outage of any
@@ -198,21 +206,32 @@ class KafkaZkClient:
 
     # lifecycle -----------------------------------------------------------------------------
 
-    def start(self, timeout: float = 15.0) -> None:
-        """Connect and create Kafka's persistent paths (idempotent)."""
+    def start(self, timeout: float = STARTUP_TIMEOUT_S) -> None:
+        """Connect and create Kafka's persistent paths (idempotent), each write tried again
+        while the connection is lost (``until_connected``)."""
         hosts, chroot = _split_chroot(self.connect)
         if chroot:  # kazoo cannot create its own chroot: do it from a chroot-less session
             bootstrap = KazooClient(hosts=hosts, timeout=self.session_timeout_s)
             bootstrap.start(timeout)
             try:
-                bootstrap.ensure_path(chroot)
+                _startup_retry(timeout)(bootstrap.ensure_path, chroot)
             finally:
                 bootstrap.stop()
                 bootstrap.close()
         self._zk.start(timeout)
         for path in paths.PERSISTENT_PATHS:
-            self._zk.ensure_path(path)
+            self.until_connected(self._zk.ensure_path, path, timeout_s=timeout)
         self._raw = RawSession(self.connect)  # connects at its first bulk read
+
+    def until_connected(self, fn: Callable[..., T], *args: Any, timeout_s: float = STARTUP_TIMEOUT_S) -> T:
+        """``fn(*args)``, tried again while the session has no connection (ConnectionLoss, an
+        operation timeout, an expiry) for up to ``timeout_s``, as Kafka's KafkaZkClient holds
+        its requests until it is connected (retryRequestsUntilConnected). For a broker's start:
+        a broker started while a server of the ensemble was killed got ConnectionLoss from one
+        of its first reads and exited (a fault run's kill-controller-restart-soon right after a
+        zookeeper-server-kill). ``fn`` must be safe to run twice: a write whose answer was lost
+        may have been applied."""
+        return _startup_retry(timeout_s)(fn, *args)
 
     def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> bool:
         """End the session: ZooKeeper deletes our ephemerals (/brokers/ids/N, /controller) now.
