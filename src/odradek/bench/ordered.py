@@ -188,7 +188,7 @@ def _expansions(bootstrap: str, expansions: int, rate: int) -> dict[str, Any]:
     stop, stop_producing = threading.Event(), threading.Event()
     # three members: a child is initial x 2^L partitions after its parent, so round-robin over
     # two members gave every child its parent's member and the position exchange through the
-    # coordinator went unmeasured (0 of 8 crossed); over three, no child shares its parent's
+    # coordinator went unmeasured (0 of 8 crossed); over three, no child shares its parent's member
     members = [_Member(bootstrap, f"bench-grow-{topic}", topic, stop) for _ in range(GROUP_MEMBERS)]
     sent_at: list[tuple[float, float]] = []   # (send time, ack latency)
     errors: list[Any] = []
