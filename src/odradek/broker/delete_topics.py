@@ -66,11 +66,16 @@ async def delete_topics(ctx: BrokerContext, header: Any, req: Any, version: int)
             to_delete.append(name)
     if to_delete:
         try:
-            await asyncio.to_thread(ctx.zk.mark_topics_for_deletion, to_delete)
+            # marking twice is harmless, so a lost connection is waited out (a broker busy
+            # creating 1,000 partitions lost its session's connection for a moment, and every
+            # topic of the request came back UNKNOWN_SERVER_ERROR with no message)
+            await asyncio.to_thread(ctx.zk.until_connected, ctx.zk.mark_topics_for_deletion, to_delete,
+                                    timeout_s=min(max(req.timeout.total_seconds(), 1.0), MAX_WAIT_S))
         except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: nothing was asked for sure
             for result in results:
                 if result["name"] in to_delete:
-                    result.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(exc))
+                    result.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
+                                  error_message=f"ZooKeeper did not take the deletion: {type(exc).__name__} {exc}".strip())
             to_delete = []
         else:
             log.info("marked topics %s for deletion", to_delete)
