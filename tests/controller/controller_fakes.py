@@ -9,7 +9,14 @@ import dataclasses
 import io
 from typing import Any, Callable, Iterable, Mapping
 
-from odradek.common.metadata import BrokerInfo, LeaderAndIsr, ReplicaAssignment, TopicAssignment, TopicPartition
+from odradek.common.metadata import (
+    BrokerInfo,
+    LeaderAndIsr,
+    ReplicaAssignment,
+    TopicAssignment,
+    TopicPartition,
+    raised_leader_epochs,
+)
 from odradek.controller.controller import Controller
 from odradek.controller.seams import ControllerMovedError
 from odradek.controller.state_change_log import StateChangeLog
@@ -266,8 +273,9 @@ class FakeZk:
     def remove_partitions(self, topic: str, partitions: Iterable[int], reports: Iterable[str],
                           rewrite: Mapping[TopicPartition, LeaderAndIsr] | None = None
                           ) -> TopicAssignment | None:
-        """One multi: the partitions leave the topic znode, their states and the reports go,
-        the states of ``rewrite`` are set (all or nothing: a version conflict writes nothing)."""
+        """One multi: the partitions leave the topic znode (their states' leader epochs kept
+        in its removed_leader_epochs), their states and the reports go, the states of
+        ``rewrite`` are set (all or nothing: a version conflict writes nothing)."""
         removed = sorted(set(partitions))
         reports = sorted(reports)
         rewrite = dict(rewrite or {})
@@ -284,7 +292,10 @@ class FakeZk:
             stored, partitions={p: r for p, r in stored.partitions.items() if p not in removed},
             adding_replicas={p: r for p, r in stored.adding_replicas.items() if p not in removed},
             removing_replicas={p: r for p, r in stored.removing_replicas.items()
-                               if p not in removed})
+                               if p not in removed},
+            removed_leader_epochs=raised_leader_epochs(stored.removed_leader_epochs, {
+                p: self.states[TopicPartition(topic, p)].leader_epoch for p in removed
+                if TopicPartition(topic, p) in self.states}))
         for p in removed:
             self.states.pop(TopicPartition(topic, p), None)
         for name in reports:

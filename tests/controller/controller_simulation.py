@@ -170,6 +170,10 @@ class World:
         self.reports_filed: set[tuple[TopicPartition, int]] = set()
         self.replica_deleted: set[tuple[TopicPartition, int]] = set()
         self.removed = 0
+        #: the last leader epoch of each removed partition that had a state znode: one created
+        #: again under its number must start above it (clients ignore lower epochs: KIP-320)
+        self.removed_epochs: dict[TopicPartition, int] = {}
+        self.recreated = 0
         self.epoch = 0
         self.controllers: list[tuple[Controller, FakeChannel, int]] = []  # newest last
         #: events each controller put on its own queue (StopReplica answers), by index
@@ -583,6 +587,7 @@ class World:
         starts from nothing): live brokers' records of its deletion are old news."""
         for tp in [tp for tp in self.assignment if tp.topic == topic]:
             del self.assignment[tp]
+        self.removed_epochs = {tp: e for tp, e in self.removed_epochs.items() if tp.topic != topic}
         for broker in self.live.values():
             broker.deleted = {tp for tp in broker.deleted if tp.topic != topic}
 
@@ -666,7 +671,9 @@ class World:
         - a partition with a state znode is removed only if a report with its current leader
           epoch said it was empty;
         - a report of a partition that is gone (or no longer marked) does not outlive the
-          event that read it, and the topic never has fewer than undeleted_partition_count."""
+          event that read it, and the topic never has fewer than undeleted_partition_count;
+        - a partition created again under a removed number starts above the removed one's
+          last leader epoch."""
         where = f"after '{action}'"
         for topic, stored in self.zk.topics.items():
             assert sorted(stored.partitions) == list(range(len(stored.partitions))), \
@@ -687,11 +694,19 @@ class World:
             if old is not None:
                 assert (tp, old.leader_epoch) in self.reports_filed, \
                     f"{tp} removed at leader epoch {old.leader_epoch} without a report of it"
+                self.removed_epochs[tp] = max(old.leader_epoch, self.removed_epochs.get(tp, -1))
             del self.assignment[tp]
             self.born.pop(tp, None)
             self.marked_at.pop(tp, None)
             self.replica_deleted = {(t, r) for t, r in self.replica_deleted if t != tp}
             self.removed += 1
+        for tp, lai in self.zk.states.items():
+            last = self.removed_epochs.get(tp)
+            if last is not None and tp not in before:
+                self.recreated += 1
+            assert last is None or lai.leader_epoch > last, \
+                f"{tp} created again at leader epoch {lai.leader_epoch}, not above the removed " \
+                f"partition's {last} {where}"
         for name, report in self.zk.removal_reports.items():
             assert report is not None and report.tp.topic in self.zk.topics \
                 and report.tp.partition in self.zk.topics[report.tp.topic].partitions, \

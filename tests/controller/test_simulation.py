@@ -88,12 +88,14 @@ def _run(world: World, seed: int, steps: int) -> None:
 def test_random_schedules_with_an_ordered_topic_keep_its_maps_and_epochs() -> None:
     """KIP-253's invariants (World.check_ordered, World.check_removals) hold through random
     schedules in which the ordered topic grows, has partitions marked for deletion and its
-    leaders report drained ones (with a stale epoch now and then), with the controller often
+    leaders report drained ones (with a stale epoch now and then) and removed numbers come back
+    (above their old leader epochs), with the controller often
     deposed before one of the event's ZooKeeper writes and a new one finishing the work; at
     the end every marked partition, reported drained, is removed."""
     done: Counter[str] = Counter()
     deposed = 0
     removed = 0
+    recreated = 0
     for seed in range(ORDERED_SEEDS):
         world = World(seed, ordered=True)
         _run(world, seed, STEPS)
@@ -104,9 +106,11 @@ def test_random_schedules_with_an_ordered_topic_keep_its_maps_and_epochs() -> No
         done += world.done
         deposed += world.deposed_mid_event
         removed += world.removed
+        recreated += world.recreated
     assert set(done) >= {"ordered_expand", "ordered_mark", "ordered_refused",
                          "ordered_drain"}, done
     assert removed > 0, "no drained partition was ever removed"
+    assert recreated > 0, "no removed partition number was ever created again"
     assert deposed > 0, "no controller was ever deposed in the middle of an ordered step"
 
 

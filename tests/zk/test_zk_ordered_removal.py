@@ -68,6 +68,8 @@ def test_remove_partitions_is_one_multi_and_conditional(zk: KafkaZkClient) -> No
     stored_topic = zk.get_topic_assignments([TOPIC])[TOPIC]
     assert sorted(stored_topic.partitions) == [0, 1, 2] and stored_topic.undeleted_partition_count == 2
     assert stored_topic.initial_partition_count == 2
+    # partition 3 was at leader epoch 1: a partition 3 created again starts above it
+    assert stored_topic.removed_leader_epochs == {3: 1} == after.removed_leader_epochs
     assert not zk.kazoo.exists(paths.partition_path(TopicPartition(TOPIC, 3)))
     assert zk.get_partition_removals() == {}
     assert zk.get_partition_states([one])[one].ordering == PartitionOrdering(((0, 3),))

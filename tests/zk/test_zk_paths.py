@@ -95,6 +95,10 @@ def test_kip253_fields_round_trip_and_are_absent_for_plain_topics() -> None:
                               undeleted_partition_count=2)
     assert paths.decode_topic_assignment("t", paths.encode_topic_assignment(counted)) == counted
     assert paths.decode_topic_assignment("t", paths.encode_topic_assignment(plain)) == plain
+    assert "removed_partition_leader_epochs" not in json.loads(paths.encode_topic_assignment(counted))
+    shrunk = TopicAssignment("t", plain.topic_id, {0: (1,), 1: (2,)}, 2, removed_leader_epochs={2: 17, 3: 4})
+    assert json.loads(paths.encode_topic_assignment(shrunk))["removed_partition_leader_epochs"] == {"2": 17, "3": 4}
+    assert paths.decode_topic_assignment("t", paths.encode_topic_assignment(shrunk)) == shrunk
 
     state = LeaderAndIsr(1, 3, (1, 2), 4, 7)
     assert set(json.loads(paths.encode_leader_and_isr(state))) == {
@@ -107,3 +111,11 @@ def test_kip253_fields_round_trip_and_are_absent_for_plain_topics() -> None:
     # an election keeps the maps (new_leader), so no rewrite of the znode loses them
     assert state.new_leader(2, (2,), 5).ordering is None
     assert ordered.new_leader(2, (2,), 5).ordering == ordered.ordering
+
+
+def test_removed_leader_epochs_only_rise() -> None:
+    from odradek.common.metadata import raised_leader_epochs
+
+    assert raised_leader_epochs({}, {3: 5}) == {3: 5}
+    assert raised_leader_epochs({3: 5, 4: 2}, {3: 2, 5: 0}) == {3: 5, 4: 2, 5: 0}
+    assert raised_leader_epochs({3: 5}, {3: 9}) == {3: 9}

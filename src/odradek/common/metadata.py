@@ -7,7 +7,7 @@ states by value.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Mapping, NamedTuple
 
 NO_LEADER = -1
 
@@ -160,4 +160,19 @@ class TopicAssignment:
     #: KIP-253's undeleted_partition_count: partitions 0..count-1 take new records; those at
     #: or past it are marked for deletion. None: every partition is undeleted.
     undeleted_partition_count: int | None = None
+    #: partition number -> the highest leader epoch a partition under that number had when a
+    #: KIP-253 deletion removed it. A partition created again under the number starts its
+    #: epochs above it: clients cache the highest epoch they saw per partition number and
+    #: ignore metadata below it (KIP-320; librdkafka's "ignoring outdated metadata update"),
+    #: so one that restarted at 0 would never be seen led by anyone.
+    removed_leader_epochs: dict[int, int] = field(default_factory=dict)
 
+
+
+def raised_leader_epochs(removed: Mapping[int, int], last: Mapping[int, int]) -> dict[int, int]:
+    """``removed`` (TopicAssignment.removed_leader_epochs) once partitions whose last leader
+    epochs are ``last`` are removed: each number keeps the highest epoch it ever had."""
+    out = dict(removed)
+    for partition, epoch in last.items():
+        out[partition] = max(epoch, out.get(partition, -1))
+    return out

@@ -77,6 +77,9 @@ class ControllerContext:
         #: stored (the latter None: every partition undeleted)
         self._initial_counts: dict[str, int] = {}
         self._undeleted_counts: dict[str, int | None] = {}
+        #: KIP-253: per topic, the highest leader epoch of each removed partition number
+        #: (TopicAssignment.removed_leader_epochs)
+        self._removed_epochs: dict[str, dict[int, int]] = {}
         #: the count brokers are told, once the controller applied it (a refused count in the
         #: znode is never advertised)
         self._applied_counts: dict[str, int] = {}
@@ -159,6 +162,7 @@ class ControllerContext:
         if assignment.initial_partition_count is not None:
             self._initial_counts[assignment.name] = assignment.initial_partition_count
             self._undeleted_counts[assignment.name] = assignment.undeleted_partition_count
+            self._removed_epochs[assignment.name] = dict(assignment.removed_leader_epochs)
         for partition, replicas in assignment.partitions.items():
             tp = TopicPartition(assignment.name, partition)
             self._assignment[tp] = tuple(replicas)
@@ -177,6 +181,7 @@ class ControllerContext:
         self._ordered.discard(topic)
         self._initial_counts.pop(topic, None)
         self._undeleted_counts.pop(topic, None)
+        self._removed_epochs.pop(topic, None)
         self._applied_counts.pop(topic, None)
         self._applied_totals.pop(topic, None)
         for tp in self.partitions_for_topic(topic):
@@ -287,6 +292,16 @@ class ControllerContext:
 
     def set_undeleted_partition_count(self, topic: str, count: int | None) -> None:
         self._undeleted_counts[topic] = count
+
+    def set_removed_leader_epochs(self, topic: str, epochs: dict[int, int]) -> None:
+        self._removed_epochs[topic] = dict(epochs)
+
+    def first_leader_epoch(self, tp: TopicPartition) -> int:
+        """The leader epoch a new partition starts at: 0, or above the last epoch of a
+        partition a KIP-253 deletion removed under the same number (TopicAssignment.
+        removed_leader_epochs says why)."""
+        removed = self._removed_epochs.get(tp.topic, {}).get(tp.partition)
+        return 0 if removed is None else removed + 1
 
     def stored_undeleted_partition_count(self, topic: str) -> int | None:
         """As the topic znode has it (None: absent)."""

@@ -294,6 +294,7 @@ class PartitionRemoval:
             total = len(ctx.partitions_for_topic(topic))
             count = stored.undeleted_partition_count
             ctx.set_undeleted_partition_count(topic, count)
+            ctx.set_removed_leader_epochs(topic, stored.removed_leader_epochs)
             ctx.set_applied_partition_count(topic, count if count is not None else total, total)
             logger.info("KIP-253: partitions %s of %s removed; it has %d partitions%s", going,
                         topic, total, " (deletion complete)" if count == total else "")
@@ -303,8 +304,8 @@ class PartitionRemoval:
     def _unnamed(self, topic: str, going: set[int]) -> dict[TopicPartition, LeaderAndIsr]:
         """The topic's other partitions whose KIP-253 maps name partitions about to go (a
         partition created late, after higher ones, names them), with those entries dropped:
-        a partition created again under a removed number starts at epoch 0, and an entry
-        naming the old one would read as an epoch it has not reached. Read now, so the write
+        a partition created again under a removed number starts above its epochs, and an entry
+        naming the old one would name another partition's epochs. Read now, so the write
         is conditional on the stored version."""
         ctx = self._ctx
         naming = [tp for tp in ctx.partitions_for_topic(topic) if tp.partition not in going

@@ -167,7 +167,8 @@ class PartitionStateMachine:
                 self._fail(tp, _P.NEW, _P.ONLINE, StateChangeFailedError(
                     f"{tp} of an ordered topic waits for its leaderEpochAfterCreation"), results)
                 continue
-            to_create[tp] = LeaderAndIsr(live[0], 0, live, self._ctx.epoch, 0, ordering)
+            to_create[tp] = LeaderAndIsr(live[0], self._ctx.first_leader_epoch(tp), live, self._ctx.epoch, 0,
+                                         ordering)
         if not to_create:
             return
         told = []

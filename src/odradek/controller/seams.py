@@ -139,9 +139,10 @@ class ControllerZk(Protocol):
                           rewrite: Mapping[TopicPartition, LeaderAndIsr] | None = None
                           ) -> TopicAssignment | None:
         """Fenced, one multi: the partitions leave the topic znode (conditional on the version
-        read), their state and partition znodes and ``reports`` go, and the states of
-        ``rewrite`` are set at their zk_version; the assignment as stored afterwards, or None
-        when a znode is gone or changed (nothing written)."""
+        read; the leader epochs of their state znodes raise its removed_leader_epochs), their
+        state and partition znodes and ``reports`` go, and the states of ``rewrite`` are set
+        at their zk_version; the assignment as stored afterwards, or None when a znode is gone
+        or changed (nothing written)."""
         ...
 
 

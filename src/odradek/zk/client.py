@@ -57,6 +57,7 @@ from odradek.common.metadata import (
     TopicAssignment,
     TopicPartition,
     new_tuple,
+    raised_leader_epochs,
 )
 from odradek.zk import admin_zk_client, paths
 from odradek.zk.errors import (
@@ -226,11 +227,11 @@ class KafkaZkClient:
     def until_connected(self, fn: Callable[..., T], *args: Any, timeout_s: float = STARTUP_TIMEOUT_S) -> T:
         """``fn(*args)``, tried again while the session has no connection (ConnectionLoss, an
         operation timeout, an expiry) for up to ``timeout_s``, as Kafka's KafkaZkClient holds
-        its requests until it is connected (retryRequestsUntilConnected). For a broker's start:
-        a broker started while a server of the ensemble was killed got ConnectionLoss from one
-        of its first reads and exited (a fault run's kill-controller-restart-soon right after a
-        zookeeper-server-kill). ``fn`` must be safe to run twice: a write whose answer was lost
-        may have been applied."""
+        its requests until it is connected (retryRequestsUntilConnected). For a broker's start
+        (a broker started while a server of the ensemble was killed got ConnectionLoss from one
+        of its first reads and exited: a fault run's kill-controller-restart-soon right after a
+        zookeeper-server-kill) and for admin writes that may be repeated (DeleteTopics' marks).
+        ``fn`` must be safe to run twice: a write whose answer was lost may have been applied."""
         return _startup_retry(timeout_s)(fn, *args)
 
     def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> bool:
@@ -1001,24 +1002,30 @@ class KafkaZkClient:
         topic znode rewritten without the partitions (conditional on the version read, so a
         concurrent CreatePartitions is not overwritten), their state znodes and
         /brokers/topics/T/partitions/P removed, ``reports`` (their removal reports)
-        removed, and the states of ``rewrite`` (other partitions whose KIP-253 maps named the
-        removed ones) set at their zk_version. Returns the assignment as stored afterwards, or None when the topic znode is
-        gone or changed meanwhile (nothing written: the change's watch brings the next try)."""
+        removed, the states of ``rewrite`` (other partitions whose KIP-253 maps named the
+        removed ones) set at their zk_version; the removed partitions' leader epochs,
+        read from their state znodes now, go into the topic znode's removed_leader_epochs
+        (only this controller changes an epoch, so none moves before the multi). Returns the
+        assignment as stored afterwards, or None when the topic znode is gone or changed
+        meanwhile (nothing written: the change's watch brings the next try)."""
         removed = sorted(set(partitions))
         found = self._get_many({topic: paths.topic_path(topic)})
         if topic not in found:
             return None
         data, stat = found[topic]
         old = paths.decode_topic_assignment(topic, data)
+        states = self._get_many({p: paths.partition_state_path(TopicPartition(topic, p)) for p in removed})
+        last_epochs = {p: _decode_state(state, st.version).leader_epoch for p, (state, st) in states.items()}
         new = dataclasses.replace(
             old, partitions={p: r for p, r in old.partitions.items() if p not in removed},
             adding_replicas={p: r for p, r in old.adding_replicas.items() if p not in removed},
-            removing_replicas={p: r for p, r in old.removing_replicas.items() if p not in removed})
-        candidates = [paths.partition_state_path(TopicPartition(topic, p)) for p in removed]
-        candidates += [paths.partition_path(TopicPartition(topic, p)) for p in removed]
+            removing_replicas={p: r for p, r in old.removing_replicas.items() if p not in removed},
+            removed_leader_epochs=raised_leader_epochs(old.removed_leader_epochs, last_epochs))
+        candidates = [paths.partition_path(TopicPartition(topic, p)) for p in removed]
         candidates += [f"{paths.ORDERED_PARTITION_REMOVALS}/{n}" for n in sorted(set(reports))]
         pending = {path: self._zk.exists_async(path) for path in candidates}
-        existing = [path for path, result in pending.items() if result.get() is not None]
+        existing = [paths.partition_state_path(TopicPartition(topic, p)) for p in sorted(states)]
+        existing += [path for path, result in pending.items() if result.get() is not None]
         tx = self._zk.transaction()
         tx.check(paths.CONTROLLER_EPOCH, self.epoch_zk_version)
         for path in existing:  # state znodes before their parents, reports last

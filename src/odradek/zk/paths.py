@@ -181,6 +181,9 @@ def encode_topic_assignment(assignment: TopicAssignment) -> bytes:
         "initial_partition_count": len(assignment.partitions) if initial is None else initial,
         **({} if assignment.undeleted_partition_count is None
            else {"undeleted_partition_count": assignment.undeleted_partition_count}),
+        **({} if not assignment.removed_leader_epochs
+           else {"removed_partition_leader_epochs": {str(p): e for p, e in
+                                                     sorted(assignment.removed_leader_epochs.items())}}),
     })
 
 
@@ -197,7 +200,8 @@ def decode_topic_assignment(topic: str, data: bytes) -> TopicAssignment:
                            int(initial) if initial is not None else None,
                            _replica_lists(obj.get("adding_replicas")),
                            _replica_lists(obj.get("removing_replicas")),
-                           int(undeleted) if undeleted is not None else None)
+                           int(undeleted) if undeleted is not None else None,
+                           {int(p): int(e) for p, e in (obj.get("removed_partition_leader_epochs") or {}).items()})
 
 
 def _replica_lists(obj: Mapping[str, Any] | None) -> dict[int, tuple[int, ...]]:

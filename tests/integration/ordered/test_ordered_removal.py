@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from clients import create_topic
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 from polling import wait_until
 
@@ -99,12 +99,15 @@ def delete_to_end(admin: AdminClient, topic: str, partitions: list[int], bootstr
             admin = AdminClient({"bootstrap.servers": bootstrap})  # the old one's results are in
 
 
-def grown_then_shrunk(cluster: LocalCluster, admin: AdminClient, topic: str, zk: Zk) -> None:
-    """``topic``: 2 ordered partitions grown to 4 with records in each, then shrunk to 2."""
+def grown_then_shrunk(cluster: LocalCluster, admin: AdminClient, topic: str, zk: Zk,
+                      via: tuple[int, ...] = (4,)) -> None:
+    """``topic``: 2 ordered partitions grown to 4 (through the counts ``via``) with records in
+    each, then shrunk to 2."""
     create_topic(cluster.bootstrap_servers, topic, 2, 2, ORDERED)
-    admin.create_partitions([NewPartitions(topic, 4)], operation_timeout=30)[topic].result(60)
-    wait_until(lambda: zk.znode().get("undeleted_partition_count") == 4 and zk.state(3) is not None,
-               30, "the growth to 4 applied")
+    for count in via:
+        admin.create_partitions([NewPartitions(topic, count)], operation_timeout=30)[topic].result(60)
+        wait_until(lambda count=count: zk.znode().get("undeleted_partition_count") == count
+                   and zk.state(count - 1) is not None, 30, f"the growth to {count} applied")
     wait_until(lambda: metadata_partitions(admin, topic) == [0, 1, 2, 3], 30, "4 partitions in Metadata")
     produce_to(cluster.bootstrap_servers, topic, range(4), 5)
     admin.create_partitions([NewPartitions(topic, 2)], operation_timeout=30)[topic].result(60)
@@ -116,21 +119,46 @@ def grown_then_shrunk(cluster: LocalCluster, admin: AdminClient, topic: str, zk:
         wait_until(lambda data=data: len(list(data.glob("*.log"))) == 2, 30, f"partition {p}'s segment rolled")
 
 
+def read_values(consumer: Consumer, want: int, timeout_s: float) -> list[bytes]:
+    """Up to ``want`` values polled within ``timeout_s`` (a partition's absence is an error
+    event the application ignores, as it would)."""
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < want and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+    return got
+
+
 def test_drained_partitions_are_removed_and_the_topic_grows_again(cluster: LocalCluster) -> None:
+    """Also: a plain consumer alive through the removal reads the partition created again
+    under the removed number. Clients ignore metadata whose leader epoch is below the highest
+    they saw for a partition number (KIP-320): its epochs start above the removed one's."""
     topic = "orm-drain"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     zk = Zk(cluster, topic)
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "orm-drain-reader",
+                       "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                       "topic.metadata.refresh.interval.ms": 1000})
     try:
-        grown_then_shrunk(cluster, admin, topic, zk)
+        grown_then_shrunk(cluster, admin, topic, zk, via=(3, 4))  # (partition 2's epoch bumped)
         assert zk.reports() == [] and sorted(zk.znode()["partitions"]) == ["0", "1", "2", "3"]
+        reader.assign([TopicPartition(topic, 2, 0)])
+        assert read_values(reader, 5, 30) == [b"v%d" % i for i in range(5)]
+        removed_epoch = (zk.state(2) or {})["leader_epoch"]
+        assert removed_epoch > 0
 
         delete_to_end(admin, topic, [2, 3], cluster.bootstrap_servers)
         wait_until(lambda: metadata_partitions(admin, topic) == [0, 1], 30, "2 partitions in Metadata")
+        assert read_values(reader, 1, 2) == []  # (it goes on polling while partition 2 is gone)
         wait_until(lambda: sorted(zk.znode()["partitions"]) == ["0", "1"], 30, "the assignment shrunk")
         for p in (2, 3):
             assert zk.state(p) is None and not zk.partition_znode(p), p
             wait_until(lambda p=p: not replica_dirs(cluster, topic, p), 30, f"partition {p}'s replicas deleted")
         assert zk.znode()["undeleted_partition_count"] == 2
+        assert zk.znode()["removed_partition_leader_epochs"] == {"2": removed_epoch, "3": zk.znode()[
+            "removed_partition_leader_epochs"]["3"]}
         assert zk.reports() == []
         assert zk.state(0) is not None and zk.state(1) is not None  # the rest untouched
 
@@ -139,7 +167,11 @@ def test_drained_partitions_are_removed_and_the_topic_grows_again(cluster: Local
         wait_until(lambda: "leader_epoch_after_creation" in (zk.state(2) or {}), 30, "partition 2 created again")
         assert zk.znode()["undeleted_partition_count"] == 3
         wait_until(lambda: metadata_partitions(admin, topic) == [0, 1, 2], 30, "3 partitions in Metadata")
+        assert (zk.state(2) or {})["leader_epoch"] > removed_epoch
+        produce_to(cluster.bootstrap_servers, topic, range(2, 3), 1)
+        assert read_values(reader, 1, 30) == [b"v0"], "the long-lived consumer never read the new partition 2"
     finally:
+        reader.close()
         zk.close()
 
 
