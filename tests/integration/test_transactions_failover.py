@@ -152,7 +152,12 @@ def test_kafka_python_and_aiokafka_transactions_carry_on_through_a_leader_kill(c
         time.sleep(3)
         c.start_broker(leader)
         done = {k: len(v) for k, v in committed.items()}
-        wait_until(lambda: all(len(committed[k]) >= done[k] + 50 for k in done), 90, "transactions after the restart")
+        try:
+            wait_until(lambda: all(len(committed[k]) >= done[k] + 50 for k in done), 90,
+                       "transactions after the restart")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: records committed before the restart {done}, since "
+                                 f"{ {k: len(v) - done[k] for k, v in committed.items()} }") from None
     finally:
         stop.set()
         for thread in threads:
