@@ -5,7 +5,7 @@ from __future__ import annotations
 from odradek.bench.transactions import format_result
 
 RESULT = {
-    "seconds": 5, "size": 1024, "rounds": 3,
+    "seconds": 5, "size": 1024, "rounds": {"10": 3, "100": 3, "1000": 3},
     **{f"idempotent_{i}ms": 50000.0 + i for i in (10, 100, 1000)},
     "transactional_10ms": 31000.4, "transactional_100ms": 48500.6, "transactional_1000ms": 49900.2,
     "ratios_10ms": [0.61, 0.63, 0.6], "ratio_10ms": 0.61, "ratios_100ms": [0.97, 0.96, 0.98], "ratio_100ms": 0.97,
@@ -23,4 +23,5 @@ def test_the_summary_gives_each_intervals_ratio_with_its_rounds_and_the_latency(
            "ratio 0.97 (median of 0.97 / 0.96 / 0.98)" in text
     assert "commit every   10 ms" in text and "ratio 0.61" in text
     assert "p50 56.2 ms, p99 104.9 ms, max 130.3 ms (10,000 of 10,000 received)" in text
+    assert "3/3/3 rounds alternating at 10/100/1000 ms" in text
     assert "2 cores" in text
