@@ -170,46 +170,6 @@ def test_the_next_transactions_partitions_wait_for_the_previous_one_to_complete(
     on_virtual_time(test, tmp_path)
 
 
-def test_partitions_waiting_for_the_markers_are_written_with_the_completion_in_one_record(tmp_path: Path) -> None:
-    """The next transaction's first AddPartitionsToTxn, waiting for the previous one's
-    markers, turns the Complete record into its own Ongoing one: one replicated write for the
-    producer to wait for, not two. A coordinator loading the log finds that transaction open
-    with its partitions and owes no marker; without a waiting request, Complete is written."""
-    async def test(rig: Rig) -> None:
-        pid, epoch = await rig.begin()
-        rig.markers.answers[B] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-        assert await rig.c.end_transaction("t", pid, epoch, commit=True) == ErrorCode.NONE
-        await settle()
-        prepared_end = rig.partition.log_end_offset
-        waiting = asyncio.ensure_future(rig.c.add_partitions("t", pid, epoch, [A]))
-        stale = asyncio.ensure_future(rig.c.add_partitions("t", pid, epoch - 1, [B]))  # refused: not riding
-        await settle()
-        assert not waiting.done() and stale.done() and stale.result() == ErrorCode.PRODUCER_FENCED
-        del rig.markers.answers[B]
-        rig.scheduler.advance(CONFIG.marker_retry_backoff_ms)
-        await settle()
-        assert waiting.done() and waiting.result() == ErrorCode.NONE
-        assert rig.partition.log_end_offset == prepared_end + 1   # one record: Ongoing with A
-        held = rig.c.manager.get("t")
-        assert held is not None and held.metadata.state is TransactionState.ONGOING
-        assert held.metadata.topic_partitions == {A} and not rig.c._riders
-        rounds = len(rig.markers.rounds)
-
-        rig.c.on_resignation(0)
-        rig.c.shutdown()
-        rig.partition.apply_state(PartitionState(STATE_TP, 1, 0, 1, (0,), 0, (0,)))
-        rig.c = rig.coordinator()
-        await rig.load(leader_epoch=1)
-        held = rig.c.manager.get("t")
-        assert held is not None and held.metadata.state is TransactionState.ONGOING
-        assert held.metadata.topic_partitions == {A} and len(rig.markers.rounds) == rounds
-
-        assert await rig.c.end_transaction("t", pid, epoch, commit=False) == ErrorCode.NONE
-        await settle()
-        assert rig.state() is TransactionState.COMPLETE_ABORT   # nobody waiting: Complete
-    on_virtual_time(test, tmp_path)
-
-
 def test_partitions_added_while_another_write_for_the_id_is_under_way_wait_only_for_it(tmp_path: Path) -> None:
     """librdkafka sends AddOffsetsToTxn and AddPartitionsToTxn together; the second finds the
     first's write under way. It goes on as soon as that write is done, not after the whole

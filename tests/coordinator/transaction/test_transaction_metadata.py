@@ -32,7 +32,7 @@ TIMEOUT = 30_000
 TP0, TP1, TP2 = TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("audit", 0)
 
 #: (from, to): Kafka 3.x's TransactionState.validPreviousStates, written out
-KAFKA_LEGAL = {
+LEGAL = {
     (T.EMPTY, T.EMPTY), (T.COMPLETE_COMMIT, T.EMPTY), (T.COMPLETE_ABORT, T.EMPTY),
     (T.ONGOING, T.ONGOING), (T.EMPTY, T.ONGOING), (T.COMPLETE_COMMIT, T.ONGOING), (T.COMPLETE_ABORT, T.ONGOING),
     (T.ONGOING, T.PREPARE_COMMIT),
@@ -42,9 +42,6 @@ KAFKA_LEGAL = {
     (T.EMPTY, T.DEAD), (T.COMPLETE_ABORT, T.DEAD), (T.COMPLETE_COMMIT, T.DEAD),
     (T.ONGOING, T.PREPARE_EPOCH_FENCE),
 }
-#: odradek's own: a transaction whose markers are all written goes straight into the next one's
-#: Ongoing when its producer already waits to add partitions (prepare_complete_and_add_partitions)
-LEGAL = KAFKA_LEGAL | {(T.PREPARE_COMMIT, T.ONGOING), (T.PREPARE_ABORT, T.ONGOING)}
 ALL = list(itertools.product(TransactionState, TransactionState))
 
 
@@ -64,7 +61,7 @@ def _transit(result: object) -> TxnTransitMetadata:
 # -- the states ----------------------------------------------------------------------------------
 
 
-def test_the_table_is_kafkas_and_two_edges_of_odradeks() -> None:
+def test_the_table_is_kafkas() -> None:
     assert {(before, after) for after, befores in VALID_PREVIOUS.items() for before in befores} == LEGAL
 
 
@@ -488,22 +485,3 @@ def test_fencing_at_the_last_epoch_leads_to_a_rotation() -> None:
     txn.complete_transition(txn.prepare_complete(2100))
     assert txn.producer_epoch == MAX_PRODUCER_EPOCH - 1
     assert prepare_init_producer_id(txn, TIMEOUT, None, 2200) is NEW_PRODUCER_ID_NEEDED
-
-
-@pytest.mark.parametrize("before", [T.PREPARE_COMMIT, T.PREPARE_ABORT], ids=lambda s: s.kafka_name)
-def test_a_completed_transaction_goes_straight_into_the_next_only_once_every_marker_is_written(
-        before: TransactionState) -> None:
-    txn = _txn(before, partitions=(TP0, TP1), start=700)
-    with pytest.raises(IllegalTransactionStateError):   # markers owed to TP0 and TP1
-        txn.prepare_complete_and_add_partitions([TP2], now_ms=2000)
-    with pytest.raises(IllegalTransactionStateError):   # the plain add never skips the markers
-        txn.prepare_add_partitions([TP2], now_ms=2000)
-    assert txn.pending_state is None
-    txn.remove_partition(TP0)
-    txn.remove_partition(TP1)
-    txn.has_failed_epoch_fence = True
-    txn.complete_transition(txn.prepare_complete_and_add_partitions([TP2], now_ms=2000))
-    assert (txn.state, txn.topic_partitions, txn.txn_start_timestamp, txn.producer_epoch) == (T.ONGOING, {TP2}, 2000, 5)
-    assert not txn.has_failed_epoch_fence
-    with pytest.raises(IllegalTransactionStateError):   # only from Prepare*
-        txn.prepare_complete_and_add_partitions([TP0], now_ms=3000)

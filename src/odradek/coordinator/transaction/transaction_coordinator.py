@@ -130,10 +130,6 @@ class TransactionCoordinator:
         # per transactional id, what add_partitions waits on while the previous transaction
         # completes: done when it completed, or this coordinator stopped being its
         self._ended: dict[str, asyncio.Future[None]] = {}
-        # per transactional id, the AddPartitionsToTxn (and AddOffsetsToTxn) requests waiting
-        # for the previous transaction's markers: (producer id, epoch, partitions), each
-        # removed by its request when it stops waiting
-        self._riders: dict[str, list[tuple[int, int, frozenset[TopicPartition]]]] = {}
 
     # -- InitProducerId ------------------------------------------------------------------------
 
@@ -194,43 +190,20 @@ class TransactionCoordinator:
         # the previous transaction's markers and Complete record are being written, or another
         # write for this id is (an AddOffsetsToTxn sent together with it): wait for them here,
         # up to add_partitions_wait_ms, rather than have the client retry (librdkafka retries
-        # 20-25 ms later; at a commit every 100 ms that pause cost the producer several percent).
-        # Waiting for markers, the request rides along: the Complete record becomes this
-        # transaction's Ongoing one (``_write_complete``), one write to wait for instead of two.
+        # 20-25 ms later; at a commit every 100 ms that pause cost the producer several percent)
         deadline_ms = self.clock.milliseconds() + self.config.add_partitions_wait_ms
-        rider = (producer_id, producer_epoch, wanted)
-        try:
-            while txn.pending_transition_in_progress or txn.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
-                left_ms = deadline_ms - self.clock.milliseconds()
-                if left_ms <= 0:
-                    return ErrorCode.CONCURRENT_TRANSACTIONS
-                riders = self._riders.setdefault(transactional_id, [])
-                if rider not in riders:
-                    riders.append(rider)
-                await self._wait_ended(transactional_id, left_ms)
-                error, txn = self._txn_of(transactional_id, producer_id, producer_epoch)
-                if error is not None:
-                    return error
-                assert txn is not None
-        finally:
-            self._drop_rider(transactional_id, rider)
+        while txn.pending_transition_in_progress or txn.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
+            left_ms = deadline_ms - self.clock.milliseconds()
+            if left_ms <= 0:
+                return ErrorCode.CONCURRENT_TRANSACTIONS
+            await self._wait_ended(transactional_id, left_ms)
+            error, txn = self._txn_of(transactional_id, producer_id, producer_epoch)
+            if error is not None:
+                return error
+            assert txn is not None
         if txn.state is _S.ONGOING and wanted <= txn.topic_partitions:
-            return ErrorCode.NONE  # a retry, or written with the previous transaction's completion
+            return ErrorCode.NONE  # a retry: nothing new to write
         return await self._append(txn, txn.prepare_add_partitions(wanted, self.clock.milliseconds()))
-
-    def _drop_rider(self, transactional_id: str, rider: tuple[int, int, frozenset[TopicPartition]]) -> None:
-        riders = self._riders.get(transactional_id)
-        if riders is not None and rider in riders:
-            riders.remove(rider)
-            if not riders:
-                del self._riders[transactional_id]
-
-    def _riding(self, txn: TransactionMetadata) -> frozenset[TopicPartition]:
-        """The partitions that waiting AddPartitionsToTxn requests of ``txn``'s current
-        producer ask for (none from a fenced one: its requests are refused anyway)."""
-        return frozenset().union(*(partitions for producer_id, epoch, partitions
-                                   in self._riders.get(txn.transactional_id, ())
-                                   if producer_id == txn.producer_id and epoch == txn.producer_epoch))
 
     def verify_partition(self, transactional_id: str, producer_id: int, producer_epoch: int,
                          tp: TopicPartition) -> ErrorCode:
@@ -408,19 +381,12 @@ class TransactionCoordinator:
 
     async def _write_complete(self, txn: TransactionMetadata) -> None:
         """CompleteCommit/CompleteAbort, retried while this coordinator holds the id (a write
-        that timed out is tried again; Kafka's TransactionMarkerChannelManager does the same).
-        If the producer already waits to add partitions to its next transaction, that
-        transaction's Ongoing record instead (TransactionMetadata.
-        prepare_complete_and_add_partitions): at a commit every 100 ms, each replicated write
-        on this path is time the producer sends nothing."""
+        that timed out is tried again; Kafka's TransactionMarkerChannelManager does the same)."""
         while self.active and self.manager.is_current(txn.transactional_id, txn):
             if txn.pending_transition_in_progress:
                 await self._sleep(self.config.marker_retry_backoff_ms)
                 continue
-            now_ms = self.clock.milliseconds()
-            riding = self._riding(txn)
-            complete = (txn.prepare_complete_and_add_partitions(riding, now_ms) if riding
-                        else txn.prepare_complete(now_ms))
+            complete = txn.prepare_complete(self.clock.milliseconds())
             error = await self._append(txn, complete)
             if error in (ErrorCode.NONE, ErrorCode.NOT_COORDINATOR):
                 return

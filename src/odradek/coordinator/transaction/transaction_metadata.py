@@ -15,8 +15,6 @@ predecessors are Kafka's (VALID_PREVIOUS):
     PrepareCommit / PrepareAbort --markers written--> CompleteCommit / CompleteAbort
     Empty, CompleteCommit, CompleteAbort --InitProducerId--> Empty (the epoch bumped)
     Empty, CompleteCommit, CompleteAbort --AddPartitions--> Ongoing (the next transaction)
-    PrepareCommit / PrepareAbort --markers written, AddPartitions waiting--> Ongoing (odradek's:
-        the Complete record and the next transaction's first Ongoing one in one write)
     Ongoing --InitProducerId or timeout--> PrepareEpochFence (never written) --> PrepareAbort
     Empty, CompleteCommit, CompleteAbort --transactional.id.expiration.ms--> Dead (a tombstone)
 """
@@ -104,9 +102,7 @@ _S = TransactionState
 #: each state with the states a transaction may enter it from (Kafka's validPreviousStates)
 VALID_PREVIOUS: dict[TransactionState, frozenset[TransactionState]] = {
     _S.EMPTY: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
-    # (from Prepare*: only once every marker is written, ``prepare_complete_and_add_partitions``)
-    _S.ONGOING: frozenset({_S.ONGOING, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT, _S.PREPARE_COMMIT,
-                           _S.PREPARE_ABORT}),
+    _S.ONGOING: frozenset({_S.ONGOING, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.PREPARE_COMMIT: frozenset({_S.ONGOING}),
     _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE}),
     _S.COMPLETE_COMMIT: frozenset({_S.PREPARE_COMMIT}),
@@ -319,10 +315,6 @@ class TransactionMetadata:
     def prepare_add_partitions(self, partitions: Iterable[TopicPartition], now_ms: int) -> TxnTransitMetadata:
         """AddPartitionsToTxn (and AddOffsetsToTxn's offsets partition): into Ongoing with these
         partitions too. The first add of a transaction starts it: its start time is now."""
-        if self._state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
-            raise IllegalTransactionStateError(
-                f"transactional id {self.transactional_id}: adding partitions while the transaction is "
-                f"{self._state.kafka_name}")
         start = now_ms if self._state in (_S.EMPTY, _S.COMPLETE_ABORT, _S.COMPLETE_COMMIT) else self.txn_start_timestamp
         return self._prepare_transition_to(_S.ONGOING, self.producer_id, self.producer_epoch, self.last_producer_epoch,
                                            self.txn_timeout_ms, frozenset(self.topic_partitions).union(partitions),
@@ -342,22 +334,6 @@ class TransactionMetadata:
         self.has_failed_epoch_fence = False
         return self._prepare_transition_to(new_state, self.producer_id, self.producer_epoch, self.last_producer_epoch,
                                            self.txn_timeout_ms, frozenset(), self.txn_start_timestamp, now_ms)
-
-    def prepare_complete_and_add_partitions(self, partitions: Iterable[TopicPartition],
-                                            now_ms: int) -> TxnTransitMetadata:
-        """Every marker is written and the producer already asks to add ``partitions`` to its
-        next transaction: straight into that transaction's Ongoing, one write where Kafka makes
-        two (CompleteCommit or CompleteAbort, then Ongoing), each waiting for the ISR while
-        the producer sends nothing. The record read back says what both would: no marker is
-        owed (the state is not Prepare*) and these partitions are in the open transaction."""
-        if self._state not in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT) or self.topic_partitions:
-            raise IllegalTransactionStateError(
-                f"transactional id {self.transactional_id}: completing into the next transaction in state "
-                f"{self._state.kafka_name} with {len(self.topic_partitions)} markers unwritten")
-        self.has_failed_epoch_fence = False
-        return self._prepare_transition_to(_S.ONGOING, self.producer_id, self.producer_epoch,
-                                           self.last_producer_epoch, self.txn_timeout_ms, frozenset(partitions),
-                                           now_ms, now_ms)
 
     def prepare_dead(self) -> TxnTransitMetadata:
         """The id expired: its tombstone is written and, once it is, the id leaves the cache
