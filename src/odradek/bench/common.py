@@ -157,17 +157,19 @@ def tear_down(cluster: LocalCluster, tmp: Path, keep_dir: Path | None, previous_
 @contextlib.contextmanager
 def private_cluster(brokers: int, keep_dir: Path | None, prefix: str, *,
                     broker_args: dict[str, Any] | None = None,
-                    kill_at_end: bool = False) -> Iterator[tuple[LocalCluster, str, Any]]:
+                    kill_at_end: bool = False, metrics: bool = False) -> Iterator[tuple[LocalCluster, str, Any]]:
     """A bench's own cluster (its own ZooKeeper, brokers on free ports started with
     ``broker_args``, in keep_dir or a temp dir named ``prefix``...) as (cluster, bootstrap
     servers, a kazoo client of its ZooKeeper), stopped however the bench ends, SIGTERM included
     (exit_on_sigterm, tear_down). ``kill_at_end``: the brokers are killed rather than shut down
     (a cluster thrown away needs no controlled shutdown: the last broker would wait out its
-    retries with nobody left to lead its partitions)."""
+    retries with nobody left to lead its partitions). ``metrics``: the brokers serve Prometheus
+    metrics (LocalCluster.metrics_url)."""
     previous_sigterm = exit_on_sigterm()
     tmp = Path(keep_dir) if keep_dir else Path(tempfile.mkdtemp(prefix=prefix))
     cluster = LocalCluster(tmp, brokers, base_port=free_port_block(brokers), zk_port=free_port(),
-                           broker_args=broker_args)
+                           broker_args=broker_args,
+                           metrics_base_port=free_port_block(brokers) if metrics else None)
     try:
         bootstrap = cluster.up(timeout=120)
         zk = connect_zk(cluster.zookeeper_connect)
