@@ -8,9 +8,11 @@ def test_one_column_a_seed_with_every_kind_and_anomaly() -> None:
     reports = [{"seed": 2, "faults": {"kill": 2}, "faults_total": 2, "writes_acknowledged": 1500,
                 "duration_s": 9.6, "anomalies": {"lost": 0, "duplicates": 1}},
                {"seed": 1, "faults": {"pause": 1}, "faults_total": 1, "writes_acknowledged": 20,
-                "duration_s": 3.0, "anomalies": {"lost": 0, "duplicates": 0}}]
+                "duration_s": 3.0, "anomalies": {"lost": 0, "duplicates": 0},
+                "machine_stalls": ["the run's process did not run for 55 s from 11:17:54"]}]
     lines = table(reports).splitlines()
     assert lines[0] == "| seed | 1 | 2 |"
     assert "| &nbsp;&nbsp;kill | 0 | 2 |" in lines and "| &nbsp;&nbsp;pause | 1 | 0 |" in lines
     assert "| writes acknowledged | 20 | 1,500 |" in lines
+    assert "| machine stalls over 5 s (not anomalies) | 1 | 0 |" in lines   # (a report from before has none)
     assert lines[-1] == "| duplicates | 0 | 1 |"

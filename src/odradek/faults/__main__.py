@@ -35,6 +35,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.faults.checker import differing_replicas, judge, read_everything
 from odradek.faults.cluster import FaultCluster
+from odradek.faults.machine_stalls import MachineStallWatch, describe
 from odradek.faults.nemesis import KINDS, Nemesis, run_faults
 from odradek.faults.ordered_run import run_ordered
 from odradek.faults.txn_run import run_transactions
@@ -76,12 +77,15 @@ def main(argv: list[str] | None = None) -> int:
         return _reexec_in_namespace(argv if argv is not None else sys.argv[1:])
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="odradek-faults-"))
+    watch = MachineStallWatch().start()
     if args.workload == "ordered":
         report = run_ordered(args, data_dir, BROKER_CONFIG)
     elif args.workload == "transactions":
         report = run_transactions(args, data_dir, BROKER_CONFIG)
     else:
         report = run(args, data_dir)
+    # not an anomaly: the context of any (machine_stalls.py)
+    report["machine_stalls"] = describe(watch.stop())
     print(json.dumps(report, indent=2))
     clean = sum(report["anomalies"].values()) == 0
     if clean and args.data_dir is None:

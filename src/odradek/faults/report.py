@@ -36,7 +36,8 @@ def table(reports: list[dict[str, Any]]) -> str:
                  for name in reports[0]["records"]]
         rows += [["abortable errors (not anomalies)", *(str(r["abortable_errors"]) for r in reports)],
                  ["retriable errors (not anomalies)", *(str(sum(r["retriable_errors"].values())) for r in reports)]]
-    rows += [["duration (s)", *(f"{r['duration_s']:.0f}" for r in reports)]]
+    rows += [["duration (s)", *(f"{r['duration_s']:.0f}" for r in reports)],
+             ["machine stalls over 5 s (not anomalies)", *(str(len(r.get("machine_stalls", []))) for r in reports)]]
     rows += [[name.replace("_", " "), *(str(r["anomalies"][name]) for r in reports)] for name in anomalies]
     return "\n".join("| " + " | ".join(row) + " |" for row in rows)
 
