@@ -33,7 +33,7 @@ def test_transactions_stay_atomic_through_coordinator_and_leader_kills(tmp_path)
     assert report["records"]["aborted_records_seen_by_control"] > 0
     if not report["anomalies"].get("librdkafka_5511_stalls"):
         assert report["copier"]["copied_records"] > 1000
-    # librdkafka's own open bugs (#5476, #5511) have rows of their own, told from the run's
+    # librdkafka's own bugs (#5476, #5511, sequences reused after abort) have rows of their own, told from the run's
     # evidence (faults/librdkafka_bugs.py); every other row must be zero
     ours = {k: v for k, v in report["anomalies"].items() if not k.startswith("librdkafka_")}
     assert ours == {k: 0 for k in ours}, json.dumps(report["examples"], indent=1)

@@ -2,7 +2,7 @@
 readers' deliveries and the errors the producers handled are rows of their own."""
 from __future__ import annotations
 
-from odradek.faults.librdkafka_bugs import librdkafka_5476, librdkafka_5511
+from odradek.faults.librdkafka_bugs import librdkafka_5476, librdkafka_5511, sequences_reused_after_abort
 from odradek.faults.report import table
 
 
@@ -49,3 +49,26 @@ def test_librdkafka_5511_is_a_send_offsets_call_whose_txn_offset_commit_is_not_s
     assert found == ["AddOffsetsToTxn succeeded at 04:45:03, TxnOffsetCommit not sent for 139 s "
                      "(the call's timeout: 30 s)"]
     assert len(librdkafka_5511(ordinary + hung[:2], "faults-txn-copier#producer", 30.0)) == 0  # log ends at once
+
+
+def test_sequences_reused_after_abort_need_the_purge_the_fatal_error_and_the_leaders_word() -> None:
+    """A seed-4 run's writer 2: abort_transaction purged two queued messages of txn-faults [4]
+    (written by the leader before the ISR shrank), its next batch reused sequence 576, and the
+    leader, holding 576-577, expected 578."""
+    c = "[faults-txn-producer-2#producer-8] [thrd:127.0.2.1:9092/2]"
+    purge = (f"2026-11-28 11:47:30,737 txn-producer-2 ADVBASE {c}: txn-faults [4] advancing epoch base msgid "
+             f"to 3 due to 2 message(s) in aborted transaction\n")
+    fatal = (f"2026-11-28 11:47:37,030 txn-producer-2 FATAL {c}: Fatal error: Broker: Broker received an out of "
+             f"order sequence number: ProduceRequest for txn-faults [4] with 1 message(s) failed due to sequence "
+             f"desynchronization with broker 2 (PID{{Id:0,Epoch:0}}, base seq 576, idemp state change 239613ms "
+             f"ago, last partition error NOT_ENOUGH_REPLICAS (actions Retry,MsgNotPersisted, base seq 576..577)\n")
+    leader = ("2026-11-28 11:47:37,029 INFO odradek.broker.kafka_apis: txn-faults-4: rejected produce: producer 0 "
+              "sent sequence 576, expected 578\n")
+    found = sequences_reused_after_abort([purge, fatal], [leader])
+    assert list(found) == ["faults-txn-producer-2"] and "sent sequence 576 again" in found["faults-txn-producer-2"]
+    assert sequences_reused_after_abort([fatal], [leader]) == {}            # no purge before it: another cause
+    assert sequences_reused_after_abort([purge, fatal], []) == {}            # the leader did not say it held them
+    behind = leader.replace("expected 578", "expected 570")                 # a gap, not a reuse
+    assert sequences_reused_after_abort([purge, fatal], [behind]) == {}
+    other = purge.replace("txn-faults [4]", "txn-faults [3]")              # another partition's purge
+    assert sequences_reused_after_abort([other, fatal], [leader]) == {}

@@ -10,6 +10,15 @@ client's bug gets a row of its own in the report: never folded into zero, nor in
   TxnOffsetCommit is not sent until long after, and the transaction coordinator aborts the
   transaction at its timeout and fences the producer. Told from the copier producer's
   librdkafka log (debug contexts eos and protocol).
+- **Sequence numbers reused after abort_transaction** (no upstream issue number yet): the
+  messages still queued when a transaction is aborted are purged and
+  ``rd_kafka_toppar_purge_queues`` moves the partition's sequence base back over them, without
+  looking at whether a purged message had been sent and possibly written (a retry queued after
+  NOT_ENOUGH_REPLICAS, whose first attempt the leader had appended). The next transaction's
+  batch reuses their sequence numbers and the leader refuses it with
+  OUT_OF_ORDER_SEQUENCE_NUMBER, as Kafka's does: fatal for the producer. Told from the
+  producer's log (its ADVBASE line for the partition, then its fatal error for it) and the
+  leader's (the sequence it expected is above the one sent).
 """
 from __future__ import annotations
 
@@ -19,6 +28,10 @@ from datetime import datetime
 
 #: a line of the run's librdkafka.log: "2026-11-28 04:45:03,167 <thread> <FAC> [<client>] ..."
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+_CLIENT = re.compile(r" \[([^\]#]+)#[^\]]*\] ")
+_ADVANCED = re.compile(r"ADVBASE .*?: (\S+) \[(\d+)\] advancing epoch base msgid .* in aborted transaction")
+_OUT_OF_ORDER = re.compile(r"FATAL .*out of order sequence number: ProduceRequest for (\S+) \[(\d+)\].*?base seq (\d+)")
+_EXPECTED = re.compile(r"(\S+)-(\d+): rejected produce: producer \d+ sent sequence (\d+), expected (\d+)")
 
 
 def librdkafka_5476(stacks: str) -> bool:
@@ -59,4 +72,34 @@ def librdkafka_5511(lines: Iterable[str], client: str, timeout_s: float) -> list
     if added_at is not None and last is not None and (last - added_at).total_seconds() > timeout_s:
         found.append(f"AddOffsetsToTxn succeeded at {added_at:%H:%M:%S}, TxnOffsetCommit never sent "
                      f"(the log ends {(last - added_at).total_seconds():.0f} s later)")
+    return found
+
+
+def sequences_reused_after_abort(client_lines: Iterable[str], broker_lines: Iterable[str]) -> dict[str, str]:
+    """Clients (by their client.id, e.g. "faults-txn-producer-2") that died of
+    OUT_OF_ORDER_SEQUENCE_NUMBER on a partition whose queued messages an abort_transaction had
+    purged before, where a leader expected a higher sequence than the one sent (the purged
+    messages had been written): librdkafka's sequence reuse after abort. The evidence, one line
+    each."""
+    purged: set[tuple[str, str, str]] = set()
+    fatal: dict[tuple[str, str], tuple[str, str]] = {}   # (topic, partition) -> (client, sequence)
+    for line in client_lines:
+        client = _CLIENT.search(line)
+        if client is None:
+            continue
+        if (advanced := _ADVANCED.search(line)) is not None:
+            purged.add((client.group(1), advanced.group(1), advanced.group(2)))
+        elif (refused := _OUT_OF_ORDER.search(line)) is not None \
+                and (client.group(1), refused.group(1), refused.group(2)) in purged:
+            fatal[refused.group(1), refused.group(2)] = (client.group(1), refused.group(3))
+    found: dict[str, str] = {}
+    for line in broker_lines:
+        expected = _EXPECTED.search(line)
+        if expected is None:
+            continue
+        topic, partition, sent, wanted = expected.groups()
+        name, sequence = fatal.get((topic, partition), ("", ""))
+        if name and sent == sequence and int(wanted) > int(sent):
+            found[name] = (f"{name}: {topic} [{partition}]: after abort_transaction purged its queued "
+                             f"messages it sent sequence {sent} again; the leader holds them (expected {wanted})")
     return found

@@ -34,7 +34,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.common.internal_topics import TRANSACTION_STATE_TOPIC_NAME
 from odradek.faults.checker import differing_replicas, read_everything
 from odradek.faults.cluster import FaultCluster
-from odradek.faults.librdkafka_bugs import librdkafka_5476, librdkafka_5511
+from odradek.faults.librdkafka_bugs import librdkafka_5476, librdkafka_5511, sequences_reused_after_abort
 from odradek.faults.nemesis import KINDS, Nemesis, run_faults
 from odradek.faults.txn_checker import Txn, judge_copy, judge_transactions
 from odradek.faults.txn_workload import (
@@ -247,9 +247,11 @@ def run_transactions(args: argparse.Namespace, data_dir: Path, broker_config: di
                 anomalies["copier_behind"] = []
                 died = [d for d in died if not d.startswith("copier")]
                 stuck = [d for d in stuck if not d.startswith("copier")]
+        died, reused = _sequences_reused(data_dir, died)
         anomalies.update({
             "librdkafka_5476_deadlocks": deadlocked,
             "librdkafka_5511_stalls": stalled,
+            "librdkafka_sequences_reused_after_abort": reused,
             "clients_hung": [] if deadlocked else trouble.hung,
             "hanging_transactions": hanging,
             "readers_behind": behind,
@@ -294,6 +296,26 @@ def run_transactions(args: argparse.Namespace, data_dir: Path, broker_config: di
         }
     finally:
         cluster.stop()
+
+
+def _sequences_reused(data_dir: Path, died: list[str]) -> tuple[list[str], list[str]]:
+    """``died`` without the writers that librdkafka's sequence reuse after abort_transaction
+    killed (librdkafka_bugs.sequences_reused_after_abort: the client's bug, a row of its own),
+    and those, one line each with the evidence."""
+    if not any("OUT_OF_ORDER_SEQUENCE_NUMBER" in d for d in died):
+        return died, []
+    broker_lines = (line for log in sorted(data_dir.glob("broker-*/broker.log"))
+                    for line in log.open(errors="replace"))
+    with open(data_dir / "librdkafka.log", errors="replace") as client_lines:
+        found = sequences_reused_after_abort(client_lines, broker_lines)
+    reused = []
+    for client, evidence in sorted(found.items()):
+        prefix = client.replace("faults-txn-producer-", "txn producer ", 1) + ":"
+        taken = [d for d in died if d.startswith(prefix)]
+        if taken:
+            reused.append(f"{evidence} ({'; '.join(taken)})")
+            died = [d for d in died if not d.startswith(prefix)]
+    return died, reused
 
 
 def _client_stacks(data_dir: Path) -> str:
