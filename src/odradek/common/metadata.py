@@ -168,7 +168,6 @@ class TopicAssignment:
     removed_leader_epochs: dict[int, int] = field(default_factory=dict)
 
 
-
 def raised_leader_epochs(removed: Mapping[int, int], last: Mapping[int, int]) -> dict[int, int]:
     """``removed`` (TopicAssignment.removed_leader_epochs) once partitions whose last leader
     epochs are ``last`` are removed: each number keeps the highest epoch it ever had."""

@@ -1009,12 +1009,14 @@ class KafkaZkClient:
         assignment as stored afterwards, or None when the topic znode is gone or changed
         meanwhile (nothing written: the change's watch brings the next try)."""
         removed = sorted(set(partitions))
-        found = self._get_many({topic: paths.topic_path(topic)})
-        if topic not in found:
+        # the topic znode and the removed partitions' states in one read (key -1: the topic)
+        found = self._get_many({-1: paths.topic_path(topic),
+                                **{p: paths.partition_state_path(TopicPartition(topic, p)) for p in removed}})
+        if -1 not in found:
             return None
-        data, stat = found[topic]
+        data, stat = found.pop(-1)
         old = paths.decode_topic_assignment(topic, data)
-        states = self._get_many({p: paths.partition_state_path(TopicPartition(topic, p)) for p in removed})
+        states = found
         last_epochs = {p: _decode_state(state, st.version).leader_epoch for p, (state, st) in states.items()}
         new = dataclasses.replace(
             old, partitions={p: r for p, r in old.partitions.items() if p not in removed},
