@@ -2,7 +2,7 @@
 readers' deliveries and the errors the producers handled are rows of their own."""
 from __future__ import annotations
 
-from odradek.faults.librdkafka_bugs import librdkafka_5476, librdkafka_5511, sequences_reused_after_abort
+from odradek.faults.librdkafka_bugs import librdkafka_5476, send_offsets_stalls, sequences_reused_after_abort
 from odradek.faults.report import table
 
 
@@ -29,9 +29,11 @@ def test_librdkafka_5476_is_told_by_both_sides_of_its_lock_inversion() -> None:
     assert not librdkafka_5476("#5  rd_kafka_toppar_undelegate ()\n#6  rd_kafka_broker_fail ()\n")
 
 
-def test_librdkafka_5511_is_a_send_offsets_call_whose_txn_offset_commit_is_not_sent_in_time() -> None:
-    """The copier of a seed-4 run: AddOffsetsToTxn answered at 04:45:03, its TxnOffsetCommit
-    sent 138 s later; an ordinary call sends it within milliseconds."""
+def test_a_send_offsets_stall_is_a_call_whose_txn_offset_commit_is_not_answered_in_time() -> None:
+    """Two copiers' runs: in seed 4 AddOffsetsToTxn was answered at 04:45:03 and its
+    TxnOffsetCommit sent 138 s later (librdkafka #5511); in seed 1 the TxnOffsetCommit was sent,
+    its connection broke and it was never sent again (#5456). An ordinary call has its answer
+    within milliseconds."""
     c = "[faults-txn-copier#producer-12]"
 
     def line(t: str, text: str) -> str:
@@ -39,16 +41,25 @@ def test_librdkafka_5511_is_a_send_offsets_call_whose_txn_offset_commit_is_not_s
     ordinary = [line("04:44:56,376", "Transactional API called: send_offsets_to_transaction (in txn state ...)"),
                 line("04:44:56,379", "AddOffsetsToTxn response from TxnCoordinator/3: NO_ERROR ()"),
                 line("04:44:56,379", "127.0.3.1:9092/3: Sent TxnOffsetCommitRequest (v3, 221 bytes @ 0, CorrId 101)"),
+                line("04:44:56,380", "127.0.3.1:9092/3: Received TxnOffsetCommitResponse (v3, 46 bytes, CorrId 101)"),
                 line("04:44:56,381", "Transactional API send_offsets_to_transaction return at ...: Success")]
-    hung = [line("04:45:03,167", "Transactional API called: send_offsets_to_transaction (in txn state ...)"),
+    late = [line("04:45:03,167", "Transactional API called: send_offsets_to_transaction (in txn state ...)"),
             line("04:45:03,192", "AddOffsetsToTxn response from TxnCoordinator/2: NO_ERROR ()"),
             "2026-11-28 04:46:00,000 other-thread X [faults-txn-producer-0#producer-4] unrelated\n",
-            line("04:47:21,788", "127.0.1.1:9092/1: Sent TxnOffsetCommitRequest (v3, 221 bytes @ 0, CorrId 13)")]
-    assert librdkafka_5511(ordinary, "faults-txn-copier#producer", 30.0) == []
-    found = librdkafka_5511(ordinary + hung, "faults-txn-copier#producer", 30.0)
-    assert found == ["AddOffsetsToTxn succeeded at 04:45:03, TxnOffsetCommit not sent for 139 s "
+            line("04:47:21,788", "127.0.1.1:9092/1: Sent TxnOffsetCommitRequest (v3, 221 bytes @ 0, CorrId 13)"),
+            line("04:47:21,790", "127.0.1.1:9092/1: Received TxnOffsetCommitResponse (v3, 46 bytes, CorrId 13)")]
+    assert send_offsets_stalls(ordinary, "faults-txn-copier#producer", 30.0) == []
+    found = send_offsets_stalls(ordinary + late, "faults-txn-copier#producer", 30.0)
+    assert found == ["AddOffsetsToTxn succeeded at 04:45:03, TxnOffsetCommit not answered for 139 s "
                      "(the call's timeout: 30 s)"]
-    assert len(librdkafka_5511(ordinary + hung[:2], "faults-txn-copier#producer", 30.0)) == 0  # log ends at once
+    assert send_offsets_stalls(ordinary + late[:2], "faults-txn-copier#producer", 30.0) == []  # log ends at once
+    lost = [line("12:47:20,860", "Transactional API called: send_offsets_to_transaction (in txn state ...)"),
+            line("12:47:21,380", "AddOffsetsToTxn response from TxnCoordinator/1: NO_ERROR ()"),
+            line("12:47:21,992", "127.0.2.1:9092/2: Sent TxnOffsetCommitRequest (v3, 221 bytes @ 0, CorrId 203)"),
+            line("12:47:22,015", "127.0.2.1:9092/2: Disconnected: connection closed by peer"),
+            line("12:51:59,313", "TxnCoordinator/1: Transaction coordinator is now down")]
+    assert send_offsets_stalls(lost, "faults-txn-copier#producer", 30.0) == [
+        "AddOffsetsToTxn succeeded at 12:47:21, TxnOffsetCommit never answered (the log ends 278 s later)"]
 
 
 def test_sequences_reused_after_abort_need_the_purge_the_fatal_error_and_the_leaders_word() -> None:

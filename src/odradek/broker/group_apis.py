@@ -17,8 +17,11 @@ from typing import Any, Awaitable, Callable, Iterable
 
 from odradek.broker import api_keys
 from odradek.broker.config import BrokerConfig
+from odradek.broker.connection import CloseConnection
 from odradek.broker.context import BrokerContext
 from odradek.broker.create_topics import is_topic_exists_error
+from odradek.broker.metadata_apis import METADATA_FROM_ZOOKEEPER_S
+from odradek.broker.metadata_cache import MetadataCache, from_zookeeper
 from odradek.broker.partition_existence import NotKnownYet, unknown_partitions
 from odradek.broker.topic_admin import assign_replicas
 from odradek.common.metadata import TopicAssignment, TopicPartition
@@ -102,15 +105,24 @@ _CREATORS = {GROUP_KEY: InternalTopicCreator(OFFSETS_TOPIC, _offsets_topic_setti
 
 
 def find_coordinator(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes | Awaitable[bytes]:
+    """Answered from the metadata cache, as Metadata is; a broker the controller has not yet
+    spoken to answers from ZooKeeper, also as Metadata does (metadata_cache.py says why): its
+    empty cache would call an existing coordinator topic missing. Such an answer made
+    librdkafka's coordinator request give up its FindCoordinator retries (three answers in
+    300 ms) and wait for a broker state change that never came, so a
+    send_offsets_to_transaction hung for minutes (librdkafka never checks that request's
+    timeout, its issue #5456)."""
     if version >= 4:
         keys = list(req.coordinator_keys)
     else:
         keys = [req.key]
     key_type = req.key_type if version >= 1 else GROUP_KEY
     creator = _CREATORS.get(key_type)
-    if creator is not None and keys and ctx.metadata.partitions(creator.topic) is None:
-        return _creating_internal_topic(ctx, header, version, keys, key_type, creator)
-    return _find_coordinator_response(ctx, header, version, keys, key_type)
+    if creator is None or not keys:
+        return _find_coordinator_response(ctx.metadata, header, version, keys, key_type)
+    if not ctx.metadata.initialized:
+        return _find_coordinator_from_zookeeper(ctx, header, version, keys, key_type, creator)
+    return _answer_from_cache(ctx, header, version, keys, key_type, creator)
 
 
 async def _creating_internal_topic(ctx: BrokerContext, header: Any, version: int, keys: list[str],
@@ -118,12 +130,39 @@ async def _creating_internal_topic(ctx: BrokerContext, header: Any, version: int
     """Starts creating the coordinator's topic (on the event loop, where its task runs) and
     answers at once: COORDINATOR_NOT_AVAILABLE, which clients retry."""
     creator.ensure(ctx)
-    return _find_coordinator_response(ctx, header, version, keys, key_type)
+    return _find_coordinator_response(ctx.metadata, header, version, keys, key_type)
 
 
-def _find_coordinator_response(ctx: BrokerContext, header: Any, version: int, keys: list[str],
+async def _find_coordinator_from_zookeeper(ctx: BrokerContext, header: Any, version: int, keys: list[str],
+                                           key_type: int, creator: InternalTopicCreator) -> bytes:
+    """The answer from the coordinator topic's state in ZooKeeper. A topic missing there too is
+    created by the first broker the controller has spoken to (creating needs the live brokers):
+    until then COORDINATOR_NOT_AVAILABLE, as for any topic being created."""
+    try:
+        cache = await asyncio.wait_for(asyncio.to_thread(from_zookeeper, ctx.zk, [creator.topic]),
+                                       METADATA_FROM_ZOOKEEPER_S)
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable too: nothing true to say
+        raise CloseConnection(f"no metadata yet from the controller or ZooKeeper ({exc!r})") from None
+    if ctx.metadata.initialized:  # the controller spoke meanwhile: its word, not the read
+        return await _as_awaited(_answer_from_cache(ctx, header, version, keys, key_type, creator))
+    return _find_coordinator_response(cache, header, version, keys, key_type)
+
+
+def _answer_from_cache(ctx: BrokerContext, header: Any, version: int, keys: list[str], key_type: int,
+                            creator: InternalTopicCreator) -> bytes | Awaitable[bytes]:
+    """The answer from the metadata cache (creating the coordinator's topic if it is missing)."""
+    if ctx.metadata.partitions(creator.topic) is None:
+        return _creating_internal_topic(ctx, header, version, keys, key_type, creator)
+    return _find_coordinator_response(ctx.metadata, header, version, keys, key_type)
+
+
+async def _as_awaited(answer: bytes | Awaitable[bytes]) -> bytes:
+    return answer if isinstance(answer, bytes) else await answer
+
+
+def _find_coordinator_response(cache: MetadataCache, header: Any, version: int, keys: list[str],
                                key_type: int) -> bytes:
-    answers = [_coordinator_for(ctx, key, key_type) for key in keys]
+    answers = [_coordinator_for(cache, key, key_type) for key in keys]
     if version >= 4:
         return _encode(api_keys.FIND_COORDINATOR, version, header, {"coordinators": [
             {"key": key, "node_id": node, "host": host, "port": port, "error_code": error, "error_message": message}
@@ -133,7 +172,7 @@ def _find_coordinator_response(ctx: BrokerContext, header: Any, version: int, ke
         "error_code": error, "error_message": message, "node_id": node, "host": host, "port": port})
 
 
-def _coordinator_for(ctx: BrokerContext, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
+def _coordinator_for(cache: MetadataCache, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
     """(error, message, node id, host, port) of the coordinator for one key: the leader of the
     key's partition of the coordinator's topic."""
     creator = _CREATORS.get(key_type)
@@ -141,11 +180,11 @@ def _coordinator_for(ctx: BrokerContext, key: str, key_type: int) -> tuple[int, 
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
     if key_type == TRANSACTION_KEY and not key:
         return ErrorCode.INVALID_REQUEST, "an empty transactional.id", -1, "", -1
-    partitions = ctx.metadata.partitions(creator.topic)
+    partitions = cache.partitions(creator.topic)
     if partitions is None:  # being created (find_coordinator started it)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {creator.topic}", -1, "", -1
     state = partitions.get(partition_for(key, len(partitions)))
-    broker = None if state is None else ctx.metadata.broker(state.leader)
+    broker = None if state is None else cache.broker(state.leader)
     if broker is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"the key's {creator.topic} partition has no leader", -1, "", -1
     return ErrorCode.NONE, None, broker.id, broker.host, broker.port

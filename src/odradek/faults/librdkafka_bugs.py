@@ -3,13 +3,16 @@ client's bug gets a row of its own in the report: never folded into zero, nor in
 
 - **#5476**, a lock-order deadlock: a client call never returns. Told from gdb's stacks of the
   run's process.
-- **#5511**, ``rd_kafka_send_offsets_to_transaction()`` hangs when the group coordinator is
-  decommissioned (librdkafka 2.10+ decommissions a broker missing from a Metadata answer, as a
-  dead one is, and a coordinator request waiting on it is never woken; the fix, PR #5512, is
-  open). The call outlives its own timeout: after AddOffsetsToTxn succeeded, the
-  TxnOffsetCommit is not sent until long after, and the transaction coordinator aborts the
-  transaction at its timeout and fences the producer. Told from the copier producer's
-  librdkafka log (debug contexts eos and protocol).
+- **#5456**, ``rd_kafka_send_offsets_to_transaction()`` outlives its own timeout: the
+  coordinator request behind its TxnOffsetCommit has a timeout that librdkafka never checks.
+  Once that request waits for a broker state change, the call waits as long, for minutes, and
+  the transaction coordinator aborts the transaction at its timeout and fences the producer.
+  Two ways into the wait were seen: the cached group coordinator was decommissioned (librdkafka
+  2.10+ decommissions a broker missing from a Metadata answer; issue #5511, fix PR #5512
+  open), and the FindCoordinator lookup used its three tries on COORDINATOR_NOT_AVAILABLE
+  answers while the coordinator's partition had no live leader. Told from the copier
+  producer's librdkafka log (debug contexts eos and protocol): no TxnOffsetCommit answered
+  within the call's timeout of AddOffsetsToTxn's success.
 - **Sequence numbers reused after abort_transaction** (no upstream issue number yet): the
   messages still queued when a transaction is aborted are purged and
   ``rd_kafka_toppar_purge_queues`` moves the partition's sequence base back over them, without
@@ -44,10 +47,12 @@ def librdkafka_5476(stacks: str) -> bool:
         "rd_kafka_toppar_forget_leader" in stacks or "rd_kafka_toppar_undelegate" in stacks)
 
 
-def librdkafka_5511(lines: Iterable[str], client: str, timeout_s: float) -> list[str]:
+def send_offsets_stalls(lines: Iterable[str], client: str, timeout_s: float) -> list[str]:
     """The send_offsets_to_transaction calls of ``client`` (its librdkafka log name, e.g.
-    "faults-txn-copier#producer-12") whose TxnOffsetCommit was not sent within ``timeout_s``
-    (the call's own timeout) of AddOffsetsToTxn's success: issue #5511's hang. One line each."""
+    "faults-txn-copier#producer-12") whose TxnOffsetCommit was not answered within
+    ``timeout_s`` (the call's own timeout) of AddOffsetsToTxn's success: issue #5456's stall,
+    whether the request was never sent (#5511) or sent on a connection that then broke and
+    never sent again. One line each."""
     found = []
     added_at: datetime | None = None   # AddOffsetsToTxn answered NO_ERROR in the open call
     last: datetime | None = None
@@ -62,15 +67,15 @@ def librdkafka_5511(lines: Iterable[str], client: str, timeout_s: float) -> list
             added_at = None
         elif "AddOffsetsToTxn response" in line and "NO_ERROR" in line:
             added_at = last
-        elif added_at is not None and ("Sent TxnOffsetCommitRequest" in line
+        elif added_at is not None and ("Received TxnOffsetCommitResponse" in line
                                        or "send_offsets_to_transaction return" in line):
             waited = (last - added_at).total_seconds()
             if waited > timeout_s:
-                found.append(f"AddOffsetsToTxn succeeded at {added_at:%H:%M:%S}, TxnOffsetCommit not sent "
+                found.append(f"AddOffsetsToTxn succeeded at {added_at:%H:%M:%S}, TxnOffsetCommit not answered "
                              f"for {waited:.0f} s (the call's timeout: {timeout_s:.0f} s)")
             added_at = None
     if added_at is not None and last is not None and (last - added_at).total_seconds() > timeout_s:
-        found.append(f"AddOffsetsToTxn succeeded at {added_at:%H:%M:%S}, TxnOffsetCommit never sent "
+        found.append(f"AddOffsetsToTxn succeeded at {added_at:%H:%M:%S}, TxnOffsetCommit never answered "
                      f"(the log ends {(last - added_at).total_seconds():.0f} s later)")
     return found
 

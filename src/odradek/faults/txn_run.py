@@ -34,7 +34,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.common.internal_topics import TRANSACTION_STATE_TOPIC_NAME
 from odradek.faults.checker import differing_replicas, read_everything
 from odradek.faults.cluster import FaultCluster
-from odradek.faults.librdkafka_bugs import librdkafka_5476, librdkafka_5511, sequences_reused_after_abort
+from odradek.faults.librdkafka_bugs import librdkafka_5476, send_offsets_stalls, sequences_reused_after_abort
 from odradek.faults.nemesis import KINDS, Nemesis, run_faults
 from odradek.faults.txn_checker import Txn, judge_copy, judge_transactions
 from odradek.faults.txn_workload import (
@@ -235,13 +235,13 @@ def run_transactions(args: argparse.Namespace, data_dir: Path, broker_config: di
             stacks = _client_stacks(data_dir)
             if librdkafka_5476(stacks):
                 deadlocked = [f"{what} (stacks in {data_dir / 'client-stacks.txt'})" for what in trouble.hung]
-        # the copier stalled in librdkafka's send_offsets_to_transaction hang (issue #5511, open):
+        # the copier stalled in librdkafka's send_offsets_to_transaction (issue #5456, open):
         # its own row, with the log's evidence; its being behind and its fencing follow from it
         stalled: list[str] = []
         died = trouble.died
         if copier is not None and (anomalies.get("copier_behind") or any(d.startswith("copier") for d in died)):
             with open(data_dir / "librdkafka.log", errors="replace") as log_lines:
-                stalled = librdkafka_5511(log_lines, "faults-txn-copier#producer", CALL_TIMEOUT_S)
+                stalled = send_offsets_stalls(log_lines, "faults-txn-copier#producer", CALL_TIMEOUT_S)
             if stalled:
                 stalled += anomalies.pop("copier_behind", []) + [d for d in died + stuck if d.startswith("copier")]
                 anomalies["copier_behind"] = []
@@ -250,7 +250,7 @@ def run_transactions(args: argparse.Namespace, data_dir: Path, broker_config: di
         died, reused = _sequences_reused(data_dir, died)
         anomalies.update({
             "librdkafka_5476_deadlocks": deadlocked,
-            "librdkafka_5511_stalls": stalled,
+            "librdkafka_send_offsets_stalls": stalled,
             "librdkafka_sequences_reused_after_abort": reused,
             "clients_hung": [] if deadlocked else trouble.hung,
             "hanging_transactions": hanging,
