@@ -3,7 +3,8 @@
 Handlers may answer at once (bytes), later (an awaitable, e.g. acks=all or a long-polling fetch)
 or never (acks=0). Kafka clients match responses by position, so a later answer holds back the
 ones queued behind it. Garbage framing closes the connection; nothing a client sends may raise
-out of here.
+out of here. KafkaApis answers a handler's unexpected failure itself (error_responses.py), so
+closing after one is the last resort for a handler that is not KafkaApis.
 """
 from __future__ import annotations
 

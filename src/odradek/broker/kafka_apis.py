@@ -11,11 +11,13 @@ import asyncio
 import logging
 import struct
 import time
+import traceback
 from typing import Any, Awaitable
 
 from odradek.broker import (
     api_keys,
     config_helper,
+    error_responses,
     group_apis,
     metadata_apis,
     ordered_delivery_apis,
@@ -34,7 +36,7 @@ from odradek.broker.describe_log_dirs import describe_log_dirs
 from odradek.broker.elect_leaders import elect_leaders
 from odradek.broker.fetch_handler import READ_COMMITTED, FetchHandler, leader_for
 from odradek.broker.init_producer_id import init_producer_id
-from odradek.broker.metrics import BrokerMetrics
+from odradek.broker.metrics import REQUEST_NAMES, BrokerMetrics
 from odradek.broker.ordered_delivery_fence import OrderedDeliveryFence
 from odradek.broker.partition import Partition
 from odradek.broker.producer_state import ProducerStateError
@@ -126,9 +128,40 @@ class KafkaApis:
             header, request = kio_util.decode_request(frame)
         except Exception as exc:
             raise CloseConnection(f"malformed request (key {api_key} v{version}): {exc!r}") from None
-        if api_key == api_keys.JOIN_GROUP:  # the one API that records who asked (DescribeGroups' client host)
-            return group_apis.join_group(self.ctx, header, request, version, conn.peer)
-        return self._routes[api_key](self.ctx, header, request, version)
+        try:
+            if api_key == api_keys.JOIN_GROUP:  # the one API that records who asked (DescribeGroups' client host)
+                result = group_apis.join_group(self.ctx, header, request, version, conn.peer)
+            else:
+                result = self._routes[api_key](self.ctx, header, request, version)
+        except CloseConnection:
+            raise
+        except Exception as exc:  # noqa: BLE001 - answered, as Kafka's KafkaApis.handleError answers
+            return self._failed(api_key, version, header, request, exc, conn)
+        if result is None or isinstance(result, (bytes, list)):
+            return result
+        return self._answered_if_failed(result, api_key, version, header, request, conn)
+
+    async def _answered_if_failed(self, pending: Awaitable[bytes | None], api_key: int, version: int, header: Any,
+                                  request: Any, conn: KafkaConnection) -> bytes | None:
+        try:
+            return await pending
+        except CloseConnection:
+            raise
+        except Exception as exc:  # noqa: BLE001 - as in _handle
+            return self._failed(api_key, version, header, request, exc, conn)
+
+    def _failed(self, api_key: int, version: int, header: Any, request: Any, exc: Exception,
+                conn: KafkaConnection) -> bytes:
+        """UNKNOWN_SERVER_ERROR for the one request whose handler failed, and the connection goes
+        on (error_responses.py says why)."""
+        log.error("request %s v%d from %s failed; answered UNKNOWN_SERVER_ERROR", REQUEST_NAMES.get(api_key, api_key), version,
+                  conn.peer, exc_info=exc)
+        response = error_responses.error_response(api_key, version, header.correlation_id, request,
+                                                  ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+        if response is None:
+            raise CloseConnection(f"handler failed and the response has no place for an error: {exc!r}") from exc
+        response.handler_failure = "".join(traceback.format_exception(exc))
+        return response
 
     def _controller_request(self, frame: memoryview, api_key: int, version: int, correlation_id: int) -> Any:
         if version != controller_api.VERSIONS[api_key]:

@@ -9,7 +9,8 @@ longest duration field it carries) plus ``GRACE_S`` has passed, which is a hang;
 - the frames the connection cut must be those a Kafka peer cuts (oracle.split_frames), and
   the connection must close on a size no peer may send;
 - each frame's answer must be what oracle.expect says it is owed, decoded in full with the
-  request's correlation id; an exception other than CloseConnection is a crash;
+  request's correlation id; an exception other than CloseConnection is a crash, also when the
+  broker answered it with UNKNOWN_SERVER_ERROR and kept the connection;
 - the broker's partitions, metadata cache and epoch fence must be as before, except appends to
   the sink topic that the response (or acks=0) accounts for, and anything after a controller
   request that passed the fence (then the broker is rebuilt, to keep fuzzing the same state);
@@ -30,12 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AbstractSet, Any, Callable
 
+from odradek.broker import api_keys
 from odradek.broker.connection import CloseConnection, KafkaConnection
 from odradek.common.clock import VirtualClock
 from odradek.common.metadata import TopicPartition
 from odradek.fuzz import harness, oracle
 from odradek.fuzz.mutate import CaseMaker
 from odradek.fuzz.report import Report
+from odradek.protocol import kio_util
 
 GRACE_S = 300.0  # virtual seconds past a request's own wait before it counts as hung
 WALL_LIMIT_S = 2.0  # real seconds one case may take (a normal case takes under 10 ms)
@@ -55,6 +58,9 @@ class _Dispatch:
     error: str = ""
     response: bytes | None = None
     verdict: oracle.Verdict | None = None
+    #: the traceback of a handler failure the broker answered with UNKNOWN_SERVER_ERROR: a
+    #: crash all the same, which the connection survived
+    failure: str | None = None
 
 
 class _Recorder:
@@ -94,6 +100,7 @@ class _Recorder:
             return None
         if isinstance(result, (bytes, list)):
             d.outcome = "answered"
+            d.failure = getattr(result, "handler_failure", None)
             return result
         task = self.loop.create_task(self._later(d, result))
         self.tasks.append(task)
@@ -112,6 +119,7 @@ class _Recorder:
             d.outcome, d.error = "crash", traceback.format_exc()
             raise
         d.outcome = "answered" if result is not None else "silent"
+        d.failure = getattr(result, "handler_failure", None)
         return result
 
 
@@ -158,6 +166,7 @@ class InProcessRun:
         index = first_case
         try:
             with self.clock.installed():
+                self.check_failure_isolation()
                 while self.report.frames < frames:
                     self.one(index)
                     index += 1
@@ -169,6 +178,46 @@ class InProcessRun:
             quiet.setLevel(saved_level)
         self.report.seconds = time.perf_counter() - started
         return self.report
+
+    def check_failure_isolation(self) -> list[_Dispatch]:
+        """One handler that fails must not take the connection with it: ListGroups made to fail
+        at once and DescribeGroups after a wait, pipelined with ApiVersions and Metadata on one
+        connection, must get four answers in order, the failed two UNKNOWN_SERVER_ERROR. Run
+        once at the start of every run; what it finds is a hang (the requests behind the failed
+        one not answered) or a malformed response."""
+        apis = self.broker.apis
+        saved = dict(apis._routes)
+
+        def fails_at_once(*_args: Any) -> Any:
+            raise RuntimeError("planted: a handler that fails at once")
+
+        async def fails_later(*_args: Any) -> Any:
+            await asyncio.sleep(0.01)
+            raise RuntimeError("planted: a handler that fails after a wait")
+        apis._routes[api_keys.LIST_GROUPS] = fails_at_once
+        apis._routes[api_keys.DESCRIBE_GROUPS] = fails_later
+        stream = b"".join([
+            kio_util.encode_request(api_keys.LIST_GROUPS, 4, 1, "fuzzer", {"states_filter": []}),
+            kio_util.encode_request(api_keys.API_VERSIONS, 3, 2, "fuzzer", {"client_software_name": "fuzzer",
+                                                                        "client_software_version": "1"}),
+            kio_util.encode_request(api_keys.DESCRIBE_GROUPS, 5, 3, "fuzzer", {"groups": ["g"], "include_authorized_operations": False}),
+            kio_util.encode_request(api_keys.METADATA, 12, 4, "fuzzer", {"topics": [], "allow_auto_topic_creation": False,
+                                                                      "include_topic_authorized_operations": False})])
+        saved_report, self.report = self.report, Report()
+        try:
+            dispatched = self.run_case(stream)
+        finally:
+            apis._routes.clear()
+            apis._routes.update(saved)
+            planted, self.report = self.report, saved_report
+        answers = [(d.outcome, d.verdict.has_error if d.verdict else None) for d in dispatched]
+        if answers != [("answered", True), ("answered", False), ("answered", True), ("answered", False)]:
+            self.report.find("hang", "the requests pipelined behind a failed handler were not all answered",
+                             stream, repr(answers))
+        for finding in planted.findings.values():
+            if finding.category != "crash":  # the planted failures themselves are crashes
+                self.report.find(finding.category, finding.signature, bytes.fromhex(finding.frame_hex), finding.detail)
+        return dispatched
 
     def _alarm(self, _signum: int, _frame: Any) -> None:
         self._overran = True
@@ -278,6 +327,8 @@ class InProcessRun:
             else:
                 report.outcomes["answered-with-error" if verdict.has_error else "answered-without-error"] += 1
         for d in dispatched:
+            if d.failure is not None:
+                report.find("crash", _signature(d.failure), d.frame, d.failure)
             if d.outcome == "crash":
                 report.find("crash", _signature(d.error), d.frame, d.error)
             elif d.outcome == "closed":

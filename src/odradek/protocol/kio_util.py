@@ -104,6 +104,9 @@ class EncodedResponse(bytes):
     broker's request error counts need not read the response back."""
 
     error_codes: list[int]
+    #: the traceback of the handler failure this response answers, if it answers one (for the
+    #: fuzzer, which must still see a handler's bug that the client only sees as an error code)
+    handler_failure: str | None = None
 
 
 def decode_request(frame: memoryview | bytes) -> tuple[Any, Any]:
