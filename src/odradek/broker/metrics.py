@@ -35,10 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from odradek.broker import api_keys, http_endpoints, response_errors
+from odradek.common.gc_policy import GcPauseWatch
 from odradek.controller.timing import LOGGER_NAME as CONTROLLER_TIMING_LOGGER
 from odradek.protocol.errors import error_name
 
@@ -424,6 +425,30 @@ class EventLoopCollector(Collector):
         yield stalls
         yield _gauge("odradek_event_loop_longest_stall_seconds", "The longest stall of the broker's event "
                      "loop since it started", longest)
+
+
+class GcCollector(Collector):
+    """``odradek_gc_pause_seconds{generation}``: every garbage collection's pause
+    (common/gc_policy.GcPauseWatch), during which every thread of the broker stands still."""
+
+    def __init__(self, watch: GcPauseWatch) -> None:
+        self._watch = watch
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        family = HistogramMetricFamily("odradek_gc_pause_seconds", "Time every thread of the broker stood still "
+                                       "in a garbage collection, by generation collected", labels=["generation"])
+        for generation in range(3):
+            buckets, total = self._watch.histogram(generation)
+            family.add_metric([str(generation)], buckets, total)
+        yield family
+        longest = GaugeMetricFamily("odradek_gc_longest_pause_seconds", "The longest garbage collection pause "
+                                    "since the broker started, by generation", labels=["generation"])
+        for generation in range(3):
+            longest.add_metric([str(generation)], self._watch.longest_s[generation])
+        yield longest
 
 
 def controller_view(cache: Any) -> tuple[int, int]:

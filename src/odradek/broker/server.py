@@ -32,6 +32,7 @@ from odradek.broker.metrics import (
     BrokerCollector,
     BrokerMetrics,
     EventLoopCollector,
+    GcCollector,
     LogMetrics,
     TransactionsCollector,
     controller_view,
@@ -45,7 +46,7 @@ from odradek.broker.txn_marker_channel import TxnMarkerChannel
 from odradek.broker.txn_verification import TransactionVerifier
 from odradek.common.clock import SystemClock
 from odradek.common.errors import StartupRefusedError
-from odradek.common.gc_policy import FREEZE_EVERY_S, GcPolicy
+from odradek.common.gc_policy import FREEZE_EVERY_S, GcPauseWatch, GcPolicy
 from odradek.common.loop_watchdog import LoopWatchdog
 from odradek.common.metadata import BrokerInfo, TopicPartition
 from odradek.common.netutil import bind_outgoing_to
@@ -140,6 +141,7 @@ class Broker:
         self._stopping = asyncio.Event()
         self._session_lost = False
         self._metrics_url: str | None = None  # published in the registration once serving
+        self._gc_pauses = GcPauseWatch()
 
     def _start_metrics(self) -> BrokerMetrics | None:
         """Prometheus metrics on metrics.port (broker/metrics.py), or None without one."""
@@ -154,6 +156,7 @@ class Broker:
             brokers_and_imbalance=lambda: controller_view(cache), fetcher_max_lag=self.fetchers.max_lag))
         metrics.add_section(LogMetrics(rm.partitions).render)
         metrics.add_collector(EventLoopCollector(lambda: (self._watchdog.stalls, self._watchdog.longest_stall_s)))
+        metrics.add_collector(GcCollector(self._gc_pauses))
         metrics.add_collector(TransactionsCollector(self.transaction_coordinator.open_transactions,
                                                     lambda: dict(self.transaction_coordinator.aborts), rm.partitions))
         try:
@@ -210,6 +213,7 @@ class Broker:
         cfg = self.config
         self._watchdog = LoopWatchdog(asyncio.get_running_loop())
         self._watchdog.start()
+        self._gc_pauses.install()
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         bind_outgoing_to(cfg.host)
         await asyncio.to_thread(self.zk.start)
@@ -265,6 +269,7 @@ class Broker:
         for task in tasks:
             task.cancel()
         self._watchdog.stop()
+        self._gc_pauses.uninstall()
         self.group_coordinator.shutdown()
         self.transaction_coordinator.shutdown()
         self.txn_markers.close()

@@ -87,3 +87,58 @@ class GcPolicy:
             log.info("full garbage collection: %d unreachable objects in %.0f ms", found,
                      (time.perf_counter() - started) * 1000)
         gc.freeze()
+
+
+#: upper bounds of the pause histogram's buckets, seconds: a young collection takes well under
+#: a millisecond, and a ZooKeeper session (6 s) notices anything past a few seconds
+PAUSE_BUCKETS_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class GcPauseWatch:
+    """Times every collection CPython makes (``gc.callbacks``), per generation: every thread of
+    the process stands still meanwhile, so a long one looks to ZooKeeper, to followers and to
+    clients like a frozen broker. Exported as ``odradek_gc_pause_seconds`` (broker/metrics.py).
+
+    The callbacks run with the interpreter lock held and collections never overlap, so the
+    counts need no lock of their own; a reader may see one collection half counted."""
+
+    def __init__(self) -> None:
+        self._started = 0.0
+        #: generation -> count per bucket (the last one: above every bound), total seconds, longest
+        self.buckets: dict[int, list[int]] = {g: [0] * (len(PAUSE_BUCKETS_S) + 1) for g in range(3)}
+        self.total_s: dict[int, float] = {g: 0.0 for g in range(3)}
+        self.longest_s: dict[int, float] = {g: 0.0 for g in range(3)}
+
+    def install(self) -> None:
+        if self._callback not in gc.callbacks:
+            gc.callbacks.append(self._callback)
+
+    def uninstall(self) -> None:
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        seconds = time.perf_counter() - self._started
+        generation = info.get("generation", 2)
+        counts = self.buckets[generation]
+        for i, bound in enumerate(PAUSE_BUCKETS_S):
+            if seconds <= bound:
+                counts[i] += 1
+                break
+        else:
+            counts[-1] += 1
+        self.total_s[generation] += seconds
+        if seconds > self.longest_s[generation]:
+            self.longest_s[generation] = seconds
+
+    def histogram(self, generation: int) -> tuple[list[tuple[str, int]], float]:
+        """Prometheus' cumulative buckets ``[(le, count), ...]`` ending with +Inf, and the sum."""
+        running = 0
+        out = []
+        for bound, count in zip((*[repr(b) for b in PAUSE_BUCKETS_S], "+Inf"), self.buckets[generation]):
+            running += count
+            out.append((bound, running))
+        return out, self.total_s[generation]
