@@ -1,10 +1,12 @@
 """`python -m odradek.faults --seed N --faults 100`: a Jepsen-style fault run.
 
 Private network and PID namespaces (`unshare`, so root) holds one ZooKeeper and three brokers
-(faults/cluster.py). Idempotent acks=all producers write keyed, numbered values and a consumer
-tails every partition (faults/workload.py) while the nemesis injects faults drawn under the
-seed (faults/nemesis.py). After the last fault is healed, every partition is read from the
-start and judged (faults/checker.py). Prints one JSON report; exits 1 if any anomaly was seen.
+(faults/cluster.py). Idempotent acks=all producers, one of each profile (faults/producer_profiles.py:
+librdkafka's defaults, librdkafka with one request in flight, kafka-python, aiokafka), write
+keyed, numbered values and a consumer tails every partition (faults/workload.py) while the
+nemesis injects faults drawn under the seed (faults/nemesis.py). After the last fault is healed,
+every partition is read from the start and judged, each profile on its own rows
+(faults/checker.py). Prints one JSON report; exits 1 if any anomaly was seen.
 
 `--workload ordered` runs KIP-253's ordered delivery instead (faults/ordered_run.py): an ordered
 topic that the nemesis also grows and shrinks, OrderedProducers, and a group of OrderedConsumer
@@ -33,13 +35,22 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.faults.checker import differing_replicas, judge, read_everything
+from odradek.faults.checker import (
+    batch_producers,
+    differing_replicas,
+    duplicate_positions,
+    judge_by_profile,
+    read_everything,
+    without,
+)
 from odradek.faults.cluster import FaultCluster
+from odradek.faults.librdkafka_bugs import epoch_bumps, librdkafka_4953
 from odradek.faults.machine_stalls import MachineStallWatch, describe
 from odradek.faults.nemesis import KINDS, Nemesis, run_faults
 from odradek.faults.ordered_run import run_ordered
+from odradek.faults.producer_profiles import PROFILES, make_producer
 from odradek.faults.txn_run import run_transactions
-from odradek.faults.workload import LOGGER, PROTOCOL_ERRORS, ClientTrouble, KeyedProducer, TailingConsumer
+from odradek.faults.workload import LOGGER, PROTOCOL_ERRORS, ClientTrouble, TailingConsumer
 
 IN_NAMESPACE = "ODRADEK_FAULTS_NETNS"
 TOPIC = "faults"
@@ -59,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session-timeout-ms", type=int, default=2000,
                         help="the brokers' zookeeper.session.timeout.ms (hold times scale with it)")
     parser.add_argument("--zookeeper-nodes", type=int, default=3, help="ZooKeeper servers in the ensemble")
-    parser.add_argument("--producers", type=int, default=3)
+    parser.add_argument("--producers", type=int, default=3, help="ordered and transactions: how many producers")
+    parser.add_argument("--profiles", default=",".join(PROFILES),
+                        help="default: the producers, one per profile named (a profile named twice makes two)")
     parser.add_argument("--rate", type=float, default=100.0, help="values per second per producer")
     parser.add_argument("--kinds", help="comma-separated fault kinds to draw from (default: all of the workload's)")
     parser.add_argument("--workload", choices=("default", "ordered", "transactions"), default="default",
@@ -118,7 +131,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
     client_log.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
     LOGGER.addHandler(client_log)
     trouble = ClientTrouble()
-    producers: list[KeyedProducer] = []
+    producers: list[Any] = []
     consumer: TailingConsumer | None = None
     started = time.monotonic()
     not_recovered: list[str] = []
@@ -129,8 +142,8 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "logger": LOGGER})  # type: ignore[dict-item]
         for future in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)]).values():
             future.result(60)
-        producers = [KeyedProducer(i, cluster.bootstrap_servers, TOPIC, 10, args.rate, trouble)
-                     for i in range(args.producers)]
+        producers = [make_producer(profile, i, cluster.bootstrap_servers, TOPIC, 10, args.rate, trouble)
+                     for i, profile in enumerate(args.profiles.split(","))]
         consumer = TailingConsumer(cluster.bootstrap_servers, TOPIC, PARTITIONS, trouble)
         for producer in producers:
             producer.start()
@@ -142,7 +155,11 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         unresolved = sum(p.stop(flush_timeout_s=180) for p in producers)
         consumer.stop()
         acked = {v: where for p in producers for v, where in p.acked.items()}
-        anomalies = judge(read_everything(cluster.bootstrap_servers, TOPIC, PARTITIONS), acked)
+        log = read_everything(cluster.bootstrap_servers, TOPIC, PARTITIONS)
+        client_4953, log = _librdkafka_4953(log, producers, cluster, data_dir)
+        anomalies = judge_by_profile(log, {p.index: p.profile for p in producers},
+                                     {p.index: p.acked for p in producers})
+        anomalies["librdkafka_4953_duplicates"] = client_4953
         differing = differing_replicas(
             lambda p: [cluster.broker_dir(b) / "data" / f"{TOPIC}-{p}" for b in cluster.broker_ids], PARTITIONS)
         anomalies.update({
@@ -162,6 +179,8 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
             "faults_total": len(nemesis.history),
             "writes_sent": sum(p.sent for p in producers),
             "writes_acknowledged": len(acked),
+            "writes_acknowledged_by_profile": dict(collections.Counter(
+                p.profile for p in producers for _ in range(len(p.acked)))),
             "consumer_received": consumer.received,
             "duration_s": round(time.monotonic() - started, 1),
             "anomalies": {k: len(v) for k, v in anomalies.items()},
@@ -169,6 +188,26 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         }
     finally:
         cluster.stop()
+
+
+def _librdkafka_4953(log: dict[int, list[tuple[int, bytes]]], producers: list[Any], cluster: FaultCluster,
+                    data_dir: Path) -> tuple[list[str], dict[int, list[tuple[int, bytes]]]]:
+    """The librdkafka producers' duplicates that the run's evidence shows to be librdkafka's
+    issue #4953 (faults/librdkafka_bugs.py), one line each, and the log without their later
+    copies, which the checker then judges (a copy written after later values also reorders its
+    key): the client's bug gets a row of its own, never folded into zero nor into ours."""
+    clients = {p.index: f"faults-producer-{p.index}" for p in producers if p.profile.startswith("librdkafka")}
+    duplicates = {v: w for v, w in duplicate_positions(log).items() if v[0] in clients}
+    if not duplicates:
+        return [], log
+    with open(data_dir / "librdkafka.log", errors="replace") as lines:
+        bumped = epoch_bumps(lines)
+    replica = cluster.broker_ids[0]
+    batch_at = batch_producers(cluster.broker_dir(replica) / "data" / f"{TOPIC}-{p}" for p in range(PARTITIONS))
+    found = librdkafka_4953(duplicates, bumped, clients, batch_at)
+    lines_4953 = [f"{v} at {sorted(duplicates[v])}: written again under a later epoch after the producer's "
+                  f"epoch bump for skipped sequence numbers" for v in found]
+    return lines_4953, without(log, [w for v in found for w in sorted(duplicates[v])[1:]])
 
 
 if __name__ == "__main__":

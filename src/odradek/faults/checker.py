@@ -13,6 +13,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from odradek.faults.workload import LOGGER, Value, decode_value
+from odradek.protocol.records import iter_batches
 
 
 def read_everything(bootstrap: str, topic: str, partitions: int,
@@ -70,6 +71,52 @@ def judge(log: dict[int, list[tuple[int, bytes]]],
             reordered.append(f"{key}: sequence numbers in log order {_first_inversion(seqs)}")
     return {"lost": lost, "inconsistent_offsets": inconsistent, "duplicates": duplicates,
             "reordered": reordered}
+
+
+def judge_by_profile(log: dict[int, list[tuple[int, bytes]]], profiles: dict[int, str],
+                     acked: dict[int, dict[Value, tuple[int, int | None]]]) -> dict[str, list[str]]:
+    """``judge`` for each producer profile alone (producer_profiles.py), on rows of its own
+    ("duplicates_kafka_python"): each producer writes keys of its own, so judging one
+    profile's values and acknowledgements alone finds exactly that profile's anomalies."""
+    out: dict[str, list[str]] = {}
+    for profile in dict.fromkeys(profiles.values()):
+        mine = {i for i, p in profiles.items() if p == profile}
+        own_log = {partition: [(offset, raw) for offset, raw in entries if decode_value(raw)[0] in mine]
+                   for partition, entries in log.items()}
+        own_acked = {v: where for i in mine for v, where in acked[i].items()}
+        for kind, found in judge(own_log, own_acked).items():
+            out[f"{kind}_{profile.replace('-', '_')}"] = found
+    return out
+
+
+def duplicate_positions(log: dict[int, list[tuple[int, bytes]]]) -> dict[Value, list[tuple[int, int]]]:
+    """Each value read at more than one place, with its (partition, offset)s in log order."""
+    seen: dict[Value, list[tuple[int, int]]] = {}
+    for partition, entries in log.items():
+        for offset, raw in entries:
+            seen.setdefault(decode_value(raw), []).append((partition, offset))
+    return {v: w for v, w in seen.items() if len(w) > 1}
+
+
+def without(log: dict[int, list[tuple[int, bytes]]],
+            positions: Iterable[tuple[int, int]]) -> dict[int, list[tuple[int, bytes]]]:
+    """The log without the records at ``positions`` (copies already accounted for)."""
+    drop = set(positions)
+    return {partition: [(o, raw) for o, raw in entries if (partition, o) not in drop]
+            for partition, entries in log.items()}
+
+
+def batch_producers(log_dirs: Iterable[Path]) -> dict[tuple[int, int], tuple[int, int]]:
+    """(partition, offset) -> (producer id, producer epoch) of the batch holding it, read from
+    one replica's segment files (``log_dirs``: one "<topic>-<partition>" directory each)."""
+    out: dict[tuple[int, int], tuple[int, int]] = {}
+    for directory in log_dirs:
+        partition = int(directory.name.rsplit("-", 1)[1])
+        for segment in sorted(directory.glob("*.log")):
+            for header in iter_batches(segment.read_bytes()):
+                for offset in range(header.base_offset, header.last_offset + 1):
+                    out[(partition, offset)] = (header.producer_id, header.producer_epoch)
+    return out
 
 
 def _first_inversion(seqs: list[int]) -> str:

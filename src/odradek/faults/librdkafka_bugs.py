@@ -13,6 +13,14 @@ client's bug gets a row of its own in the report: never folded into zero, nor in
   answers while the coordinator's partition had no live leader. Told from the copier
   producer's librdkafka log (debug contexts eos and protocol): no TxnOffsetCommit answered
   within the call's timeout of AddOffsetsToTxn's success.
+- **#4953**, a duplicate after an epoch bump: after OUT_OF_ORDER_SEQUENCE_NUMBER on a request
+  behind a failed one ("failed due to skipped sequence numbers ... recovering and retrying"),
+  librdkafka bumps the producer epoch for every partition and re-sends their unacknowledged
+  messages under the new epoch from sequence 0, also a batch the leader had written but whose
+  answer was lost: the leader cannot tell it from new data (Kafka answers the same; the fix,
+  PR #4972, is unreleased). Told from the producer's log (its drain for an epoch bump after
+  skipped sequence numbers) and the log's own batches: the second copy was written under a
+  later epoch of the same producer id than the first.
 - **Sequence numbers reused after abort_transaction** (no upstream issue number yet): the
   messages still queued when a transaction is aborted are purged and
   ``rd_kafka_toppar_purge_queues`` moves the partition's sequence base back over them, without
@@ -28,6 +36,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
 #: a line of the run's librdkafka.log: "2026-11-28 04:45:03,167 <thread> <FAC> [<client>] ..."
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
@@ -78,6 +87,32 @@ def send_offsets_stalls(lines: Iterable[str], client: str, timeout_s: float) -> 
         found.append(f"AddOffsetsToTxn succeeded at {added_at:%H:%M:%S}, TxnOffsetCommit never answered "
                      f"(the log ends {(last - added_at).total_seconds():.0f} s later)")
     return found
+
+
+def librdkafka_4953(duplicates: dict[Any, list[tuple[int, int]]], bumped_clients: set[str],
+                    client_of: dict[int, str], batch_at: dict[tuple[int, int], tuple[int, int]]) -> list[Any]:
+    """The duplicated values that are #4953's: ``duplicates`` maps a value (producer index,
+    key, seq) to the (partition, offset)s it was read at; ``bumped_clients`` the client.ids
+    whose log shows the epoch bump after skipped sequence numbers (``epoch_bumps``);
+    ``client_of`` a producer index's client.id; ``batch_at`` (partition, offset) -> (producer
+    id, producer epoch) of the batch holding it. A value is #4953's when its producer bumped
+    and every later copy's batch has the first copy's producer id and a higher epoch."""
+    found = []
+    for value, where in duplicates.items():
+        if client_of.get(value[0]) not in bumped_clients:
+            continue
+        first, *later = [batch_at.get(w) for w in sorted(where)]
+        if first is not None and later and all(b is not None and b[0] == first[0] and b[1] > first[1]
+                                               for b in later):
+            found.append(value)
+    return found
+
+
+def epoch_bumps(lines: Iterable[str]) -> set[str]:
+    """The client.ids (e.g. "faults-producer-0") whose librdkafka log shows a drain for an
+    epoch bump caused by skipped sequence numbers: #4953's first half."""
+    return {m.group(1) for line in lines if "epoch bump" in line and "skipped sequence numbers" in line
+            and (m := _CLIENT.search(line)) is not None}
 
 
 def sequences_reused_after_abort(client_lines: Iterable[str], broker_lines: Iterable[str]) -> dict[str, str]:

@@ -58,8 +58,11 @@ class KeyedProducer:
     name = "producer"
 
     def __init__(self, index: int, bootstrap: str, topic: str, keys: int, rate: float,
-                 trouble: ClientTrouble, debug: str | None = None) -> None:
-        self.index, self.topic, self.trouble = index, topic, trouble
+                 trouble: ClientTrouble, debug: str | None = None, extra: dict[str, Any] | None = None,
+                 profile: str = "librdkafka") -> None:
+        """``extra``: settings over the defaults; ``profile``: its name in the report
+        (producer_profiles.py)."""
+        self.index, self.topic, self.trouble, self.profile = index, topic, trouble, profile
         self.keys = [f"p{index}-k{k}" for k in range(keys)]
         self.seq = {k: 0 for k in self.keys}
         self.acked: dict[Any, tuple[int, int | None]] = {}  # offset None: acknowledged implicitly
@@ -73,7 +76,7 @@ class KeyedProducer:
             # run's librdkafka.log: what explains a duplicate or a reordering (more contexts,
             # e.g. eos,msg,protocol, through ODRADEK_FAULTS_PRODUCER_DEBUG, or `debug`)
             "debug": debug or os.environ.get("ODRADEK_FAULTS_PRODUCER_DEBUG", "eos"),
-            "client.id": f"faults-{self.name}-{index}"})
+            "client.id": f"faults-{self.name}-{index}", **(extra or {})})
         self._thread = threading.Thread(target=self._run, name=f"{self.name}-{index}", daemon=True)
 
     def _make_producer(self, config: dict[str, Any]) -> Any:
