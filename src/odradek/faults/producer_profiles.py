@@ -23,30 +23,11 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from kafka import KafkaProducer
 
-from odradek.faults.workload import ClientTrouble, KeyedProducer, Value, encode_value
+from odradek.faults.workload import ClientTrouble, KeyedProducer, PacedKeys, Value
 
 PROFILES = ("librdkafka", "librdkafka-inflight1", "kafka-python", "aiokafka")
 #: every client: a delivery never times out during a run (a failure is then a real failure)
 DELIVERY_TIMEOUT_MS = 900_000
-
-
-class _PacedKeys:
-    """The keys a producer writes in turn, their next sequence numbers, and the pacing."""
-
-    def __init__(self, index: int, keys: int, rate: float) -> None:
-        self.keys = [f"p{index}-k{k}" for k in range(keys)]
-        self.seq = {k: 0 for k in self.keys}
-        self.interval = 1.0 / rate
-        self.i = 0
-
-    def next_value(self, index: int) -> tuple[str, int, bytes]:
-        key = self.keys[self.i % len(self.keys)]
-        seq = self.seq[key] + 1
-        return key, seq, encode_value(index, key, seq)
-
-    def written(self, key: str, seq: int) -> None:
-        self.seq[key] = seq
-        self.i += 1
 
 
 class KafkaPythonProducer:
@@ -59,7 +40,7 @@ class KafkaPythonProducer:
         self.acked: dict[Any, tuple[int, int | None]] = {}
         self.sent = 0
         self._failed = 0
-        self._keys = _PacedKeys(index, keys, rate)
+        self._keys = PacedKeys(index, keys, rate)
         self._stop = threading.Event()
         self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True,
                                        linger_ms=5, retries=2**31 - 1, delivery_timeout_ms=DELIVERY_TIMEOUT_MS,
@@ -74,9 +55,8 @@ class KafkaPythonProducer:
         self.trouble.failed_deliveries.append(f"kafka-python producer {self.index} {value}: {exc!r}")
 
     def _run(self) -> None:
-        next_at = time.monotonic()
         while not self._stop.is_set():
-            key, seq, raw = self._keys.next_value(self.index)
+            key, seq, raw = self._keys.next_value()
             value = (self.index, key, seq)
             try:
                 future = self._producer.send(self.topic, key=key.encode(), value=raw)
@@ -85,14 +65,8 @@ class KafkaPythonProducer:
                 return
             future.add_callback(lambda md, v=value: self._acked(v, md))
             future.add_errback(lambda exc, v=value: self._failure(v, exc))
-            self._keys.written(key, seq)
             self.sent += 1
-            next_at += self._keys.interval
-            pause = next_at - time.monotonic()
-            if pause > 0:
-                time.sleep(pause)
-            else:
-                next_at = time.monotonic()
+            time.sleep(self._keys.written(key, seq))
 
     def start(self) -> None:
         self._thread.start()
@@ -120,7 +94,7 @@ class AioKafkaProducer:
         self.sent = 0
         self._failed = 0
         self._bootstrap = bootstrap
-        self._keys = _PacedKeys(index, keys, rate)
+        self._keys = PacedKeys(index, keys, rate)
         self._loop = asyncio.new_event_loop()
         self._stop = asyncio.Event()
         self._flush_timeout_s = 180.0
@@ -147,20 +121,13 @@ class AioKafkaProducer:
                                     client_id=f"faults-aiokafka-{self.index}")
         await producer.start()
         try:
-            next_at = time.monotonic()
             while not self._stop.is_set():
-                key, seq, raw = self._keys.next_value(self.index)
+                key, seq, raw = self._keys.next_value()
                 value = (self.index, key, seq)
                 future = await producer.send(self.topic, key=key.encode(), value=raw)
                 future.add_done_callback(lambda f, v=value: self._done(v, f))
-                self._keys.written(key, seq)
                 self.sent += 1
-                next_at += self._keys.interval
-                pause = next_at - time.monotonic()
-                if pause > 0:
-                    await asyncio.sleep(pause)
-                else:
-                    next_at = time.monotonic()
+                await asyncio.sleep(self._keys.written(key, seq))
             await asyncio.wait_for(producer.flush(), self._flush_timeout_s)
         finally:
             await producer.stop()

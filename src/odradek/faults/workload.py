@@ -39,6 +39,35 @@ def decode_value(raw: bytes) -> Value:
     return int(producer), key, int(seq)
 
 
+class PacedKeys:
+    """A producer's keys written in turn, their next sequence numbers, and its pace: about
+    ``rate`` values a second, catching up at once after a stall rather than in a burst."""
+
+    def __init__(self, index: int, keys: int, rate: float) -> None:
+        self.index = index
+        self.keys = [f"p{index}-k{k}" for k in range(keys)]
+        self.seq = {k: 0 for k in self.keys}
+        self._interval = 1.0 / rate
+        self._i = 0
+        self._next_at = time.monotonic()
+
+    def next_value(self) -> tuple[str, int, bytes]:
+        """(key, seq, encoded value) of the next value; ``written`` once it was handed over."""
+        key = self.keys[self._i % len(self.keys)]
+        seq = self.seq[key] + 1
+        return key, seq, encode_value(self.index, key, seq)
+
+    def written(self, key: str, seq: int) -> float:
+        """Count the value as sent; returns how long to wait before the next one."""
+        self.seq[key] = seq
+        self._i += 1
+        self._next_at += self._interval
+        pause = self._next_at - time.monotonic()
+        if pause <= 0:
+            self._next_at = time.monotonic()
+        return max(pause, 0.0)
+
+
 @dataclass
 class ClientTrouble:
     """Everything a real application would have had to handle itself."""
@@ -63,11 +92,9 @@ class KeyedProducer:
         """``extra``: settings over the defaults; ``profile``: its name in the report
         (producer_profiles.py)."""
         self.index, self.topic, self.trouble, self.profile = index, topic, trouble, profile
-        self.keys = [f"p{index}-k{k}" for k in range(keys)]
-        self.seq = {k: 0 for k in self.keys}
+        self._keys = PacedKeys(index, keys, rate)
         self.acked: dict[Any, tuple[int, int | None]] = {}  # offset None: acknowledged implicitly
         self.sent = 0
-        self._interval = 1.0 / rate
         self._stop = threading.Event()
         self._producer = self._make_producer({
             "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
@@ -99,30 +126,21 @@ class KeyedProducer:
             self.acked[value] = (msg.partition(), offset if offset is not None and offset >= 0 else None)
 
     def _run(self) -> None:
-        i = 0
-        next_at = time.monotonic()
         while not self._stop.is_set():
-            key = self.keys[i % len(self.keys)]
-            seq = self.seq[key] + 1
+            key, seq, value = self._keys.next_value()
             try:
-                self._producer.produce(self.topic, key=key.encode(), value=encode_value(self.index, key, seq),
-                                       on_delivery=self._on_delivery)
+                self._producer.produce(self.topic, key=key.encode(), value=value, on_delivery=self._on_delivery)
             except BufferError:  # the local queue is full (a partition has no leader): wait
                 self._producer.poll(0.1)
                 continue
             except:  # noqa: E722 - an application would crash here (a fatal error: a bare KafkaError)
                 self.trouble.died.append(f"producer {self.index}: produce() raised {sys.exc_info()[1]!r}")
                 return
-            self.seq[key] = seq
+            pause = self._keys.written(key, seq)
             self.sent += 1
-            i += 1
             self._producer.poll(0)
-            next_at += self._interval
-            pause = next_at - time.monotonic()
             if pause > 0:
                 time.sleep(pause)
-            else:
-                next_at = time.monotonic()
 
     def start(self) -> None:
         self._thread.start()
