@@ -1,7 +1,14 @@
 """The fault run's checker on planted histories: each anomaly it must report, it does."""
 from __future__ import annotations
 
-from odradek.faults.checker import batch_producers, duplicate_positions, judge, judge_by_profile
+from odradek.faults.checker import (
+    acknowledged_at_first_copy,
+    batch_producers,
+    duplicate_positions,
+    judge,
+    judge_by_profile,
+    without,
+)
 from odradek.faults.librdkafka_bugs import epoch_bumps, librdkafka_4953
 from odradek.faults.workload import encode_value
 from odradek.protocol.records import build_batch
@@ -79,3 +86,18 @@ def test_a_duplicate_is_librdkafka_4953s_only_with_the_bump_and_a_later_epoch(tm
     assert librdkafka_4953(duplicates, set(), clients, batch_at) == []
     same_epoch = {**batch_at, (0, 2): (7, 0)}
     assert librdkafka_4953(duplicates, {"faults-producer-0"}, clients, same_epoch) == []
+
+
+def test_set_aside_copies_leave_no_inconsistent_offset_nor_reordering() -> None:
+    """Seed 3's #4953 copies: (0, a, 1) written at offset 0, then again at 2 after (0, a, 2),
+    and librdkafka acknowledged the re-send (offset 2). With the later copy set aside and the
+    acknowledgement moved to the first, the checker finds nothing; without the move, one
+    inconsistent offset."""
+    log = {0: [(0, b"0:a:1"), (1, b"0:a:2"), (2, b"0:a:1")]}
+    duplicates = duplicate_positions(log)
+    acked_by = {0: {(0, "a", 1): (0, 2), (0, "a", 2): (0, 1)}}
+    kept = without(log, [(0, 2)])
+    assert judge_by_profile(kept, {0: "librdkafka"}, acked_by)["inconsistent_offsets_librdkafka"]
+    acknowledged_at_first_copy([(0, "a", 1)], duplicates, acked_by)
+    assert acked_by[0][(0, "a", 1)] == (0, 0)
+    assert all(v == [] for v in judge_by_profile(kept, {0: "librdkafka"}, acked_by).values())

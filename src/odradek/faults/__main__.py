@@ -36,6 +36,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.faults.checker import (
+    acknowledged_at_first_copy,
     batch_producers,
     differing_replicas,
     duplicate_positions,
@@ -156,9 +157,9 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         consumer.stop()
         acked = {v: where for p in producers for v, where in p.acked.items()}
         log = read_everything(cluster.bootstrap_servers, TOPIC, PARTITIONS)
-        client_4953, log = _librdkafka_4953(log, producers, cluster, data_dir)
-        anomalies = judge_by_profile(log, {p.index: p.profile for p in producers},
-                                     {p.index: p.acked for p in producers})
+        acked_by = {p.index: dict(p.acked) for p in producers}
+        client_4953, log = _librdkafka_4953(log, producers, cluster, data_dir, acked_by)
+        anomalies = judge_by_profile(log, {p.index: p.profile for p in producers}, acked_by)
         anomalies["librdkafka_4953_duplicates"] = client_4953
         differing = differing_replicas(
             lambda p: [cluster.broker_dir(b) / "data" / f"{TOPIC}-{p}" for b in cluster.broker_ids], PARTITIONS)
@@ -191,11 +192,14 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
 
 
 def _librdkafka_4953(log: dict[int, list[tuple[int, bytes]]], producers: list[Any], cluster: FaultCluster,
-                    data_dir: Path) -> tuple[list[str], dict[int, list[tuple[int, bytes]]]]:
+                    data_dir: Path, acked_by: dict[int, dict[Any, tuple[int, int | None]]]
+                    ) -> tuple[list[str], dict[int, list[tuple[int, bytes]]]]:
     """The librdkafka producers' duplicates that the run's evidence shows to be librdkafka's
     issue #4953 (faults/librdkafka_bugs.py), one line each, and the log without their later
     copies, which the checker then judges (a copy written after later values also reorders its
-    key): the client's bug gets a row of its own, never folded into zero nor into ours."""
+    key): the client's bug gets a row of its own, never folded into zero nor into ours. An
+    acknowledgement that names a later copy (librdkafka acknowledges the re-send) is moved to
+    the first one in ``acked_by``, the producers' acknowledgements as the checker will take them."""
     clients = {p.index: f"faults-producer-{p.index}" for p in producers if p.profile.startswith("librdkafka")}
     duplicates = {v: w for v, w in duplicate_positions(log).items() if v[0] in clients}
     if not duplicates:
@@ -205,6 +209,7 @@ def _librdkafka_4953(log: dict[int, list[tuple[int, bytes]]], producers: list[An
     replica = cluster.broker_ids[0]
     batch_at = batch_producers(cluster.broker_dir(replica) / "data" / f"{TOPIC}-{p}" for p in range(PARTITIONS))
     found = librdkafka_4953(duplicates, bumped, clients, batch_at)
+    acknowledged_at_first_copy(found, duplicates, acked_by)
     lines_4953 = [f"{v} at {sorted(duplicates[v])}: written again under a later epoch after the producer's "
                   f"epoch bump for skipped sequence numbers" for v in found]
     return lines_4953, without(log, [w for v in found for w in sorted(duplicates[v])[1:]])

@@ -98,6 +98,16 @@ def duplicate_positions(log: dict[int, list[tuple[int, bytes]]]) -> dict[Value, 
     return {v: w for v, w in seen.items() if len(w) > 1}
 
 
+def acknowledged_at_first_copy(values: Iterable[Value], duplicates: dict[Value, list[tuple[int, int]]],
+                               acked_by: dict[int, dict[Value, tuple[int, int | None]]]) -> None:
+    """For duplicated ``values`` whose later copies are set aside (``without``): an
+    acknowledgement naming a later copy (the re-send was acknowledged) now names the first."""
+    for value in values:
+        first, *later = sorted(duplicates[value])
+        if acked_by[value[0]].get(value) in later:
+            acked_by[value[0]][value] = first
+
+
 def without(log: dict[int, list[tuple[int, bytes]]],
             positions: Iterable[tuple[int, int]]) -> dict[int, list[tuple[int, bytes]]]:
     """The log without the records at ``positions`` (copies already accounted for)."""
