@@ -81,19 +81,13 @@ def _has_field(cls: type, name: str) -> bool:
     return any(field == name for field, _nested, _default in kio_util._field_plan(cls))
 
 
-def _partitions(entries: Any, index: str, error: int, out_index: str | None = None,
-                error_field: str = "error_code") -> list[Body]:
-    return [{out_index or index: getattr(p, index), error_field: error} for p in entries or ()]
-
-
 def _topics(request: Any, error: int, *, topics: str = "topics", name: str = "name",
-            partitions: str = "partitions", index: str = "partition_index", out_name: str | None = None,
-            out_partitions: str | None = None, out_index: str | None = None,
-            error_field: str = "error_code") -> list[Body]:
+            partitions: str = "partitions", index: str = "partition_index",
+            out_partitions: str | None = None) -> list[Body]:
     """Request topics[name, partitions[index]] mirrored into the response's, each with error."""
-    return [{out_name or name: getattr(t, name),
-             out_partitions or partitions: _partitions(getattr(t, partitions), index, error, out_index,
-                                                       error_field)}
+    return [{name: getattr(t, name),
+             out_partitions or partitions: [{index: getattr(p, index), "error_code": error}
+                                            for p in getattr(t, partitions) or ()]}
             for t in getattr(request, topics, None) or ()]
 
 

@@ -17,11 +17,10 @@ from typing import Any, Awaitable, Callable, Iterable
 
 from odradek.broker import api_keys
 from odradek.broker.config import BrokerConfig
-from odradek.broker.connection import CloseConnection
 from odradek.broker.context import BrokerContext
 from odradek.broker.create_topics import is_topic_exists_error
-from odradek.broker.metadata_apis import METADATA_FROM_ZOOKEEPER_S
-from odradek.broker.metadata_cache import MetadataCache, from_zookeeper
+from odradek.broker.metadata_apis import cache_until_the_controller_speaks
+from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition_existence import NotKnownYet, unknown_partitions
 from odradek.broker.topic_admin import assign_replicas
 from odradek.common.metadata import TopicAssignment, TopicPartition
@@ -138,26 +137,18 @@ async def _find_coordinator_from_zookeeper(ctx: BrokerContext, header: Any, vers
     """The answer from the coordinator topic's state in ZooKeeper. A topic missing there too is
     created by the first broker the controller has spoken to (creating needs the live brokers):
     until then COORDINATOR_NOT_AVAILABLE, as for any topic being created."""
-    try:
-        cache = await asyncio.wait_for(asyncio.to_thread(from_zookeeper, ctx.zk, [creator.topic]),
-                                       METADATA_FROM_ZOOKEEPER_S)
-    except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable too: nothing true to say
-        raise CloseConnection(f"no metadata yet from the controller or ZooKeeper ({exc!r})") from None
-    if ctx.metadata.initialized:  # the controller spoke meanwhile: its word, not the read
-        return await _as_awaited(_answer_from_cache(ctx, header, version, keys, key_type, creator))
+    cache = await cache_until_the_controller_speaks(ctx, [creator.topic])
+    if cache is ctx.metadata and cache.partitions(creator.topic) is None:
+        return await _creating_internal_topic(ctx, header, version, keys, key_type, creator)
     return _find_coordinator_response(cache, header, version, keys, key_type)
 
 
 def _answer_from_cache(ctx: BrokerContext, header: Any, version: int, keys: list[str], key_type: int,
-                            creator: InternalTopicCreator) -> bytes | Awaitable[bytes]:
+                       creator: InternalTopicCreator) -> bytes | Awaitable[bytes]:
     """The answer from the metadata cache (creating the coordinator's topic if it is missing)."""
     if ctx.metadata.partitions(creator.topic) is None:
         return _creating_internal_topic(ctx, header, version, keys, key_type, creator)
     return _find_coordinator_response(ctx.metadata, header, version, keys, key_type)
-
-
-async def _as_awaited(answer: bytes | Awaitable[bytes]) -> bytes:
-    return answer if isinstance(answer, bytes) else await answer
 
 
 def _find_coordinator_response(cache: MetadataCache, header: Any, version: int, keys: list[str],

@@ -65,15 +65,21 @@ async def _metadata_creating_topics(ctx: BrokerContext, cache: MetadataCache, na
     return _metadata_response(ctx, cache, header, req, version, created)
 
 
+async def cache_until_the_controller_speaks(ctx: BrokerContext, topics: list[str] | None) -> MetadataCache:
+    """For a broker the controller has not yet spoken to: ``topics`` (None: all) read from
+    ZooKeeper, or the broker's own cache if the controller spoke meanwhile (its word, not the
+    read). ZooKeeper unreachable too closes the connection: nothing true to say."""
+    try:
+        cache = await asyncio.wait_for(asyncio.to_thread(from_zookeeper, ctx.zk, topics), METADATA_FROM_ZOOKEEPER_S)
+    except Exception as exc:  # noqa: BLE001 - the client retries on another connection
+        raise CloseConnection(f"no metadata yet from the controller or ZooKeeper ({exc!r})") from None
+    return ctx.metadata if ctx.metadata.initialized else cache
+
+
 async def _metadata_from_zookeeper(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     topics = _requested_topics(req, version)
     valid = None if topics is None else [t for t in topics if t is not None and is_legal_topic_name(t)]
-    try:
-        cache = await asyncio.wait_for(asyncio.to_thread(from_zookeeper, ctx.zk, valid), METADATA_FROM_ZOOKEEPER_S)
-    except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable too: nothing true to say
-        raise CloseConnection(f"no metadata yet from the controller or ZooKeeper ({exc!r})") from None
-    if ctx.metadata.initialized:  # the controller spoke meanwhile: its word, not the read
-        cache = ctx.metadata
+    cache = await cache_until_the_controller_speaks(ctx, valid)
     missing = _topics_to_create(ctx, cache, req, version)
     if missing:
         return await _metadata_creating_topics(ctx, cache, missing, header, req, version)
