@@ -17,6 +17,12 @@ committing and aborting transactions over the topic's partitions, a read_committ
 read_uncommitted reader, and kills of the transaction coordinator among the faults, judged for
 Jepsen's aborted reads, lost writes, duplicates, torn transactions and reorderings
 (faults/txn_checker.py).
+
+`--workload groups` runs consumer groups instead (faults/group_run.py): four groups, one per
+client and rebalance protocol, static and dynamic members committing by hand, with kills of
+members and of a group's coordinator among the faults, judged for at-least-once delivery,
+commits that pass an undelivered record or move backwards, and every group Stable with lag 0
+soon after healing (faults/group_checker.py).
 """
 from __future__ import annotations
 
@@ -45,6 +51,7 @@ from odradek.faults.checker import (
     without,
 )
 from odradek.faults.cluster import FaultCluster
+from odradek.faults.group_run import run_groups
 from odradek.faults.librdkafka_bugs import epoch_bumps, librdkafka_4953
 from odradek.faults.machine_stalls import MachineStallWatch, describe
 from odradek.faults.nemesis import KINDS, Nemesis, run_faults
@@ -76,12 +83,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="default: the producers, one per profile named (a profile named twice makes two)")
     parser.add_argument("--rate", type=float, default=100.0, help="values per second per producer")
     parser.add_argument("--kinds", help="comma-separated fault kinds to draw from (default: all of the workload's)")
-    parser.add_argument("--workload", choices=("default", "ordered", "transactions"), default="default",
+    parser.add_argument("--workload", choices=("default", "ordered", "transactions", "groups"), default="default",
                         help="default: idempotent producers and a tailing consumer; ordered: KIP-253's "
                              "ordered delivery (faults/ordered_run.py) with expansions, deletions and "
                              "group member kills among the faults; transactions: transactional producers "
                              "and read_committed / read_uncommitted readers (faults/txn_run.py), with "
-                             "kills of the transaction coordinator among the faults")
+                             "kills of the transaction coordinator among the faults; groups: consumer "
+                             "groups of every client committing by hand (faults/group_run.py), with kills "
+                             "of members and of the group coordinator among the faults")
     parser.add_argument("--no-copier", dest="copier", action="store_false",
                         help="transactions: without the consume-transform-produce copier")
     parser.add_argument("--data-dir", type=Path, help="keep the cluster's data and logs here (default: a temp dir, "
@@ -96,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         report = run_ordered(args, data_dir, BROKER_CONFIG)
     elif args.workload == "transactions":
         report = run_transactions(args, data_dir, BROKER_CONFIG)
+    elif args.workload == "groups":
+        report = run_groups(args, data_dir, BROKER_CONFIG)
     else:
         report = run(args, data_dir)
     # not an anomaly: the context of any (machine_stalls.py)

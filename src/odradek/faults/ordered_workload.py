@@ -62,8 +62,9 @@ class OrderedKeyedProducer(KeyedProducer):
 
 
 class MemberGroup:
-    """The group's member processes: slot i runs `python -m odradek.faults.ordered_member`
-    appending to deliveries-i.txt (its stderr to member-i.log), restarted into the same files."""
+    """The group's member processes: slot i runs ``command(i)`` (here `python -m
+    odradek.faults.ordered_member`; the groups workload's GroupMembers runs others) appending to
+    deliveries-i.txt (its stderr to member-i.log), restarted into the same files."""
 
     def __init__(self, bootstrap: str, topic: str, group: str, data_dir: Path, members: int) -> None:
         self.bootstrap, self.topic, self.group, self.data_dir = bootstrap, topic, group, data_dir
@@ -77,13 +78,16 @@ class MemberGroup:
     def log_file(self, slot: int) -> Path:
         return self.data_dir / f"member-{slot}.log"
 
+    def command(self, slot: int) -> list[str]:
+        """The member process's command line."""
+        return [sys.executable, "-m", "odradek.faults.ordered_member", self.bootstrap, self.group, self.topic,
+                f"member-{slot}", str(self.deliveries_file(slot))]
+
     def start(self, slot: int) -> None:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         with open(self.log_file(slot), "ab") as log:
-            self.procs[slot] = subprocess.Popen(
-                [sys.executable, "-m", "odradek.faults.ordered_member", self.bootstrap, self.group, self.topic,
-                 f"member-{slot}", str(self.deliveries_file(slot))],
-                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            self.procs[slot] = subprocess.Popen(self.command(slot), stdout=log, stderr=subprocess.STDOUT, env=env,
+                                                start_new_session=True)
         self.starts += 1
 
     def start_all(self) -> None:

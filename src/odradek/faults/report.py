@@ -1,7 +1,8 @@
 """`python -m odradek.faults.report build/faults/*.json`: the fault runs' JSON reports as the
 Markdown table of docs/reliability.md (one column a seed: faults by kind, writes, anomalies; for
 the ordered workload also the topic's changes and the group's deliveries; for the transactional
-one the transactions' outcomes and the readers' deliveries)."""
+one the transactions' outcomes and the readers' deliveries; for the groups one each group's
+deliveries, commits and rebalances)."""
 from __future__ import annotations
 
 import json
@@ -36,6 +37,21 @@ def table(reports: list[dict[str, Any]]) -> str:
                  for name in reports[0]["records"]]
         rows += [["abortable errors (not anomalies)", *(str(r["abortable_errors"]) for r in reports)],
                  ["retriable errors (not anomalies)", *(str(sum(r["retriable_errors"].values())) for r in reports)]]
+    if reports and all(r.get("workload") == "groups" for r in reports):
+        # the groups workload's own counts, a group at a time: what it was handed and committed,
+        # how often it rebalanced and how long its partitions stood still, how soon it settled
+        rows += [[f"kills of {name}", *(str(r["kills"].get(name, 0)) for r in reports)]
+                 for name in ("members", "coordinators")]
+        for group in reports[0]["groups"]:
+            seen = [r["groups"][group] for r in reports]
+            rows += [[f"{group}: deliveries (redeliveries)",
+                      *(f"{g['deliveries']:,} ({g['redeliveries']:,})" for g in seen)],
+                     ["&nbsp;&nbsp;commits (failed in a rebalance)",
+                      *(f"{g['commits']:,} ({g['commit_failures']})" for g in seen)],
+                     ["&nbsp;&nbsp;assignments; revoked to assigned, p50 / max (s)",
+                      *(f"{g['assignments']}; {g['revoked_to_assigned_p50_s']} / {g['revoked_to_assigned_max_s']}"
+                        for g in seen)],
+                     ["&nbsp;&nbsp;Stable with lag 0 after (s)", *(str(g["settled_s"]) for g in seen)]]
     rows += [["duration (s)", *(f"{r['duration_s']:.0f}" for r in reports)],
              ["machine stalls over 5 s (not anomalies)", *(str(len(r.get("machine_stalls", []))) for r in reports)]]
     rows += [[name.replace("_", " "), *(str(r["anomalies"][name]) for r in reports)] for name in anomalies]
