@@ -158,13 +158,13 @@ def rebalance_stats(history: GroupHistory) -> dict[str, float | int]:
     gaps: list[float] = []
     for events in history.rebalance_events.values():
         since = None
-        for ns, kind, _ in sorted(events):
+        for ns, kind, partitions in sorted(events):
             if kind == "A":
                 assignments += 1
                 if since is not None:
                     gaps.append((ns - since) / 1e9)
                     since = None
-            elif since is None:
+            elif since is None and partitions:   # kafka-python and aiokafka revoke nothing before a first join
                 since = ns
     return {"assignments": assignments, "revocations": len(gaps),
             "revoked_to_assigned_p50_s": round(statistics.median(gaps), 2) if gaps else 0.0,

@@ -47,7 +47,7 @@ FLAVORS = {
     "confluent-eager": ("confluent-kafka", "range"),
     "confluent-cooperative": ("confluent-kafka", "cooperative-sticky"),
     "kafka-python": ("kafka-python", "range"),
-    "aiokafka": ("aiokafka", "range"),
+    "aiokafka": ("aiokafka", "roundrobin"),   # aiokafka's default
 }
 #: a killed member is out of the group this long after its last heartbeat
 SESSION_TIMEOUT_MS = 6000

@@ -8,7 +8,7 @@ read it, two member processes each (faults/group_member.py), committing by hand:
     faults-eager                  confluent-kafka  eager (range)            dynamic
     faults-cooperative-static     confluent-kafka  cooperative-sticky       static (KIP-345)
     faults-kafka-python-static    kafka-python     eager (range)            static
-    faults-aiokafka               aiokafka         eager (range)            dynamic
+    faults-aiokafka               aiokafka         eager (roundrobin)       dynamic
 
 Besides the broker, ZooKeeper and network faults, the nemesis kills members with kill -9
 (restarted before or after their session ends) and the broker coordinating a group (the
