@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from odradek.faults.group_checker import Commit, GroupHistory, judge_group, read_history, rebalance_stats
+from odradek.faults.group_checker import (
+    Commit,
+    GroupHistory,
+    judge_group,
+    read_history,
+    rebalance_stats,
+    stale_readings,
+)
 
 LOG = {0: [(0, b"0:a:1"), (1, b"0:a:2"), (2, b"0:a:3")], 1: [(0, b"1:b:1"), (1, b"1:b:2")]}
 ACKED = [b"0:a:1", b"0:a:2", b"0:a:3", b"1:b:1", b"1:b:2"]
@@ -24,48 +31,68 @@ def test_a_rebalance_with_redeliveries_and_rising_commits_is_clean() -> None:
     deliveries = _every_record_by(10) + [(40, 0, 1), (41, 0, 2)]   # redelivered after a rebalance
     commits = [Commit(20, 25, {0: 2, 1: 2}, "m-0"), Commit(50, 55, {0: 3}, "m-1")]
     observed = [Commit(30, 35, {0: 2, 1: 2}, "observed"), Commit(60, 65, {0: 3, 1: 2}, "observed")]
-    anomalies = judge_group("g", _history(deliveries, commits), LOG, ACKED, observed)
+    history = _history(deliveries, commits)
+    anomalies = judge_group("g", history, LOG, ACKED)
     assert anomalies == {k: [] for k in anomalies}
+    assert stale_readings("g", history, observed) == []
 
 
 def test_a_value_never_delivered_is_found() -> None:
     deliveries = [d for d in _every_record_by(10) if d[1:] != (1, 1)]
-    anomalies = judge_group("g", _history(deliveries, []), LOG, ACKED, [])
+    anomalies = judge_group("g", _history(deliveries, []), LOG, ACKED)
     assert anomalies["not_delivered"] == ["g: 1:b:2 never delivered"]
 
 
 def test_a_commit_past_a_record_not_yet_delivered_is_found() -> None:
     # offset 1 of partition 0 handed over only after the commit of 3 was sent
     deliveries = [(10, 0, 0), (11, 0, 2), (30, 0, 1)]
-    anomalies = judge_group("g", _history(deliveries, [Commit(20, 21, {0: 3}, "m-0")]), LOG, [], [])
+    anomalies = judge_group("g", _history(deliveries, [Commit(20, 21, {0: 3}, "m-0")]), LOG, [])
     assert anomalies["commit_passed_undelivered"] == ["g: m-0 committed 0:3, but 0:1 was delivered later"]
-    skipped = judge_group("g", _history([(10, 0, 0), (11, 0, 2)], [Commit(20, 21, {0: 3}, "m-0")]), LOG, [], [])
+    skipped = judge_group("g", _history([(10, 0, 0), (11, 0, 2)], [Commit(20, 21, {0: 3}, "m-0")]), LOG, [])
     assert skipped["commit_passed_undelivered"] == ["g: m-0 committed 0:3, but 0:1 was never delivered"]
 
 
 def test_a_commit_up_to_what_was_delivered_passes_nothing() -> None:
     deliveries = [(10, 0, 0), (11, 0, 1)]
-    anomalies = judge_group("g", _history(deliveries, [Commit(20, 21, {0: 2}, "m-0")]), LOG, [], [])
+    anomalies = judge_group("g", _history(deliveries, [Commit(20, 21, {0: 2}, "m-0")]), LOG, [])
     assert anomalies["commit_passed_undelivered"] == []
 
 
-def test_a_committed_offset_seen_lower_after_a_higher_one_was_answered_is_found() -> None:
-    commits = [Commit(20, 25, {0: 3}, "m-0")]
-    observed = [Commit(30, 35, {0: 1}, "observed")]   # asked after the commit of 3 was answered
-    anomalies = judge_group("g", _history(_every_record_by(10), commits), LOG, [], observed)
-    assert anomalies["committed_backwards"] == ["g: partition 0 at 3 (m-0), then 1 (observed)"]
+def test_a_commit_lower_than_one_answered_before_it_was_sent_is_found() -> None:
+    commits = [Commit(20, 25, {0: 3}, "m-0"), Commit(30, 35, {0: 1}, "m-1")]
+    anomalies = judge_group("g", _history(_every_record_by(10), commits), LOG, [])
+    assert anomalies["committed_backwards"] == ["g: partition 0 at 3 (m-0), then 1 (m-1)"]
 
 
-def test_a_reading_asked_before_a_commit_was_answered_may_show_the_older_offset() -> None:
-    commits = [Commit(20, 25, {0: 3}, "m-0")]
-    observed = [Commit(22, 24, {0: 1}, "observed")]   # overlaps the commit: either answer is right
-    anomalies = judge_group("g", _history(_every_record_by(10), commits), LOG, [], observed)
+def test_commits_that_overlap_may_be_answered_in_either_order() -> None:
+    commits = [Commit(20, 25, {0: 3}, "m-0"), Commit(22, 24, {0: 1}, "m-1")]
+    anomalies = judge_group("g", _history(_every_record_by(10), commits), LOG, [])
     assert anomalies["committed_backwards"] == []
+
+
+def test_a_member_beginning_below_an_answered_commit_is_found(tmp_path: Path) -> None:
+    (tmp_path / "m0.txt").write_text("A 10 0\nD 11 0 0 0:a:1\nD 12 0 1 0:a:2\nC 13 14 0:2\nV 20 0\n")
+    # m-1 is assigned partition 0 after the commit of 2 was answered, yet begins at offset 0
+    (tmp_path / "m1.txt").write_text("A 21 0\nD 22 0 0 0:a:1\nD 23 0 1 0:a:2\nD 24 0 2 0:a:3\n")
+    history = read_history({"m-0": tmp_path / "m0.txt", "m-1": tmp_path / "m1.txt"})
+    assert [(m, p, o) for _, m, p, o in history.starts] == [("m-0", 0, 0), ("m-1", 0, 0)]
+    assert judge_group("g", history, LOG, [])["committed_backwards"] == [
+        "g: partition 0 at 2 (m-0), then 0 (m-1 starting)"]
+
+
+def test_a_reading_lower_than_an_answered_commit_is_counted_as_stale_not_judged() -> None:
+    history = _history(_every_record_by(10), [Commit(20, 25, {0: 3}, "m-0")])
+    assert judge_group("g", history, LOG, [])["committed_backwards"] == []
+    # asked after the commit of 3 was answered: a deposed coordinator's answer
+    assert stale_readings("g", history, [Commit(30, 35, {0: 1}, "observed")]) == [
+        "g: partition 0 at 3 (m-0), then 1 (observed)"]
+    # overlapping the commit: either answer is right
+    assert stale_readings("g", history, [Commit(22, 24, {0: 1}, "observed")]) == []
 
 
 def test_a_record_handed_over_that_is_not_the_logs_is_found() -> None:
     history = GroupHistory(deliveries=[(10, 0, 0, "0:a:9")])
-    assert judge_group("g", history, LOG, [], [])["delivered_wrong_value"] == [
+    assert judge_group("g", history, LOG, [])["delivered_wrong_value"] == [
         "g: 0:0 delivered 0:a:9, the log has 0:a:1"]
 
 

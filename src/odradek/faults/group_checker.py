@@ -1,15 +1,14 @@
 """Judging the groups fault workload: what each consumer group's members wrote down
-(faults/group_member.py), against the topic as read after the run and the committed offsets
-the run observed at the group coordinator.
+(faults/group_member.py), against the topic as read after the run.
 
 The guarantees, per group:
 - at least once: every acknowledged value was handed to some member of the group;
 - a commit never passes a record that was not delivered: when a member sends a commit of
   offset o, every record of that partition below o was already handed to a member (otherwise a
   member that starts from that commit skips it, and nothing ever notices);
-- the committed offset never moves backwards: once a commit of o was answered (or o was
-  observed), no later commit nor observation shows less (a coordinator that lost a commit it
-  acknowledged, or fenced nobody, lets a member rewind the group);
+- the committed offset never moves backwards: once a commit of o was answered, no commit sent
+  later shows less, and no member assigned the partition later begins below o (a coordinator
+  that lost a commit it acknowledged, or fenced nobody, lets a member rewind the group);
 - a record handed over is the record at that offset.
 """
 from __future__ import annotations
@@ -29,7 +28,7 @@ class Commit:
     sent_ns: int
     done_ns: int
     offsets: dict[int, int]
-    source: str   # "member-0", or "observed" (the run's OffsetFetch of the group)
+    source: str   # "member-0", "member-0 starting" or "observed" (the run's OffsetFetch of the group)
 
 
 @dataclass
@@ -43,6 +42,8 @@ class GroupHistory:
     protocol_errors: list[str] = field(default_factory=list)
     #: member -> [(ns, "A"|"V"|"L", partitions)]
     rebalance_events: dict[str, list[tuple[int, str, list[int]]]] = field(default_factory=dict)
+    #: where a member began a partition it was assigned: (assigned ns, member, partition, first offset handed over)
+    starts: list[tuple[int, str, int, int]] = field(default_factory=list)
 
 
 def read_history(files: dict[str, Path]) -> GroupHistory:
@@ -52,6 +53,7 @@ def read_history(files: dict[str, Path]) -> GroupHistory:
         events = history.rebalance_events.setdefault(member, [])
         if not path.exists():
             continue
+        beginning: dict[int, int] = {}   # partition -> when it was assigned, until its first delivery
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             kind, _, rest = line.partition(" ")
             if kind == "C":
@@ -68,9 +70,18 @@ def read_history(files: dict[str, Path]) -> GroupHistory:
             if kind == "D":
                 fields = text.split(" ")
                 if len(fields) == 3:
-                    history.deliveries.append((ns, int(fields[0]), int(fields[1]), fields[2]))
+                    partition, offset = int(fields[0]), int(fields[1])
+                    history.deliveries.append((ns, partition, offset, fields[2]))
+                    if partition in beginning:
+                        history.starts.append((beginning.pop(partition), member, partition, offset))
             elif kind in ("A", "V", "L"):
-                events.append((ns, kind, [int(p) for p in text.split(",") if p]))
+                partitions = [int(p) for p in text.split(",") if p]
+                events.append((ns, kind, partitions))
+                for p in partitions:
+                    if kind == "A":
+                        beginning[p] = ns
+                    else:
+                        beginning.pop(p, None)
             elif kind == "F":
                 history.commit_failures.append(f"{member}: {text}")
             elif kind == "E":
@@ -82,10 +93,9 @@ def read_history(files: dict[str, Path]) -> GroupHistory:
 
 
 def judge_group(group: str, history: GroupHistory, log: dict[int, list[tuple[int, bytes]]],
-                acked: Iterable[bytes], observed: list[Commit]) -> dict[str, list[str]]:
+                acked: Iterable[bytes]) -> dict[str, list[str]]:
     """The anomalies of one group. ``log``: partition -> [(offset, value)] read after the run;
-    ``acked``: the acknowledged values (encoded); ``observed``: the group's committed offsets
-    as the run read them from the coordinator while it went on."""
+    ``acked``: the acknowledged values (encoded)."""
     first_delivery: dict[tuple[int, int], int] = {}
     wrong = []
     at = {(p, o): v.decode(errors="replace") for p, entries in log.items() for o, v in entries}
@@ -95,12 +105,24 @@ def judge_group(group: str, history: GroupHistory, log: dict[int, list[tuple[int
             wrong.append(f"{group}: {partition}:{offset} delivered {value}, the log has {at[(partition, offset)]}")
     delivered_values = {value for _, _, _, value in history.deliveries}
     not_delivered = [f"{group}: {v.decode()} never delivered" for v in acked if v.decode() not in delivered_values]
+    # a member that begins a partition reads from the committed offset: as a commit sent then
+    starts = [Commit(ns, ns, {partition: offset}, f"{member} starting") for ns, member, partition, offset
+              in history.starts]
     return {
         "not_delivered": not_delivered,
         "delivered_wrong_value": wrong,
         "commit_passed_undelivered": _commits_past_undelivered(group, history.commits, log, first_delivery),
-        "committed_backwards": _backwards(group, history.commits + observed),
+        "committed_backwards": _backwards(group, history.commits + starts),
     }
+
+
+def stale_readings(group: str, history: GroupHistory, observed: list[Commit]) -> list[str]:
+    """Readings of the committed offsets (the run's OffsetFetch) lower than a commit answered
+    before they were asked: a deposed coordinator answering from what it held when it lost its
+    partition of __consumer_offsets, until the LeaderAndIsr that makes it a follower reaches it.
+    Kafka's coordinator does the same, and no member acts on such a reading unless it is also
+    a starting position (judged above), so they are counted, not anomalies."""
+    return [line for line in _backwards(group, history.commits + observed) if line.endswith("(observed)")]
 
 
 def _commits_past_undelivered(group: str, commits: list[Commit], log: dict[int, list[tuple[int, bytes]]],

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import faulthandler
 import logging
+import os
 import signal
 import sys
 import time
@@ -158,6 +159,8 @@ def run_confluent(events: EventLog, bootstrap: str, group: str, topic: str, name
         "auto.offset.reset": "earliest", "partition.assignment.strategy": strategy,
         "session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
         "max.poll.interval.ms": MAX_POLL_INTERVAL_MS, "logger": librdkafka,
+        # the group protocol's steps in the member's log, what explains a rebalance or a fencing
+        "debug": os.environ.get("ODRADEK_FAULTS_MEMBER_DEBUG", "cgrp"),
     }
     if instance_id:
         config["group.instance.id"] = instance_id
@@ -178,6 +181,8 @@ def run_confluent(events: EventLog, bootstrap: str, group: str, topic: str, name
                 if error is not None:
                     if error.code() != confluent_kafka.KafkaError._PARTITION_EOF:
                         events.line("E", str(error).replace("\n", " "))
+                    if error.fatal():   # the consumer is dead: an application would end here
+                        raise SystemExit(f"{name}: fatal error {error}")
                 else:
                     partition, offset, value = msg.partition(), msg.offset(), msg.value()
                     assert partition is not None and offset is not None and value is not None  # a record

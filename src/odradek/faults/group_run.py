@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import logging
 import random
 import sys
@@ -36,7 +37,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.faults.checker import differing_replicas, judge, read_everything
 from odradek.faults.cluster import FaultCluster
-from odradek.faults.group_checker import Commit, judge_group, read_history, rebalance_stats
+from odradek.faults.group_checker import Commit, judge_group, read_history, rebalance_stats, stale_readings
 from odradek.faults.group_member import MAX_POLL_INTERVAL_MS, SESSION_TIMEOUT_MS
 from odradek.faults.nemesis import KINDS, Nemesis, run_faults
 from odradek.faults.ordered_workload import MemberGroup
@@ -250,6 +251,8 @@ def run_groups(args: argparse.Namespace, data_dir: Path, broker_config: dict[str
         ends = {p: entries[-1][0] + 1 if entries else 0 for p, entries in log.items()}
         settle = _wait_settled(observer, groups, ends)
         observer.stop()
+        (data_dir / "observed-offsets.json").write_text(json.dumps(
+            {g: [[c.sent_ns, c.done_ns, c.offsets] for c in readings] for g, readings in observer.observed.items()}))
         for members in groups:
             statuses = members.stop()
             members_exited += [f"{members.member_name(slot)} did not close on SIGTERM (status {rc})"
@@ -259,12 +262,14 @@ def run_groups(args: argparse.Namespace, data_dir: Path, broker_config: dict[str
         anomalies = judge(log, acked)
         group_reports: dict[str, Any] = {}
         consumer_errors: list[str] = []
+        stale_examples: list[str] = []
         member_protocol_errors: list[str] = []
         for members in groups:
             history = read_history(members.event_files())
-            for row, lines in judge_group(members.group, history, log, acked_raw,
-                                          observer.observed[members.group]).items():
+            for row, lines in judge_group(members.group, history, log, acked_raw).items():
                 anomalies.setdefault(row, []).extend(lines)
+            stale = stale_readings(members.group, history, observer.observed[members.group])
+            stale_examples += stale[:3]
             consumer_errors += [f"{members.group} {e}" for e in history.errors]
             member_protocol_errors += history.protocol_errors
             delivered = len(history.deliveries)
@@ -276,6 +281,7 @@ def run_groups(args: argparse.Namespace, data_dir: Path, broker_config: dict[str
                 "commit_failures": len(history.commit_failures),
                 "member_starts": members.starts,
                 "settled_s": settle.get(members.group),
+                "stale_offset_readings": len(stale),
                 **rebalance_stats(history),
             }
         differing = differing_replicas(
@@ -307,7 +313,8 @@ def run_groups(args: argparse.Namespace, data_dir: Path, broker_config: dict[str
             "kills": dict(kills),
             "duration_s": round(time.monotonic() - started, 1),
             "anomalies": {k: len(v) for k, v in anomalies.items()},
-            "examples": {k: v[:5] for k, v in anomalies.items() if v},
+            "examples": {**{k: v[:5] for k, v in anomalies.items() if v},
+                         **({"stale_offset_readings": stale_examples} if stale_examples else {})},
             "fault_log": [f"{f.started:.3f} {f.kind}{'' if f.broker is None else f' on broker {f.broker}'}"
                           f"{f' ({f.detail})' if f.detail else ''}" for f in nemesis.history],
         }
