@@ -100,12 +100,14 @@ def test_member_files_are_read_with_a_line_cut_by_kill_9_skipped(tmp_path: Path)
     member = tmp_path / "m.txt"
     # kafka-python and aiokafka revoke nothing before their first join: not a revocation
     member.write_text("V 90 \nA 100 0,1\nD 110 0 0 0:a:1\nC 120 130 0:1\nV 200 0,1\nF 210 CommitFailedError: gone\n"
-                      "L 220 1\nA 300 0\nE 310 Broker: oops\nP 320 PROTOERR x\nD 330 0 1\nC 340\n")
+                      "L 220 1\nA 300 0\nE 310 Broker: oops\nP 320 PROTOERR x\nD 330 0 1\nC 340\n"
+                      "R 350 KafkaConnectionError: refused\n")
     history = read_history({"m-0": member, "m-1": tmp_path / "absent.txt"})
     assert history.deliveries == [(110, 0, 0, "0:a:1")]
     assert [(c.sent_ns, c.done_ns, c.offsets) for c in history.commits] == [(120, 130, {0: 1})]
     assert history.commit_failures == ["m-0: CommitFailedError: gone"]
     assert history.errors == ["m-0: Broker: oops"] and history.protocol_errors == ["m-0: PROTOERR x"]
+    assert history.retriable_errors == ["m-0: KafkaConnectionError: refused"]
     assert rebalance_stats(history) == {"assignments": 2, "revocations": 1, "revoked_to_assigned_p50_s": 0.0,
                                         "revoked_to_assigned_max_s": 0.0}
     assert history.rebalance_events["m-1"] == []

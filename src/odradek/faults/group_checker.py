@@ -39,6 +39,7 @@ class GroupHistory:
     commits: list[Commit] = field(default_factory=list)
     commit_failures: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    retriable_errors: list[str] = field(default_factory=list)   # raised by a client, polled again: not anomalies
     protocol_errors: list[str] = field(default_factory=list)
     #: member -> [(ns, "A"|"V"|"L", partitions)]
     rebalance_events: dict[str, list[tuple[int, str, list[int]]]] = field(default_factory=dict)
@@ -86,6 +87,8 @@ def read_history(files: dict[str, Path]) -> GroupHistory:
                 history.commit_failures.append(f"{member}: {text}")
             elif kind == "E":
                 history.errors.append(f"{member}: {text}")
+            elif kind == "R":
+                history.retriable_errors.append(f"{member}: {text}")
             elif kind == "P":
                 history.protocol_errors.append(f"{member}: {text}")
     history.deliveries.sort()

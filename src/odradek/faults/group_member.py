@@ -18,6 +18,7 @@ CLOCK_MONOTONIC (one clock for every process of the machine, so the checker merg
     V <ns> <p>,<p>...                            partitions revoked (committed first)
     L <ns> <p>,<p>...                            partitions lost (session expired: not committed)
     E <ns> <text>                                an error the client handed the application
+    R <ns> <text>                                a retriable error a client raised (polled again)
     P <ns> <text>                                a librdkafka protocol error line
 
 SIGTERM closes the consumer (exit 0); an exception out of the client ends the process with a
@@ -37,8 +38,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import IO, Any
 
 import aiokafka
+import aiokafka.errors
 import confluent_kafka
 import kafka
+import kafka.errors
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 
 from odradek.client.librdkafka_log import PROTOCOL_ERROR_MARKS
@@ -217,7 +220,16 @@ def run_kafka_python(events: EventLog, bootstrap: str, group: str, topic: str, n
     consumer.subscribe([topic], listener=Listener())
     try:
         while not stopping:
-            for tp, records in consumer.poll(timeout_ms=200).items():
+            try:
+                batches = consumer.poll(timeout_ms=200)
+            except kafka.errors.KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                # kafka-python 3.0 raises a lost coordinator's connection error out of poll();
+                # retriable, so its application polls again
+                events.line("R", f"{type(exc).__name__}: {exc}".replace("\n", " "))
+                continue
+            for tp, records in batches.items():
                 for record in records:
                     events.delivered(tp.partition, record.offset, record.value)
             if events.commit_due():
@@ -251,7 +263,14 @@ def run_aiokafka(events: EventLog, bootstrap: str, group: str, topic: str, name:
         await consumer.start()
         try:
             while not stopping:
-                for tp, records in (await consumer.getmany(timeout_ms=200)).items():
+                try:
+                    batches = await consumer.getmany(timeout_ms=200)
+                except aiokafka.errors.KafkaError as exc:
+                    if not exc.retriable:
+                        raise
+                    events.line("R", f"{type(exc).__name__}: {exc}".replace("\n", " "))
+                    continue
+                for tp, records in batches.items():
                     for record in records:
                         events.delivered(tp.partition, record.offset, record.value)
                 if events.commit_due():

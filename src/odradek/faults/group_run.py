@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupState, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupState, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.faults.checker import differing_replicas, judge, read_everything
@@ -54,6 +54,8 @@ GROUP_KINDS = ("kill-group-member", "kill-group-coordinator")
 ALL_KINDS = KINDS + GROUP_KINDS
 #: after the producers are flushed, every group Stable with lag 0 within this
 SETTLE_BOUND_S = (SESSION_TIMEOUT_MS + MAX_POLL_INTERVAL_MS) / 1000
+#: a DescribeGroups that failed gets a new admin client, at most this often (OffsetObserver._new_admin)
+ADMIN_RENEWAL_S = 5.0
 #: the admin client's own timeout (OffsetObserver says why it is so long)
 LIBRDKAFKA_TIMEOUT_S = 600
 #: and how much longer the run waits, to report how late a group settled
@@ -114,7 +116,7 @@ class OffsetObserver:
 
     def __init__(self, bootstrap: str, groups: list[str]) -> None:
         self._bootstrap = bootstrap
-        self._admin = self._new_admin()
+        self._admin, self._admin_since = self._new_admin(), time.monotonic()
         self._readers = {g: Consumer({"bootstrap.servers": bootstrap, "group.id": g, "enable.auto.commit": False,
                                       "logger": LOGGER}) for g in groups}
         self._partitions = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
@@ -125,10 +127,11 @@ class OffsetObserver:
         self._thread = threading.Thread(target=self._run, name="offset-observer", daemon=True)
 
     def _new_admin(self) -> AdminClient:
-        """A new admin client, also whenever DescribeGroups was answered NOT_COORDINATOR: the
-        admin client of librdkafka 2.16 never forgets a coordinator it found (its coordinator
-        cache drops an entry only after it went unused for a while), so after the group's
-        coordinator moved it asks the old one for ever (seen: 2 minutes of NOT_COORDINATOR)."""
+        """A new admin client, also when DescribeGroups failed (at most every ADMIN_RENEWAL_S):
+        the admin client of librdkafka 2.16 never forgets a coordinator it found (its
+        coordinator cache drops an entry only after it went unused for a while), so after the
+        group's coordinator moved it asks the old one for ever (seen: 2 minutes of
+        NOT_COORDINATOR), or waits on it (2 minutes of timeouts after a 100-fault run)."""
         return AdminClient({"bootstrap.servers": self._bootstrap, "logger": LOGGER})  # type: ignore[dict-item]
 
     def _run(self) -> None:
@@ -159,8 +162,8 @@ class OffsetObserver:
                 [group], request_timeout=LIBRDKAFKA_TIMEOUT_S)[group].result(10)
         except Exception as exc:  # noqa: BLE001 - no answer this time
             self.last_state[group] = f"no description: {exc!r}"
-            if isinstance(exc, KafkaException) and exc.args[0].code() == KafkaError.NOT_COORDINATOR:
-                self._admin = self._new_admin()
+            if time.monotonic() - self._admin_since > ADMIN_RENEWAL_S:
+                self._admin, self._admin_since = self._new_admin(), time.monotonic()
             return None
         self.last_state[group] = f"{described.state.name} with {len(described.members)} members"
         return len(described.members) if described.state == ConsumerGroupState.STABLE else None
@@ -279,6 +282,7 @@ def run_groups(args: argparse.Namespace, data_dir: Path, broker_config: dict[str
                 "redeliveries": delivered - len({(p, o) for _, p, o, _ in history.deliveries}),
                 "commits": sum(1 for c in history.commits),
                 "commit_failures": len(history.commit_failures),
+                "retriable_errors": len(history.retriable_errors),
                 "member_starts": members.starts,
                 "settled_s": settle.get(members.group),
                 "stale_offset_readings": len(stale),

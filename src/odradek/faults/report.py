@@ -2,7 +2,7 @@
 Markdown table of docs/reliability.md (one column a seed: faults by kind, writes, anomalies; for
 the ordered workload also the topic's changes and the group's deliveries; for the transactional
 one the transactions' outcomes and the readers' deliveries; for the groups one each group's
-deliveries, commits and rebalances)."""
+deliveries, commits and rebalances; for the admin one each kind of operation by its outcome)."""
 from __future__ import annotations
 
 import json
@@ -48,14 +48,32 @@ def table(reports: list[dict[str, Any]]) -> str:
                       *(f"{g['deliveries']:,} ({g['redeliveries']:,})" for g in seen)],
                      ["&nbsp;&nbsp;commits (failed in a rebalance)",
                       *(f"{g['commits']:,} ({g['commit_failures']})" for g in seen)],
+                     ["&nbsp;&nbsp;retriable errors raised to the application (not anomalies)",
+                      *(str(g.get("retriable_errors", 0)) for g in seen)],
                      ["&nbsp;&nbsp;assignments; revoked to assigned, p50 / max (s)",
                       *(f"{g['assignments']}; {g['revoked_to_assigned_p50_s']} / {g['revoked_to_assigned_max_s']}"
                         for g in seen)],
                      ["&nbsp;&nbsp;Stable with lag 0 after (s)", *(str(g["settled_s"]) for g in seen)]]
+    if reports and all(r.get("workload") == "admin" for r in reports):
+        # the admin workload's own counts: each kind of operation completed (also once the
+        # faults were over), refused with a clear error, or neither; the controller kills in
+        # their middle, the refusals retried, the scratch topics' re-creations
+        for kind in sorted({k for r in reports for k in r["operations"]}):
+            outcomes = [r["operations"].get(kind, {}) for r in reports]
+            rows += [[f"{kind}: completed / refused / other",
+                      *(f"{_completed(o)} / {o.get('refused', 0)} / {sum(o.values()) - _completed(o) - o.get('refused', 0)}"
+                        for o in outcomes)]]
+        rows += [["controller kills in operations", *(str(r["controller_kills"]) for r in reports)],
+                 ["refusals (not anomalies)", *(str(sum(r["refusals"].values())) for r in reports)],
+                 ["scratch topics re-created", *(str(sum(r["scratch"]["incarnations"].values())) for r in reports)]]
     rows += [["duration (s)", *(f"{r['duration_s']:.0f}" for r in reports)],
              ["machine stalls over 5 s (not anomalies)", *(str(len(r.get("machine_stalls", []))) for r in reports)]]
     rows += [[name.replace("_", " "), *(str(r["anomalies"][name]) for r in reports)] for name in anomalies]
     return "\n".join("| " + " | ".join(row) + " |" for row in rows)
+
+
+def _completed(outcomes: dict[str, int]) -> int:
+    return sum(n for outcome, n in outcomes.items() if outcome.startswith("completed"))
 
 
 def main(argv: list[str] | None = None) -> int:
