@@ -285,6 +285,17 @@ def test_a_restarted_static_members_old_member_id_is_fenced(tmp_path: Path) -> N
     on_virtual_time(test, tmp_path)
 
 
+def test_a_static_member_without_a_member_id_is_unknown_not_fenced(tmp_path: Path) -> None:
+    """librdkafka 2.16 empties its member id when its own session timer runs out (the
+    coordinator unreachable for session.timeout.ms) and heartbeats on with the empty id and its
+    instance id; FENCED_INSTANCE_ID, Kafka's answer, is fatal to it, UNKNOWN_MEMBER_ID makes it
+    rejoin. The empty id holds no registration, so it fences nobody."""
+    async def test(rig: Rig) -> None:
+        await rig.stable_member(instance="i1")
+        assert rig.c.heartbeat("g", "", "i1", 1) == ErrorCode.UNKNOWN_MEMBER_ID
+    on_virtual_time(test, tmp_path)
+
+
 def test_a_static_member_rejoining_during_a_rebalance_completes_it(tmp_path: Path) -> None:
     async def test(rig: Rig) -> None:
         a = await rig.stable_member(instance="a", rebalance_ms=10_000)

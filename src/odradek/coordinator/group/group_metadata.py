@@ -533,7 +533,17 @@ class GroupMetadata:
 
 def current_member_error(group: GroupMetadata, member_id: str, group_instance_id: str | None) -> ErrorCode | None:
     """Kafka's validateCurrentMember: a static member's instance id must map to this member
-    id (else it was replaced: FENCED_INSTANCE_ID); a dynamic member must exist."""
+    id (else it was replaced: FENCED_INSTANCE_ID); a dynamic member must exist.
+
+    Unlike Kafka, an empty member id is UNKNOWN_MEMBER_ID even with a registered instance id:
+    it holds no registration, so it fences no one. librdkafka 2.16 sends it: when its own
+    session timer runs out (the coordinator unreachable for session.timeout.ms, e.g. a
+    FindCoordinator answer naming a broker that was just killed) it empties its member id but
+    heartbeats on with its instance id, and takes FENCED_INSTANCE_ID as fatal (a 100-fault run
+    of the groups workload lost both static members of a group so); UNKNOWN_MEMBER_ID makes
+    it rejoin."""
+    if member_id == "":
+        return ErrorCode.UNKNOWN_MEMBER_ID
     if group_instance_id is not None:
         current = group.static_member_id(group_instance_id)
         if current is None:
