@@ -58,7 +58,7 @@ test-long: setup
 # it), then one table per workload; exits 1 if any run found an anomaly (librdkafka's own
 # bugs included: their rows say which). About 10 minutes a run on 2 cores.
 FAULT_SEEDS ?= 1 2 3 4 5
-FAULT_WORKLOADS ?= default ordered transactions groups
+FAULT_WORKLOADS ?= default ordered transactions groups admin
 faults: setup
 	mkdir -p build/faults
 	status=0; \

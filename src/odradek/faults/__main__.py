@@ -23,6 +23,12 @@ client and rebalance protocol, static and dynamic members committing by hand, wi
 members and of a group's coordinator among the faults, judged for at-least-once delivery,
 commits that pass an undelivered record or move backwards, and every group Stable with lag 0
 soon after healing (faults/group_checker.py).
+
+`--workload admin` runs an operator's administration instead (faults/admin_run.py):
+reassignments with a throttle, preferred elections, CreatePartitions, config changes and the
+deletion and re-creation of scratch topics drawn among the faults, the controller killed in
+the middle of half of them, judged for operations left half-done in ZooKeeper, lost writes and
+a re-created topic showing its old data (faults/admin_checker.py).
 """
 from __future__ import annotations
 
@@ -41,18 +47,10 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.faults.checker import (
-    acknowledged_at_first_copy,
-    batch_producers,
-    differing_replicas,
-    duplicate_positions,
-    judge_by_profile,
-    read_everything,
-    without,
-)
+from odradek.faults.admin_run import run_admin
+from odradek.faults.checker import differing_replicas, judge_by_profile, read_everything, set_aside_librdkafka_4953
 from odradek.faults.cluster import FaultCluster
 from odradek.faults.group_run import run_groups
-from odradek.faults.librdkafka_bugs import epoch_bumps, librdkafka_4953
 from odradek.faults.machine_stalls import MachineStallWatch, describe
 from odradek.faults.nemesis import KINDS, Nemesis, run_faults
 from odradek.faults.ordered_run import run_ordered
@@ -83,14 +81,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="default: the producers, one per profile named (a profile named twice makes two)")
     parser.add_argument("--rate", type=float, default=100.0, help="values per second per producer")
     parser.add_argument("--kinds", help="comma-separated fault kinds to draw from (default: all of the workload's)")
-    parser.add_argument("--workload", choices=("default", "ordered", "transactions", "groups"), default="default",
+    parser.add_argument("--workload", choices=("default", "ordered", "transactions", "groups", "admin"), default="default",
                         help="default: idempotent producers and a tailing consumer; ordered: KIP-253's "
                              "ordered delivery (faults/ordered_run.py) with expansions, deletions and "
                              "group member kills among the faults; transactions: transactional producers "
                              "and read_committed / read_uncommitted readers (faults/txn_run.py), with "
                              "kills of the transaction coordinator among the faults; groups: consumer "
                              "groups of every client committing by hand (faults/group_run.py), with kills "
-                             "of members and of the group coordinator among the faults")
+                             "of members and of the group coordinator among the faults; admin: "
+                             "reassignments, preferred elections, CreatePartitions, config changes and "
+                             "topic re-creation among the faults, the controller killed in the middle "
+                             "(faults/admin_run.py)")
     parser.add_argument("--no-copier", dest="copier", action="store_false",
                         help="transactions: without the consume-transform-produce copier")
     parser.add_argument("--data-dir", type=Path, help="keep the cluster's data and logs here (default: a temp dir, "
@@ -107,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         report = run_transactions(args, data_dir, BROKER_CONFIG)
     elif args.workload == "groups":
         report = run_groups(args, data_dir, BROKER_CONFIG)
+    elif args.workload == "admin":
+        report = run_admin(args, data_dir, BROKER_CONFIG)
     else:
         report = run(args, data_dir)
     # not an anomaly: the context of any (machine_stalls.py)
@@ -169,7 +172,10 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         acked = {v: where for p in producers for v, where in p.acked.items()}
         log = read_everything(cluster.bootstrap_servers, TOPIC, PARTITIONS)
         acked_by = {p.index: dict(p.acked) for p in producers}
-        client_4953, log = _librdkafka_4953(log, producers, cluster, data_dir, acked_by)
+        replica = cluster.broker_ids[0]
+        client_4953, log = set_aside_librdkafka_4953(
+            log, producers, data_dir / "librdkafka.log",
+            [cluster.broker_dir(replica) / "data" / f"{TOPIC}-{p}" for p in range(PARTITIONS)], acked_by)
         anomalies = judge_by_profile(log, {p.index: p.profile for p in producers}, acked_by)
         anomalies["librdkafka_4953_duplicates"] = client_4953
         differing = differing_replicas(
@@ -200,30 +206,6 @@ def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         }
     finally:
         cluster.stop()
-
-
-def _librdkafka_4953(log: dict[int, list[tuple[int, bytes]]], producers: list[Any], cluster: FaultCluster,
-                    data_dir: Path, acked_by: dict[int, dict[Any, tuple[int, int | None]]]
-                    ) -> tuple[list[str], dict[int, list[tuple[int, bytes]]]]:
-    """The librdkafka producers' duplicates that the run's evidence shows to be librdkafka's
-    issue #4953 (faults/librdkafka_bugs.py), one line each, and the log without their later
-    copies, which the checker then judges (a copy written after later values also reorders its
-    key): the client's bug gets a row of its own, never folded into zero nor into ours. An
-    acknowledgement that names a later copy (librdkafka acknowledges the re-send) is moved to
-    the first one in ``acked_by``, the producers' acknowledgements as the checker will take them."""
-    clients = {p.index: f"faults-producer-{p.index}" for p in producers if p.profile.startswith("librdkafka")}
-    duplicates = {v: w for v, w in duplicate_positions(log).items() if v[0] in clients}
-    if not duplicates:
-        return [], log
-    with open(data_dir / "librdkafka.log", errors="replace") as lines:
-        bumped = epoch_bumps(lines)
-    replica = cluster.broker_ids[0]
-    batch_at = batch_producers(cluster.broker_dir(replica) / "data" / f"{TOPIC}-{p}" for p in range(PARTITIONS))
-    found = librdkafka_4953(duplicates, bumped, clients, batch_at)
-    acknowledged_at_first_copy(found, duplicates, acked_by)
-    lines_4953 = [f"{v} at {sorted(duplicates[v])}: written again under a later epoch after the producer's "
-                  f"epoch bump for skipped sequence numbers" for v in found]
-    return lines_4953, without(log, [w for v in found for w in sorted(duplicates[v])[1:]])
 
 
 if __name__ == "__main__":

@@ -9,9 +9,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from odradek.faults.librdkafka_bugs import epoch_bumps, librdkafka_4953
 from odradek.faults.workload import LOGGER, Value, decode_value
 from odradek.protocol.records import iter_batches
 
@@ -127,6 +129,29 @@ def batch_producers(log_dirs: Iterable[Path]) -> dict[tuple[int, int], tuple[int
                 for offset in range(header.base_offset, header.last_offset + 1):
                     out[(partition, offset)] = (header.producer_id, header.producer_epoch)
     return out
+
+
+def set_aside_librdkafka_4953(log: dict[int, list[tuple[int, bytes]]], producers: Iterable[Any], librdkafka_log: Path,
+                              replica_dirs: Iterable[Path], acked_by: dict[int, dict[Value, tuple[int, int | None]]]
+                              ) -> tuple[list[str], dict[int, list[tuple[int, bytes]]]]:
+    """The librdkafka producers' duplicates that the run's evidence shows to be librdkafka's
+    issue #4953 (librdkafka_bugs.py), one line each, and the log without their later copies,
+    which the checker then judges: the client's bug gets a row of its own, never folded into
+    zero nor into ours. An acknowledgement that names a later copy (librdkafka acknowledges the
+    re-send) is moved to the first one in ``acked_by``. ``replica_dirs``: one replica's
+    "<topic>-<partition>" directory per partition, whose batches tell the copies' producer
+    epochs; ``librdkafka_log``: the run's librdkafka.log, with the producers' epoch bumps."""
+    clients = {p.index: f"faults-producer-{p.index}" for p in producers if p.profile.startswith("librdkafka")}
+    duplicates = {v: w for v, w in duplicate_positions(log).items() if v[0] in clients}
+    if not duplicates:
+        return [], log
+    with open(librdkafka_log, errors="replace") as lines:
+        bumped = epoch_bumps(lines)
+    found = librdkafka_4953(duplicates, bumped, clients, batch_producers(replica_dirs))
+    acknowledged_at_first_copy(found, duplicates, acked_by)
+    lines_4953 = [f"{v} at {sorted(duplicates[v])}: written again under a later epoch after the producer's "
+                  f"epoch bump for skipped sequence numbers" for v in found]
+    return lines_4953, without(log, [w for v in found for w in sorted(duplicates[v])[1:]])
 
 
 def _first_inversion(seqs: list[int]) -> str:

@@ -35,7 +35,7 @@ from typing import Any
 from confluent_kafka import Consumer, ConsumerGroupState, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.faults.checker import differing_replicas, judge, read_everything
+from odradek.faults.checker import differing_replicas, judge, read_everything, set_aside_librdkafka_4953
 from odradek.faults.cluster import FaultCluster
 from odradek.faults.group_checker import Commit, judge_group, read_history, rebalance_stats, stale_readings
 from odradek.faults.group_member import MAX_POLL_INTERVAL_MS, SESSION_TIMEOUT_MS
@@ -260,9 +260,14 @@ def run_groups(args: argparse.Namespace, data_dir: Path, broker_config: dict[str
             statuses = members.stop()
             members_exited += [f"{members.member_name(slot)} did not close on SIGTERM (status {rc})"
                                for slot, rc in statuses.items() if rc != 0]
-        acked = {v: where for p in producers for v, where in p.acked.items()}
+        acked_by = {p.index: dict(p.acked) for p in producers}
+        client_4953, judged_log = set_aside_librdkafka_4953(
+            log, producers, data_dir / "librdkafka.log",
+            [cluster.broker_dir(cluster.broker_ids[0]) / "data" / f"{TOPIC}-{p}" for p in range(PARTITIONS)], acked_by)
+        acked = {v: where for by in acked_by.values() for v, where in by.items()}
         acked_raw = [f"{v[0]}:{v[1]}:{v[2]}".encode() for v in acked]
-        anomalies = judge(log, acked)
+        anomalies = judge(judged_log, acked)
+        anomalies["librdkafka_4953_duplicates"] = client_4953
         group_reports: dict[str, Any] = {}
         consumer_errors: list[str] = []
         stale_examples: list[str] = []
