@@ -63,7 +63,7 @@ from odradek.faults.admin_checker import (
 from odradek.faults.admin_workload import ADMIN_KINDS, MAIN, MAIN_PARTITIONS, SCRATCH, AdminOperator, ScratchTopic
 from odradek.faults.checker import differing_replicas, judge, read_everything, set_aside_librdkafka_4953
 from odradek.faults.cluster import FaultCluster
-from odradek.faults.nemesis import KINDS, Nemesis, run_faults
+from odradek.faults.nemesis import KINDS, Nemesis, fault_log, run_faults
 from odradek.faults.producer_profiles import make_producer
 from odradek.faults.workload import LOGGER, PROTOCOL_ERRORS, ClientTrouble
 from odradek.protocol.records import decode_records, iter_batches
@@ -164,8 +164,7 @@ def run_admin(args: argparse.Namespace, data_dir: Path, broker_config: dict[str,
             "duration_s": round(time.monotonic() - started, 1),
             "anomalies": {k: len(v) for k, v in anomalies.items()},
             "examples": {k: v[:5] for k, v in anomalies.items() if v},
-            "fault_log": [f"{f.started:.3f} {f.kind}{'' if f.broker is None else f' on broker {f.broker}'}"
-                          f"{f' ({f.detail})' if f.detail else ''}" for f in nemesis.history],
+            "fault_log": fault_log(nemesis.history),
         }
     finally:
         if not producers_stopped:

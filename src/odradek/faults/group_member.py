@@ -78,6 +78,16 @@ class EventLog:
         self.line("D", f"{partition} {offset} {value.decode(errors='replace')}")
         self.positions[partition] = offset + 1
 
+    def delivered_batches(self, batches: dict[Any, list[Any]]) -> None:
+        """kafka-python's poll() and aiokafka's getmany(): topic partition -> its records."""
+        for tp, records in batches.items():
+            for record in records:
+                self.delivered(tp.partition, record.offset, record.value)
+
+    def retriable(self, exc: Exception) -> None:
+        """A retriable error a client raised: its application polls again."""
+        self.line("R", f"{type(exc).__name__}: {exc}".replace("\n", " "))
+
     def owed(self, partitions: Iterable[int] | None = None) -> dict[int, int]:
         """The positions not committed yet, of ``partitions`` (default: all owned)."""
         wanted = self.positions if partitions is None else {p: self.positions[p] for p in partitions
@@ -221,17 +231,11 @@ def run_kafka_python(events: EventLog, bootstrap: str, group: str, topic: str, n
     try:
         while not stopping:
             try:
-                batches = consumer.poll(timeout_ms=200)
+                events.delivered_batches(consumer.poll(timeout_ms=200))
             except kafka.errors.KafkaError as exc:
                 if not exc.retriable:
                     raise
-                # kafka-python 3.0 raises a lost coordinator's connection error out of poll();
-                # retriable, so its application polls again
-                events.line("R", f"{type(exc).__name__}: {exc}".replace("\n", " "))
-                continue
-            for tp, records in batches.items():
-                for record in records:
-                    events.delivered(tp.partition, record.offset, record.value)
+                events.retriable(exc)  # kafka-python 3.0 raises a lost coordinator's connection error
             if events.commit_due():
                 events.commit(events.owed(), commit)
     finally:
@@ -264,15 +268,11 @@ def run_aiokafka(events: EventLog, bootstrap: str, group: str, topic: str, name:
         try:
             while not stopping:
                 try:
-                    batches = await consumer.getmany(timeout_ms=200)
+                    events.delivered_batches(await consumer.getmany(timeout_ms=200))
                 except aiokafka.errors.KafkaError as exc:
                     if not exc.retriable:
                         raise
-                    events.line("R", f"{type(exc).__name__}: {exc}".replace("\n", " "))
-                    continue
-                for tp, records in batches.items():
-                    for record in records:
-                        events.delivered(tp.partition, record.offset, record.value)
+                    events.retriable(exc)
                 if events.commit_due():
                     await events.commit_async(events.owed(), commit)
         finally:

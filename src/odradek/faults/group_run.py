@@ -39,7 +39,7 @@ from odradek.faults.checker import differing_replicas, judge, read_everything, s
 from odradek.faults.cluster import FaultCluster
 from odradek.faults.group_checker import Commit, judge_group, read_history, rebalance_stats, stale_readings
 from odradek.faults.group_member import MAX_POLL_INTERVAL_MS, SESSION_TIMEOUT_MS
-from odradek.faults.nemesis import KINDS, Nemesis, run_faults
+from odradek.faults.nemesis import KINDS, Nemesis, fault_log, run_faults
 from odradek.faults.ordered_workload import MemberGroup
 from odradek.faults.producer_profiles import make_producer
 from odradek.faults.txn_workload import coordinator_broker
@@ -324,8 +324,7 @@ def run_groups(args: argparse.Namespace, data_dir: Path, broker_config: dict[str
             "anomalies": {k: len(v) for k, v in anomalies.items()},
             "examples": {**{k: v[:5] for k, v in anomalies.items() if v},
                          **({"stale_offset_readings": stale_examples} if stale_examples else {})},
-            "fault_log": [f"{f.started:.3f} {f.kind}{'' if f.broker is None else f' on broker {f.broker}'}"
-                          f"{f' ({f.detail})' if f.detail else ''}" for f in nemesis.history],
+            "fault_log": fault_log(nemesis.history),
         }
     finally:
         if observer is not None:

@@ -125,6 +125,13 @@ class Nemesis:
         return hold
 
 
+def fault_log(history: list[Fault]) -> list[str]:
+    """The faults as a report lists them, each with its start on the monotonic clock (the one
+    the workloads' own event files use), e.g. "1234.567 kill-group-member (member eager-1)"."""
+    return [f"{f.started:.3f} {f.kind}{'' if f.broker is None else f' on broker {f.broker}'}"
+            f"{f' ({f.detail})' if f.detail else ''}" for f in history]
+
+
 def run_faults(cluster: FaultCluster, nemesis: Nemesis, count: int, seed: int, brokers_exited: list[str],
                not_recovered: list[str], after_fault: Callable[[int, str], None] | None = None) -> None:
     """The nemesis's ``count`` faults one after another, as every workload runs them: each

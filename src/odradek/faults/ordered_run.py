@@ -27,7 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.admin.consumer_group_command import GroupAdmin
 from odradek.faults.checker import differing_replicas, judge_ordered, read_deliveries, undelivered
 from odradek.faults.cluster import FaultCluster
-from odradek.faults.nemesis import KINDS, Nemesis, run_faults
+from odradek.faults.nemesis import KINDS, Nemesis, fault_log, run_faults
 from odradek.faults.ordered_member import SESSION_TIMEOUT_MS
 from odradek.faults.ordered_workload import MemberGroup, OrderedKeyedProducer, TopicChanger
 from odradek.faults.workload import LOGGER, PROTOCOL_ERRORS, ClientTrouble
@@ -190,8 +190,7 @@ def run_ordered(args: argparse.Namespace, data_dir: Path, broker_config: dict[st
             "examples": {**{k: v[:5] for k, v in anomalies.items() if v},
                          **({"member_poll_errors": member_errors[:5]} if member_errors else {})},
             # with each fault's start on the monotonic clock the deliveries files use
-            "fault_log": [f"{f.started:.3f} {f.kind}{'' if f.broker is None else f' on broker {f.broker}'}"
-                          f"{f' ({f.detail})' if f.detail else ''}" for f in nemesis.history],
+            "fault_log": fault_log(nemesis.history),
         }
     finally:
         if changer is not None:

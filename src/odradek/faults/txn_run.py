@@ -35,7 +35,7 @@ from odradek.common.internal_topics import TRANSACTION_STATE_TOPIC_NAME
 from odradek.faults.checker import differing_replicas, read_everything
 from odradek.faults.cluster import FaultCluster
 from odradek.faults.librdkafka_bugs import librdkafka_5476, send_offsets_stalls, sequences_reused_after_abort
-from odradek.faults.nemesis import KINDS, Nemesis, run_faults
+from odradek.faults.nemesis import KINDS, Nemesis, fault_log, run_faults
 from odradek.faults.txn_checker import Txn, judge_copy, judge_transactions
 from odradek.faults.txn_workload import (
     CALL_TIMEOUT_S,
@@ -291,8 +291,7 @@ def run_transactions(args: argparse.Namespace, data_dir: Path, broker_config: di
                          **({"transaction_notes": notes[:10]} if notes else {}),
                          **({"copier_consume_errors": copier.consume_errors[:5]}
                             if copier is not None and copier.consume_errors else {})},
-            "fault_log": [f"{f.started:.3f} {f.kind}{'' if f.broker is None else f' on broker {f.broker}'}"
-                          f"{f' ({f.detail})' if f.detail else ''}" for f in nemesis.history],
+            "fault_log": fault_log(nemesis.history),
         }
     finally:
         cluster.stop()
