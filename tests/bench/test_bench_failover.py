@@ -20,6 +20,11 @@ def test_bench_failover_small_run_reports_its_keys(capsys) -> None:
     assert result["broker_failover"]["leaders_moved"] > 0
     assert result["controller_failover"]["leaders_moved"] > 0
     assert result["broker_failover_s"] > 0 and result["controller_failover_s"] > 0
+    # a life per broker and per kill (two kills: the victims' first lives end when killed)
+    lives = [gc for broker in result["gc_pauses"].values() for gc in broker]
+    assert sorted(result["gc_pauses"]) == ["1", "2", "3"] and len(lives) == 4
+    assert sorted(gc["until"] for gc in lives) == ["end", "end", "killed", "killed"]
+    assert all(set(gc["longest_s"]) == {"0", "1", "2"} for gc in lives)
     # one round: a floor before each of the two failovers, their median reported (one round
     # keeps this smoke run short; the benchmark's default is three)
     floors = sorted(result["zk_multi_floor_runs_s"])
@@ -66,3 +71,45 @@ def test_the_text_report_names_the_topics_and_reads_older_results() -> None:
     text = format_result({**result, "topics": bench_topics(100_000), "topic_rule": TOPIC_RULE})
     assert text.startswith(f"partitions 100,000 in 2 topics ({TOPIC_RULE})")
     assert "broker failover: 8.300 s" in text and "controller failover: 12.000 s" in text
+    gc = {"longest_s": {"0": 0.004, "1": 0.01, "2": 0.06}, "longest_cpu_s": {"0": 0.003, "1": 0.009, "2": 0.05},
+          "over_100ms": {"0": 0, "1": 0, "2": 0}, "allocated_blocks": 12_000_000}
+    text = format_result({**result, "gc_pauses": {"1": [{"until": "killed", **gc}, {"until": "end", **gc}],
+                                                  "2": [{"until": "end"}]}})
+    assert ("broker 1 garbage collection (until killed): longest pause by generation {'0': 0.004, '1': 0.01, "
+            "'2': 0.06} s ({'0': 0.003, '1': 0.009, '2': 0.05} s of CPU), over 100 ms {'0': 0, '1': 0, '2': 0}, "
+            "12,000,000 allocated blocks") in text
+    assert "broker 1 garbage collection (until end)" in text
+    assert "broker 2 garbage collection" not in text  # a broker that did not answer
+
+
+def test_gc_pauses_reads_a_brokers_collector(tmp_path) -> None:
+    """What the bench reports of a broker's garbage collections is what GcCollector exports."""
+    import gc
+
+    from odradek.bench.failover import gc_pauses
+    from odradek.broker.metrics import BrokerMetrics, GcCollector
+    from odradek.common.gc_policy import PAUSE_BUCKETS_S, GcPauseWatch
+    from odradek.common.netutil import free_port
+
+    watch = GcPauseWatch()
+    watch.install()
+    try:
+        gc.collect()
+    finally:
+        watch.uninstall()
+    metrics = BrokerMetrics()
+    metrics.add_collector(GcCollector(watch, allocated_blocks=lambda: 1234))
+    port = free_port()
+    server = metrics.serve("127.0.0.1", port)
+    try:
+        read = gc_pauses(f"http://127.0.0.1:{port}/metrics")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert read["longest_s"]["2"] == round(watch.longest_s[2], 3)
+    assert read["longest_cpu_s"]["2"] == round(watch.longest_cpu_s[2], 3)
+    over = PAUSE_BUCKETS_S.index(0.1) + 1  # the first bucket above 100 ms
+    assert read["over_100ms"] == {g: sum(watch.buckets[int(g)][over:]) for g in ("0", "1", "2")}
+    assert read["allocated_blocks"] == 1234
+    assert gc_pauses(None) == {}
+    assert gc_pauses(f"http://127.0.0.1:{free_port()}/metrics") == {}  # nobody there

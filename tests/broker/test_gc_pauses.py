@@ -24,6 +24,7 @@ def test_every_collection_is_timed_by_generation_and_exported() -> None:
         watch.uninstall()
     assert sum(watch.buckets[0]) >= 1 and sum(watch.buckets[2]) >= 1
     assert watch.longest_s[2] > 0 and watch.total_s[2] >= watch.longest_s[2]
+    assert 0 < watch.longest_cpu_s[2] <= watch.longest_s[2] * 1.1  # CPU time of the collecting thread
     counted = sum(watch.buckets[2])
     gc.collect(2)  # uninstalled: no longer counted
     assert sum(watch.buckets[2]) == counted
@@ -36,3 +37,5 @@ def test_every_collection_is_timed_by_generation_and_exported() -> None:
     assert f'odradek_gc_pause_seconds_count{{generation="2"}} {float(counted)}' in text
     assert 'odradek_gc_pause_seconds_bucket{generation="0",le="+Inf"}' in text
     assert 'odradek_gc_longest_pause_seconds{generation="2"}' in text
+    assert 'odradek_gc_longest_pause_cpu_seconds{generation="2"}' in text
+    assert "odradek_python_allocated_blocks " in text

@@ -25,7 +25,11 @@ One run on a private cluster (its own ZooKeeper, brokers on free ports, a temp d
       LeaderAndIsr answered. controller_failover_s = last LeaderAndIsr answered - elected;
       then (but for the last round) restart the old controller the same way.
 3. report the median of each: the floor's, the broker failovers' and the controller
-   failovers' (with every round's value and the phases of the round nearest the median).
+   failovers' (with every round's value and the phases of the round nearest the median);
+4. report each broker's garbage-collection pauses from its metrics (broker/metrics.GcCollector:
+   the longest pause per generation, its CPU time, how many lasted over 100 ms) and CPython's
+   allocated blocks, once per life of the broker: read right before it is killed and at the
+   end, each covering the time since it (re)started, topic creation included for the first.
 
 The time from the kill to the watch (or the election) is ZooKeeper's session timeout, reported
 as detection_s but not counted: it is a setting, not work. Everything is read from wall-clock
@@ -39,8 +43,11 @@ import signal
 import statistics
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from odradek.admin.admin_client import create_topic, creation_timeout_s
 from odradek.admin.errors import ClusterError
@@ -159,7 +166,8 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
         raise ClusterError("a failover bench needs at least 1 round")
     previous_sigterm = exit_on_sigterm()
     tmp = Path(keep_dir) if keep_dir else Path(tempfile.mkdtemp(prefix="odradek-failover-"))
-    cluster = LocalCluster(tmp, brokers, base_port=free_port_block(brokers), zk_port=free_port())
+    cluster = LocalCluster(tmp, brokers, base_port=free_port_block(brokers), zk_port=free_port(),
+                           metrics_base_port=free_port_block(brokers))
     topics = bench_topics(partitions)
     result: dict[str, Any] = {"partitions": partitions, "brokers": brokers,
                               "replication_factor": min(3, brokers), "rounds": rounds,
@@ -190,15 +198,16 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
             floors: list[float] = []
             runs: dict[str, list[tuple[float, dict[str, Any]]]] = {"broker_failover": [],
                                                                    "controller_failover": []}
+            lives: dict[str, list[dict[str, Any]]] = {}  # broker -> its GC figures, life by life
             progress = Progress(rounds, "failover rounds")
             for round_ in range(rounds):
                 progress.update(round_)
                 floors.append(round(zk_multi_floor(zk, partitions), 3))
                 runs["broker_failover"].append(_broker_failover(cluster, zk, bootstrap,
-                                                                list(topics), timeout))
+                                                                list(topics), timeout, lives))
                 floors.append(round(zk_multi_floor(zk, partitions), 3))
                 runs["controller_failover"].append(_controller_failover(
-                    cluster, zk, bootstrap, list(topics), timeout, restart=round_ < rounds - 1))
+                    cluster, zk, bootstrap, list(topics), timeout, lives, restart=round_ < rounds - 1))
             progress.update(rounds)
             progress.close()
             floors.sort()
@@ -212,6 +221,10 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
                 result[key] = min(measured, key=lambda run: (abs(run[0] - median), run[0]))[1]
                 result[f"{key}_vs_floor"] = round(median / floor, 2)
             result["loadavg_1m_after_failovers"] = round(os.getloadavg()[0], 2)
+            for b in cluster.broker_ids:
+                if cluster.broker_pid(b) is not None:
+                    lives.setdefault(str(b), []).append({"until": "end", **gc_pauses(cluster.metrics_url(b))})
+            result["gc_pauses"] = lives
         finally:
             zk.stop()
             zk.close()
@@ -220,14 +233,57 @@ def run_failover_bench(partitions: int, brokers: int = 3, timeout: float = 600.0
     return result
 
 
+#: what gc_pauses reads of a broker's metrics (a scrape of these only: the whole one is 28 MB at
+#: 100,000 partitions)
+GC_METRICS = ("odradek_gc_pause_seconds", "odradek_gc_longest_pause_seconds", "odradek_gc_longest_pause_cpu_seconds",
+              "odradek_python_allocated_blocks")
+
+
+def gc_pauses(metrics_url: str | None) -> dict[str, Any]:
+    """A broker's garbage-collection figures since it last started: the longest pause per
+    generation (wall and CPU seconds), the pauses over 100 ms per generation, and CPython's
+    allocated blocks; empty without metrics or when the broker does not answer."""
+    if metrics_url is None:
+        return {}
+    query = "&".join(f"name[]={name}" for name in GC_METRICS)
+    try:
+        with urllib.request.urlopen(f"{metrics_url}?{query}", timeout=60) as answer:
+            text = answer.read().decode()
+    except OSError:
+        return {}
+    out: dict[str, Any] = {"longest_s": {}, "longest_cpu_s": {}, "over_100ms": {}}
+    buckets: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            generation = sample.labels.get("generation", "")
+            if sample.name == "odradek_gc_longest_pause_seconds":
+                out["longest_s"][generation] = round(sample.value, 3)
+            elif sample.name == "odradek_gc_longest_pause_cpu_seconds":
+                out["longest_cpu_s"][generation] = round(sample.value, 3)
+            elif sample.name == "odradek_gc_pause_seconds_bucket":
+                buckets.setdefault(generation, {})[sample.labels["le"]] = sample.value
+            elif sample.name == "odradek_python_allocated_blocks":
+                out["allocated_blocks"] = int(sample.value)
+    for generation, counts in buckets.items():
+        out["over_100ms"][generation] = int(counts.get("+Inf", 0) - counts.get("0.1", 0))
+    return out
+
+
+def _kill(cluster: LocalCluster, broker: int, lives: dict[str, list[dict[str, Any]]]) -> float:
+    """SIGKILL ``broker`` once its GC figures are read (into ``lives``); when it was killed."""
+    lives.setdefault(str(broker), []).append({"until": "killed", **gc_pauses(cluster.metrics_url(broker))})
+    killed = time.time()
+    cluster.kill_broker(broker, signal.SIGKILL)
+    return killed
+
+
 def _broker_failover(cluster: LocalCluster, zk: Any, bootstrap: str, topics: list[str],
-                     timeout: float) -> tuple[float, dict[str, Any]]:
+                     timeout: float, lives: dict[str, list[dict[str, Any]]]) -> tuple[float, dict[str, Any]]:
     """(a): SIGKILL a broker that is not the controller, read the controller's BrokerChange
     event, then bring the broker back into every ISR with preferred leaders restored."""
     controller = _controller_id(zk)
     victim = max(b for b in cluster.broker_ids if b != controller)
-    killed = time.time()
-    cluster.kill_broker(victim, signal.SIGKILL)
+    killed = _kill(cluster, victim, lives)
     _, rec = wait_record(cluster, [controller], "BrokerChange", killed, timeout,
                           lambda r: r.get("dead") == [victim])
     details = {"killed_broker": victim, "controller": controller,
@@ -238,12 +294,12 @@ def _broker_failover(cluster: LocalCluster, zk: Any, bootstrap: str, topics: lis
 
 
 def _controller_failover(cluster: LocalCluster, zk: Any, bootstrap: str, topics: list[str],
-                         timeout: float, restart: bool) -> tuple[float, dict[str, Any]]:
+                         timeout: float, lives: dict[str, list[dict[str, Any]]],
+                         restart: bool) -> tuple[float, dict[str, Any]]:
     """(b): SIGKILL the controller and read the new controller's Startup event; with
     ``restart`` the old controller comes back as a broker for the next round."""
     old_controller = _controller_id(zk)
-    killed = time.time()
-    cluster.kill_broker(old_controller, signal.SIGKILL)
+    killed = _kill(cluster, old_controller, lives)
     others = [b for b in cluster.broker_ids if b != old_controller]
     new_controller, rec = wait_record(cluster, others, "Startup", killed, timeout)
     details = {"killed_controller": old_controller, "new_controller": new_controller,
@@ -284,4 +340,10 @@ def format_result(r: dict[str, Any]) -> str:
                      f"of {r[key + '_runs_s']}), {d['leaders_moved']:,} leaders moved, detection "
                      f"(session timeout) {d['detection_s']:.1f} s")
         lines.append("  round nearest the median: " + ", ".join(f"{k} {v:.3f}" for k, v in d["phases_s"].items()))
+    for broker, lives in sorted(r.get("gc_pauses", {}).items()):
+        for gc in lives:
+            if "longest_s" in gc:
+                lines.append(f"broker {broker} garbage collection (until {gc['until']}): longest pause by generation "
+                             f"{gc['longest_s']} s ({gc['longest_cpu_s']} s of CPU), over 100 ms "
+                             f"{gc['over_100ms']}, {gc.get('allocated_blocks', 0):,} allocated blocks")
     return "\n".join(lines)

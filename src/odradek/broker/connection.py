@@ -13,6 +13,7 @@ import logging
 from collections import deque
 from typing import Awaitable, Callable, Union
 
+from odradek.common.gc_policy import drop_transport_cycle
 from odradek.protocol.framing import FrameBuffer, FramingError
 
 log = logging.getLogger("odradek.broker.connection")
@@ -43,6 +44,8 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._transport is not None:
+            drop_transport_cycle(self._transport)
         self._transport = None
         for item in self._pending:
             if isinstance(item, asyncio.Future):
@@ -122,4 +125,5 @@ class KafkaConnection(asyncio.Protocol):
     def close(self) -> None:
         if self._transport is not None:
             self._transport.close()
+            drop_transport_cycle(self._transport)
             self._transport = None

@@ -13,6 +13,7 @@ from typing import Any, Awaitable, Callable, cast
 
 from odradek.broker.metadata_cache import LEADER_DURING_DELETE, MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.common.gc_policy import paused_for
 from odradek.common.metadata import TopicPartition
 from odradek.controller.events import ControlledShutdown, ControllerEvent, EventPreemptedError, NotControllerError
 from odradek.controller.leader_selectors import StateChangeFailedError
@@ -68,9 +69,11 @@ class ControllerApis:
             self._record_counts(request, result)
             response = result
         elif api_key == controller_api.API_STOP_REPLICA:
-            response = rm.stop_replicas(request)
+            with paused_for(len(request.partitions)):
+                response = rm.stop_replicas(request)
         else:
-            response = self._update_metadata(request)
+            with paused_for(len(request.partition_states)):  # 200,000 new objects at 100,000 partitions
+                response = self._update_metadata(request)
         return controller_api.encode_response(api_key, version, correlation_id, response)
 
     def _record_counts(self, request: Any, applied: ControllerResponse) -> None:

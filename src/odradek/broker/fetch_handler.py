@@ -20,6 +20,7 @@ from odradek.broker.connection import Response
 from odradek.broker.context import BrokerContext
 from odradek.broker.fetch_session import FetchSession, FetchSessionCache, FetchSessionError, FetchTarget
 from odradek.broker.partition import Partition
+from odradek.common.gc_policy import paused_for
 from odradek.common.metadata import TopicPartition
 from odradek.log.errors import OffsetOutOfRangeError
 from odradek.protocol import fast_paths
@@ -53,6 +54,12 @@ class FetchHandler:
         self.quota = quotas.leader if quotas is not None else None
 
     def __call__(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> Response | Awaitable[Response]:
+        # a follower's full request names every partition it follows here: its new session's
+        # targets are a burst's survivors (common/gc_policy.py)
+        with paused_for(sum(len(t.partitions) for t in req.topics)):
+            return self._handle(header, req, version)
+
+    def _handle(self, header: Any, req: Any, version: int) -> Response | Awaitable[Response]:
         requested = [FetchTarget(TopicPartition(t.topic, p.partition), p.fetch_offset, p.partition_max_bytes,
                                  getattr(p, "current_leader_epoch", -1), getattr(p, "log_start_offset", -1))
                      for t in req.topics for p in t.partitions]

@@ -167,14 +167,17 @@ class ReplicaFetcher:
                 await self._truncate_new_partitions()
                 await self._fetch_once()
                 backoff = RETRY_BACKOFF_S
+                continue
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # network trouble or a leader going away: retry after a pause
                 log.debug("fetch from broker %d failed: %r", self.leader.id, exc)
                 self._conn.close()
                 self._reset_session()
-                await asyncio.sleep(backoff)
-                backoff = min(2 * backoff, MAX_RETRY_BACKOFF_S)
+            # waited out of the except block: the failure's asyncio traceback is a reference
+            # cycle, which must be garbage before the next freeze (common/gc_policy.py)
+            await asyncio.sleep(backoff)
+            backoff = min(2 * backoff, MAX_RETRY_BACKOFF_S)
 
     def _reset_session(self) -> None:
         self._session_id, self._session_epoch, self._sent = 0, INITIAL_EPOCH, {}
@@ -213,7 +216,7 @@ class ReplicaFetcher:
         if leader_epoch < 0 or leader_end_offset < 0:
             partition.truncate_to(partition.high_watermark)
             return
-        _, own_end = partition.log.leader_epoch_cache.end_offset_for(leader_epoch)
+        _, own_end = partition.log.end_offset_for(leader_epoch)
         target = min(leader_end_offset, partition.log_end_offset)
         if own_end >= 0:
             target = min(target, own_end)

@@ -394,7 +394,7 @@ class KafkaApis:
                     entry["error_code"] = error
                 else:
                     assert partition is not None
-                    epoch, end = partition.log.leader_epoch_cache.end_offset_for(p.leader_epoch)
+                    epoch, end = partition.log.end_offset_for(p.leader_epoch)
                     if epoch < 0 and 0 <= p.leader_epoch <= partition.leader_epoch:
                         # no record at this epoch or any later one (Kafka's leader records its
                         # epoch's start offset on becoming leader; our cache only on append):

@@ -9,6 +9,7 @@ import asyncio
 import struct
 from typing import Any, Callable
 
+from odradek.common.gc_policy import drop_transport_cycle, release_frames
 from odradek.common.netutil import outgoing_address
 from odradek.protocol import kio_util
 
@@ -22,8 +23,12 @@ class KafkaClientConnection:
         self._corr = 0
 
     async def connect(self, timeout: float = 5.0) -> None:
-        self._reader, self._writer = await asyncio.wait_for(
-            asyncio.open_connection(self.host, self.port, local_addr=outgoing_address()), timeout)
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port, local_addr=outgoing_address()), timeout)
+        except BaseException as exc:
+            release_frames(exc)  # a reference cycle otherwise (common/gc_policy.py)
+            raise
 
     @property
     def connected(self) -> bool:
@@ -37,7 +42,18 @@ class KafkaClientConnection:
 
     async def request_encoded(self, api_key: int, version: int, encode: Callable[[int], bytes],
                               timeout: float) -> Any:
-        """Like request(), for a caller that encodes the frame itself given the correlation id."""
+        """Like request(), for a caller that encodes the frame itself given the correlation id.
+        A failure's traceback is released (gc_policy.release_frames): the leader dying under
+        a follower's fetch, which is always in flight, would otherwise leave a reference cycle
+        of the fetch's task, its exception and wait_for's frame, partly frozen."""
+        try:
+            return await self._request_encoded(api_key, version, encode, timeout)
+        except BaseException as exc:
+            release_frames(exc)
+            raise
+
+    async def _request_encoded(self, api_key: int, version: int, encode: Callable[[int], bytes],
+                               timeout: float) -> Any:
         if self._reader is None or self._writer is None:
             await self.connect()
         assert self._reader is not None and self._writer is not None
@@ -61,4 +77,5 @@ class KafkaClientConnection:
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
+            drop_transport_cycle(self._writer.transport)
         self._reader = self._writer = None

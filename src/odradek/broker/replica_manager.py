@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable, Iterable
 from odradek.broker.fetcher import ReplicaFetcherManager
 from odradek.broker.partition import Partition
 from odradek.broker.topic_admin import TopicError, validate_topic_name
-from odradek.common.gc_policy import collection_paused
+from odradek.common.gc_policy import collection_paused, paused_for
 from odradek.common.metadata import BrokerInfo, LeaderAndIsr, PartitionState, TopicAssignment, TopicPartition
 from odradek.log.checkpoint import read_offsets, write_offsets
 from odradek.log.log import LogConfig
@@ -250,15 +250,16 @@ class ReplicaManager:
         on_disk = self.log_manager.partitions()
         if not on_disk:
             return
-        existing = assignments_of({tp.topic for tp in on_disk})
-        stale = []
-        for tp in on_disk:
-            why = self._why_stale(tp, existing.get(tp.topic))
-            if why is not None:
-                log.info("deleting the log of %s: %s", tp, why)
-                stale.append(tp)
-        if stale:
-            self.drop_logs(stale)
+        with paused_for(len(on_disk)):  # every topic's assignment read at once (common/gc_policy.py)
+            existing = assignments_of({tp.topic for tp in on_disk})
+            stale = []
+            for tp in on_disk:
+                why = self._why_stale(tp, existing.get(tp.topic))
+                if why is not None:
+                    log.info("deleting the log of %s: %s", tp, why)
+                    stale.append(tp)
+            if stale:
+                self.drop_logs(stale)
 
     def _why_stale(self, tp: TopicPartition, assignment: TopicAssignment | None) -> str | None:
         """Why the log of ``tp`` on disk must go before the broker starts, or None to keep it."""
@@ -316,6 +317,17 @@ class ReplicaManager:
         writes = {tp: LeaderAndIsr(p.leader_id, p.leader_epoch, tuple(sorted(isr)), p.controller_epoch, p.zk_version)
                   for tp, (p, isr) in wanted.items()}
         results = await asyncio.to_thread(self._write_isrs, writes)
+        with paused_for(len(wanted)):  # a failed-over broker back in 33,000 ISRs at 100,000 partitions
+            changed = self._apply_isr_writes(wanted, writes, results)
+        if changed:
+            shown = ", ".join(f"{tp}: {sorted(wanted[tp][1])}" for tp in changed[:5])
+            log.info("ISR changed for %d partitions (%s%s)", len(changed), shown, ", ..." if len(changed) > 5 else "")
+            await asyncio.to_thread(self.zk.propagate_isr_changes, changed)
+
+    def _apply_isr_writes(self, wanted: dict[TopicPartition, tuple[Partition, frozenset[int]]],
+                          writes: dict[TopicPartition, LeaderAndIsr],
+                          results: dict[TopicPartition, int | LeaderAndIsr | None]) -> list[TopicPartition]:
+        """The ISRs ZooKeeper took, applied; the partitions whose ISR changed."""
         changed = []
         for tp, (partition, isr) in wanted.items():
             result = results[tp]
@@ -335,13 +347,15 @@ class ReplicaManager:
                 partition.step_down()
             else:
                 partition.apply_isr(frozenset(result.isr), result.zk_version)
-        if changed:
-            shown = ", ".join(f"{tp}: {sorted(wanted[tp][1])}" for tp in changed[:5])
-            log.info("ISR changed for %d partitions (%s%s)", len(changed), shown, ", ..." if len(changed) > 5 else "")
-            await asyncio.to_thread(self.zk.propagate_isr_changes, changed)
+        return changed
 
     def _write_isrs(self, writes: dict[TopicPartition, LeaderAndIsr]) -> dict[TopicPartition, int | LeaderAndIsr | None]:
-        """New zk_version on success, else the state ZooKeeper holds now (None if gone)."""
+        """New zk_version on success, else the state ZooKeeper holds now (None if gone). On a
+        worker thread, as a burst when it is large (common/gc_policy.py)."""
+        with paused_for(len(writes)):
+            return self._write_isrs_now(writes)
+
+    def _write_isrs_now(self, writes: dict[TopicPartition, LeaderAndIsr]) -> dict[TopicPartition, int | LeaderAndIsr | None]:
         self._keep_orderings(writes)
         out: dict[TopicPartition, int | LeaderAndIsr | None] = dict(
             self.zk.conditional_update_partition_states(writes))

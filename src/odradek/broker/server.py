@@ -214,6 +214,8 @@ class Broker:
         self._watchdog = LoopWatchdog(asyncio.get_running_loop())
         self._watchdog.start()
         self._gc_pauses.install()
+        gc_policy = GcPolicy()
+        gc_policy.install()  # before the first LeaderAndIsr, whose burst it freezes at its end
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         bind_outgoing_to(cfg.host)
         await asyncio.to_thread(self.zk.start)
@@ -246,8 +248,6 @@ class Broker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
         isr_interval_s = min(0.5, cfg.replica_lag_time_max_ms / 2000)
-        gc_policy = GcPolicy()
-        gc_policy.install()
         if cfg.log_cleaner_enable:
             self.log_cleaner.start()
         tasks = [loop.create_task(self._every(HW_CHECKPOINT_INTERVAL_S, self._checkpoint)),
@@ -327,7 +327,9 @@ class Broker:
                 raise
             except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable or restarting
                 log.warning("broker %d: registering failed (%r); retrying", self.config.broker_id, exc)
-                await asyncio.sleep(1.0)
+            # waited out of the except block: a failed thread's traceback is a reference cycle
+            # that must be garbage before the next freeze (common/gc_policy.py)
+            await asyncio.sleep(1.0)
 
     async def _register_again(self) -> None:
         epoch = await self._register()

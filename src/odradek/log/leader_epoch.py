@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 from bisect import bisect_right
 from pathlib import Path
-from typing import Callable
 
 from odradek.log.checkpoint import write_atomic
 
@@ -22,9 +21,8 @@ class LeaderEpochCache:
     """(epoch, start_offset) pairs, both strictly increasing, persisted in Kafka's text format:
     a version line "0", a count line, then one "epoch offset" line per entry."""
 
-    def __init__(self, path: Path, log_end_offset: Callable[[], int]) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
-        self._log_end_offset = log_end_offset
         self._lock = threading.Lock()
         self._epochs: list[int] = []
         self._offsets: list[int] = []
@@ -69,16 +67,19 @@ class LeaderEpochCache:
             self._offsets.append(start_offset)
             self._write()
 
-    def end_offset_for(self, epoch: int) -> tuple[int, int]:
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(largest known epoch <= epoch, end offset of that epoch), per Kafka's endOffsetFor:
         the latest epoch ends at the log end offset; an older one ends where the next higher
         epoch starts; an epoch below all known ones reports itself with the first start offset;
-        an undefined or too-new epoch gives (-1, -1)."""
+        an undefined or too-new epoch gives (-1, -1). The log end offset comes from the caller
+        (Log.end_offset_for) rather than from a callback into the Log: a Log and its cache
+        referring to each other would be a reference cycle, which a dropped partition's Log
+        must not be (common/gc_policy.py)."""
         with self._lock:
             if epoch == UNDEFINED_EPOCH or not self._epochs:
                 return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
             if epoch == self._epochs[-1]:
-                return epoch, self._log_end_offset()
+                return epoch, log_end_offset
             higher = bisect_right(self._epochs, epoch)
             if higher == len(self._epochs):
                 return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET

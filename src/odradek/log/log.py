@@ -149,8 +149,7 @@ class Log:
         self._truncated_to: int | None = None
         self._truncations = 0  # a clean whose offset map predates one is aborted
         self.deleted = False
-        self.leader_epoch_cache = LeaderEpochCache(directory / CHECKPOINT_NAME,
-                                                   lambda: self.log_end_offset)
+        self.leader_epoch_cache = LeaderEpochCache(directory / CHECKPOINT_NAME)
 
     @classmethod
     def open(cls, dir: Path, config: LogConfig, *, fds: FdCache | None = None,
@@ -315,6 +314,11 @@ class Log:
                     return b""
                 return seg.read(header, max_bytes, max_offset)
             return b""
+
+    def end_offset_for(self, leader_epoch: int) -> tuple[int, int]:
+        """(largest known epoch <= leader_epoch, where it ends) from the leader epoch cache, the
+        latest epoch ending at this log's end (Kafka's endOffsetForEpoch, OffsetsForLeaderEpoch)."""
+        return self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
 
     def offset_for_timestamp(self, ts_ms: int) -> int | None:
         """Base offset of the first batch whose max timestamp >= ts_ms (ListOffsets)."""

@@ -67,6 +67,7 @@ from odradek.zk.errors import (
     StaleEphemeralError,
     TopicExistsError,
 )
+from odradek.zk.kazoo_handler import Handler
 from odradek.zk.raw_session import (
     OP_CREATE,
     OP_DELETE,
@@ -180,6 +181,18 @@ def _startup_retry(timeout_s: float) -> KazooRetry:
     return KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0, deadline=timeout_s)
 
 
+def _raise_first_failure(outcomes: list[Any]) -> None:
+    """Raise the first exception among a kazoo multi's results (``outcomes``, emptied): no
+    frame its traceback holds may still refer to it, a reference cycle otherwise
+    (common/gc_policy.py)."""
+    failure = next(o for o in outcomes if isinstance(o, Exception))
+    outcomes.clear()
+    try:
+        raise failure
+    finally:
+        del failure
+
+
 def reconnect_retry() -> KazooRetry:
     """kazoo's connection retry policy for long-lived sessions: forever, at most
     RECONNECT_MAX_DELAY_S (plus jitter) apart, so a session outlives a ZooKeeper outage of any
@@ -202,7 +215,8 @@ class KafkaZkClient:
         # paths go out with the chroot in front: count it in every op's size
         self._chroot_len = len(_split_chroot(connect)[1].encode())
         self.epoch_zk_version = -1
-        self._zk = KazooClient(hosts=connect, timeout=session_timeout_s, connection_retry=reconnect_retry())
+        self._zk = KazooClient(hosts=connect, timeout=session_timeout_s, connection_retry=reconnect_retry(),
+                               handler=Handler())
         self._raw: RawSession | None = None
 
     # lifecycle -----------------------------------------------------------------------------
@@ -828,9 +842,28 @@ class KafkaZkClient:
         if not tps:
             return []
         budget = payload_budget(self.jute_maxbuffer) - len(paths.ISR_CHANGE_PREFIX) - self._chroot_len
-        pending = [self._zk.create_async(paths.ISR_CHANGE_PREFIX, data, sequence=True)
-                   for data in split_to_fit(tps, paths.encode_isr_change, budget)]
-        return [result.get() for result in pending]
+        outcomes = self._create_each([(paths.ISR_CHANGE_PREFIX, data)
+                                      for data in split_to_fit(tps, paths.encode_isr_change, budget)],
+                                     sequence=True)
+        if any(isinstance(o, Exception) for o in outcomes):
+            _raise_first_failure(outcomes)
+        return [self._zk.unchroot(path) for path in outcomes]
+
+    def _create_each(self, znodes: list[tuple[str, bytes]], sequence: bool = False) -> list[Any]:
+        """Create each znode in a multi of its own, the multis pipelined; per znode its path or
+        the exception ZooKeeper answered. Not kazoo's create: create_async makes a reference
+        cycle of its closures on every call, which the broker, never collecting what it froze
+        (common/gc_policy.py), kept whenever a freeze caught the call in flight (a DeleteTopics'
+        marks, frozen at the end of the controller's deletion event, were most of what 10
+        rounds of topic churn left)."""
+        pending = []
+        for path, data in znodes:
+            tx = self._zk.transaction()
+            tx.create(path, data, sequence=sequence)
+            pending.append(tx.commit_async())
+        outcomes = [result.get()[0] for result in pending]
+        pending.clear()  # the results hold the outcomes too
+        return outcomes
 
     def get_or_create_cluster_id(self) -> str:
         """Kafka's /cluster/id: made once by the first broker, read by every later one."""
@@ -1047,12 +1080,11 @@ class KafkaZkClient:
     def mark_topics_for_deletion(self, topics: Iterable[str]) -> None:
         """Create /admin/delete_topics/T for each topic (what DeleteTopics and Kafka's
         TopicCommand do; the controller watches its children). Already marked is fine."""
-        pending = [self._zk.create_async(paths.delete_topic_path(t)) for t in topics]
-        for result in pending:
-            try:
-                result.get()
-            except NodeExistsError:
-                pass
+        outcomes = self._create_each([(paths.delete_topic_path(t), b"") for t in topics])
+        failed = [o for o in outcomes if isinstance(o, Exception) and not isinstance(o, NodeExistsError)]
+        outcomes.clear()
+        if failed:
+            _raise_first_failure(failed)
 
     def get_topic_assignments_and_versions(self, topics: Iterable[str]
                                            ) -> dict[str, tuple[TopicAssignment, int]]:
