@@ -2,6 +2,7 @@
 librdkafka's protocol errors turned into test failures (librdkafka_guard.py)."""
 from __future__ import annotations
 
+import gc
 import signal
 import uuid
 from collections.abc import Iterator
@@ -67,3 +68,16 @@ def no_librdkafka_protocol_errors() -> Iterator[None]:
     yield
     errors = librdkafka_guard.take_protocol_errors()
     assert not errors, "librdkafka protocol errors:\n" + "\n".join(errors[:20])
+
+
+@pytest.fixture
+def collector_off() -> Iterator[None]:
+    """CPython's cycle collector off for the test, so only reference counting frees anything:
+    an object still alive at the end was kept by a reference cycle (common/gc_policy.py)."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.collect()

@@ -5,13 +5,9 @@ with the collector off and checks that the dropped object is gone."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import weakref
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from odradek.broker.connection import KafkaConnection
 from odradek.broker.kafka_client import KafkaClientConnection
@@ -21,16 +17,6 @@ from odradek.log.log import Log, LogConfig
 from odradek.protocol.records import build_batch
 
 TP = TopicPartition("t", 0)
-
-
-@pytest.fixture
-def collector_off() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def test_a_deleted_partition_and_its_log_are_freed_without_a_collection(tmp_path: Path, collector_off: None) -> None:

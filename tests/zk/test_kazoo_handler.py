@@ -4,9 +4,7 @@ reference counting alone, where kazoo's own handler keeps both (a cycle through 
 AsyncResult.get that raised)."""
 from __future__ import annotations
 
-import gc
 import weakref
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,17 +12,6 @@ from kazoo.exceptions import NoNodeError
 from kazoo.handlers.threading import SequentialThreadingHandler
 
 from odradek.zk.kazoo_handler import Handler
-
-
-@pytest.fixture
-def collector_off() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-        gc.collect()
 
 
 def _fail(handler: Any) -> tuple[weakref.ref[Any], weakref.ref[BaseException]]:
