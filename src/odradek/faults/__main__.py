@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import logging
 import os
 import shutil
 import subprocess
@@ -56,7 +55,7 @@ from odradek.faults.nemesis import KINDS, Nemesis, run_faults
 from odradek.faults.ordered_run import run_ordered
 from odradek.faults.producer_profiles import PROFILES, make_producer
 from odradek.faults.txn_run import run_transactions
-from odradek.faults.workload import LOGGER, PROTOCOL_ERRORS, ClientTrouble, TailingConsumer
+from odradek.faults.workload import LOGGER, PROTOCOL_ERRORS, ClientTrouble, TailingConsumer, log_clients_to
 
 IN_NAMESPACE = "ODRADEK_FAULTS_NETNS"
 TOPIC = "faults"
@@ -142,9 +141,7 @@ def _reexec_in_namespace(argv: list[str]) -> int:
 def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
     cluster = FaultCluster(data_dir, 3, args.session_timeout_ms, BROKER_CONFIG, args.zookeeper_nodes)
     data_dir.mkdir(parents=True, exist_ok=True)
-    client_log = logging.FileHandler(data_dir / "librdkafka.log")
-    client_log.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    LOGGER.addHandler(client_log)
+    log_clients_to(data_dir, "%(asctime)s %(message)s")
     trouble = ClientTrouble()
     producers: list[Any] = []
     consumer: TailingConsumer | None = None

@@ -31,7 +31,6 @@ import argparse
 import collections
 import dataclasses
 import json
-import logging
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -65,7 +64,7 @@ from odradek.faults.checker import differing_replicas, judge, read_everything, s
 from odradek.faults.cluster import FaultCluster
 from odradek.faults.nemesis import KINDS, Nemesis, fault_log, run_faults
 from odradek.faults.producer_profiles import make_producer
-from odradek.faults.workload import LOGGER, PROTOCOL_ERRORS, ClientTrouble
+from odradek.faults.workload import LOGGER, PROTOCOL_ERRORS, ClientTrouble, log_clients_to
 from odradek.protocol.records import decode_records, iter_batches
 from odradek.zk import paths
 
@@ -80,9 +79,7 @@ SETTLE_BOUND_S = 120.0
 def run_admin(args: argparse.Namespace, data_dir: Path, broker_config: dict[str, str]) -> dict[str, Any]:
     cluster = FaultCluster(data_dir, 3, args.session_timeout_ms, broker_config, args.zookeeper_nodes)
     data_dir.mkdir(parents=True, exist_ok=True)
-    client_log = logging.FileHandler(data_dir / "librdkafka.log")
-    client_log.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(message)s"))
-    LOGGER.addHandler(client_log)
+    client_log = log_clients_to(data_dir, "%(asctime)s %(threadName)s %(message)s")
     trouble = ClientTrouble()
     producers: list[Any] = []
     producers_stopped = False

@@ -206,13 +206,18 @@ def run_confluent(events: EventLog, bootstrap: str, group: str, topic: str, name
         consumer.close()
 
 
+def python_client_settings(bootstrap: str, group: str, name: str, instance_id: str | None) -> dict[str, Any]:
+    """The member settings kafka-python's and aiokafka's consumers name alike."""
+    return {"bootstrap_servers": bootstrap, "group_id": group, "client_id": name, "enable_auto_commit": False,
+            "auto_offset_reset": "earliest", "session_timeout_ms": SESSION_TIMEOUT_MS,
+            "heartbeat_interval_ms": HEARTBEAT_INTERVAL_MS, "max_poll_interval_ms": MAX_POLL_INTERVAL_MS,
+            "group_instance_id": instance_id}
+
+
 def run_kafka_python(events: EventLog, bootstrap: str, group: str, topic: str, name: str,
                      instance_id: str | None, stopping: list[bool]) -> None:
-    consumer = kafka.KafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=group, client_id=name, enable_auto_commit=False,
-        auto_offset_reset="earliest", session_timeout_ms=SESSION_TIMEOUT_MS,
-        heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
-        partition_assignment_strategy=(RangePartitionAssignor,), group_instance_id=instance_id)
+    consumer = kafka.KafkaConsumer(**python_client_settings(bootstrap, group, name, instance_id),
+                                   partition_assignment_strategy=(RangePartitionAssignor,))
 
     def commit(offsets: dict[int, int]) -> None:
         consumer.commit({kafka.TopicPartition(topic, p): kafka.OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
@@ -245,11 +250,8 @@ def run_kafka_python(events: EventLog, bootstrap: str, group: str, topic: str, n
 def run_aiokafka(events: EventLog, bootstrap: str, group: str, topic: str, name: str,
                  instance_id: str | None, stopping: list[bool]) -> None:
     async def main() -> None:
-        consumer = aiokafka.AIOKafkaConsumer(
-            bootstrap_servers=bootstrap, group_id=group, client_id=name, enable_auto_commit=False,
-            auto_offset_reset="earliest", session_timeout_ms=SESSION_TIMEOUT_MS,
-            heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
-            rebalance_timeout_ms=MAX_POLL_INTERVAL_MS, group_instance_id=instance_id)
+        consumer = aiokafka.AIOKafkaConsumer(**python_client_settings(bootstrap, group, name, instance_id),
+                                             rebalance_timeout_ms=MAX_POLL_INTERVAL_MS)
 
         async def commit(offsets: dict[int, int]) -> None:
             await consumer.commit({aiokafka.TopicPartition(topic, p): o for p, o in offsets.items()})

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import logging
 import random
 import sys
 import threading
@@ -43,7 +42,7 @@ from odradek.faults.nemesis import KINDS, Nemesis, fault_log, run_faults
 from odradek.faults.ordered_workload import MemberGroup
 from odradek.faults.producer_profiles import make_producer
 from odradek.faults.txn_workload import coordinator_broker
-from odradek.faults.workload import LOGGER, PROTOCOL_ERRORS, ClientTrouble
+from odradek.faults.workload import LOGGER, PROTOCOL_ERRORS, ClientTrouble, log_clients_to
 
 TOPIC = "group-faults"
 PARTITIONS = 6
@@ -184,9 +183,7 @@ class OffsetObserver:
 def run_groups(args: argparse.Namespace, data_dir: Path, broker_config: dict[str, str]) -> dict[str, Any]:
     cluster = FaultCluster(data_dir, 3, args.session_timeout_ms, broker_config, args.zookeeper_nodes)
     data_dir.mkdir(parents=True, exist_ok=True)
-    client_log = logging.FileHandler(data_dir / "librdkafka.log")
-    client_log.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(name)s %(message)s"))
-    LOGGER.addHandler(client_log)
+    log_clients_to(data_dir)
     trouble = ClientTrouble()
     producers: list[Any] = []
     groups = [GroupMembers(cluster.bootstrap_servers, spec, data_dir) for spec in GROUPS]

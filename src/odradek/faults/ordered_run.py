@@ -30,7 +30,7 @@ from odradek.faults.cluster import FaultCluster
 from odradek.faults.nemesis import KINDS, Nemesis, fault_log, run_faults
 from odradek.faults.ordered_member import SESSION_TIMEOUT_MS
 from odradek.faults.ordered_workload import MemberGroup, OrderedKeyedProducer, TopicChanger
-from odradek.faults.workload import LOGGER, PROTOCOL_ERRORS, ClientTrouble
+from odradek.faults.workload import LOGGER, PROTOCOL_ERRORS, ClientTrouble, log_clients_to
 
 TOPIC = "ordered-faults"
 GROUP = "ordered-faults-readers"
@@ -58,9 +58,7 @@ def owed_evidence(bootstrap: str, members: MemberGroup, data_dir: Path) -> None:
 def run_ordered(args: argparse.Namespace, data_dir: Path, broker_config: dict[str, str]) -> dict[str, Any]:
     cluster = FaultCluster(data_dir, 3, args.session_timeout_ms, broker_config, args.zookeeper_nodes)
     data_dir.mkdir(parents=True, exist_ok=True)
-    client_log = logging.FileHandler(data_dir / "librdkafka.log")
-    client_log.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(name)s %(message)s"))
-    LOGGER.addHandler(client_log)
+    client_log = log_clients_to(data_dir)
     # OrderedProducer's own lines (count changes, re-sends) go to the same file
     client_library = logging.getLogger("odradek.client")
     client_library.addHandler(client_log)

@@ -19,7 +19,6 @@ import argparse
 import collections
 import faulthandler
 import json
-import logging
 import os
 import random
 import signal
@@ -47,7 +46,7 @@ from odradek.faults.txn_workload import (
     read_again,
     transactional_id,
 )
-from odradek.faults.workload import LOGGER, PROTOCOL_ERRORS, ClientTrouble, KeyedProducer, encode_value
+from odradek.faults.workload import LOGGER, PROTOCOL_ERRORS, ClientTrouble, KeyedProducer, encode_value, log_clients_to
 
 TOPIC = "txn-faults"
 PARTITIONS = 6
@@ -67,9 +66,7 @@ END_BOUND_S = 180.0
 def run_transactions(args: argparse.Namespace, data_dir: Path, broker_config: dict[str, str]) -> dict[str, Any]:
     cluster = FaultCluster(data_dir, 3, args.session_timeout_ms, broker_config, args.zookeeper_nodes, proxied=True)
     data_dir.mkdir(parents=True, exist_ok=True)
-    client_log = logging.FileHandler(data_dir / "librdkafka.log")
-    client_log.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(message)s"))
-    LOGGER.addHandler(client_log)
+    log_clients_to(data_dir, "%(asctime)s %(threadName)s %(message)s")
     trouble = ClientTrouble()
     writers: list[TransactionalWriter] = []
     readers: list[TailReader] = []

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -25,6 +26,15 @@ PROTOCOL_ERRORS = ProtocolErrorRecorder()
 LOGGER.addHandler(PROTOCOL_ERRORS)
 LOGGER.propagate = False
 LOGGER.setLevel(logging.DEBUG)
+
+def log_clients_to(data_dir: Path, fmt: str = "%(asctime)s %(threadName)s %(name)s %(message)s") -> logging.Handler:
+    """The run's clients' log lines (LOGGER) also go to DATA_DIR/librdkafka.log, every workload's
+    evidence file; the handler, for a workload that logs more loggers there or detaches it."""
+    handler = logging.FileHandler(data_dir / "librdkafka.log")
+    handler.setFormatter(logging.Formatter(fmt))
+    LOGGER.addHandler(handler)
+    return handler
+
 
 #: value = b"<producer>:<key>:<seq>"
 Value = tuple[int, str, int]
