@@ -210,6 +210,37 @@ def test_a_rebalance_completes_as_soon_as_every_member_rejoined(tmp_path: Path) 
     on_virtual_time(test, tmp_path)
 
 
+def test_after_an_assignment_that_could_not_be_stored_the_next_rebalance_backs_off(tmp_path: Path) -> None:
+    """Not Kafka's: with the offsets partition under min.insync.replicas, SyncGroup answers
+    COORDINATOR_NOT_AVAILABLE and the member rejoins at once; without a hold the group ran
+    thousands of generations a second. The hold doubles per failure and ends with a stored one."""
+    async def test(rig: Rig) -> None:
+        m = await rig.stable_member()
+        rig.partition.min_insync_replicas = 2  # the offsets partition's ISR (0,) is too small now
+
+        async def failed_rebalance(generation: int) -> None:
+            synced = await rig.sync(m, generation=generation, assignments={m: b"A"})
+            assert synced.error == ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+        rejoined = rig.join(member_id=m)
+        assert rejoined.result().generation_id == 2, "a rebalance with every member back completes at once"
+        await failed_rebalance(2)
+        for generation, hold_ms in ((3, 100), (4, 200), (5, 400)):
+            rejoined = rig.join(member_id=m)
+            rig.advance(hold_ms - 1)
+            assert not rejoined.done(), f"generation {generation} is held {hold_ms} ms"
+            rig.advance(1)
+            assert rejoined.result().generation_id == generation
+            await failed_rebalance(generation)
+        rig.partition.min_insync_replicas = 1
+        rejoined = rig.join(member_id=m)
+        rig.advance(800)
+        assert (await rig.sync(m, generation=6, assignments={m: b"B"})).assignment == b"B"
+        assert rig.group().state is GroupState.STABLE
+        assert rig.join(member_id=m).result().generation_id == 7, "stored: the next rebalance is not held"
+    on_virtual_time(test, tmp_path)
+
+
 def test_a_member_without_heartbeats_is_removed_after_its_session_timeout(tmp_path: Path) -> None:
     async def test(rig: Rig) -> None:
         await rig.stable_member(session_ms=200)

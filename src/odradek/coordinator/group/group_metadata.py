@@ -256,6 +256,7 @@ class GroupMetadata:
         self.join_timer: Timer | None = None
         self.in_initial_delay = False
         self.sync_timer: Timer | None = None
+        self.failed_assignment_stores = 0  # in a row; the next rebalance waits longer (see the coordinator)
 
     def __repr__(self) -> str:
         return (f"GroupMetadata({self.group_id!r}, {self.state.value}, generation {self.generation_id}, "
