@@ -50,6 +50,7 @@ INACTIVE = ("Empty", "Dead")
 
 #: OffsetDelete's API key (KIP-496); confluent-kafka has no call for it.
 OFFSET_DELETE = 47
+OFFSET_FETCH = 9
 FIND_COORDINATOR = 10
 #: A coordinator that is moving or loading its partition of __consumer_offsets answers these;
 #: the request is sent again, to the coordinator FindCoordinator then names.
@@ -350,11 +351,23 @@ class GroupAdmin:
     # -- offsets -------------------------------------------------------------------------------
 
     def committed(self, group: str) -> dict[Partition, int]:
-        """The group's committed offsets (OffsetFetch for all its partitions)."""
-        request = [ConsumerGroupTopicPartitions(group)]
-        result = self._wait(self.client.list_consumer_group_offsets(request, request_timeout=self.timeout)[group],
-                            f"OffsetFetch {group!r}")
-        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
+        """The group's committed offsets (OffsetFetch for all its partitions).
+
+        Sent as our own request rather than through confluent-kafka's
+        list_consumer_group_offsets: librdkafka 2.16 crashes the process (SIGSEGV, its issue
+        #5040) when that call is answered NOT_COORDINATOR, as it is while the group's
+        coordinator moves, e.g. for a minute after a broker failure."""
+        response = self._to_coordinator(group, OFFSET_FETCH, 6, {"group_id": group, "topics": None},
+                                        f"OffsetFetch {group!r}")
+        out: dict[Partition, int] = {}
+        for topic in response.topics:
+            for p in topic.partitions:
+                if int(p.error_code) != 0:
+                    raise AdminError(f"OffsetFetch {group!r} of {topic.name}-{int(p.partition_index)}: "
+                                     f"{_code_name(int(p.error_code))}")
+                if p.committed_offset >= 0:
+                    out[(str(topic.name), int(p.partition_index))] = int(p.committed_offset)
+        return out
 
     def list_offsets(self, partitions: list[Partition], spec: OffsetSpec) -> dict[Partition, int]:
         """ListOffsets of each partition (-1 where a timestamp has no record at or after it)."""
