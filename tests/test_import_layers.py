@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("odradek.common",),
     ("odradek.protocol",),
     ("odradek.log", "odradek.zk"),
-    ("odradek.controller", "odradek.coordinator"),
+    ("odradek.controller", "odradek.coordinator", "odradek.security"),
     ("odradek.broker",),
     ("odradek.client", "odradek.cli.output"),
     ("odradek.admin",),

@@ -1,0 +1,1 @@
+"""Authentication and authorization: SASL mechanisms, credentials, ACLs (Kafka's security package)."""
