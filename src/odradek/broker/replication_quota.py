@@ -30,7 +30,7 @@ pause: while the rate over the window is below the bound, nothing is held. The c
 at 97-98% of the rate; what a move takes beyond data / rate is mostly before the first byte and
 after the last (bench/reassign.py's module doc).
 
-The meter (`SimpleRate`) is Kafka's SimpleRate over a SampledStat of
+The meter (`SimpleRate`) is Kafka's SimpleRate over a SampledStat (sampled_stat.py) of
 replication.quota.window.num samples (11) of replication.quota.window.size.seconds (1 s).
 Recording adds to the current sample (O(1), the record batches stay opaque: only their
 length counts); the rate is the kept samples' sum over the time since the oldest began, at
@@ -44,6 +44,7 @@ import re
 import time
 from typing import Callable
 
+from odradek.broker.sampled_stat import SampledStat
 from odradek.common.metadata import TopicPartition
 
 log = logging.getLogger("odradek.broker.replication_quota")
@@ -86,57 +87,21 @@ def throttled_partitions(name: str, value: str, broker_id: int) -> frozenset[int
     return frozenset(int(p) for p, b in pairs if int(b) == broker_id)
 
 
-class SimpleRate:
+class SimpleRate(SampledStat):
     """Kafka's SimpleRate: bytes per second over the last `num_samples` windows of `window_s`.
 
-    Samples form a ring of num_samples + 1 (Kafka keeps one extra for the sample overlapping the
-    window's start). A record goes to the current sample, or starts the next one once the
-    current is `window_s` old; a sample whose last record is num_samples windows old counts
-    nothing. The rate divides the kept samples' sum by the time since the oldest one began, and
-    by no less than one window: a first fetch after a quiet spell is not divided by a few
-    milliseconds (Kafka's Rate would assume num_samples - 1 windows instead, which lets a
-    fresh meter pass ten windows' worth at once)."""
+    The kept samples' sum (sampled_stat.py says which are kept) over the time since the oldest
+    one began, and over no less than one window: a first fetch after a quiet spell is not
+    divided by a few milliseconds (Kafka's Rate would assume num_samples - 1 windows instead,
+    which lets a fresh meter pass ten windows' worth at once)."""
 
-    __slots__ = ("num_samples", "window_s", "_start", "_last", "_value", "_current")
+    __slots__ = ()
 
     def __init__(self, num_samples: int = 11, window_s: float = 1.0) -> None:
-        if num_samples < 1 or window_s <= 0:
-            raise ValueError("a rate needs at least one sample of a positive window")
-        self.num_samples = num_samples
-        self.window_s = window_s
-        self._start: list[float] = []  # per sample: when it began
-        self._last: list[float] = []  # when it was last recorded into
-        self._value: list[float] = []  # what was recorded into it
-        self._current = 0
-
-    def record(self, value: float, now: float) -> None:
-        if not self._start:
-            self._start, self._last, self._value = [now], [now], [0.0]
-        elif now - self._start[self._current] >= self.window_s:
-            self._current = (self._current + 1) % (self.num_samples + 1)
-            if self._current == len(self._start):
-                self._start.append(now)
-                self._last.append(now)
-                self._value.append(0.0)
-            else:
-                self._reset(self._current, now)
-        i = self._current
-        self._value[i] += value
-        self._last[i] = now
+        super().__init__(num_samples, window_s)
 
     def rate(self, now: float) -> float:
-        expired = self.num_samples * self.window_s
-        for i, last in enumerate(self._last):
-            if now - last >= expired:
-                self._reset(i, now)
-        if not self._start:
-            return 0.0
-        elapsed = now - min(self._start)
-        return sum(self._value) / max(elapsed, self.window_s)
-
-    def _reset(self, i: int, now: float) -> None:
-        self._start[i] = self._last[i] = now
-        self._value[i] = 0.0
+        return self.total(now) / max(self.elapsed(now), self.window)
 
 
 class ReplicationQuotaManager:
