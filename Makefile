@@ -45,8 +45,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/mypy
 
+# Two pytest-xdist workers: most tests wait on brokers and ZooKeeper (one core busy on average
+# when run one at a time), so two at once on 2 cores take about half the time. Each file runs
+# whole on one worker (tests/conftest.py), the fault runs one at a time.
 test: setup lint
-	$(VENV)/bin/pytest -q -p no:cacheprovider -m "not slow" --durations=40
+	$(VENV)/bin/pytest -q -p no:cacheprovider -m "not slow" -n 2 --dist loadgroup --durations=40
 
 # The long variants (marked slow): more brokers, more data, more seeds. Not in `make test`,
 # which must stay under 15 minutes on 2 cores.

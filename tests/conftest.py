@@ -3,6 +3,7 @@ librdkafka's protocol errors turned into test failures (librdkafka_guard.py)."""
 from __future__ import annotations
 
 import gc
+import os
 import signal
 import uuid
 from collections.abc import Iterator
@@ -20,7 +21,13 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 import pytest  # noqa: E402
 
-from odradek.common.netutil import free_port  # noqa: E402
+from odradek.common.netutil import PORT_SHARE_ENV, free_port  # noqa: E402
+
+# `make test` runs two pytest-xdist workers (gw0, gw1): each draws free ports from its own share of
+# the port range, as do the ZooKeepers and brokers it starts, so the two never race for one port.
+if os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw"):
+    os.environ[PORT_SHARE_ENV] = (f"{int(os.environ['PYTEST_XDIST_WORKER'][2:])}/"
+                                  f"{int(os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1'))}")
 from odradek.zk.server import ZooKeeperEnsemble, ZooKeeperServer, check_installed  # noqa: E402
 
 
@@ -81,3 +88,24 @@ def collector_off() -> Iterator[None]:
     finally:
         gc.enable()
         gc.collect()
+
+
+#: the fault runs (tests/faults/test_*fault_run.py) each start a ZooKeeper ensemble, three
+#: brokers and their clients and judge timings: one at a time, never two side by side
+FAULT_RUNS = "fault-runs"
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`make test`'s pytest-xdist groups (--dist loadgroup): each test file is one group, so its
+    module-scoped cluster starts once, on one worker; the fault runs are one group, and the
+    Spark tests another, so a single SparkSession serves them (tests/spark/conftest.py)."""
+    for item in items:
+        path = item.path.relative_to(config.rootpath).as_posix()
+        if path.startswith("tests/faults/") and path.endswith("fault_run.py"):
+            group = FAULT_RUNS
+        elif path.startswith("tests/spark/"):
+            group = "spark"
+        else:
+            group = path
+        item.add_marker(pytest.mark.xdist_group(group))

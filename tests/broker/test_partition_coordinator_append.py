@@ -55,7 +55,7 @@ def test_a_transactional_batch_opens_the_producers_transaction_until_its_marker(
     (txn_batch(epoch=1), ErrorCode.INVALID_PRODUCER_EPOCH),
     (txn_batch(epoch=2, transactional=False), ErrorCode.INVALID_TXN_STATE),
     (build_control_batch(PID, 2, True, 0), ErrorCode.INVALID_RECORD),
-])
+], ids=["an-older-epoch", "not-transactional-inside-a-transaction", "a-marker-from-a-producer"])
 def test_what_the_producer_state_forbids_is_refused_and_not_written(tmp_path: Path, batch: bytes,
                                                                     error: ErrorCode) -> None:
     p = leader(tmp_path)

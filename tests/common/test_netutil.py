@@ -4,7 +4,9 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from odradek.common.netutil import free_port, free_port_block, port_free
+import pytest
+
+from odradek.common.netutil import PORT_SHARE_ENV, free_port, free_port_block, port_free
 
 
 def _ephemeral() -> range:
@@ -20,6 +22,15 @@ def test_free_ports_are_outside_the_ephemeral_range_and_bindable() -> None:
         assert port_free("127.0.0.1", port)
     base = free_port_block(3)
     assert all(base + i not in ephemeral and port_free("127.0.0.1", base + i) for i in range(3))
+
+
+def test_processes_with_different_shares_draw_from_disjoint_ports(monkeypatch: pytest.MonkeyPatch) -> None:
+    drawn = []
+    for share in ("0/2", "1/2"):
+        monkeypatch.setenv(PORT_SHARE_ENV, share)
+        drawn.append({free_port() for _ in range(300)} | {free_port_block(3) + i for i in range(3)})
+    assert not drawn[0] & drawn[1]
+    assert min(drawn[1]) > min(drawn[0])
 
 
 def test_a_listening_port_is_not_free() -> None:

@@ -4,8 +4,7 @@ seed 32 the ten faults are every kind of operation (throttled reassignments, pre
 elections, CreatePartitions, config changes, a scratch topic deleted and re-created), the
 controller killed with kill -9 in the middle of about half of them. Every operation
 completes or is refused with a clear error, nothing is left half done in ZooKeeper, nothing
-acknowledged is lost, and the re-created topic shows no record of its earlier incarnation.
-About a minute and a half, so `make test-long` only."""
+acknowledged is lost, and the re-created topic shows no record of its earlier incarnation."""
 from __future__ import annotations
 
 import json
@@ -17,7 +16,7 @@ import pytest
 
 from odradek.faults.admin_workload import ADMIN_KINDS
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow,
+pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces and iptables need root")]
 
 

@@ -20,13 +20,13 @@ pytestmark = [pytest.mark.integration,
 
 def test_groups_deliver_everything_once_committed_through_member_and_coordinator_kills(tmp_path) -> None:
     run = subprocess.run([sys.executable, "-m", "odradek.faults", "--workload", "groups", "--seed", "3",
-                          "--faults", "4", "--kinds",
+                          "--faults", "10", "--kinds",
                           "kill-group-member,kill-group-coordinator,kill-leader-restart-soon",
                           "--data-dir", str(tmp_path / "run")],
                          capture_output=True, text=True, timeout=900)
     assert run.returncode in (0, 1), run.stderr[-3000:]
     report = json.loads(run.stdout)
-    assert report["faults_total"] == 4
+    assert report["faults_total"] == 10
     assert report["writes_acknowledged"] > 1000
     assert report["kills"].get("members", 0) >= 1 and report["kills"].get("coordinators", 0) >= 1, \
         report["fault_log"]

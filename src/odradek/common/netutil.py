@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import random
 import socket
 
@@ -45,7 +46,7 @@ def free_port_block(count: int, host: str = "127.0.0.1") -> int:
     """The first of `count` consecutive free ports (brokers use base_port + i), outside the
     kernel's ephemeral range (see free_port)."""
     low, high = _ephemeral_range()
-    spans = [(start, end) for start, end in ((_LOWEST, low - 1), (high + 1, 65535))
+    spans = [(start, end) for start, end in map(_own_share, ((_LOWEST, low - 1), (high + 1, 65535)))
              if end - start + 1 >= count]
     for _ in range(200):
         start, end = random.choice(spans)
@@ -58,6 +59,21 @@ def free_port_block(count: int, host: str = "127.0.0.1") -> int:
 
 #: below this are the well-known and commonly configured service ports (2181, 9092, ...)
 _LOWEST = 10000
+
+#: "K/N": draw ports only from the K-th of N equal slices of each span (K from 0). Processes that
+#: pick ports at the same moment with different K never pick the same one: the test suite's
+#: parallel workers set it (tests/conftest.py), and the clusters they start inherit it.
+PORT_SHARE_ENV = "ODRADEK_PORT_SHARE"
+
+
+def _own_share(span: tuple[int, int]) -> tuple[int, int]:
+    share = os.environ.get(PORT_SHARE_ENV)
+    if not share:
+        return span
+    index, count = (int(v) for v in share.split("/"))
+    start, end = span
+    size = (end - start + 1) // count
+    return start + index * size, start + (index + 1) * size - 1
 
 
 def _ephemeral_range() -> tuple[int, int]:
