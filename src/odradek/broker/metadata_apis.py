@@ -103,7 +103,9 @@ def _metadata_response(ctx: BrokerContext, cache: MetadataCache, header: Any, re
         names = cache.topics()
     topics = []
     for name in names:
-        parts = cache.partitions(name) if name else None
+        # a topic this request created is answered as created even if the controller's
+        # UpdateMetadata for it arrived meanwhile, as Kafka's getTopicMetadata answers it
+        parts = cache.partitions(name) if name and name not in (created or {}) else None
         if name is None:
             # asked by topic id (v10+): topics have no ids here yet; a null name is encodable
             # only from v12, so older versions get an empty one with the error
