@@ -1,6 +1,6 @@
 """A short run of the ordered fault workload (`python -m odradek.faults --workload ordered`):
 real ZooKeeper, brokers, OrderedProducers and three OrderedConsumer member processes in a
-network namespace of the run's own; under seed 1 the topic grows 4 -> 7 and shrinks back while
+network namespace of the run's own; under seed 1 the topic grows and shrinks while
 partition leaders are killed with kill -9, and in the group's merged delivery order no key is reordered and nothing
 acknowledged is missing (the 100-fault runs are in docs/reliability.md)."""
 from __future__ import annotations

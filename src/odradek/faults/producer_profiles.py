@@ -4,8 +4,9 @@ shows in that client's own rows.
 
 - **librdkafka**: confluent-kafka with librdkafka's defaults (five requests in flight);
 - **librdkafka-inflight1**: the same with max.in.flight.requests.per.connection=1, the setting
-  that avoids librdkafka's duplicate after an epoch bump (issue #4953: nothing is in flight
-  behind a failed request);
+  that narrows librdkafka's duplicate after an epoch bump (issue #4953): nothing is in flight
+  behind a failed request on one connection, though across a leader move the next batch can
+  reach the new leader while the last one is still out to the old;
 - **kafka-python** and **aiokafka**: their idempotent producers (enable_idempotence=True).
 
 Each writes its own keys with a per-key sequence number, at the same rate, and remembers
