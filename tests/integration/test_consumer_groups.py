@@ -6,6 +6,7 @@ committed offset."""
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 import threading
@@ -22,6 +23,7 @@ from confluent_kafka.admin import AdminClient
 from polling import wait_until
 from wire import RawConnection, coordinator_connection
 
+from cli_helpers import ODRADEK
 from cluster_helpers import SHORT_SESSION_TIMEOUT_MS, start_cluster
 from odradek.cluster.local_cluster import LocalCluster
 from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC, partition_for
@@ -345,6 +347,10 @@ def test_coordinator_killed_mid_run_keeps_committed_offsets(cluster_factory: Any
         before = committed(boot, group, topic)
         coordinator = coordinator_of(c, group)
         c.kill_broker(coordinator)  # mid-run: about 400 records still to read
+        # the operator's describe while the coordinator moves: its answer or a one-line error,
+        # never a crash (librdkafka's admin calls abort or crash here: its issues #5040, #4605)
+        described = describe_with_the_cli(boot, group)
+        assert {o["topic"] for o in described["offsets"]} == {topic}, described
 
         # the group goes on with the new coordinator: every record read, committed there
         produced += produce_acks_all(boot, topic, 300, "after")
@@ -376,6 +382,21 @@ def test_coordinator_killed_mid_run_keeps_committed_offsets(cluster_factory: Any
         member.close()
     assert sorted(resumed.seen[0]) == sorted((p, o) for p, o, _, _ in extra)
     assert all(o >= ends[p] for p, o in resumed.seen[0])
+
+
+def describe_with_the_cli(bootstrap: str, group: str) -> dict[str, Any]:
+    """`odradek groups describe --json`, asked again after a one-line error until it answers."""
+    deadline = time.monotonic() + 60
+    while True:
+        proc = subprocess.run([ODRADEK, "groups", "describe", group, "--json", "--bootstrap-server", bootstrap,
+                               "--timeout-s", "5"], capture_output=True, text=True, timeout=120)
+        if proc.returncode == 0:
+            [described] = json.loads(proc.stdout)
+            return described
+        assert proc.returncode == 1, f"odradek groups describe exited {proc.returncode}: {proc.stderr[-2000:]}"
+        assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("odradek: error: "), proc.stderr
+        assert time.monotonic() < deadline, proc.stderr
+        time.sleep(0.5)
 
 
 # -- bad input over the wire -------------------------------------------------------------------

@@ -19,6 +19,7 @@ from __future__ import annotations
 import concurrent.futures
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,9 +29,11 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from odradek.admin.admin_client import format_table, kafka_error_text, quiet_logger, request_first, send_request
 from odradek.admin.errors import AdminError
 from odradek.cli.output import duration, plural
+from odradek.client.group_membership import decode_assignment
 from odradek.client.ordered_metadata import OrderedMetadataClient, OrderedMetadataError, parse_bootstrap
 from odradek.protocol import ordered_delivery_api as ordered_api
 from odradek.protocol.errors import ErrorCode, error_name
+from odradek.protocol.schema import SchemaError
 
 Partition = tuple[str, int]
 
@@ -52,6 +55,7 @@ INACTIVE = ("Empty", "Dead")
 OFFSET_DELETE = 47
 OFFSET_FETCH = 9
 FIND_COORDINATOR = 10
+DESCRIBE_GROUPS = 15
 #: A coordinator that is moving or loading its partition of __consumer_offsets answers these;
 #: the request is sent again, to the coordinator FindCoordinator then names.
 COORDINATOR_RETRIABLE = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
@@ -171,21 +175,13 @@ class GroupAdmin:
                        for g in result.valid), key=lambda g: g["group"])
 
     def state(self, group: str) -> tuple[str, Any]:
-        """(Kafka's state name, librdkafka's ConsumerGroupDescription) of one group; an
-        unknown group is Dead (what DescribeGroups answers for it)."""
-        future = self.client.describe_consumer_groups([group], request_timeout=self.timeout)[group]
-        return self._state(group, future)
-
-    def _state(self, group: str, future: concurrent.futures.Future[Any]) -> tuple[str, Any]:
-        try:
-            description = future.result(timeout=self.timeout + 5)
-        except KafkaException as exc:
-            if exc.args and isinstance(exc.args[0], KafkaError) and exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
-                return "Dead", None
-            raise AdminError(f"DescribeGroups {group!r}: {error_name_text(exc)}") from None
-        except concurrent.futures.TimeoutError:
-            raise AdminError(f"DescribeGroups {group!r}: no answer within {duration(self.timeout)}") from None
-        return STATE_NAMES.get(description.state, str(description.state)), description
+        """(Kafka's state name, the group's DescribeGroups answer and its coordinator) of one
+        group; an unknown group is Dead (what DescribeGroups answers for it)."""
+        described, coordinator = self._to_coordinator(
+            group, DESCRIBE_GROUPS, 5, {"groups": [group], "include_authorized_operations": False},
+            f"DescribeGroups {group!r}", error_of=_describe_error)
+        answer = described.groups[0]
+        return str(answer.group_state) or "Dead", (answer, coordinator)
 
     def describe(self, group: str) -> dict[str, Any]:
         """State, members with their assignments, and per partition the committed offset, the
@@ -204,11 +200,10 @@ class GroupAdmin:
         views) and the descriptions have no "offsets"."""
         topics = self.topics()
         groups = list(dict.fromkeys(groups))
-        futures = self.client.describe_consumer_groups(groups, request_timeout=self.timeout) if groups else {}
         out = []
         for group in groups:
             try:
-                state, description = self._state(group, futures[group])
+                state, description = self.state(group)
                 if state == "Dead":
                     raise AdminError(f"consumer group {group!r} does not exist")
                 out.append(self._description(group, state, description, topics if offsets else None))
@@ -251,20 +246,22 @@ class GroupAdmin:
 
     def _description(self, group: str, state: str, description: Any,
                      topics: dict[str, Any] | None) -> dict[str, Any]:
-        """One group's describe() from its DescribeGroups answer, and with ``topics`` (the
-        metadata) its offsets."""
-        members = [{"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
-                    "group_instance_id": m.group_instance_id,
+        """One group's describe() from its DescribeGroups answer and coordinator (state()), and
+        with ``topics`` (the metadata) its offsets."""
+        answer, coordinator = description
+        consumer = answer.protocol_type == "consumer"
+        members = [{"member_id": str(m.member_id), "client_id": str(m.client_id),
+                    "host": str(m.client_host), "group_instance_id": m.group_instance_id,
                     "assignment": [{"topic": t, "partition": p} for t, p in
-                                   sorted((tp.topic, tp.partition) for tp in m.assignment.topic_partitions)]}
-                   for m in sorted(description.members, key=lambda m: m.member_id)]
-        coordinator = description.coordinator
+                                   _assigned(m.member_assignment if consumer else b"")]}
+                   for m in sorted(answer.members, key=lambda m: str(m.member_id))]
         described: dict[str, Any] = {
             "group": group, "state": state,
-            "protocol_type": "" if description.is_simple_consumer_group else "consumer",
-            "assignor": description.partition_assignor,
-            "coordinator": coordinator.id if coordinator else None,
-            "coordinator_address": f"{coordinator.host}:{coordinator.port}" if coordinator else None,
+            # a group of protocol type "consumer" or, with offsets committed without members, none
+            "protocol_type": "consumer" if consumer else "",
+            "assignor": str(answer.protocol_data),
+            "coordinator": int(coordinator.node_id),
+            "coordinator_address": f"{coordinator.host}:{int(coordinator.port)}",
             "members": members}
         if topics is None:
             return described
@@ -319,15 +316,23 @@ class GroupAdmin:
             by_topic.setdefault(topic, []).append(partition)
         body = {"group_id": group, "topics": [{"name": t, "partitions": [{"partition_index": p} for p in ps]}
                                               for t, ps in by_topic.items()]}
-        response = self._to_coordinator(group, OFFSET_DELETE, 0, body, f"cannot delete offsets of group {group!r}")
+        response, _ = self._to_coordinator(group, OFFSET_DELETE, 0, body,
+                                           f"cannot delete offsets of group {group!r}")
         errors = {(t.name, int(p.partition_index)): int(p.error_code) for t in response.topics for p in t.partitions}
         return [{"topic": t, "partition": p,
                  "error": None if errors.get((t, p), 0) == 0 else error_name(errors[(t, p)])} for t, p in partitions]
 
-    def _to_coordinator(self, group: str, api_key: int, version: int, body: dict[str, Any], what: str) -> Any:
+    def _to_coordinator(self, group: str, api_key: int, version: int, body: dict[str, Any], what: str,
+                        error_of: Callable[[Any], int] = lambda response: int(response.error_code)) -> Any:
         """A raw request to ``group``'s coordinator (FindCoordinator first), sent again while
-        the coordinator moves or loads (COORDINATOR_RETRIABLE) until --timeout-s; AdminError
-        for any other top-level error."""
+        the coordinator moves or loads (COORDINATOR_RETRIABLE) until --timeout-s: (the answer,
+        the FindCoordinator answer that named the coordinator); AdminError for any other error
+        ``error_of`` reads from the answer (its top-level error code by default).
+
+        The group commands send these themselves rather than through librdkafka's admin calls,
+        which crash the process while a coordinator moves (librdkafka 2.16:
+        list_consumer_group_offsets on NOT_COORDINATOR, its issue #5040; describe_consumer_groups
+        timing out while it looks the coordinator up, #4605)."""
         deadline = time.monotonic() + self.timeout
         servers = self.bootstrap.split(",")
         while True:
@@ -341,9 +346,9 @@ class GroupAdmin:
                 except (OSError, ValueError):
                     error = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
                 else:
-                    error = int(response.error_code)
+                    error = error_of(response)
                     if error == 0:
-                        return response
+                        return response, found
             if error not in COORDINATOR_RETRIABLE or time.monotonic() > deadline:
                 raise AdminError(f"{what}: {_code_name(error)}")
             time.sleep(0.2)
@@ -357,8 +362,8 @@ class GroupAdmin:
         list_consumer_group_offsets: librdkafka 2.16 crashes the process (SIGSEGV, its issue
         #5040) when that call is answered NOT_COORDINATOR, as it is while the group's
         coordinator moves, e.g. for a minute after a broker failure."""
-        response = self._to_coordinator(group, OFFSET_FETCH, 6, {"group_id": group, "topics": None},
-                                        f"OffsetFetch {group!r}")
+        response, _ = self._to_coordinator(group, OFFSET_FETCH, 6, {"group_id": group, "topics": None},
+                                           f"OffsetFetch {group!r}")
         out: dict[Partition, int] = {}
         for topic in response.topics:
             for p in topic.partitions:
@@ -476,6 +481,23 @@ _MEANINGS: dict[int, str] = {
     ErrorCode.NON_EMPTY_GROUP: "the group has members and is not a consumer group",
     ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: "a member of the group consumes the topic",
 }
+
+
+def _describe_error(response: Any) -> int:
+    """A DescribeGroups answer's error for its one group; GROUP_ID_NOT_FOUND (a newer broker's
+    answer for a group it does not know) is no error: the group is Dead, as ours answers."""
+    code = int(response.groups[0].error_code)
+    return 0 if code == ErrorCode.GROUP_ID_NOT_FOUND else code
+
+
+def _assigned(assignment: bytes) -> list[Partition]:
+    """The (topic, partition)s of a member's ConsumerProtocolAssignment, sorted; none where it
+    cannot be read (a client's own encoding of a newer version is still readable: every
+    version begins with v0's fields)."""
+    try:
+        return sorted((tp.topic, tp.partition) for tp in decode_assignment(assignment))
+    except SchemaError:
+        return []
 
 
 def _code_name(code: int) -> str:
