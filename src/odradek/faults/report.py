@@ -14,7 +14,8 @@ from typing import Any
 def table(reports: list[dict[str, Any]]) -> str:
     reports = sorted(reports, key=lambda r: r["seed"])
     kinds = sorted({k for r in reports for k in r["faults"]})
-    anomalies = list(reports[0]["anomalies"]) if reports else []
+    # every run's rows, in the order the newest run gives them (an older run may lack a newer row)
+    anomalies = list(dict.fromkeys(k for r in reversed(reports) for k in r["anomalies"]))
     rows = [["seed", *(str(r["seed"]) for r in reports)],
             ["---", *("---:" for _ in reports)],
             ["faults injected", *(str(r["faults_total"]) for r in reports)]]
@@ -71,7 +72,7 @@ def table(reports: list[dict[str, Any]]) -> str:
                  ["scratch topics re-created", *(str(sum(r["scratch"]["incarnations"].values())) for r in reports)]]
     rows += [["duration (s)", *(f"{r['duration_s']:.0f}" for r in reports)],
              ["machine stalls over 5 s (not anomalies)", *(str(len(r.get("machine_stalls", []))) for r in reports)]]
-    rows += [[name.replace("_", " "), *(str(r["anomalies"][name]) for r in reports)] for name in anomalies]
+    rows += [[name.replace("_", " "), *(str(r["anomalies"].get(name, "-")) for r in reports)] for name in anomalies]
     return "\n".join("| " + " | ".join(row) + " |" for row in rows)
 
 
