@@ -38,7 +38,7 @@ from odradek.faults.admin_workload import draw_target
 
 
 def test_a_controller_failing_over_is_a_clear_refusal_worth_retrying() -> None:
-    for name in ("NOT_CONTROLLER", "REQUEST_TIMED_OUT", "_TRANSPORT", "TOPIC_ALREADY_EXISTS",
+    for name in ("NOT_CONTROLLER", "REQUEST_TIMED_OUT", "_TRANSPORT", "_DESTROY_BROKER", "TOPIC_ALREADY_EXISTS",
                  "UNKNOWN_TOPIC_OR_PARTITION", "INVALID_REPLICATION_FACTOR", CONTROLLER_UNREACHABLE):
         assert refusal_kind(name) == "retriable", name
 

@@ -37,8 +37,10 @@ RETRIABLE = frozenset({
     "REASSIGNMENT_IN_PROGRESS", "NOT_ENOUGH_REPLICAS",
     # a new topic's replication factor over the live brokers (Kafka's AdminUtils): one is restarting
     "INVALID_REPLICATION_FACTOR",
-    # librdkafka's own: no answer in time, the connection to the (killed) broker lost
-    "_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN",
+    # librdkafka's own: no answer in time, the connection to the (killed) broker lost, or its
+    # handle destroyed with the request in flight once a Metadata answer no longer named it
+    # (librdkafka 2.16 decommissions such brokers; a 100-fault run met it after a controller kill)
+    "_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN", "_DESTROY_BROKER",
     CONTROLLER_UNREACHABLE, BROKER_NOT_REGISTERED,
 })
 #: refusals retrying cannot change: the request itself asks what cannot be done now
