@@ -21,8 +21,10 @@ def table(reports: list[dict[str, Any]]) -> str:
             ["faults injected", *(str(r["faults_total"]) for r in reports)]]
     rows += [[f"&nbsp;&nbsp;{k}", *(str(r["faults"].get(k, 0)) for r in reports)] for k in kinds]
     rows += [["writes acknowledged", *(f"{r['writes_acknowledged']:,}" for r in reports)]]
-    profiles = list(reports[0].get("writes_acknowledged_by_profile", {})) if reports else []
-    rows += [[f"&nbsp;&nbsp;by {profile}", *(f"{r['writes_acknowledged_by_profile'].get(profile, 0):,}" for r in reports)]
+    # the default workload's producer profiles, those of every run (a run before profiles has none)
+    profiles = list(dict.fromkeys(p for r in reports for p in r.get("writes_acknowledged_by_profile", {})))
+    rows += [[f"&nbsp;&nbsp;by {profile}",
+              *(f"{r.get('writes_acknowledged_by_profile', {}).get(profile, 0):,}" for r in reports)]
              for profile in profiles]
     if reports and all(r.get("workload") == "ordered" for r in reports):
         # the ordered workload's own counts: what the topic went through, what the group delivered
