@@ -29,12 +29,16 @@ def test_transactions_stay_atomic_through_coordinator_and_leader_kills(tmp_path)
     report = json.loads(run.stdout)
     assert report["faults_total"] == 10
     assert report["faults"].get("kill-transaction-coordinator", 0) >= 1, report["fault_log"]
-    assert report["transactions"]["committed"] > 100 and report["transactions"]["aborted"] > 20
-    assert report["records"]["aborted_records_seen_by_control"] > 0
-    if not report["anomalies"].get("librdkafka_send_offsets_stalls"):
-        assert report["copier"]["copied_records"] > 1000
+    summary = json.dumps({k: report[k] for k in ("duration_s", "transactions", "anomalies", "examples",
+                                                  "fault_log", "machine_stalls")}, indent=1)
     # librdkafka's own bugs (#5476, #5456, sequences reused after abort) have rows of their own, told from the run's
     # evidence (faults/librdkafka_bugs.py); every other row must be zero
     ours = {k: v for k, v in report["anomalies"].items() if not k.startswith("librdkafka_")}
-    assert ours == {k: 0 for k in ours}, json.dumps(report["examples"], indent=1)
+    assert ours == {k: 0 for k in ours}, summary
+    # enough of both outcomes that the check could have failed: a quiet machine commits about 95 and
+    # aborts about 35 in this run's 56 s; a loaded one (make test's other worker) fewer
+    assert report["transactions"]["committed"] > 30 and report["transactions"]["aborted"] > 10, summary
+    assert report["records"]["aborted_records_seen_by_control"] > 0, summary
+    if not report["anomalies"].get("librdkafka_send_offsets_stalls"):
+        assert report["copier"]["copied_records"] > 1000, summary
     assert run.returncode == (1 if sum(report["anomalies"].values()) else 0)   # 1: the data dir is kept
