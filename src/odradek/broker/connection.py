@@ -13,6 +13,7 @@ import logging
 from collections import deque
 from typing import Awaitable, Callable, Union
 
+from odradek.broker.session import ANONYMOUS, Session, reset_session, set_session
 from odradek.common.gc_policy import drop_transport_cycle
 from odradek.protocol.framing import FrameBuffer, FramingError
 
@@ -37,11 +38,14 @@ class KafkaConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._paused = False
         self.peer = "?"
+        self.session = Session(ANONYMOUS, "")
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.session = Session(self.session.principal, peer[0] if peer else "", self.session.listener,
+                               self.session.security_protocol)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._transport is not None:
@@ -65,6 +69,14 @@ class KafkaConnection(asyncio.Protocol):
             self._dispatch(frame)
 
     def _dispatch(self, frame: memoryview) -> None:
+        # the handler, and the task of an answer it gives later, see this connection's session
+        token = set_session(self.session)
+        try:
+            self._dispatch_as_session(frame)
+        finally:
+            reset_session(token)
+
+    def _dispatch_as_session(self, frame: memoryview) -> None:
         try:
             result = self._handler(frame, self)
         except CloseConnection as exc:

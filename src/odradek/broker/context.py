@@ -13,6 +13,7 @@ from odradek.broker.txn_verification import TransactionVerifier
 from odradek.controller.events import ControllerEvent
 from odradek.coordinator.group.group_coordinator import GroupCoordinator
 from odradek.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+from odradek.security.acl_authorizer import AclAuthorizer
 
 
 @dataclass(slots=True)
@@ -33,3 +34,6 @@ class BrokerContext:
     txn_verifier: TransactionVerifier  # KIP-890's check of a transaction's first batch at a leader
     metrics: BrokerMetrics | None = None  # None when metrics.port is 0
     replication_quotas: ReplicationQuotas | None = None  # the leader side is the fetch handler's
+    # Kafka's authorizer.class.name: None (the default, empty) allows every request; else the
+    # ACLs (security/acl_authorizer.py) that broker/authorization.py asks
+    authorizer: AclAuthorizer | None = None
