@@ -18,9 +18,12 @@ SESSION_TIMEOUT_MS = 4000
 SHORT_SESSION_TIMEOUT_MS = 2000
 
 
-def start_cluster(zookeeper: ZooKeeperServer, data_dir: Path, brokers: int = 3, **broker_args: object) -> LocalCluster:
+def start_cluster(zookeeper: ZooKeeperServer, data_dir: Path, brokers: int = 3, ports_per_broker: int = 1,
+                  **broker_args: object) -> LocalCluster:
+    """``ports_per_broker`` > 1 keeps that many blocks of ``brokers`` free ports, for further
+    listeners at {port+brokers}, {port+2*brokers} ... (LocalCluster's port placeholders)."""
     chroot = f"/odradek-it-{uuid.uuid4().hex[:12]}"
-    cluster = LocalCluster(data_dir, brokers, base_port=free_port_block(brokers),
+    cluster = LocalCluster(data_dir, brokers, base_port=free_port_block(brokers * ports_per_broker),
                            zookeeper=zookeeper.connect_string + chroot,
                            broker_args={"zookeeper_session_timeout_ms": SESSION_TIMEOUT_MS, **broker_args})
     try:

@@ -42,8 +42,14 @@ def test_an_advertised_address_other_than_the_listener_is_registered_for_a_port_
 
 @pytest.mark.parametrize("text, fragment", [
     ("listeners=PLAINTEXT://0.0.0.0:9092", "wildcard"),
-    ("listeners=SASL_PLAINTEXT://h:9092", "PLAINTEXT only"),
-    ("listeners=PLAINTEXT://h:9092,PLAINTEXT://h:9093", "one listener"),
+    ("listeners=CLIENTS://h:9092", "CLIENTS has no security protocol"),
+    ("listeners=PLAINTEXT://h:9092,PLAINTEXT://h:9093", "given twice"),
+    ("listeners=A://h:9092,SSL://h:9093\nlistener.security.protocol.map=A:PLAINTEXT,SSL:SSL\n"
+     "inter.broker.listener.name=B", "inter.broker.listener.name=B: no listener of that name"),
+    ("listeners=A://h:9092\nlistener.security.protocol.map=A:TLS", "NAME:PROTOCOL"),
+    ("listeners=A://h:9092,B://h:9092\nlistener.security.protocol.map=A:SSL,B:SSL\n"
+     "inter.broker.listener.name=A", "the same address"),
+    ("listeners=PLAINTEXT://h:9092\nadvertised.listeners=SSL://h:9093", "SSL is not one of the listeners"),
     ("listeners=PLAINTEXT://h:x", "not a number"),
     ("log.dirs=/a,/b", "one directory"),
     ("num.partitions=two", "num.partitions=two: an integer is expected"),
@@ -67,12 +73,12 @@ def test_retention_units_follow_kafkas_precedence() -> None:
 def test_unknown_keys_are_one_warning_and_a_missing_key_names_them(tmp_path: Path) -> None:
     props = tmp_path / "server.properties"
     props.write_text(f"broker.id=3\nlisteners=PLAINTEXT://h:9092\nlog.dirs={tmp_path}\nzookeeper.connect=zk:2181/k\n"
-                     "num.io.threads=8\nssl.keystore.location=/x\nlog.cleanup.policy=compact\n")
+                     "num.io.threads=8\nqueued.max.requests=9\nlog.cleanup.policy=compact\n")
     warnings: list[str] = []
     config = BrokerConfig.from_file(props, warnings.append)
     assert (config.broker_id, config.zookeeper, config.data_dir, config.log_cleanup_policy) == (
         3, "zk:2181/k", tmp_path, "compact")
-    assert len(warnings) == 1 and "num.io.threads, ssl.keystore.location" in warnings[0]
+    assert len(warnings) == 1 and "num.io.threads, queued.max.requests" in warnings[0]
     props.write_text("broker.idd=3\n")
     with pytest.raises(ValueError, match=r"missing broker.id, listeners, zookeeper.connect, log.dirs \(.*broker.idd"):
         BrokerConfig.from_file(props, warnings.append)

@@ -46,7 +46,9 @@ def value_for(action: argparse.Action, tmp: Path) -> list[str]:
 #: commands that need one of several options argparse cannot mark required (their own
 #: argument checks come before they contact the cluster)
 ONE_OF_REQUIRED = {("topics", "alter"): ["--partitions", "9"], ("configs", "alter"): ["--set", "a=b"],
-                   ("reassign",): ["--topics", "t", "--brokers", "1,2"]}
+                   ("reassign",): ["--topics", "t", "--brokers", "1,2"],
+                   ("acls", "add"): ["--topic", "t", "--allow-principal", "User:a"],
+                   ("acls", "remove"): ["--topic", "t", "--force"]}
 
 
 def required_args(parser: argparse.ArgumentParser, tmp: Path) -> list[str]:

@@ -21,8 +21,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.admin.errors import AdminError, ClusterError
 from odradek.admin.zookeeper import connect_zk
 from odradek.cli.output import duration
+from odradek.client import client_config
 from odradek.client.librdkafka_log import client_logger
 from odradek.protocol.errors import ErrorCode, error_name
+from odradek.security.client_security import connect_blocking
 from odradek.zk import paths
 
 
@@ -67,7 +69,7 @@ def admin_client(bootstrap: str, request_timeout: float = 0.0) -> AdminClient:
     conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": quiet_logger()}
     if request_timeout > 50:
         conf["socket.timeout.ms"] = min(int((request_timeout + 10) * 1000), MAX_SOCKET_TIMEOUT_MS)
-    return AdminClient(conf)
+    return AdminClient(client_config.librdkafka(conf))
 
 
 #: CreateTopics' "the broker's default" for a partition count or replication factor (KIP-464)
@@ -437,7 +439,7 @@ def send_request_raw(server: str, api_key: int, version: int, body: dict[str, An
 
     host, _, port = server.rpartition(":")
     request = kio_util.encode_request(api_key, version, 1, client_id, body)
-    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+    with connect_blocking(host, int(port), client_config.security(), timeout, client_id) as sock:
         sock.sendall(request)
         size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
         return _recv_exactly(sock, size)

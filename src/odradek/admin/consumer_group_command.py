@@ -29,6 +29,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from odradek.admin.admin_client import format_table, kafka_error_text, quiet_logger, request_first, send_request
 from odradek.admin.errors import AdminError
 from odradek.cli.output import duration, plural
+from odradek.client import client_config
 from odradek.client.group_membership import decode_assignment
 from odradek.client.ordered_metadata import OrderedMetadataClient, OrderedMetadataError, parse_bootstrap
 from odradek.protocol import ordered_delivery_api as ordered_api
@@ -135,8 +136,8 @@ class GroupAdmin:
         self.bootstrap = bootstrap
         self.timeout = timeout
         # confluent_kafka types conf values as str/int/float/bool; its "logger" setting takes a Logger
-        self.client = client or AdminClient(
-            {"bootstrap.servers": bootstrap, "logger": quiet_logger()})  # type: ignore[dict-item]
+        self.client = client or AdminClient(client_config.librdkafka(
+            {"bootstrap.servers": bootstrap, "logger": quiet_logger()}))
         self._topics: dict[str, Any] | None = None
 
     def _wait(self, future: concurrent.futures.Future[Any], what: str) -> Any:

@@ -5,11 +5,13 @@ Names follow Kafka's server.properties where a Kafka operator would look for the
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
+from odradek.broker.listener_config import JAAS_FILE_KEY, Listeners, is_security_key, parse_listeners
 from odradek.broker.topic_config_synonyms import check_static_value
+from odradek.security.acl_authorizer import parse_super_users
 
 
 @dataclass(slots=True)
@@ -29,6 +31,12 @@ class BrokerConfig:
     # the largest request every ZooKeeper server of the ensemble accepts (their -Djute.maxbuffer,
     # 1,048,575 by default; zk/request_size.py): topics and multis are sized to fit under it
     zookeeper_jute_maxbuffer: int = 0xFFFFF
+    # ZooKeeper security (broker/zookeeper_security.py): Kafka's zookeeper.set.acl, and ZooKeeper
+    # client settings Kafka takes from JVM system properties, as config keys of the same names;
+    # the credentials are the Client section's of the JAAS file java.security.auth.login.config
+    zookeeper_set_acl: bool = False
+    zookeeper_sasl_client: bool = True
+    zookeeper_sasl_clientconfig: str = "Client"
     default_replication_factor: int = 1
     num_partitions: int = 1
     min_insync_replicas: int = 1
@@ -85,6 +93,13 @@ class BrokerConfig:
     # Prometheus metrics (broker/metrics.py) served on this port of the listener's host; 0: none.
     # Kafka exposes JMX and leaves Prometheus to an exporter; the names here are the exporter's.
     metrics_port: int = 0
+    # Authorization (broker/acl_manager.py): authorizer.class.name names Kafka's ZooKeeper ACL
+    # authorizer (ACL_AUTHORIZER_CLASSES) or is empty, the default: every request allowed and the
+    # ACL APIs answer SECURITY_DISABLED. super.users ("User:admin;User:ops") may do anything;
+    # allow.everyone.if.no.acl.found allows a resource no ACL names to everyone (Kafka's default: no).
+    authorizer_class_name: str = ""
+    super_users: str = ""
+    allow_everyone_if_no_acl_found: bool = False
     # The group coordinator (Kafka's names and defaults): session timeouts a member may ask for,
     # how long a new group waits for more members before its first rebalance completes, and the
     # internal __consumer_offsets topic that stores groups and their committed offsets.
@@ -109,6 +124,21 @@ class BrokerConfig:
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
     transactional_id_expiration_ms: int = 604800000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
+    # The listeners and their security as the config file gives them, key by key: listeners,
+    # advertised.listeners, listener.security.protocol.map, inter.broker.listener.name, ssl.*,
+    # sasl.*, listener.name.<listener>.* (broker/listener_config.py reads them). host and port
+    # above are then the inter-broker listener's.
+    security: dict[str, str] = field(default_factory=dict)
+
+    def listeners(self) -> Listeners:
+        """The named listeners (without a listeners key: one PLAINTEXT listener on host:port)."""
+        return parse_listeners(self.security, self.host, self.port, self.advertised_host, self.advertised_port)
+
+    @property
+    def jaas_file(self) -> str | None:
+        """The JAAS file of the KafkaServer login modules (PLAIN users, inter-broker credentials):
+        Kafka's java.security.auth.login.config, a JVM system property there, a key here."""
+        return self.security.get(JAAS_FILE_KEY)
 
     @classmethod
     def from_file(cls, path: Path, warn: Callable[[str], None] | None = None,
@@ -160,6 +190,7 @@ def parse_properties(text: str) -> tuple[dict[str, object], list[str]]:
     values: dict[str, object] = {}
     ranks: dict[str, int] = {}
     listener: dict[str, tuple[int, str]] = {}
+    security: dict[str, str] = {}
     unknown: list[str] = []
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
@@ -171,6 +202,10 @@ def parse_properties(text: str) -> tuple[dict[str, object], list[str]]:
             raise ValueError(f"line {lineno}: {line!r} is not key=value")
         if key in _LISTENER_KEYS:
             listener[key] = (lineno, value)
+            if key not in ("listeners", "advertised.listeners"):
+                continue
+        if is_security_key(key):
+            security[key] = value
             continue
         name, scale, rank = _COARSE_MS.get(key, (KAFKA_KEYS.get(key, key.replace(".", "_")), 1, 0))
         if name not in known:
@@ -184,8 +219,22 @@ def parse_properties(text: str) -> tuple[dict[str, object], list[str]]:
             typed = max(-1, int(typed) * scale)  # type: ignore[call-overload]
         if rank <= ranks.get(name, rank):  # a finer unit wins whatever the order of the lines
             values[name], ranks[name] = typed, rank
-    values.update(_listener_address(listener))
+    if "listeners" in security:
+        values.update(_named_listeners(security), security=security)
+    else:
+        values.update(_listener_address(listener))
+        if security:
+            values["security"] = security
     return values, unknown
+
+
+def _named_listeners(security: dict[str, str]) -> dict[str, object]:
+    """host and port of the inter-broker listener, and its advertised address where it differs."""
+    inter = parse_listeners(security).inter_broker
+    out: dict[str, object] = {"host": inter.host, "port": inter.port}
+    if (inter.advertised_host, inter.advertised_port) != (inter.host, inter.port):
+        out.update(advertised_host=inter.advertised_host, advertised_port=inter.advertised_port)
+    return out
 
 
 def _coerce(type_name: object, value: str, key: str) -> object:
@@ -200,6 +249,7 @@ def _coerce(type_name: object, value: str, key: str) -> object:
         expected = {"int": "an integer", "float": "a number", "bool": "true or false"}[kind]
         raise ValueError(f"{key}={value}: {expected} is expected") from None
     check_static_value(key, value)
+    _check_authorization_value(key, value)
     return typed
 
 
@@ -208,6 +258,39 @@ def _bool(value: str) -> bool:
     if value.lower() not in ("true", "false"):
         raise ValueError(value)
     return value.lower() == "true"
+
+
+#: authorizer.class.name values naming Kafka's ZooKeeper-mode ACL authorizer: AclAuthorizer, and
+#: SimpleAclAuthorizer, its name before Kafka 2.4 (broker/acl_manager.py keeps its ACLs)
+ACL_AUTHORIZER_CLASSES = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer")
+_KRAFT_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def check_authorizer_class(value: str) -> bool:
+    """Whether authorizer.class.name asks for the ACL authorizer (False: empty, no authorizer);
+    ValueError, naming the key, for any other class."""
+    name = value.strip()
+    if not name:
+        return False
+    if name in ACL_AUTHORIZER_CLASSES:
+        return True
+    if name == _KRAFT_AUTHORIZER:
+        raise ValueError(f"authorizer.class.name={name}: KRaft's StandardAuthorizer keeps ACLs in a KRaft "
+                         f"metadata log, which a ZooKeeper cluster has not; use {ACL_AUTHORIZER_CLASSES[0]}")
+    raise ValueError(f"authorizer.class.name={name}: odradek's authorizer is {ACL_AUTHORIZER_CLASSES[0]} "
+                     f"(or leave it empty for none)")
+
+
+def _check_authorization_value(key: str, value: str) -> None:
+    """authorizer.class.name and super.users checked when read, so a mistake fails the broker's
+    start as one line naming the key instead of leaving it unprotected or locked out."""
+    if key == "authorizer.class.name":
+        check_authorizer_class(value)
+    elif key == "super.users":
+        try:
+            parse_super_users(value)
+        except ValueError as exc:
+            raise ValueError(f"{key}={value}: {exc}") from None
 
 
 #: how a config file's value becomes each field type (by the type's name); any other is a str
@@ -238,8 +321,7 @@ def _listener_address(found: dict[str, tuple[int, str]]) -> dict[str, object]:
         except ValueError:
             raise ValueError(f"{where(port_key)}: an integer is expected") from None
 
-    bind = (_parse_listener(where("listeners"), found["listeners"][1]) if "listeners" in found
-            else old_style(("host.name", "host"), "port", 9092))
+    bind = old_style(("host.name", "host"), "port", 9092)  # `listeners` is listener_config's
     advertised = (_parse_listener(where("advertised.listeners"), found["advertised.listeners"][1])
                   if "advertised.listeners" in found
                   else old_style(("advertised.host.name", "host.name", "host"), "advertised.port",
@@ -262,16 +344,16 @@ def _listener_address(found: dict[str, tuple[int, str]]) -> dict[str, object]:
 
 
 def _parse_listener(where: str, value: str) -> tuple[str, int]:
-    """(host, port) of Kafka's one PLAINTEXT listener, PLAINTEXT://HOST:PORT."""
+    """(host, port) of advertised.listeners=PLAINTEXT://HOST:PORT given without listeners (beside
+    the older host.name and port)."""
     listeners = [v.strip() for v in value.split(",") if v.strip()]
     if len(listeners) != 1:
-        raise ValueError(f"{where}: odradek has one listener; give exactly one PLAINTEXT://HOST:PORT")
+        raise ValueError(f"{where}: without listeners, give exactly one PLAINTEXT://HOST:PORT")
     name, sep, address = listeners[0].partition("://")
     if not sep:
         raise ValueError(f"{where}: PLAINTEXT://HOST:PORT is expected")
     if name.upper() != "PLAINTEXT":
-        raise ValueError(f"{where}: odradek speaks PLAINTEXT only, without TLS or SASL; "
-                         f"the {name} listener is not supported")
+        raise ValueError(f"{where}: the {name} listener is not among the listeners (give listeners too)")
     host, _, port = address.rpartition(":")
     try:
         return host.strip("[]") if host.startswith("[") else host, int(port)
@@ -301,6 +383,17 @@ FIELD_DOCS: dict[str, str] = {
                                     "dead (flag --session-timeout-ms; Kafka's default is 18000)",
     "zookeeper_jute_maxbuffer": "The largest request every ZooKeeper server accepts (their -Djute.maxbuffer); "
                                 "topics and multis are sized to fit under it",
+    "zookeeper_set_acl": "Kafka's zookeeper.set.acl: every znode the broker creates gets ALL for its ZooKeeper "
+                         "SASL user and READ for the world, none for the world under /config/users, "
+                         "/config/brokers and /delegation_token/tokens; needs ZooKeeper credentials (the broker "
+                         "refuses to start without them). Znodes created before keep their ACL",
+    "zookeeper_sasl_client": "ZooKeeper's client system property: whether the broker logs in to ZooKeeper (SASL "
+                             "DIGEST-MD5) with the username and password of the "
+                             "org.apache.zookeeper.server.auth.DigestLoginModule in the Client section of the JAAS "
+                             "file java.security.auth.login.config; false while that section exists is refused, as "
+                             "Kafka refuses it",
+    "zookeeper_sasl_clientconfig": "The JAAS section with the ZooKeeper credentials (ZooKeeper's client system "
+                                   "property)",
     "default_replication_factor": "The replication factor of a topic created without one",
     "num_partitions": "The partition count of a topic created without one",
     "auto_create_topics_enable": "Whether a Metadata request for a topic that does not exist creates it with "
@@ -332,6 +425,14 @@ FIELD_DOCS: dict[str, str] = {
     "leader_imbalance_per_broker_percentage": "The share (%) of a broker's preferred partitions it may "
                                               "not lead before the controller moves them back",
     "metrics_port": "The port of the Prometheus endpoint (/metrics) on the listener's host; 0: none",
+    "authorizer_class_name": "kafka.security.authorizer.AclAuthorizer (or its older name "
+                             "kafka.security.auth.SimpleAclAuthorizer) authorizes every request by the ACLs "
+                             "in ZooKeeper; empty: none, every request is allowed and the ACL APIs answer "
+                             "SECURITY_DISABLED",
+    "super_users": "Principals allowed everything whatever the ACLs say, separated by semicolons "
+                   "(User:admin;User:ops)",
+    "allow_everyone_if_no_acl_found": "Whether a resource that no ACL applies to is open to everyone (else "
+                                      "only to super.users)",
     "group_min_session_timeout_ms": "The shortest session.timeout.ms a group member may ask for",
     "group_max_session_timeout_ms": "The longest session.timeout.ms a group member may ask for",
     "group_initial_rebalance_delay_ms": "How long a new group waits for more members before its first "

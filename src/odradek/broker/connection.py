@@ -31,20 +31,37 @@ class CloseConnection(Exception):
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, handler: Handler, max_frame_bytes: int) -> None:
+    """``listener`` and ``security_protocol`` name the listener the connection came in on;
+    ``principal_of_certificate``, on a TLS listener, names the principal of the client's
+    certificate (None when it showed none), which the connection is until SASL says otherwise."""
+
+    def __init__(self, handler: Handler, max_frame_bytes: int, listener: str = "PLAINTEXT",
+                 security_protocol: str = "PLAINTEXT",
+                 principal_of_certificate: Callable[[bytes | None], str] | None = None) -> None:
         self._handler = handler
         self._frames = FrameBuffer(max_frame_bytes)
         self._pending: deque[asyncio.Future[Response] | bytes | list[bytes | memoryview]] = deque()
         self._transport: asyncio.Transport | None = None
         self._paused = False
+        self._close_after_response = False
+        self._principal_of_certificate = principal_of_certificate
         self.peer = "?"
-        self.session = Session(ANONYMOUS, "")
+        self.session = Session(ANONYMOUS, "", listener, security_protocol)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self.session = Session(self.session.principal, peer[0] if peer else "", self.session.listener,
+        principal = self.session.principal
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None and self._principal_of_certificate is not None:
+            try:
+                principal = self._principal_of_certificate(ssl_object.getpeercert(binary_form=True))
+            except ValueError as exc:  # no ssl.principal.mapping.rules rule matched: Kafka fails the connection
+                log.warning("closing connection from %s: its certificate maps to no principal: %s", self.peer, exc)
+                transport.close()
+                return
+        self.session = Session(principal, peer[0] if peer else "", self.session.listener,
                                self.session.security_protocol)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -133,6 +150,16 @@ class KafkaConnection(asyncio.Protocol):
             self._transport.writelines(data)
         else:
             self._transport.write(data)
+        if self._close_after_response:
+            self.close()  # the transport sends what it holds first
+
+    def close_after_response(self) -> None:
+        """Close once the response being given now is written (a failed SASL exchange)."""
+        self._close_after_response = True
+
+    def set_max_frame_bytes(self, max_frame_bytes: int) -> None:
+        """The largest frame from now on (after authentication: socket.request.max.bytes)."""
+        self._frames.max_frame_bytes = max_frame_bytes
 
     def close(self) -> None:
         if self._transport is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
+from odradek.broker.acl_manager import AclManager
 from odradek.broker.config import BrokerConfig
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.metrics import BrokerMetrics
@@ -37,3 +38,6 @@ class BrokerContext:
     # Kafka's authorizer.class.name: None (the default, empty) allows every request; else the
     # ACLs (security/acl_authorizer.py) that broker/authorization.py asks
     authorizer: AclAuthorizer | None = None
+    # with an authorizer: the ACLs in ZooKeeper that CreateAcls and DeleteAcls change and that
+    # keep the authorizer current (broker/acl_manager.py)
+    acl_manager: AclManager | None = None

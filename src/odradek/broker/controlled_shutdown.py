@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import socket
 import time
 from typing import Callable
 
@@ -30,6 +29,7 @@ from odradek.controller.controller_channel import exchange
 from odradek.protocol import controller_api
 from odradek.protocol.controller_api import ControlledShutdownRequest, ControlledShutdownResponse
 from odradek.protocol.errors import ErrorCode, error_name
+from odradek.security.client_security import PLAINTEXT, ClientSecurity, connect_blocking
 from odradek.zk.client import KafkaZkClient
 
 log = logging.getLogger("odradek.broker.controlled_shutdown")
@@ -42,7 +42,8 @@ class ControlledShutdownError(Exception):
 
 
 def request_controlled_shutdown(zk: KafkaZkClient, broker_id: int, broker_epoch: int, timeout_s: float,
-                                cached_controller: BrokerInfo | None = None) -> tuple[TopicPartition, ...]:
+                                cached_controller: BrokerInfo | None = None,
+                                security: ClientSecurity = PLAINTEXT) -> tuple[TopicPartition, ...]:
     """One ControlledShutdown round trip to the controller (blocking, at most about `timeout_s`):
     the replicated partitions this broker still leads. `cached_controller`: the controller the
     metadata cache names; without it ZooKeeper is asked."""
@@ -57,7 +58,7 @@ def request_controlled_shutdown(zk: KafkaZkClient, broker_id: int, broker_epoch:
     left = deadline - time.monotonic()
     if left <= 0:
         raise ControlledShutdownError(f"no answer within {timeout_s:g} s")
-    with socket.create_connection((controller.host, controller.port), timeout=left) as sock:
+    with connect_blocking(controller.host, controller.port, security, left, f"broker-{broker_id}") as sock:
         body = exchange(sock, frame, correlation_id, api_key, controller_api.VERSIONS[api_key])
     response = controller_api.decode_response(api_key, controller_api.VERSIONS[api_key], body)
     assert isinstance(response, ControlledShutdownResponse)
@@ -71,7 +72,8 @@ async def controlled_shutdown(zk: KafkaZkClient, broker_id: int, broker_epoch: i
                               can_move: Callable[[tuple[TopicPartition, ...]], bool],
                               max_retries: int = 3, backoff_s: float = 5.0,
                               timeout_s: float = 10.0,
-                              cached_controller: Callable[[], BrokerInfo | None] = lambda: None) -> bool:
+                              cached_controller: Callable[[], BrokerInfo | None] = lambda: None,
+                              security: ClientSecurity = PLAINTEXT) -> bool:
     """Ask until the controller reports no partition left to move; True on success. Gives up
     after ``max_retries`` attempts or ``max_retries x backoff_s`` seconds, whichever comes first
     (each attempt gets at most ``timeout_s`` of the time left).
@@ -79,7 +81,7 @@ async def controlled_shutdown(zk: KafkaZkClient, broker_id: int, broker_epoch: i
     ``can_move(remaining)``: whether some remaining partition has another live in-sync replica.
     When none has (the last broker of a cluster going down), asking again cannot help, so the
     broker stops at once rather than after every retry's backoff. ``cached_controller()``: the
-    controller as the metadata cache knows it, or None."""
+    controller as the metadata cache knows it, or None. ``security``: the inter-broker listener's."""
     deadline = time.monotonic() + max_retries * backoff_s
     for attempt in range(1, max_retries + 1):
         left = deadline - time.monotonic()
@@ -89,7 +91,7 @@ async def controlled_shutdown(zk: KafkaZkClient, broker_id: int, broker_epoch: i
             return False
         try:
             remaining = await asyncio.to_thread(request_controlled_shutdown, zk, broker_id, broker_epoch,
-                                                min(timeout_s, left), cached_controller())
+                                                min(timeout_s, left), cached_controller(), security)
         except Exception as exc:  # noqa: BLE001 - ZooKeeper or network trouble: the stop must go on
             log.warning("controlled shutdown attempt %d of %d failed: %r", attempt, max_retries, exc)
         else:

@@ -43,7 +43,8 @@ DEFAULT_ENTITY = "<default>"
 
 _LONG_MAX = str(2**63 - 1)
 
-_FIELD_OF = {KAFKA_NAMES.get(f.name, f.name.replace("_", ".")): f for f in fields(BrokerConfig)}
+# (not `security`: the listeners' raw keys, passwords among them, which DescribeConfigs does not show)
+_FIELD_OF = {KAFKA_NAMES.get(f.name, f.name.replace("_", ".")): f for f in fields(BrokerConfig) if f.name != "security"}
 # every topic config's broker default is a BrokerConfig field, so a config file can set it
 assert set(TOPIC_OF_SYNONYM) <= set(_FIELD_OF)
 

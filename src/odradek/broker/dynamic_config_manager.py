@@ -18,6 +18,13 @@ DynamicBrokerConfig (which this manager keeps current). A broker config
 change (cluster default or this broker's) replaces the defaults of every topic that does not
 set the config itself, log.cleaner.backoff.ms the cleaner's idle wait, and the two
 replication throttle rates the quotas' bounds.
+
+Other entity types (users, clients) are followed by whoever registers a listener for them
+(``register``): the broker's SCRAM credential cache for users (credential_cache.py). A listener
+gets every stored entity of its type at startup and, after that, each entity a notification
+names with its whole config re-read ({} once it has none), on the event loop; an entity below
+another (users/<user>/clients/<id>) reaches it as "<user>/clients/<id>" when changed, but is not
+read at startup (only /config/<type>/<name> is).
 """
 from __future__ import annotations
 
@@ -35,6 +42,10 @@ from odradek.zk import admin_zk_client as azk
 from odradek.zk import paths
 
 log = logging.getLogger("odradek.broker.dynamic_config")
+
+#: a listener of one entity type's configs (``register``): the entity's name as ZooKeeper holds
+#: it (sanitized, as Kafka's Sanitizer: "alice", "alice/clients/app") and its whole config
+EntityConfigListener = Callable[[str, dict[str, str]], None]
 
 
 class DynamicConfigManager:
@@ -54,6 +65,17 @@ class DynamicConfigManager:
         # topic -> (the round that applied it, its config): for reads that raced a change
         self._round = 0
         self._applied: dict[str, tuple[int, dict[str, str]]] = {}
+        self._listeners: dict[str, list[EntityConfigListener]] = {}
+
+    def register(self, entity_type: str, listener: EntityConfigListener) -> None:
+        """Follow the configs of ``entity_type`` ("users", "clients": not topics or brokers, which
+        this manager applies itself), registered before startup. Several listeners may follow one
+        type; one that raises is logged and the others still get the change."""
+        if entity_type in (azk.TOPICS, azk.BROKERS) or not entity_type or "/" in entity_type:
+            raise ValueError(f"cannot register a listener for entity type {entity_type!r}")
+        if self._loop is not None:
+            raise RuntimeError("listeners are registered before startup")
+        self._listeners.setdefault(entity_type, []).append(listener)
 
     async def startup(self) -> None:
         """Read this broker's dynamic configs before it serves (Kafka's
@@ -64,6 +86,10 @@ class DynamicConfigManager:
         for entity in entities:
             self.config.update(entity, stored[entity])
         self._apply_broker_defaults()
+        for entity_type in self._listeners:
+            configs = await asyncio.to_thread(self.zk.until_connected, self._read_all, entity_type)
+            self._notify(entity_type, configs)
+            log.info("/config/%s: %d entities loaded", entity_type, len(configs))
         self._watch = self.zk.watch_children(
             paths.CONFIG_CHANGES, lambda _children: self._loop.call_soon_threadsafe(self._changed))
 
@@ -92,7 +118,21 @@ class DynamicConfigManager:
             if not self._again:
                 return
 
-    def _read_changes(self) -> tuple[int, dict[str, dict[str, str]], dict[str, dict[str, str]]] | None:
+    def _read_all(self, entity_type: str) -> dict[str, dict[str, str]]:
+        """On a thread: every /config/<entity_type>/<name> and its config (Kafka's
+        fetchAllEntityConfigs)."""
+        return self.zk.get_entity_configs(entity_type, self.zk.get_entity_names(entity_type))
+
+    def _notify(self, entity_type: str, configs: dict[str, dict[str, str]]) -> None:
+        for name, config in configs.items():
+            for listener in self._listeners.get(entity_type, ()):
+                try:
+                    listener(name, config)
+                except Exception:  # noqa: BLE001 - one listener's bug must not stop the others
+                    log.exception("applying the config of %s/%s failed", entity_type, name)
+
+    def _read_changes(self) -> tuple[int, dict[str, dict[str, str]], dict[str, dict[str, str]],
+                                     dict[str, dict[str, dict[str, str]]]] | None:
         """On a thread: the new notifications' entities and their configs, as of now."""
         kz = self.zk.kazoo
         children = azk.config_changes(kz)
@@ -105,6 +145,7 @@ class DynamicConfigManager:
         notifications = self.zk.get_config_change_notifications(new)
         topics: set[str] = set()
         brokers: set[str] = set()
+        others: dict[str, set[str]] = {}  # the entities of the types listeners follow
         for child, data in notifications.items():
             entity = azk.decode_notification(data)
             if entity is None:
@@ -113,14 +154,17 @@ class DynamicConfigManager:
                 topics.add(entity[1])
             elif entity[0] == azk.BROKERS and entity[1] in (str(self.broker_id), DEFAULT_ENTITY):
                 brokers.add(entity[1])
+            elif entity[0] in self._listeners:
+                others.setdefault(entity[0], set()).add(entity[1])
         broker_configs = self.zk.get_entity_configs(azk.BROKERS, brokers)
         if broker_configs:  # every hosted topic's defaults may change: re-read them all
             topics |= {p.tp.topic for p in self.replica_manager.partitions()}
         topic_configs = self.zk.get_topic_configs(topics) if topics else {}
-        return azk.sequence_of(new[-1]), broker_configs, topic_configs
+        other_configs = {t: self.zk.get_entity_configs(t, names) for t, names in others.items()}
+        return azk.sequence_of(new[-1]), broker_configs, topic_configs, other_configs
 
     def _apply(self, last: int, broker_configs: dict[str, dict[str, str]],
-               topic_configs: dict[str, dict[str, str]]) -> None:
+               topic_configs: dict[str, dict[str, str]], other_configs: dict[str, dict[str, dict[str, str]]]) -> None:
         for entity, config in broker_configs.items():
             self.config.update(entity, config)
             log.info("broker config %s changed: %s", entity, config)
@@ -134,6 +178,10 @@ class DynamicConfigManager:
         for topic, config in topic_configs.items():
             self._applied[topic] = (self._round, config)
             self.apply_topic_config(topic, config, hosted.get(topic, []))
+        for entity_type, configs in other_configs.items():
+            for name, config in configs.items():  # the keys only: SCRAM credentials are secrets
+                log.info("config of %s/%s changed: keys %s", entity_type, name, sorted(config))
+            self._notify(entity_type, configs)
         self._last_executed = max(self._last_executed, last)
 
     async def load_topic_configs(self, topics: list[str], read: Callable[[list[str]], dict[str, dict[str, str]]]

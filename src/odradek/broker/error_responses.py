@@ -180,12 +180,20 @@ _SHAPES: dict[int, Callable[[Any, int, str | None], Body]] = {
     24: _add_partitions_to_txn,
     27: _write_txn_markers,
     28: lambda r, e, _m: {"topics": _topics(r, e)},
+    30: lambda r, e, m: {"results": [{"error_code": e, "error_message": m} for _ in r.creations]},
+    31: lambda r, e, m: {"filter_results": [{"error_code": e, "error_message": m, "matching_acls": []}
+                                            for _ in r.filters]},
     32: _resources("results"),
     33: _resources("responses"),
     37: _named("results", "topics", "name", lambda t: t.name),
     42: _named("results", "groups_names", "group_id", lambda g: g),
     43: _elect_leaders,
     44: _resources("responses"),
+    50: lambda r, e, m: {"error_code": e, "error_message": m,
+                         "results": [{"user": n, "error_code": e, "error_message": m}
+                                     for n in dict.fromkeys(u.name for u in r.users or ())]},
+    51: lambda r, e, m: {"results": [{"user": u, "error_code": e, "error_message": m}
+                                     for u in sorted({x.name for x in (*r.deletions, *r.upsertions)})]},
     61: lambda r, e, _m: {"topics": [{"name": t.name, "partitions": [{"partition_index": p, "error_code": e}
                                                                      for p in t.partition_indexes]}
                                      for t in r.topics]},

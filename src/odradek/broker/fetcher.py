@@ -25,6 +25,7 @@ from odradek.common.internal_topics import is_internal
 from odradek.common.metadata import BrokerInfo, TopicPartition
 from odradek.protocol import fast_paths
 from odradek.protocol.errors import ErrorCode
+from odradek.security.client_security import PLAINTEXT, ClientSecurity
 
 log = logging.getLogger("odradek.broker.fetcher")
 
@@ -51,7 +52,8 @@ class ReplicaFetcher:
     """Fetches every partition this broker follows from one leader broker."""
 
     def __init__(self, broker_id: int, leader: BrokerInfo, max_wait_ms: int, max_bytes: int,
-                 request_timeout_s: float = 30.0, quota: ReplicationQuotaManager | None = None) -> None:
+                 request_timeout_s: float = 30.0, quota: ReplicationQuotaManager | None = None,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.broker_id = broker_id
         self.leader = leader
         self.max_wait_ms = max_wait_ms
@@ -59,7 +61,8 @@ class ReplicaFetcher:
         self.request_timeout_s = request_timeout_s
         self._states: dict[TopicPartition, _FetchState] = {}
         self._changed = asyncio.Event()
-        self._conn = KafkaClientConnection(leader.host, leader.port, f"replica-fetcher-{broker_id}")
+        self._conn = KafkaClientConnection(leader.host, leader.port, f"replica-fetcher-{broker_id}",
+                                           security=security)
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         # KIP-227 fetch session with the leader: after a full first request, only partitions

@@ -22,6 +22,7 @@ from odradek.broker.create_topics import is_topic_exists_error
 from odradek.broker.metadata_apis import cache_until_the_controller_speaks
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition_existence import NotKnownYet, unknown_partitions
+from odradek.broker.session import current_session
 from odradek.broker.topic_admin import assign_replicas
 from odradek.common.metadata import TopicAssignment, TopicPartition
 from odradek.coordinator.group.group_coordinator import JoinGroupRequest
@@ -178,7 +179,10 @@ def _coordinator_for(cache: MetadataCache, key: str, key_type: int) -> tuple[int
     broker = None if state is None else cache.broker(state.leader)
     if broker is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"the key's {creator.topic} partition has no leader", -1, "", -1
-    return ErrorCode.NONE, None, broker.id, broker.host, broker.port
+    address = broker.address(current_session().listener)  # the client's listener's (Kafka's getAliveBrokerNode)
+    if address is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator has no listener of the client's", -1, "", -1
+    return ErrorCode.NONE, None, broker.id, address[0], address[1]
 
 
 # -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup -----------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 
 from odradek.broker.kafka_client import KafkaClientConnection
 from odradek.broker.metadata_cache import MetadataCache
+from odradek.security.client_security import PLAINTEXT, ClientSecurity
 
 
 class BrokerUnreachable(Exception):
@@ -33,8 +34,9 @@ FAILED_BACKOFF_S = 1.0
 
 
 class InterBrokerClient:
-    def __init__(self, client_id: str, metadata: MetadataCache) -> None:
+    def __init__(self, client_id: str, metadata: MetadataCache, security: ClientSecurity = PLAINTEXT) -> None:
         self._client_id = client_id
+        self._security = security
         self._metadata = metadata
         self._connections: dict[int, tuple[KafkaClientConnection, asyncio.Lock]] = {}
         self._failed_until: dict[int, float] = {}  # broker id -> monotonic time its failures end
@@ -66,7 +68,8 @@ class InterBrokerClient:
         if held is None or (held[0].host, held[0].port) != (broker.host, broker.port):
             if held is not None:
                 held[0].close()
-            held = (KafkaClientConnection(broker.host, broker.port, self._client_id), asyncio.Lock())
+            held = (KafkaClientConnection(broker.host, broker.port, self._client_id, security=self._security),
+                    asyncio.Lock())
             self._connections[broker_id] = held
         return held
 

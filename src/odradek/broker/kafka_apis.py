@@ -15,6 +15,7 @@ import traceback
 from typing import Any, Awaitable
 
 from odradek.broker import (
+    acl_apis,
     api_keys,
     config_helper,
     error_responses,
@@ -22,6 +23,7 @@ from odradek.broker import (
     metadata_apis,
     ordered_delivery_apis,
     reassignment_apis,
+    scram_credential_apis,
     txn_admin_apis,
     txn_apis,
     zk_admin_manager,
@@ -40,6 +42,7 @@ from odradek.broker.metrics import REQUEST_NAMES, BrokerMetrics
 from odradek.broker.ordered_delivery_fence import OrderedDeliveryFence
 from odradek.broker.partition import Partition
 from odradek.broker.producer_state import ProducerStateError
+from odradek.broker.sasl_server_authenticator import illegal_sasl_state
 from odradek.broker.txn_marker_apis import write_txn_markers
 from odradek.common.errors import NotLeaderError
 from odradek.common.metadata import TopicPartition
@@ -88,7 +91,12 @@ class KafkaApis:
             api_keys.DESCRIBE_PRODUCERS: txn_admin_apis.describe_producers,
             api_keys.LIST_TRANSACTIONS: txn_admin_apis.list_transactions,
             api_keys.DESCRIBE_TRANSACTIONS: txn_admin_apis.describe_transactions,
+            # the SASL exchange itself is the authenticator's; here only where none is expected
+            api_keys.SASL_HANDSHAKE: lambda _ctx, header, _req, _version: illegal_sasl_state(header),
+            api_keys.SASL_AUTHENTICATE: lambda _ctx, header, _req, _version: illegal_sasl_state(header),
             **group_apis.ROUTES,
+            **scram_credential_apis.ROUTES,
+            **acl_apis.ROUTES,
         }
 
     def __call__(self, frame: memoryview, conn: KafkaConnection) -> bytes | None | Awaitable[bytes | None]:

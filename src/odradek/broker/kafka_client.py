@@ -12,11 +12,14 @@ from typing import Any, Callable
 from odradek.common.gc_policy import drop_transport_cycle, release_frames
 from odradek.common.netutil import outgoing_address
 from odradek.protocol import kio_util
+from odradek.security.client_security import PLAINTEXT, ClientSecurity, open_connection
 
 
 class KafkaClientConnection:
-    def __init__(self, host: str, port: int, client_id: str, max_frame_bytes: int = 256 * 1024 * 1024) -> None:
+    def __init__(self, host: str, port: int, client_id: str, max_frame_bytes: int = 256 * 1024 * 1024,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.host, self.port, self.client_id = host, port, client_id
+        self.security = security  # the inter-broker listener's: TLS and SASL as it asks
         self._max = max_frame_bytes
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -25,7 +28,7 @@ class KafkaClientConnection:
     async def connect(self, timeout: float = 5.0) -> None:
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, local_addr=outgoing_address()), timeout)
+                open_connection(self.host, self.port, self.security, self.client_id, outgoing_address()), timeout)
         except BaseException as exc:
             release_frames(exc)  # a reference cycle otherwise (common/gc_policy.py)
             raise

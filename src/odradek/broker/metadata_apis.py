@@ -12,8 +12,10 @@ from odradek.broker.auto_topic_creation import auto_create_topics
 from odradek.broker.connection import CloseConnection
 from odradek.broker.context import BrokerContext
 from odradek.broker.metadata_cache import MetadataCache, from_zookeeper
+from odradek.broker.session import current_session
 from odradek.broker.topic_admin import is_legal_topic_name
 from odradek.common.internal_topics import is_internal
+from odradek.common.metadata import BrokerInfo
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
 
@@ -133,14 +135,23 @@ def _metadata_response(ctx: BrokerContext, cache: MetadataCache, header: Any, re
         topics.append({"error_code": 0, "name": name, "topic_id": None, "is_internal": is_internal(name),
                        "partitions": plist})
     body = {"throttle_time": 0, "cluster_id": ctx.cluster_id, "controller_id": cache.controller_id,
-            "brokers": [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack} for b in cache.live_brokers],
+            "brokers": [{"node_id": b.id, "host": host, "port": port, "rack": b.rack}
+                        for b, host, port in reachable_brokers(cache)],
             "topics": topics}
     return kio_util.encode_response(api_keys.METADATA, version, header.correlation_id, body)
+
+
+def reachable_brokers(cache: MetadataCache) -> list[tuple[BrokerInfo, str, int]]:
+    """The live brokers with their address on the listener the request came in on (Kafka's
+    MetadataCache.getAliveBrokerNodes(listenerName)); a broker without that listener is left
+    out, as Kafka leaves it out."""
+    listener = current_session().listener
+    return [(b, *address) for b in cache.live_brokers if (address := b.address(listener)) is not None]
 
 
 def describe_cluster(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     body = {"throttle_time": 0, "error_code": 0, "error_message": None, "cluster_id": ctx.cluster_id,
             "controller_id": ctx.metadata.controller_id,
-            "brokers": [{"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
-                        for b in ctx.metadata.live_brokers]}
+            "brokers": [{"broker_id": b.id, "host": host, "port": port, "rack": b.rack}
+                        for b, host, port in reachable_brokers(ctx.metadata)]}
     return kio_util.encode_response(api_keys.DESCRIBE_CLUSTER, version, header.correlation_id, body)

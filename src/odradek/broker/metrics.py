@@ -63,6 +63,8 @@ REQUEST_NAMES: dict[int, str] = {
     4: "LeaderAndIsr", 5: "StopReplica", 6: "UpdateMetadata", 7: "ControlledShutdown",
     19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords", 33: "AlterConfigs", 37: "CreatePartitions",
     44: "IncrementalAlterConfigs", 45: "AlterPartitionReassignments", 46: "ListPartitionReassignments",
+    api_keys.DESCRIBE_ACLS: "DescribeAcls", api_keys.CREATE_ACLS: "CreateAcls", api_keys.DELETE_ACLS: "DeleteAcls",
+    50: "DescribeUserScramCredentials", 51: "AlterUserScramCredentials",
     api_keys.CONSUMER_GROUP_POSITION: "ConsumerGroupPosition",
     api_keys.PARTITION_LEADER_EPOCHS_FOR_PARTITIONS: "PartitionLeaderEpochsForPartitions",
     api_keys.DESCRIBE_ORDERED_GROUPS: "DescribeOrderedGroups",

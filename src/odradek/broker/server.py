@@ -16,16 +16,19 @@ from typing import Any
 from kazoo.client import KazooState
 
 from odradek.broker import broker_metadata_checkpoint, producer_state_snapshots
+from odradek.broker.acl_manager import AclManager, authorizer_from_config
 from odradek.broker.broker_metadata_checkpoint import BrokerMetadata
 from odradek.broker.config import BrokerConfig
-from odradek.broker.connection import KafkaConnection
+from odradek.broker.connection import Handler, KafkaConnection
 from odradek.broker.context import BrokerContext
 from odradek.broker.controlled_shutdown import controlled_shutdown
 from odradek.broker.controller_apis import ControllerApis
+from odradek.broker.credential_cache import CredentialCache
 from odradek.broker.dynamic_broker_config import DynamicBrokerConfig
 from odradek.broker.dynamic_config_manager import DynamicConfigManager
 from odradek.broker.fetcher import ReplicaFetcher, ReplicaFetcherManager
 from odradek.broker.kafka_apis import KafkaApis
+from odradek.broker.listener_security import ListenerSecurity, inter_broker_client, listener_security
 from odradek.broker.marked_partitions import CHECK_INTERVAL_S, MarkedPartitions
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.metrics import (
@@ -42,8 +45,10 @@ from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.producer_state import AbortedTxn
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication_quota import ReplicationQuotas
+from odradek.broker.sasl_server_authenticator import SaslServerAuthenticator
 from odradek.broker.txn_marker_channel import TxnMarkerChannel
 from odradek.broker.txn_verification import TransactionVerifier
+from odradek.broker.zookeeper_security import zookeeper_credentials
 from odradek.common.clock import SystemClock
 from odradek.common.errors import StartupRefusedError
 from odradek.common.gc_policy import FREEZE_EVERY_S, GcPauseWatch, GcPolicy
@@ -62,6 +67,9 @@ from odradek.coordinator.transaction.transaction_state_manager import (
 from odradek.log.log_cleaner import LogCleaner
 from odradek.log.log_dir_lock import LogDirLock
 from odradek.log.log_manager import LogManager
+from odradek.security.scram import ScramCredential
+from odradek.security.ssl_principal_mapper import principal_for
+from odradek.zk import admin_zk_client
 from odradek.zk.client import KafkaZkClient
 from odradek.zk.errors import BrokerIdInUseError
 
@@ -80,7 +88,15 @@ class Broker:
         self._stored_identity = broker_metadata_checkpoint.read(config.data_dir)
         broker_metadata_checkpoint.check_broker_id(config.data_dir, self._stored_identity, config.broker_id)
         self.zk = KafkaZkClient(config.zookeeper, config.zookeeper_session_timeout_ms / 1000,
-                                config.zookeeper_jute_maxbuffer)
+                                config.zookeeper_jute_maxbuffer, sasl=zookeeper_credentials(config),
+                                set_acl=config.zookeeper_set_acl)
+        # the named listeners, each secured as it is configured, and how this broker reaches the
+        # others' inter-broker listener (broker/listener_security.py)
+        self.listeners = config.listeners()
+        self.zk.inter_broker_listener = self.listeners.inter_broker.name
+        self.inter_broker_security = inter_broker_client(self.listeners, config.security, config.jaas_file)
+        self.listener_securities = [listener_security(listener, config.security, self._scram_credential,
+                                                      config.jaas_file) for listener in self.listeners.listeners]
         self.metadata = MetadataCache()
         # every topic config's broker default (log.segment.bytes, log.cleanup.policy, ...), as
         # Kafka's LogConfig takes them from KafkaConfig; the dynamic layers follow at startup
@@ -102,7 +118,7 @@ class Broker:
             config.broker_id, self.zk, config.data_dir / "state-change.log",
             config.leader_imbalance_check_interval_seconds if config.auto_leader_rebalance_enable else None,
             config.leader_imbalance_per_broker_percentage, config.delete_topic_enable,
-            lambda: broker_config.unclean_leader_election_enable)
+            lambda: broker_config.unclean_leader_election_enable, self.inter_broker_security)
         clock, scheduler = SystemClock(), AsyncioScheduler()  # the group coordinator's time and timers
         self.group_coordinator = GroupCoordinator(
             GroupMetadataManager(self._offsets_partition_count, self.replica_manager.get,
@@ -111,7 +127,7 @@ class Broker:
                         config.group_initial_rebalance_delay_ms, config.offsets_retention_minutes * 60_000,
                         config.offset_metadata_max_bytes), clock, scheduler)
         self.producer_ids = ProducerIdManager(config.broker_id, self.zk)
-        self.txn_markers = TxnMarkerChannel(config.broker_id, self.metadata, self.zk)
+        self.txn_markers = TxnMarkerChannel(config.broker_id, self.metadata, self.zk, self.inter_broker_security)
         # the state log's writes wait for its ISR as long as offset commits do
         self.transaction_coordinator = TransactionCoordinator(
             TransactionStateManager(self._transaction_partition_count, self.replica_manager.get,
@@ -121,13 +137,20 @@ class Broker:
                               config.transaction_remove_expired_transaction_cleanup_interval_ms),
             clock, scheduler, self.producer_ids.generate_producer_id, self.txn_markers)
         self.txn_verifier = TransactionVerifier(config.broker_id, self.metadata, self.transaction_coordinator,
-                                                config.transaction_state_log_num_partitions)
+                                                config.transaction_state_log_num_partitions,
+                                                self.inter_broker_security)
         self.replica_manager.on_leadership_change = self._on_leadership_change
         self.replica_manager.load_topic_ids = self._load_topic_ids
         self.replication_quotas = ReplicationQuotas(config.broker_id, config.replication_quota_window_num,
                                                     config.replication_quota_window_size_seconds)
         self.dynamic_config = DynamicConfigManager(config.broker_id, self.zk, broker_config,
                                                    self.replica_manager, self.log_cleaner, self.replication_quotas)
+        # every user's SCRAM credentials (/config/users), loaded at startup and kept current
+        self.credential_cache = CredentialCache()
+        self.dynamic_config.register(admin_zk_client.USERS, self.credential_cache.on_user_config)
+        # authorizer.class.name: the ACLs in ZooKeeper, kept current in this broker's authorizer
+        self.authorizer = authorizer_from_config(config)
+        self.acl_manager = AclManager(self.zk, self.authorizer) if self.authorizer is not None else None
         # KIP-253: partitions marked for deletion this broker leads are rolled, then reported
         # to the controller once empty
         self.marked_partitions = MarkedPartitions(self.replica_manager.partitions,
@@ -137,7 +160,7 @@ class Broker:
         self._registered = asyncio.Event()
         self.controller_apis = ControllerApis(self.replica_manager, self.metadata, self.group_coordinator,
                                               self.controller.ask, self._registered)
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
         self._stopping = asyncio.Event()
         self._session_lost = False
         self._metrics_url: str | None = None  # published in the registration once serving
@@ -200,7 +223,24 @@ class Broker:
 
     def _new_fetcher(self, leader: BrokerInfo) -> ReplicaFetcher:
         return ReplicaFetcher(self.config.broker_id, leader, self.config.replica_fetch_wait_max_ms,
-                              self.config.replica_fetch_max_bytes, quota=self.replication_quotas.follower)
+                              self.config.replica_fetch_max_bytes, quota=self.replication_quotas.follower,
+                              security=self.inter_broker_security)
+
+    def _scram_credential(self, mechanism: str, username: str) -> ScramCredential | None:
+        """The SCRAM credential a SASL/SCRAM exchange checks: the credential cache's."""
+        return self.credential_cache.lookup(mechanism, username)
+
+    def _connection(self, apis: KafkaApis, security: ListenerSecurity) -> KafkaConnection:
+        """A new connection on ``security``'s listener: SASL listeners put the exchange in front
+        of KafkaApis and accept small frames until it is done; TLS ones name the client by its
+        certificate."""
+        listener = security.listener
+        max_bytes = self.config.socket_request_max_bytes
+        mapper = security.principal_mapper
+        handler: Handler = SaslServerAuthenticator(apis, security, max_bytes) if listener.uses_sasl else apis
+        return KafkaConnection(handler, security.max_receive_size if listener.uses_sasl else max_bytes,
+                               listener.name, listener.security_protocol,
+                               (lambda der: principal_for(der, mapper)) if listener.uses_ssl else None)
 
     async def _load_topic_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
         return await self.dynamic_config.load_topic_configs(topics, self.zk.get_topic_configs)
@@ -222,17 +262,24 @@ class Broker:
         cluster_id = await asyncio.to_thread(self.zk.until_connected, self.zk.get_or_create_cluster_id)
         await self._claim_data_dir(cluster_id)
         await self.dynamic_config.startup()  # before any partition: they start with the dynamic defaults
+        if self.acl_manager is not None:  # every ACL loaded before the first request is served
+            await self.acl_manager.startup()
         ctx = BrokerContext(cfg, cluster_id, self.replica_manager, self.metadata, self.zk,
                             self.controller_apis, self.producer_ids.generate_producer_id, self.controller.ask,
                             self.group_coordinator, self.transaction_coordinator, self.txn_verifier,
                             self._start_metrics(),
-                            replication_quotas=self.replication_quotas)
+                            replication_quotas=self.replication_quotas,
+                            authorizer=self.authorizer, acl_manager=self.acl_manager)
         apis = KafkaApis(ctx)
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: KafkaConnection(apis, cfg.socket_request_max_bytes),
-                                                cfg.host, cfg.port, reuse_address=True, backlog=1024)
+        for security in self.listener_securities:
+            listener = security.listener
+            self._servers.append(await loop.create_server(
+                lambda s=security: self._connection(apis, s), listener.host, listener.port,
+                ssl=security.ssl_context, reuse_address=True, backlog=1024))
         self._info = BrokerInfo(cfg.broker_id, cfg.advertised_host or cfg.host, cfg.advertised_port or cfg.port,
-                                rack=cfg.broker_rack)
+                                rack=cfg.broker_rack,
+                                endpoints=tuple(listener.endpoint for listener in self.listeners.listeners))
         try:
             await asyncio.to_thread(self.replica_manager.remove_stale_logs, self.zk.get_topic_assignments)
         except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: LeaderAndIsr checks ids too
@@ -241,7 +288,8 @@ class Broker:
         self._registered.set()
         self.zk.add_state_listener(
             lambda state: loop.call_soon_threadsafe(self._on_zk_state, state, time.monotonic()))
-        log.info("broker %d listening on %s:%d (broker epoch %d, cluster %s)", cfg.broker_id, cfg.host, cfg.port,
+        log.info("broker %d listening on %s (broker epoch %d, cluster %s)", cfg.broker_id,
+                 ", ".join(f"{listener.name}://{listener.host}:{listener.port}" for listener in self.listeners.listeners),
                  self.replica_manager.broker_epoch, cluster_id)
         self.controller.start()
         self.transaction_coordinator.start()
@@ -265,7 +313,8 @@ class Broker:
             await controlled_shutdown(self.zk, cfg.broker_id, self.replica_manager.broker_epoch,
                                       self._another_leader_possible, cfg.controlled_shutdown_max_retries,
                                       cfg.controlled_shutdown_retry_backoff_ms / 1000,
-                                      cached_controller=lambda: self.metadata.broker(self.metadata.controller_id))
+                                      cached_controller=lambda: self.metadata.broker(self.metadata.controller_id),
+                                      security=self.inter_broker_security)
         for task in tasks:
             task.cancel()
         self._watchdog.stop()
@@ -362,8 +411,10 @@ class Broker:
             await asyncio.to_thread(self.zk.close)
         self.controller.stop()
         self.dynamic_config.shutdown()
-        if self._server is not None:
-            self._server.close()
+        if self.acl_manager is not None:
+            self.acl_manager.shutdown()
+        for server in self._servers:
+            server.close()
         await self.fetchers.close()
         await asyncio.to_thread(self.log_cleaner.shutdown)
         for partition in self.replica_manager.partitions():

@@ -21,6 +21,7 @@ from odradek.broker.inter_broker_client import BrokerUnreachable, InterBrokerCli
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.common.metadata import TopicPartition
 from odradek.protocol.errors import ErrorCode
+from odradek.security.client_security import PLAINTEXT, ClientSecurity
 
 log = logging.getLogger("odradek.broker.txn_marker_channel")
 
@@ -41,11 +42,12 @@ def missing_in_zookeeper(zk: Any, partitions: Iterable[TopicPartition]) -> set[T
 class TxnMarkerChannel:
     """The broker's TxnMarkerWriter (coordinator/transaction/transaction_coordinator.py)."""
 
-    def __init__(self, broker_id: int, metadata: MetadataCache, zk: Any) -> None:
-        """``zk``: KafkaZkClient (blocking; called through asyncio.to_thread)."""
+    def __init__(self, broker_id: int, metadata: MetadataCache, zk: Any, security: ClientSecurity = PLAINTEXT) -> None:
+        """``zk``: KafkaZkClient (blocking; called through asyncio.to_thread); ``security``: the
+        inter-broker listener's."""
         self._metadata = metadata
         self._zk = zk
-        self._client = InterBrokerClient(f"broker-{broker_id}-txn-marker-sender", metadata)
+        self._client = InterBrokerClient(f"broker-{broker_id}-txn-marker-sender", metadata, security)
 
     async def partitions_deleted(self, partitions: set[TopicPartition]) -> set[TopicPartition]:
         """Those ZooKeeper no longer has: their topic deleted, or the partition removed

@@ -27,6 +27,7 @@ from odradek.coordinator.partitioning import partition_for
 from odradek.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from odradek.coordinator.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC
 from odradek.protocol.errors import ErrorCode
+from odradek.security.client_security import PLAINTEXT, ClientSecurity
 
 log = logging.getLogger("odradek.broker.txn_verification")
 
@@ -45,13 +46,14 @@ _PRODUCE_ERRORS = {
 
 class TransactionVerifier:
     def __init__(self, broker_id: int, metadata: MetadataCache, coordinator: TransactionCoordinator,
-                 partition_count: int) -> None:
-        """``partition_count``: transaction.state.log.num.partitions, until the topic exists."""
+                 partition_count: int, security: ClientSecurity = PLAINTEXT) -> None:
+        """``partition_count``: transaction.state.log.num.partitions, until the topic exists;
+        ``security``: the inter-broker listener's."""
         self._broker_id = broker_id
         self._metadata = metadata
         self._coordinator = coordinator
         self._default_count = partition_count
-        self._client = InterBrokerClient(f"broker-{broker_id}-txn-verifier", metadata)
+        self._client = InterBrokerClient(f"broker-{broker_id}-txn-verifier", metadata, security)
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
 from odradek.cli.args import UserError, bootstrap_list_arg, directory_arg
+from odradek.client import client_config
 from odradek.cluster.local_cluster import LocalCluster
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "ODRADEK_BOOTSTRAP_SERVERS"
+#: where `odradek up --secure` writes the admin user's client settings, under the cluster's data dir
+ADMIN_PROPERTIES = Path("security") / "admin.properties"
 
 
 def add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
@@ -28,12 +32,17 @@ def add_cluster_options(container: argparse._ActionsContainer, bootstrap_help: s
     container.add_argument("--bootstrap-server", type=bootstrap_list_arg, metavar="HOST:PORT[,...]",
                            help=bootstrap_help)
     container.add_argument("--data-dir", type=directory_arg, metavar="DIR", dest="cluster_dir", help=data_dir_help)
+    container.add_argument("--command-config", type=Path, metavar="FILE",
+                           help="client security settings, as Kafka's tools take them: security.protocol, "
+                                "sasl.mechanism, sasl.username, sasl.password, ssl.ca.location ... (default: "
+                                f"--data-dir's {ADMIN_PROPERTIES} when the cluster is secured)")
 
 
 def resolve_bootstrap(args: argparse.Namespace) -> None:
     """--bootstrap-server, else every broker of --data-dir's cluster.json, else the environment,
     else the default: librdkafka and the raw requests then try each of them in turn, so one
-    broker down does not make the command fail."""
+    broker down does not make the command fail. The security settings too (use_command_config)."""
+    use_command_config(args)
     if args.bootstrap_server:
         return
     if args.cluster_dir is not None:
@@ -47,6 +56,23 @@ def resolve_bootstrap(args: argparse.Namespace) -> None:
             raise UserError(f"${BOOTSTRAP_ENV}: {exc}") from None
         return
     args.bootstrap_server = DEFAULT_BOOTSTRAP
+
+
+def use_command_config(args: argparse.Namespace) -> None:
+    """--command-config FILE, else the admin settings of --data-dir's secured cluster, become
+    every client's security settings in this process (client_config)."""
+    path = getattr(args, "command_config", None)
+    cluster_dir = getattr(args, "cluster_dir", None)
+    if path is None and cluster_dir is not None and (cluster_dir / ADMIN_PROPERTIES).is_file():
+        path = cluster_dir / ADMIN_PROPERTIES
+    if path is None:
+        return
+    try:
+        client_config.use(client_config.read_properties(path))
+    except OSError as exc:
+        raise UserError(f"--command-config {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # SecurityConfigError too
+        raise UserError(f"--command-config {path}: {exc}") from None
 
 
 def probe_cluster(args: argparse.Namespace) -> None:

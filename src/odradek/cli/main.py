@@ -24,6 +24,8 @@ from odradek.cli.args import (
 from odradek.cli.bootstrap import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, resolve_bootstrap
 from odradek.cli.parser import build_parser, leaf_parser
 from odradek.common.errors import os_error_text
+from odradek.security.client_security import SecurityConfigError
+from odradek.security.sasl import SaslAuthenticationError
 
 # the names tests reach through this module (tests/cli/test_cli_bad_input.py)
 __all__ = ["BOOTSTRAP_ENV", "DEFAULT_BOOTSTRAP", "INTERNAL_ERROR", "UserError", "directory_arg", "hostport_arg",
@@ -48,6 +50,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _error(message)
     except KafkaException as exc:  # a client call the command did not expect to fail
         return _error(f"{kafka_error_text(exc)}")
+    except SaslAuthenticationError as exc:  # odradek's own connection refused by a SASL listener
+        return _error(f"authentication failed: {exc.message} (check --command-config)")
+    except SecurityConfigError as exc:
+        return _error(f"--command-config: {exc}")
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `odradek consume ... | head`

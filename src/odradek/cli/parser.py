@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+import odradek.cli.acls as acls
 import odradek.cli.bench as bench
 import odradek.cli.cluster_commands as cluster_commands
 import odradek.cli.configs as configs
@@ -13,6 +14,7 @@ import odradek.cli.reassign as reassign
 import odradek.cli.records as records
 import odradek.cli.topics as topics
 import odradek.cli.transactions as transactions
+import odradek.cli.users as users
 from odradek.cli.args import Parser, UserError
 
 
@@ -28,6 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     log_dirs.add_commands(sub)
     reassign.add_commands(sub)
     transactions.add_commands(sub)
+    acls.add_commands(sub)
+    users.add_commands(sub)
     bench.add_commands(sub)
 
     cp = sub.add_parser("completion", help="print the shell code that completes odradek's commands and "

@@ -31,6 +31,7 @@ from odradek.cli.args import (
 )
 from odradek.cli.bootstrap import add_bootstrap_options, probe_cluster
 from odradek.cli.output import duration, plural
+from odradek.client import client_config
 
 if TYPE_CHECKING:
     from odradek.client.ordered_producer import OrderedProducer
@@ -98,9 +99,10 @@ def cmd_produce(args: argparse.Namespace) -> None:
     topic_of(args)
     probe_cluster(args)
     try:
-        producer = OrderedProducer({"bootstrap.servers": args.bootstrap_server, "acks": args.acks, "linger.ms": 5,
-                                    "message.timeout.ms": int(args.timeout_s * 1000), "logger": quiet_logger(),
-                                    "message.max.bytes": CLIENT_MESSAGE_MAX_BYTES})
+        producer = OrderedProducer(client_config.librdkafka(
+            {"bootstrap.servers": args.bootstrap_server, "acks": args.acks, "linger.ms": 5,
+             "message.timeout.ms": int(args.timeout_s * 1000), "logger": quiet_logger(),
+             "message.max.bytes": CLIENT_MESSAGE_MAX_BYTES}))
     except (KafkaException, ValueError) as exc:
         raise UserError(f"cannot produce to {args.bootstrap_server}: {kafka_error_text(exc)}") from None
     try:
@@ -267,6 +269,7 @@ def cmd_consume(args: argparse.Namespace) -> None:
             "receive.message.max.bytes": 2 * CLIENT_MESSAGE_MAX_BYTES}
     # librdkafka insists on a group.id even for assign(); nothing is committed without --group.
     conf["group.id"] = args.group or "odradek-console"
+    conf = client_config.librdkafka(conf)
     consumer = _ordered_group_consumer(args, conf) if args.group else None
     if consumer is None:
         consumer = Consumer(conf)

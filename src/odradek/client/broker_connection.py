@@ -20,7 +20,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from odradek.client import client_config
 from odradek.protocol import kio_util
+from odradek.security.client_security import ClientSecurity, connect_blocking
 
 _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
@@ -35,14 +37,17 @@ METADATA_VERSION = 9
 class BrokerConnection:
     """One blocking TCP connection to a broker; thread-safe (a lock around each request/response)."""
 
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float = 30.0,
+                 security: ClientSecurity | None = None) -> None:
+        """``security``: TLS and SASL as the client's settings ask; None: the process's
+        (client_config, the tools' --command-config)."""
         self.host = host
         self.port = port
         self.client_id = client_id
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
         self._correlation = itertools.count(1)
-        sock = socket.create_connection((host, port), timeout=timeout_s)
+        sock = connect_blocking(host, port, security or client_config.security(), timeout_s, client_id)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -343,7 +344,8 @@ class LocalCluster(ClusterSpec):
             settings["metrics_port"] = self.metrics_base_port + broker_id - 1
         if settings:
             props = bdir / "server.properties"
-            props.write_text("".join(f"{k.replace('_', '.')}={_prop(v)}\n" for k, v in settings.items()))
+            port = self.broker_port(broker_id)
+            props.write_text("".join(f"{k.replace('_', '.')}={_ports(_prop(v), port)}\n" for k, v in settings.items()))
             cmd += ["--config", str(props)]
         pid = self._spawn(cmd, bdir / "broker.log", bdir / "broker.pid")
         self._write_state()
@@ -430,3 +432,13 @@ class LocalCluster(ClusterSpec):
 
 def _prop(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+_PORT_PLACEHOLDER = re.compile(r"\{port(?:\+(\d+))?\}")
+
+
+def _ports(value: str, port: int) -> str:
+    """A setting with each broker's own ports: {port} is the broker's port, {port+N} the one N
+    above it (the ports of further listeners, as in
+    listeners=PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{port+3})."""
+    return _PORT_PLACEHOLDER.sub(lambda m: str(port + int(m.group(1) or 0)), value)

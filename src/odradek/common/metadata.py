@@ -68,6 +68,20 @@ class LeaderAndIsr(NamedTuple):
                                         self.zk_version, self.ordering))
 
 
+#: Kafka's SecurityProtocol ids, as UpdateMetadata carries them
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+class EndPoint(NamedTuple):
+    """One listener of a broker as registered and sent in UpdateMetadata (kafka.cluster.EndPoint):
+    its name ("PLAINTEXT", "INTERNAL"), advertised address and security protocol."""
+
+    listener: str
+    host: str
+    port: int
+    security_protocol: str
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
     """A live broker as registered under /brokers/ids/N.
@@ -77,10 +91,28 @@ class BrokerInfo:
     """
 
     id: int
-    host: str
+    host: str  # host and port: the inter-broker listener's (Kafka's brokerEndPoint(interBrokerListenerName))
     port: int
     epoch: int = 0
     rack: str | None = None
+    endpoints: tuple[EndPoint, ...] = ()  # every advertised listener; () for a broker known by one address
+
+    def __post_init__(self) -> None:
+        # one PLAINTEXT listener at host:port is the broker known by one address: one form for
+        # both, so a broker decoded from a registration equals the one it registered
+        if self.endpoints == (EndPoint("PLAINTEXT", self.host, self.port, "PLAINTEXT"),):
+            object.__setattr__(self, "endpoints", ())
+
+    def address(self, listener: str) -> tuple[str, int] | None:
+        """Where a client that came in on ``listener`` reaches this broker (Kafka's
+        Broker.endPoint(listenerName)); None when the broker has no such listener, as Kafka's
+        MetadataCache leaves such a broker out of the answer."""
+        if not self.endpoints:
+            return self.host, self.port
+        for endpoint in self.endpoints:
+            if endpoint.listener == listener:
+                return endpoint.host, endpoint.port
+        return None
 
 
 class PartitionState(NamedTuple):

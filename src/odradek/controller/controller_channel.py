@@ -24,6 +24,7 @@ from odradek.protocol import controller_api
 from odradek.protocol.controller_api import ControllerRequest, Response
 from odradek.protocol.framing import FrameBuffer, FramingError
 from odradek.protocol.schema import SchemaError
+from odradek.security.client_security import PLAINTEXT, ClientSecurity, connect_blocking
 
 log = logging.getLogger("odradek.controller.channel")
 
@@ -69,12 +70,13 @@ class _RequestSendThread(threading.Thread):
     """Sends one broker's requests in order, one in flight, resending across reconnects."""
 
     def __init__(self, controller_id: int, broker: BrokerInfo, connect_timeout_s: float,
-                 request_timeout_s: float) -> None:
+                 request_timeout_s: float, security: ClientSecurity = PLAINTEXT) -> None:
         super().__init__(name=f"controller-{controller_id}-to-broker-{broker.id}-send-thread",
                          daemon=True)
         self.broker = broker
         self.queue: queue.Queue[tuple[ControllerRequest, Optional[Callback]] | None] = queue.Queue()
         self._client_id = f"controller-{controller_id}"
+        self._security = security
         self._connect_timeout_s = connect_timeout_s
         self._request_timeout_s = request_timeout_s
         self._stopped = threading.Event()
@@ -160,8 +162,8 @@ class _RequestSendThread(threading.Thread):
     def _connect(self) -> socket.socket:
         if self._sock is not None:
             return self._sock
-        sock = socket.create_connection((self.broker.host, self.broker.port),
-                                        timeout=self._connect_timeout_s, source_address=outgoing_address())
+        sock = connect_blocking(self.broker.host, self.broker.port, self._security, self._connect_timeout_s,
+                                self._client_id, source_address=outgoing_address())
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(self._request_timeout_s)
         with self._sock_lock:
@@ -202,8 +204,10 @@ class ControllerChannel:
     """Queues controller requests per broker and delivers them in order (see module doc)."""
 
     def __init__(self, controller_id: int, connect_timeout_s: float = 5.0,
-                 request_timeout_s: float = 30.0) -> None:
+                 request_timeout_s: float = 30.0, security: ClientSecurity = PLAINTEXT) -> None:
+        """``security``: how brokers' inter-broker listeners are reached (TLS, SASL)."""
         self.controller_id = controller_id
+        self.security = security
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
         self._lock = threading.Lock()
@@ -220,7 +224,7 @@ class ControllerChannel:
         if current is not None:
             self.remove_broker(info.id)
         sender = _RequestSendThread(self.controller_id, info, self.connect_timeout_s,
-                                    self.request_timeout_s)
+                                    self.request_timeout_s, self.security)
         with self._lock:
             if info.id in self._senders:  # a concurrent add_broker won
                 return

@@ -36,6 +36,7 @@ from odradek.controller.events import (
     TopicDeletion,
 )
 from odradek.controller.state_change_log import StateChangeLog
+from odradek.security.client_security import PLAINTEXT, ClientSecurity
 from odradek.zk import paths
 from odradek.zk.client import KafkaZkClient, Watch
 
@@ -50,11 +51,13 @@ class ControllerService:
                  leader_rebalance_interval_s: float | None = 300.0,
                  leader_imbalance_per_broker_percentage: int = 10,
                  delete_topic_enable: bool = True,
-                 unclean_leader_election_default: Callable[[], bool] = lambda: False) -> None:
+                 unclean_leader_election_default: Callable[[], bool] = lambda: False,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         """``leader_rebalance_interval_s`` None: no automatic leader rebalance.
         ``unclean_leader_election_default``: the broker's unclean.leader.election.enable as it
         is now (static, or changed dynamically for the cluster or this broker), for topics
-        that do not set it; Kafka's controller reads its broker's KafkaConfig the same way."""
+        that do not set it; Kafka's controller reads its broker's KafkaConfig the same way.
+        ``security``: how the channel reaches brokers' inter-broker listeners."""
         self.broker_id = broker_id
         self.zk = zk
         self._rebalance_interval_s = leader_rebalance_interval_s
@@ -62,7 +65,7 @@ class ControllerService:
         # Buffered: a failover writes a few lines per partition; the event thread writes the
         # state-change log when idle (Controller's defer_state_change_flush).
         self._log_file = open(state_change_log_path, "a", buffering=1 << 20) if state_change_log_path else None
-        self.channel = ControllerChannel(broker_id)
+        self.channel = ControllerChannel(broker_id, security=security)
         self.events = ControllerEventManager(self._process, name=f"controller-event-thread-{broker_id}",
                                              on_idle=self._flush_state_change_log)
         self.core = Controller(broker_id, zk, self.channel, StateChangeLog(self._log_file),

@@ -68,6 +68,9 @@ class MemoryZooKeeper:
     def get_entity_configs(self, entity_type: str, names: Any) -> dict[str, dict[str, str]]:
         return {n: self.entity_configs.get((entity_type, n), {}) for n in names}
 
+    def get_entity_names(self, entity_type: str) -> list[str]:
+        return sorted(name for kind, name in self.entity_configs if kind == entity_type)
+
     def change_entity_configs(self, changes: dict[tuple[str, str], dict[str, str]],
                               validate_only: bool = False) -> list[str]:
         unknown = [name for kind, name in changes if kind == "topics" and name not in self.topics]

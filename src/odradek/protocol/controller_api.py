@@ -27,7 +27,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Iterable, Iterator, Mapping, Union
 
-from odradek.common.metadata import BrokerInfo, PartitionState, TopicPartition, new_tuple
+from odradek.common.metadata import (
+    SECURITY_PROTOCOL_IDS,
+    BrokerInfo,
+    EndPoint,
+    PartitionState,
+    TopicPartition,
+    new_tuple,
+)
 from odradek.protocol.schema import (
     Array,
     Boolean,
@@ -50,7 +57,6 @@ VERSIONS: dict[int, int] = {API_LEADER_AND_ISR: 2, API_STOP_REPLICA: 1, API_UPDA
                             API_CONTROLLED_SHUTDOWN: 2}
 
 PLAINTEXT_LISTENER = "PLAINTEXT"
-SECURITY_PROTOCOL_PLAINTEXT = 0  # Kafka's SecurityProtocol.PLAINTEXT id
 
 
 class UnsupportedVersionError(SchemaError):
@@ -431,8 +437,7 @@ def _encode_body(req: ControllerRequest, out: list[bytes]) -> None:
         if req.partition_counts:
             _PARTITION_COUNTS.encode(req.partition_counts, out)
     elif isinstance(req, UpdateMetadataRequest):
-        brokers = [(b.id, [(b.port, b.host, PLAINTEXT_LISTENER, SECURITY_PROTOCOL_PLAINTEXT)],
-                    b.rack) for b in req.live_brokers]
+        brokers = [(b.id, _endpoints_of(b), b.rack) for b in req.live_brokers]
         _UPDATE_METADATA_V5.encode((req.controller_id, req.controller_epoch, req.broker_epoch,
                                     req.partition_states, brokers), out)
         if req.partition_counts:
@@ -456,13 +461,21 @@ def encode_request(req: ControllerRequest, correlation_id: int, client_id: str |
     return _with_size(parts)
 
 
-def _decode_broker(broker_id: int, endpoints: list[tuple[int, str, str, int]], rack: str | None) -> BrokerInfo:
-    """One UpdateMetadata broker; odradek brokers expose one PLAINTEXT listener, prefer it."""
+def _endpoints_of(broker: BrokerInfo) -> list[tuple[int, str, str, int]]:
+    endpoints = broker.endpoints or (EndPoint(PLAINTEXT_LISTENER, broker.host, broker.port, PLAINTEXT_LISTENER),)
+    return [(e.port, e.host, e.listener, SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0)) for e in endpoints]
+
+
+def _decode_broker(broker_id: int, endpoints: list[tuple[int, str, str, int]], rack: str | None,
+                   listener: str) -> BrokerInfo:
+    """One UpdateMetadata broker, every endpoint kept; host and port are ``listener``'s (the
+    receiver's inter-broker listener), or the first endpoint's when it has none of that name."""
     if not endpoints:
         raise SchemaError(f"broker {broker_id} has no endpoints")
-    port, host = next(((p, h) for p, h, listener, _ in endpoints
-                       if listener == PLAINTEXT_LISTENER), endpoints[0][:2])
-    return BrokerInfo(broker_id, host, port, rack=rack)
+    port, host = next(((p, h) for p, h, name, _ in endpoints if name == listener), endpoints[0][:2])
+    names = {number: name for name, number in SECURITY_PROTOCOL_IDS.items()}
+    kept = tuple(EndPoint(name, h, p, names.get(protocol, "PLAINTEXT")) for p, h, name, protocol in endpoints)
+    return BrokerInfo(broker_id, host, port, rack=rack, endpoints=kept)
 
 
 def _decode_partition_counts(body: bytes | memoryview, end: int) -> PartitionCounts:
@@ -474,8 +487,10 @@ def _decode_partition_counts(body: bytes | memoryview, end: int) -> PartitionCou
     return tuple((topic, count, initial) for topic, count, initial in counts)
 
 
-def decode_request(api_key: int, api_version: int, body: bytes | memoryview) -> ControllerRequest:
-    """Decode the bytes after the request header; the whole body must be consumed."""
+def decode_request(api_key: int, api_version: int, body: bytes | memoryview,
+                   listener: str = PLAINTEXT_LISTENER) -> ControllerRequest:
+    """Decode the bytes after the request header; the whole body must be consumed. ``listener``:
+    the receiver's inter-broker listener, whose addresses UpdateMetadata's brokers are known by."""
     _check_version(api_key, api_version)
     if api_key == API_LEADER_AND_ISR:
         (cid, cepoch, bepoch, states, leaders), end = decode(_LEADER_AND_ISR_V2, body, exact=False)
@@ -484,7 +499,7 @@ def decode_request(api_key: int, api_version: int, body: bytes | memoryview) -> 
                                    _decode_partition_counts(body, end))
     if api_key == API_UPDATE_METADATA:
         (cid, cepoch, bepoch, states, live), end = decode(_UPDATE_METADATA_V5, body, exact=False)
-        brokers = tuple(_decode_broker(bid, eps, rack) for bid, eps, rack in live)
+        brokers = tuple(_decode_broker(bid, eps, rack, listener) for bid, eps, rack in live)
         return UpdateMetadataRequest(cid, cepoch, bepoch, states, brokers,
                                      _decode_partition_counts(body, end))
     if api_key == API_CONTROLLED_SHUTDOWN:

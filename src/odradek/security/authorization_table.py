@@ -241,6 +241,11 @@ _ROWS: tuple[ApiAuthorization, ...] = (
         _group_request(AclOperation.DELETE),
         _each_topic(_READ, "Topics[].Name"),
     )),
+    ApiAuthorization(50, "DescribeUserScramCredentials", "handleDescribeUserScramCredentialsRequest",
+                     (_cluster_request(_DESCRIBE),), "denied, every named user answers the error too"),
+    ApiAuthorization(51, "AlterUserScramCredentials", "handleAlterUserScramCredentialsRequest",
+                     (_cluster_request(AclOperation.ALTER),),
+                     "a broker that is not the controller answers NOT_CONTROLLER before it checks"),
     ApiAuthorization(60, "DescribeCluster", "handleDescribeCluster (AuthHelper.computeDescribeClusterResponse)", (
         Check(_cluster(_DESCRIBE), None, Scope.HIDDEN, "IncludeClusterAuthorizedOperations"),
     ), "never denied: without DESCRIBE on CLUSTER, ClusterAuthorizedOperations is 0"),

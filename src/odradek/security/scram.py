@@ -42,6 +42,10 @@ from odradek.security.sasl import (
 MIN_ITERATIONS = 4096
 MAX_ITERATIONS = 16384
 DEFAULT_ITERATIONS = 4096
+#: Kafka's ScramMechanism types, the int8 that DescribeUserScramCredentials and
+#: AlterUserScramCredentials name a mechanism by (KIP-554); 0 is UNKNOWN, as any other value.
+MECHANISM_TYPES: dict[int, str] = {1: SCRAM_SHA_256, 2: SCRAM_SHA_512}
+MECHANISM_TYPE_OF: dict[str, int] = {name: number for number, name in MECHANISM_TYPES.items()}
 
 _HASHES = {SCRAM_SHA_256: "sha256", SCRAM_SHA_512: "sha512"}
 _CREDENTIAL_FIELDS = ("salt", "stored_key", "server_key", "iterations")
@@ -119,10 +123,33 @@ def generate_credential(mechanism: str, password: str, iterations: int = DEFAULT
     """The credential of ``password`` (ScramFormatter.generateCredential): a random salt in Kafka's
     shape unless one is given, PBKDF2 (RFC 5802's Hi()) for the salted password, and of its client
     key only the hash."""
-    hash_name = _hash_name(mechanism)
     _check_iterations(iterations)
-    salt = _random_string().encode("ascii") if salt is None else salt
-    salted = hashlib.pbkdf2_hmac(hash_name, password.encode(), salt, iterations)
+    salt = new_salt() if salt is None else salt
+    return credential_from_salted_password(mechanism, salt, salted_password(mechanism, password, salt, iterations),
+                                           iterations)
+
+
+def new_salt() -> bytes:
+    """A random salt in the shape Kafka's clients make one (KafkaAdminClient's
+    generateRandomSalt, ScramFormatter.secureRandomString): 130 random bits in base 36."""
+    return _random_string().encode("ascii")
+
+
+def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+    """RFC 5802's SaltedPassword, Hi(password, salt, i) (PBKDF2, ScramFormatter.hi): what
+    AlterUserScramCredentials carries (KIP-554), so the password itself never leaves the client."""
+    return hashlib.pbkdf2_hmac(_hash_name(mechanism), password.encode(), salt, iterations)
+
+
+def digest_size(mechanism: str) -> int:
+    """Bytes of the mechanism's hash: of a salted password, a stored key and a server key."""
+    return hashlib.new(_hash_name(mechanism)).digest_size
+
+
+def credential_from_salted_password(mechanism: str, salt: bytes, salted: bytes, iterations: int) -> ScramCredential:
+    """The credential a broker keeps of a salted password (ScramFormatter.generateCredential(salt,
+    saltedPassword, iterations)): the server key, and of the client key only its hash."""
+    hash_name = _hash_name(mechanism)
     stored_key = hashlib.new(hash_name, _hmac(hash_name, salted, b"Client Key")).digest()
     return ScramCredential(salt, stored_key, _hmac(hash_name, salted, b"Server Key"), iterations)
 

@@ -13,15 +13,19 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.security import ACL
 
 from odradek.zk import paths
 
 log = logging.getLogger("odradek.zk.admin")
 
 TOPICS, BROKERS = "topics", "brokers"
+#: /config/users/<sanitized user>: SCRAM credentials (KIP-554) and the user's quotas
+USERS = "users"
 CONFIG_CHANGE_PREFIX = "config_change_"
 #: Kafka's ZkConfigManager changeExpirationMs: notifications older than this are deleted
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000
@@ -53,16 +57,19 @@ def decode_notification(data: bytes) -> tuple[str, str] | None:
 
 
 def change_entity_configs(kz: Any, changes: dict[tuple[str, str], dict[str, str]],
-                          validate_only: bool = False) -> list[str]:
+                          validate_only: bool = False, acl_for: Callable[[str], list[ACL]] | None = None
+                          ) -> list[str]:
     """Replace the configs of several entities and announce each, in one multi (none with
-    validate_only); the topics among them that do not exist, whose configs are not written."""
+    validate_only); the topics among them that do not exist, whose configs are not written.
+    ``acl_for``: the ACL of each znode created, by path (zk/zk_acls.py: /config/users/<user>
+    is sensitive); kazoo's default ACL without it."""
     topics = [name for entity_type, name in changes if entity_type == TOPICS]
     pending = {t: kz.exists_async(paths.topic_path(t)) for t in topics}
     unknown = [t for t, r in pending.items() if r.get() is None]
     todo = {k: c for k, c in changes.items() if not (k[0] == TOPICS and k[1] in unknown)}
     while todo and not validate_only:
         try:
-            _change_entity_configs(kz, todo)
+            _change_entity_configs(kz, todo, acl_for=acl_for)
             break
         except UnknownEntityError as exc:  # deleted between the check and the write
             unknown.append(str(exc))
@@ -70,7 +77,8 @@ def change_entity_configs(kz: Any, changes: dict[tuple[str, str], dict[str, str]
     return unknown
 
 
-def _change_entity_configs(kz: Any, changes: dict[tuple[str, str], dict[str, str]], retries: int = 5) -> None:
+def _change_entity_configs(kz: Any, changes: dict[tuple[str, str], dict[str, str]], retries: int = 5,
+                           acl_for: Callable[[str], list[ACL]] | None = None) -> None:
     """One multi. A topic must exist (checked in the same multi); UnknownEntityError names the
     first that does not. A concurrent writer of the same entity (BadVersion) makes us read and
     try again: the new configs are whole, so the last writer wins, as in Kafka."""
@@ -84,12 +92,14 @@ def _change_entity_configs(kz: Any, changes: dict[tuple[str, str], dict[str, str
             data = paths.encode_topic_config(config)
             version = versions[(entity_type, name)]
             if version is None:
-                tx.create(entity_path(entity_type, name), data)
+                path = entity_path(entity_type, name)
+                tx.create(path, data, acl=acl_for(path) if acl_for else None)
             else:
                 tx.set_data(entity_path(entity_type, name), data, version)
         for entity_type, name in changes:
-            tx.create(f"{paths.CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}", encode_notification(entity_type, name),
-                      sequence=True)
+            notification = f"{paths.CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}"
+            tx.create(notification, encode_notification(entity_type, name),
+                      acl=acl_for(notification) if acl_for else None, sequence=True)
         results = tx.commit()
         failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
         if not failures:

@@ -39,15 +39,18 @@ from typing import Any, NamedTuple, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
+    AuthFailedError,
     BadVersionError,
     NodeExistsError,
     NoNodeError,
     RolledBackError,
     RuntimeInconsistency,
+    SessionClosedRequireSaslError,
 )
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
+from kazoo.security import ACL
 
 from odradek.common.metadata import (
     BrokerInfo,
@@ -66,6 +69,7 @@ from odradek.zk.errors import (
     RequestTooLargeError,
     StaleEphemeralError,
     TopicExistsError,
+    ZooKeeperAuthError,
 )
 from odradek.zk.kazoo_handler import Handler
 from odradek.zk.raw_session import (
@@ -74,9 +78,12 @@ from odradek.zk.raw_session import (
     OP_SET_DATA,
     MultiReadUnsupportedError,
     RawSession,
+    RawSessionAuthError,
     RawSessionError,
 )
 from odradek.zk.request_size import JUTE_MAXBUFFER, ops_per_multi, payload_budget, split_to_fit
+from odradek.zk.sasl import ZkSaslCredentials
+from odradek.zk.zk_acls import default_acls
 
 MAX_MULTI_OPS = 1000  # ops per transaction, the epoch check included
 MULTI_READ_MIN = 8  # bulk reads of at least this many znodes use the multi-read session
@@ -207,36 +214,96 @@ class KafkaZkClient:
     and every fenced write checks it.
     """
 
+    #: whose address a broker's BrokerInfo.host/port is (inter.broker.listener.name); the
+    #: broker sets its own, every endpoint is kept anyway
+    inter_broker_listener = "PLAINTEXT"
+
     def __init__(self, connect: str, session_timeout_s: float = 6.0,
-                 jute_maxbuffer: int = JUTE_MAXBUFFER) -> None:
+                 jute_maxbuffer: int = JUTE_MAXBUFFER, *, sasl: ZkSaslCredentials | None = None,
+                 set_acl: bool = False) -> None:
+        """``sasl``: log in to ZooKeeper as this user (SASL DIGEST-MD5, zk/sasl.py) on every
+        connection of every session; ``set_acl``: Kafka's zookeeper.set.acl, every znode
+        created gets Kafka's secure ACL (zk/zk_acls.py), which needs ``sasl``."""
+        if set_acl and sasl is None:
+            raise ValueError("zookeeper.set.acl needs SASL credentials to log in to ZooKeeper with")
         self.connect = connect
         self.session_timeout_s = session_timeout_s
         self.jute_maxbuffer = jute_maxbuffer
+        self.sasl = sasl
+        self.set_acl = set_acl
         # paths go out with the chroot in front: count it in every op's size
         self._chroot_len = len(_split_chroot(connect)[1].encode())
         self.epoch_zk_version = -1
-        self._zk = KazooClient(hosts=connect, timeout=session_timeout_s, connection_retry=reconnect_retry(),
-                               handler=Handler())
+        # default_acl: what a create that names no ACL gets (a path that is not sensitive)
+        self._zk = self._kazoo(connect, connection_retry=reconnect_retry(), handler=Handler())
         self._raw: RawSession | None = None
+
+    def _kazoo(self, hosts: str, **kwargs: Any) -> KazooClient:
+        """A kazoo client logging in with our credentials, creating open or secure znodes."""
+        return KazooClient(hosts=hosts, timeout=self.session_timeout_s, default_acl=self.acl_for("/"),
+                           sasl_options=self.sasl.kazoo_sasl_options() if self.sasl else None, **kwargs)
+
+    def acl_for(self, path: str) -> list[ACL]:
+        """The ACL znode ``path`` gets when we create it (Kafka's ZkData.defaultAcls)."""
+        return default_acls(path, self.set_acl, self.sasl.username if self.sasl else None)
+
+    def _ensure_path(self, zk: KazooClient, path: str) -> None:
+        """Create ``path`` and its missing parents, each with its own ACL (kazoo's
+        ensure_path gives the parents the child's, and /config/users must not lend its
+        ACL to /config, nor /config to /config/users: Kafka's createRecursive)."""
+        if zk.exists(path) is not None:
+            return
+        prefix = ""
+        for part in path.strip("/").split("/"):
+            prefix += "/" + part
+            try:
+                zk.create(prefix, b"", acl=self.acl_for(prefix))
+            except NodeExistsError:
+                pass
 
     # lifecycle -----------------------------------------------------------------------------
 
     def start(self, timeout: float = STARTUP_TIMEOUT_S) -> None:
         """Connect and create Kafka's persistent paths (idempotent), each write tried again
-        while the connection is lost (``until_connected``)."""
+        while the connection is lost (``until_connected``).
+
+        With credentials the raw session logs in first, so that a wrong password is
+        ZooKeeperAuthError at once (kazoo's own login failure only shows as requests that
+        fail); so is a ZooKeeper that requires a login this client has no credentials for."""
+        raw = RawSession(self.connect, sasl=self.sasl, acl_for=self.acl_for if self.set_acl else None)
+        try:
+            if self.sasl is not None:
+                try:
+                    raw.open()
+                except RawSessionAuthError as exc:
+                    raise ZooKeeperAuthError(str(exc)) from None
+                except RawSessionError:
+                    pass  # not reachable yet: kazoo waits for it below, this session connects later
+            self._start_kazoo(timeout)
+        except (SessionClosedRequireSaslError, AuthFailedError) as exc:
+            raw.close()
+            self.close()
+            what = (f"refused the SASL login of user {self.sasl.username!r}" if self.sasl
+                    else "requires a SASL login, and no credentials are configured")
+            raise ZooKeeperAuthError(f"ZooKeeper at {self.connect} {what} ({type(exc).__name__})") from None
+        except BaseException:
+            raw.close()
+            raise
+        self._raw = raw  # connects at its first bulk read unless it logged in above
+
+    def _start_kazoo(self, timeout: float) -> None:
         hosts, chroot = _split_chroot(self.connect)
         if chroot:  # kazoo cannot create its own chroot: do it from a chroot-less session
-            bootstrap = KazooClient(hosts=hosts, timeout=self.session_timeout_s)
+            bootstrap = self._kazoo(hosts)
             bootstrap.start(timeout)
             try:
-                _startup_retry(timeout)(bootstrap.ensure_path, chroot)
+                _startup_retry(timeout)(self._ensure_path, bootstrap, chroot)
             finally:
                 bootstrap.stop()
                 bootstrap.close()
         self._zk.start(timeout)
         for path in paths.PERSISTENT_PATHS:
-            self.until_connected(self._zk.ensure_path, path, timeout_s=timeout)
-        self._raw = RawSession(self.connect)  # connects at its first bulk read
+            self.until_connected(self._ensure_path, self._zk, path, timeout_s=timeout)
 
     def until_connected(self, fn: Callable[..., T], *args: Any, timeout_s: float = STARTUP_TIMEOUT_S) -> T:
         """``fn(*args)``, tried again while the session has no connection (ConnectionLoss, an
@@ -312,7 +379,7 @@ class KafkaZkClient:
         next_warning = started + 10
         while True:
             try:
-                return self._zk.create(path, data, ephemeral=True, include_data=True)[1]
+                return self._zk.create(path, data, acl=self.acl_for(path), ephemeral=True, include_data=True)[1]
             except NodeExistsError:
                 try:
                     current, stat = self._zk.get(path)
@@ -352,7 +419,7 @@ class KafkaZkClient:
         path = paths.broker_path(info.id)
 
         def is_ours(data: bytes) -> bool:
-            old = paths.decode_broker_info(info.id, data, czxid=0)
+            old = paths.decode_broker_info(info.id, data, 0, self.inter_broker_listener)
             return (old.host, old.port) == (info.host, info.port)
 
         try:
@@ -366,7 +433,8 @@ class KafkaZkClient:
     def get_live_brokers(self) -> dict[int, BrokerInfo]:
         ids = [int(c) for c in self._zk.get_children(paths.BROKER_IDS)]
         found = self._get_many({i: paths.broker_path(i) for i in ids})
-        return {i: paths.decode_broker_info(i, data, stat.czxid) for i, (data, stat) in found.items()}
+        return {i: paths.decode_broker_info(i, data, stat.czxid, self.inter_broker_listener)
+                for i, (data, stat) in found.items()}
 
     # controller election -------------------------------------------------------------------
 
@@ -388,7 +456,7 @@ class KafkaZkClient:
                 timeout=max(0.0, deadline - time.monotonic()))
         except NoNodeError:
             return None
-        return paths.decode_broker_info(controller_id, data, stat.czxid)
+        return paths.decode_broker_info(controller_id, data, stat.czxid, self.inter_broker_listener)
 
     def get_controller_epoch(self) -> tuple[int, int]:
         """(epoch, zk_version) of /controller_epoch, creating it as "0" (Kafka's initial epoch)."""
@@ -398,7 +466,8 @@ class KafkaZkClient:
                 return paths.decode_controller_epoch(data), stat.version
             except NoNodeError:
                 try:
-                    self._zk.create(paths.CONTROLLER_EPOCH, paths.encode_controller_epoch(0))
+                    self._zk.create(paths.CONTROLLER_EPOCH, paths.encode_controller_epoch(0),
+                                    acl=self.acl_for(paths.CONTROLLER_EPOCH))
                     return 0, 0
                 except NodeExistsError:
                     continue
@@ -416,7 +485,7 @@ class KafkaZkClient:
         while True:
             epoch, version = self.get_controller_epoch()
             tx = self._zk.transaction()
-            tx.create(paths.CONTROLLER, data, ephemeral=True)
+            tx.create(paths.CONTROLLER, data, acl=self.acl_for(paths.CONTROLLER), ephemeral=True)
             tx.set_data(paths.CONTROLLER_EPOCH, paths.encode_controller_epoch(epoch + 1), version)
             created, set_result = tx.commit()
             if isinstance(set_result, ZnodeStat):
@@ -529,6 +598,14 @@ class KafkaZkClient:
         found = self._get_many({n: admin_zk_client.entity_path(entity_type, n) for n in names})
         return {n: paths.decode_topic_config(found[n][0]) if n in found else {} for n in names}
 
+    def get_entity_names(self, entity_type: str) -> list[str]:
+        """The names under /config/<entity_type>, sorted (Kafka's fetchAllEntityConfigs lists
+        them so): sanitized user names for "users"; [] while there is no such node."""
+        try:
+            return sorted(self._zk.get_children(f"{paths.CONFIG}/{entity_type}"))
+        except NoNodeError:
+            return []
+
     def get_config_change_notifications(self, children: Iterable[str]) -> dict[str, bytes]:
         """The data of each /config/changes/<child>, in one batched read; those gone
         (purged by another broker) are left out."""
@@ -538,7 +615,7 @@ class KafkaZkClient:
     def change_entity_configs(self, changes: dict[tuple[str, str], dict[str, str]],
                               validate_only: bool = False) -> list[str]:
         """Entity configs and their change notifications in one multi (admin_zk_client.py)."""
-        return admin_zk_client.change_entity_configs(self._zk, changes, validate_only)
+        return admin_zk_client.change_entity_configs(self._zk, changes, validate_only, self.acl_for)
 
     def get_partition_states(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, LeaderAndIsr]:
         found = self._get_many({tp: paths.partition_state_path(tp) for tp in tps})
@@ -556,7 +633,7 @@ class KafkaZkClient:
         tx.check(paths.CONTROLLER_EPOCH, self.epoch_zk_version)
         for op in ops:
             if op.kind == "create":
-                tx.create(op.path, op.data)
+                tx.create(op.path, op.data, acl=self.acl_for(op.path))
             elif op.kind == "set":
                 tx.set_data(op.path, op.data, op.version)
             else:
@@ -802,8 +879,9 @@ class KafkaZkClient:
                 f"topic {assignment.name!r}: {size:,} bytes of assignment and config, over the "
                 f"{payload_budget(self.jute_maxbuffer):,} a ZooKeeper request may carry")
         tx = self._zk.transaction()
-        tx.create(paths.topic_config_path(assignment.name), config_data)
-        tx.create(paths.topic_path(assignment.name), assignment_data)
+        config_path, topic_path = paths.topic_config_path(assignment.name), paths.topic_path(assignment.name)
+        tx.create(config_path, config_data, acl=self.acl_for(config_path))
+        tx.create(topic_path, assignment_data, acl=self.acl_for(topic_path))
         results = tx.commit()
         if any(isinstance(r, NodeExistsError) for r in results):
             raise TopicExistsError(f"topic {assignment.name!r} already exists")
@@ -859,7 +937,7 @@ class KafkaZkClient:
         pending = []
         for path, data in znodes:
             tx = self._zk.transaction()
-            tx.create(path, data, sequence=sequence)
+            tx.create(path, data, acl=self.acl_for(path), sequence=sequence)
             pending.append(tx.commit_async())
         outcomes = [result.get()[0] for result in pending]
         pending.clear()  # the results hold the outcomes too
@@ -869,7 +947,8 @@ class KafkaZkClient:
         """Kafka's /cluster/id: made once by the first broker, read by every later one."""
         new_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         try:
-            self._zk.create(paths.CLUSTER_ID, paths.encode_cluster_id(new_id), makepath=True)
+            self._ensure_path(self._zk, paths.CLUSTER_ID.rpartition("/")[0])
+            self._zk.create(paths.CLUSTER_ID, paths.encode_cluster_id(new_id), acl=self.acl_for(paths.CLUSTER_ID))
         except NodeExistsError:
             pass
         return paths.decode_cluster_id(self._zk.get(paths.CLUSTER_ID)[0])
@@ -1011,8 +1090,9 @@ class KafkaZkClient:
         (as it watches /isr_change_notification). Persistent, so a controller that fails over
         reads it again. Not fenced: any broker may report, the controller checks the epoch.
         Returns the znode's path."""
-        return self._zk.create(paths.ORDERED_PARTITION_REMOVAL_PREFIX,
-                               paths.encode_partition_removal(report), sequence=True, makepath=True)
+        self._ensure_path(self._zk, paths.ORDERED_PARTITION_REMOVALS)
+        return self._zk.create(paths.ORDERED_PARTITION_REMOVAL_PREFIX, paths.encode_partition_removal(report),
+                               acl=self.acl_for(paths.ORDERED_PARTITION_REMOVAL_PREFIX), sequence=True)
 
     def get_partition_removals(self) -> dict[str, paths.PartitionRemovalReport | None]:
         """The reports by child name (None: malformed, for the controller to remove)."""

@@ -28,3 +28,8 @@ class StaleEphemeralError(TimeoutError):
 
 class RequestTooLargeError(ValueError):
     """A write that would exceed ZooKeeper's jute.maxbuffer, refused before it is sent."""
+
+
+class ZooKeeperAuthError(StartupRefusedError):
+    """ZooKeeper refused our SASL login (wrong username or password), or requires one that
+    this client has no credentials for."""

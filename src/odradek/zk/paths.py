@@ -14,7 +14,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.common.metadata import BrokerInfo, LeaderAndIsr, PartitionOrdering, TopicAssignment, TopicPartition
+from odradek.common.metadata import (
+    BrokerInfo,
+    EndPoint,
+    LeaderAndIsr,
+    PartitionOrdering,
+    TopicAssignment,
+    TopicPartition,
+)
 
 BROKERS = "/brokers"
 BROKER_IDS = "/brokers/ids"
@@ -128,12 +135,13 @@ def encode_broker_info(info: BrokerInfo, timestamp_ms: int, metrics_url: str | N
     endpoint needs all three to be found without guessing; the broker's other HTTP route
     (/state-change-log) is on the same server. Kafka's and other tools' decoders read the
     fields they know and ignore the rest, so the registration stays Kafka-compatible."""
+    endpoints = info.endpoints or (EndPoint("PLAINTEXT", info.host, info.port, "PLAINTEXT"),)
     obj: dict[str, object] = {
         "version": 4,
         "host": info.host,
         "port": info.port,
-        "endpoints": [f"PLAINTEXT://{info.host}:{info.port}"],
-        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+        "endpoints": [f"{e.listener}://{_host_text(e.host)}:{e.port}" for e in endpoints],
+        "listener_security_protocol_map": {e.listener: e.security_protocol for e in endpoints},
         "jmx_port": -1,
         "timestamp": str(timestamp_ms),
         "rack": info.rack,
@@ -149,16 +157,29 @@ def decode_broker_metrics_url(data: bytes) -> str | None:
     return url if isinstance(url, str) and url.startswith(("http://", "https://")) else None
 
 
-def decode_broker_info(broker_id: int, data: bytes, czxid: int) -> BrokerInfo:
-    """`czxid` of the registration znode is the broker epoch (Kafka's KIP-380)."""
+def decode_broker_info(broker_id: int, data: bytes, czxid: int, listener: str = "PLAINTEXT") -> BrokerInfo:
+    """`czxid` of the registration znode is the broker epoch (Kafka's KIP-380). host and port
+    are those of ``listener``, the reader's inter-broker listener (or the first endpoint when the
+    broker has no such listener); every endpoint is kept."""
     obj = _loads(data)
     host, port = obj.get("host"), obj.get("port", -1)
-    endpoints = obj.get("endpoints") or []
-    plaintext = [e for e in endpoints if e.startswith("PLAINTEXT://")] or endpoints
-    if plaintext:  # versions 2+ may leave host/port empty when only endpoints are set
-        host, _, port_text = plaintext[0].split("://", 1)[1].rpartition(":")
-        host, port = host.strip("[]"), int(port_text)
-    return BrokerInfo(broker_id, host, int(port), czxid, obj.get("rack"))
+    protocols = obj.get("listener_security_protocol_map") or {}
+    endpoints = tuple(_endpoint(text, protocols) for text in obj.get("endpoints") or [])
+    chosen = [e for e in endpoints if e.listener == listener] or list(endpoints)
+    if chosen:  # versions 2+ may leave host/port empty when only endpoints are set
+        host, port = chosen[0].host, chosen[0].port
+    return BrokerInfo(broker_id, host, int(port), czxid, obj.get("rack"), endpoints)
+
+
+def _endpoint(text: str, protocols: dict[str, str]) -> EndPoint:
+    """NAME://HOST:PORT of a registration's endpoints ([HOST] for IPv6)."""
+    name, _, address = text.partition("://")
+    host, _, port_text = address.rpartition(":")
+    return EndPoint(name, host.strip("[]"), int(port_text), protocols.get(name, name))
+
+
+def _host_text(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 # /brokers/topics/T ------------------------------------------------------------------------

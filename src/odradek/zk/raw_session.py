@@ -23,6 +23,11 @@ states, so this module speaks the jute wire format itself, with ``struct``, on i
                   ErrorResponse(int err) when type == -1 (the multi
                   failed: 0 for ops rolled back, -2 for ops never tried), end MultiHeader
 
+With credentials the session logs in with SASL DIGEST-MD5 right after the ConnectRequest
+(zk/sasl.py: opcode 102 requests, GetSASLRequest(buffer token) -> SetSASLResponse(buffer
+token)), and each create carries the ACL ``acl_for(path)`` gives (zk/zk_acls.py), encoded as
+vector<ACL(int perms, Id(string scheme, string id))>.
+
 Requests are pipelined (every batch is sent before the first response is read). Reads are
 idempotent, so any failure (the session expired while idle, the server went away) closes the
 socket and the call is retried once on a fresh session. With several servers in the connect
@@ -41,8 +46,10 @@ from collections.abc import Callable, Sequence
 
 from kazoo.exceptions import EXCEPTIONS, ZookeeperError
 from kazoo.protocol.states import ZnodeStat
+from kazoo.security import ACL
 
 from odradek.common.metadata import new_tuple
+from odradek.zk.sasl import OP_SASL, SaslLoginError, ZkSaslCredentials, digest_md5_exchange
 
 OP_CREATE = 1
 OP_DELETE = 2
@@ -71,6 +78,7 @@ _OP_HDRS = {op: _MULTI_HDR.pack(op, False, -1)
 # a persistent znode open to all (ZooKeeper's OPEN_ACL_UNSAFE: perms ALL, world:anyone), flags 0
 _OPEN_ACL_PERSISTENT = (_INT.pack(1) + _INT.pack(31) + _INT.pack(5) + b"world" + _INT.pack(6)
                         + b"anyone" + _INT.pack(0))
+_PERSISTENT = _INT.pack(0)  # a create's flags: persistent, not sequential
 
 #: One write inside a multi: (OP_CREATE, OP_SET_DATA or OP_DELETE, path, data, expected
 #: version); data is ignored for a delete, the version for a create.
@@ -83,6 +91,19 @@ class RawSessionError(Exception):
 
 class MultiReadUnsupportedError(RawSessionError):
     """The server is older than 3.6: callers fall back to pipelined single reads."""
+
+
+class RawSessionAuthError(RawSessionError):
+    """The server refused our SASL login (wrong username or password)."""
+
+
+def encode_acls(acls: Sequence[ACL]) -> bytes:
+    """A create's vector<ACL> as jute writes it."""
+    parts = [_INT.pack(len(acls))]
+    for acl in acls:
+        scheme, ident = acl.id.scheme.encode(), acl.id.id.encode()
+        parts += [_INT.pack(acl.perms), _INT.pack(len(scheme)), scheme, _INT.pack(len(ident)), ident]
+    return b"".join(parts)
 
 
 def _parse_hosts(connect: str) -> tuple[list[tuple[str, int]], str]:
@@ -98,8 +119,14 @@ class RawSession:
     """Thread-safe; one session, opened lazily, kept open between calls."""
 
     def __init__(self, connect: str, session_timeout_s: float = 30.0,
-                 connect_timeout_s: float = 5.0) -> None:
+                 connect_timeout_s: float = 5.0, sasl: ZkSaslCredentials | None = None,
+                 acl_for: Callable[[str], Sequence[ACL]] | None = None) -> None:
+        """``sasl``: log in as this user on every connection; ``acl_for``: the ACL of a znode
+        a multi creates, by path (open to all without it)."""
         self._hosts, self._chroot = _parse_hosts(connect)
+        self._sasl = sasl
+        self._acl_for = acl_for
+        self._acl_wire: dict[tuple[ACL, ...], bytes] = {}  # encode_acls of each ACL list seen
         self._session_timeout_ms = int(session_timeout_s * 1000)
         self._connect_timeout_s = connect_timeout_s
         self._lock = threading.Lock()
@@ -132,14 +159,48 @@ class RawSession:
                 _proto, timeout_ms, session_id = struct.unpack_from(">iiq", reply, 0)
                 if session_id == 0 or timeout_ms <= 0:
                     raise RawSessionError("ZooKeeper refused the session")
-                sock.settimeout(max(self._connect_timeout_s, timeout_ms / 1000))
                 self._xid = 0
                 self._stash.clear()
+                if self._sasl is not None:
+                    self._login(sock, f"{host}:{port}", self._sasl)
+                sock.settimeout(max(self._connect_timeout_s, timeout_ms / 1000))
                 return sock
+            except RawSessionAuthError:
+                sock.close()
+                raise  # every server checks the same users: no use asking the next one
             except (OSError, struct.error, RawSessionError) as exc:
                 sock.close()
                 error = exc
         raise RawSessionError(f"cannot open a ZooKeeper session at {self._hosts}: {error}")
+
+    def _login(self, sock: socket.socket, server: str, credentials: ZkSaslCredentials) -> None:
+        """SASL DIGEST-MD5 on a new connection (zk/sasl.py); RawSessionAuthError if the server
+        refuses it."""
+        def round_trip(token: bytes) -> bytes | None:
+            self._xid += 1
+            body = struct.pack(">ii", self._xid, OP_SASL) + _INT.pack(len(token)) + token
+            sock.sendall(_INT.pack(len(body)) + body)
+            frame, err = self._recv_reply(sock, self._xid)
+            if err != 0:
+                raise RawSessionAuthError(
+                    f"ZooKeeper {server} refused the SASL DIGEST-MD5 login of user {credentials.username!r} "
+                    f"(error {err}: {EXCEPTIONS.get(err, ZookeeperError).__name__}): wrong username or password, or a user the "
+                    f"server's JAAS Server section does not have")
+            (length,) = _INT.unpack_from(frame, 16)
+            return None if length < 0 else frame[20:20 + length]
+
+        try:
+            digest_md5_exchange(credentials, round_trip)
+        except SaslLoginError as exc:
+            raise RawSessionAuthError(f"ZooKeeper {server}: {exc}") from None
+
+    def open(self) -> None:
+        """Open the session now (logging in, with credentials) rather than at the first call:
+        RawSessionAuthError tells a wrong password at once, RawSessionError an unreachable
+        ZooKeeper."""
+        with self._lock:
+            if self._sock is None:
+                self._sock = self._connect()
 
     @staticmethod
     def _recv_exactly(sock: socket.socket, n: int) -> bytes:
@@ -329,6 +390,15 @@ class RawSession:
             self._sock.close()
             self._sock = None
 
+    def _acl(self, path: str) -> bytes:
+        """The wire form of a create's ACL and flags (persistent) for ``path``."""
+        assert self._acl_for is not None
+        acls = tuple(self._acl_for(path))
+        wire = self._acl_wire.get(acls)
+        if wire is None:
+            wire = self._acl_wire[acls] = encode_acls(acls) + _PERSISTENT
+        return wire
+
     def _path(self, path: str) -> bytes:
         """A path as the wire has it (length, chrooted bytes); kept, since a controller
         writes the same partition state znodes in every failover."""
@@ -355,7 +425,7 @@ class RawSession:
                 if kind == OP_CREATE:
                     parts.append(_INT.pack(len(data)))
                     parts.append(data)
-                    parts.append(_OPEN_ACL_PERSISTENT)
+                    parts.append(_OPEN_ACL_PERSISTENT if self._acl_for is None else self._acl(path))
                     continue
                 if kind == OP_SET_DATA:
                     parts.append(_INT.pack(len(data)))

@@ -9,6 +9,17 @@ Classpath: Debian's /usr/share/java holds six SLF4J bindings plus log4j-over-slf
 slf4j-log4j12 with log4j-over-slf4j aborts the JVM at startup. zookeeper.jar's manifest already
 names every jar it needs, so the classpath is just zookeeper.jar plus the log4j 1.2 binding,
 configured by a log4j.properties we write to send everything to data_dir/zookeeper.log.
+
+With ``sasl_users`` (user -> password) the server authenticates clients with SASL DIGEST-MD5, as
+Kafka's docs set ZooKeeper up for zookeeper.set.acl: zoo.cfg registers ZooKeeper's
+SASLAuthenticationProvider, and a JAAS file (data_dir/zookeeper_jaas.conf, passed with
+-Djava.security.auth.login.config) holds the users in its Server section, as DigestLoginModule's
+user_<name>="<password>" options. With ``enforce_sasl`` (the default then) the server also
+refuses every request of a client that has not logged in (ZooKeeper 3.7+'s
+enforce.auth.enabled=true, enforce.auth.schemes=sasl: such a request is answered with
+SESSIONCLOSEDREQUIRESASLAUTH and the session closed), so only the users listed can use it at
+all; four-letter words (ruok, srvr, mntr) still answer anyone. Without it, clients that do not
+log in are served as the world Id, and only the ACLs of the znodes keep them out.
 """
 from __future__ import annotations
 
@@ -17,7 +28,7 @@ import shutil
 import signal
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +42,9 @@ CLASSPATH_JARS: tuple[Path, ...] = (
     JAVA_DIR / "log4j-1.2.jar",
 )
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+SASL_AUTH_PROVIDER = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
+DIGEST_LOGIN_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
+JAAS_FILE = "zookeeper_jaas.conf"
 
 _LOG4J_PROPERTIES = """\
 log4j.rootLogger=INFO, FILE
@@ -39,6 +53,23 @@ log4j.appender.FILE.File={log}
 log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
 log4j.appender.FILE.layout.ConversionPattern=%d{{ISO8601}} %-5p [%t:%C{{1}}@%L] - %m%n
 """
+
+
+def _jaas_quote(value: str) -> str:
+    """A JAAS option value in double quotes (Java's StreamTokenizer undoes these escapes)."""
+    if "\n" in value or "\r" in value:
+        raise ValueError("a ZooKeeper SASL user name or password cannot hold a line break")
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def server_jaas_config(users: Mapping[str, str]) -> str:
+    """The JAAS Server section giving each user its password (DigestLoginModule's
+    user_<name> options)."""
+    bad = [u for u in users if not u or any(c.isspace() or c in '{};="\'/' for c in u)]
+    if bad:
+        raise ValueError(f"ZooKeeper SASL user names must be non-empty, without spaces or {{}};=\"'/: {bad}")
+    options = "".join(f"\n    user_{user}={_jaas_quote(password)}" for user, password in users.items())
+    return f"Server {{\n  {DIGEST_LOGIN_MODULE} required{options};\n}};\n"
 
 
 def find_java() -> str | None:
@@ -111,12 +142,19 @@ class ZooKeeperServer:
     ensemble, which serves clients only while a majority of the members are up."""
 
     def __init__(self, data_dir: Path, port: int, host: str = "127.0.0.1",
-                 server_id: int | None = None, quorum: Sequence[QuorumPeer] = ()) -> None:
+                 server_id: int | None = None, quorum: Sequence[QuorumPeer] = (),
+                 sasl_users: Mapping[str, str] | None = None, enforce_sasl: bool = True) -> None:
+        """``sasl_users``: authenticate clients with SASL DIGEST-MD5 as these users (name ->
+        password); ``enforce_sasl``: and serve no client that has not (see the module doc)."""
         self.data_dir = Path(data_dir)
         self.port = port
         self.host = host
         self.server_id = server_id
         self.quorum = tuple(quorum)
+        self.sasl_users = dict(sasl_users) if sasl_users is not None else None
+        self.enforce_sasl = enforce_sasl and self.sasl_users is not None
+        if self.sasl_users is not None:
+            server_jaas_config(self.sasl_users)  # refuse bad names now, not at launch
         if self.quorum and server_id not in {p.server_id for p in self.quorum}:
             raise ValueError(f"server id {server_id} is not one of the quorum's {[p.server_id for p in self.quorum]}")
 
@@ -132,6 +170,11 @@ class ZooKeeperServer:
     def log_file(self) -> Path:
         return self.data_dir / "zookeeper.log"
 
+    @property
+    def jaas_file(self) -> Path:
+        """The server's JAAS file (written at launch when it has ``sasl_users``)."""
+        return self.data_dir / JAAS_FILE
+
     def _write_config(self) -> Path:
         snapshots = self.data_dir / "data"
         snapshots.mkdir(parents=True, exist_ok=True)
@@ -146,6 +189,14 @@ class ZooKeeperServer:
             "maxClientCnxns=0\n"
             "minSessionTimeout=2000\n"
         )
+        if self.sasl_users is not None:
+            text += f"authProvider.sasl={SASL_AUTH_PROVIDER}\n"
+            if self.enforce_sasl:  # ZooKeeper 3.7+; the Debian package is 3.8
+                text += "enforce.auth.enabled=true\nenforce.auth.schemes=sasl\n"
+            # the passwords: readable by us alone from the start
+            fd = os.open(self.jaas_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(server_jaas_config(self.sasl_users))
         if self.quorum:
             # initLimit / syncLimit (in ticks): how long a follower may take to load the
             # leader's snapshot, and to answer it afterwards, before it is dropped. A killed
@@ -185,6 +236,7 @@ class ZooKeeperServer:
             f"-Dlog4j.configuration=file:{self.data_dir / 'log4j.properties'}",
             f"-Dzookeeper.log.dir={self.data_dir}",
             "-Dzookeeper.log.file=zookeeper.log",
+            *([f"-Djava.security.auth.login.config={self.jaas_file}"] if self.sasl_users is not None else []),
             "-cp",
             ":".join(str(jar) for jar in CLASSPATH_JARS),
             MAIN_CLASS,
@@ -280,18 +332,22 @@ class ZooKeeperEnsemble:
     leader costs one leader election among the rest. Without a majority no server serves.
     """
 
-    def __init__(self, data_dir: Path, peers: Sequence[QuorumPeer]) -> None:
+    def __init__(self, data_dir: Path, peers: Sequence[QuorumPeer],
+                 sasl_users: Mapping[str, str] | None = None, enforce_sasl: bool = True) -> None:
+        """``sasl_users`` and ``enforce_sasl``: every server's, see ZooKeeperServer."""
         if not peers:
             raise ValueError("an ensemble needs at least one server")
         self.data_dir = Path(data_dir)
         self.peers = tuple(sorted(peers, key=lambda p: p.server_id))
         self.servers = {p.server_id: ZooKeeperServer(self.data_dir / f"server-{p.server_id}", p.client_port,
-                                                     p.host, p.server_id, self.peers)
+                                                     p.host, p.server_id, self.peers, sasl_users, enforce_sasl)
                         for p in self.peers}
 
     @classmethod
     def on_free_ports(cls, data_dir: Path, size: int = 3, host: str = "127.0.0.1",
-                      client_ports: Sequence[int] | None = None) -> "ZooKeeperEnsemble":
+                      client_ports: Sequence[int] | None = None,
+                      sasl_users: Mapping[str, str] | None = None, enforce_sasl: bool = True
+                      ) -> "ZooKeeperEnsemble":
         """An ensemble of `size` servers numbered 1..size; client ports as given (default: free
         ones), quorum and election ports always picked free."""
         ports = list(client_ports) if client_ports is not None else [free_port(host) for _ in range(size)]
@@ -302,7 +358,7 @@ class ZooKeeperEnsemble:
         for server_id, client_port in enumerate(ports, 1):
             quorum_port, election_port = _free_ports_besides(host, taken, 2)
             peers.append(QuorumPeer(server_id, host, client_port, quorum_port, election_port))
-        return cls(data_dir, peers)
+        return cls(data_dir, peers, sasl_users, enforce_sasl)
 
     @property
     def server_ids(self) -> list[int]:
