@@ -15,6 +15,7 @@ from kazoo.exceptions import NoNodeError
 from odradek.admin.errors import ClusterError
 from odradek.cli.output import duration
 from odradek.zk.client import reconnect_retry
+from odradek.zk.sasl import ZkSaslCredentials
 
 K = TypeVar("K")
 
@@ -30,21 +31,34 @@ def collect_data(pending: Mapping[K, Any], timeout: float) -> dict[K, bytes | No
     return out
 
 
+_credentials: ZkSaslCredentials | None = None
+
+
+def use_credentials(credentials: ZkSaslCredentials | None) -> None:
+    """The SASL login of this process's ZooKeeper clients (a secured cluster's tools: its
+    ZooKeeper serves no client that has not logged in)."""
+    global _credentials
+    _credentials = credentials
+
+
 def connect_zk(hosts: str, timeout: float = 10.0) -> KazooClient:
     """A started kazoo client whose connection-retry chatter does not reach the terminal. It
     reconnects at most zk.client's RECONNECT_MAX_DELAY_S apart, as the brokers do: kazoo's
     default doubles its delay up to an hour, so `status --watch` or the dashboard would stay
-    stale for many minutes after a ZooKeeper outage of a few."""
+    stale for many minutes after a ZooKeeper outage of a few. It logs in with use_credentials'
+    SASL credentials when there are any."""
     log = logging.getLogger("odradek.kazoo")
     if not log.handlers:
         log.addHandler(logging.NullHandler())
         log.propagate = False
-    client = KazooClient(hosts=hosts, logger=log, connection_retry=reconnect_retry())
+    sasl = {"sasl_options": _credentials.kazoo_sasl_options()} if _credentials is not None else {}
+    client = KazooClient(hosts=hosts, logger=log, connection_retry=reconnect_retry(), **sasl)
     try:
         with warnings.catch_warnings():  # kazoo warns of a missing chroot; callers check what they need
             warnings.simplefilter("ignore")
             client.start(timeout=timeout)
     except Exception as exc:  # kazoo raises its own timeout type, or socket errors for bad hosts
+        client.stop()  # close() alone raises while the client is still started
         client.close()
         raise ClusterError(f"cannot reach ZooKeeper at {hosts} within {duration(timeout)} "
                            f"({zk_failure_text(exc)})") from None

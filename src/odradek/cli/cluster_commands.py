@@ -21,6 +21,7 @@ from odradek.cli.args import (
     zk_connect_arg,
 )
 from odradek.cluster.local_cluster import LocalCluster
+from odradek.cluster.secure_setup import paste_settings
 from odradek.common.errors import StartupRefusedError, os_error_text
 
 
@@ -55,6 +56,10 @@ def add_commands(sub: Any) -> None:
     u.add_argument("--host", help="address every process listens on (default 127.0.0.1)")
     u.add_argument("--metrics-base-port", type=port_or_zero_arg, metavar="PORT",
                    help="broker i serves Prometheus metrics on PORT + i - 1 (default: base port + 1000; 0: none)")
+    u.add_argument("--secure", action="store_const", const=True,
+                   help="TLS and SASL/SCRAM on every broker port, a SCRAM super user admin with a generated "
+                        "password, ACLs, and a ZooKeeper that serves only logged-in clients; the admin's client "
+                        "settings go to DATA_DIR/security/admin.properties (see docs/security.md)")
     u.add_argument("--timeout-s", type=float, default=60.0, help="how long to wait for the cluster")
     u.set_defaults(func=cmd_up)
 
@@ -159,12 +164,14 @@ def cmd_up(args: argparse.Namespace) -> None:
     cluster = LocalCluster.for_up(args.data_dir, add_broker=args.add_broker, brokers=args.brokers,
                                   base_port=args.base_port, zk_port=args.zk_port, zookeeper=args.zookeeper,
                                   host=args.host, zookeeper_nodes=args.zookeeper_nodes,
-                                  metrics_base_port=args.metrics_base_port)
+                                  metrics_base_port=args.metrics_base_port, secure=args.secure)
     for process in cluster.start(timeout=args.timeout_s):
         print(f"{process.name}: {process.action}, {process.address} pid {process.pid} log {process.log}"
               + (f" metrics {process.metrics_url}" if process.metrics_url else ""))
     print(f"zookeeper: {cluster.zookeeper_connect}")
     print(f"bootstrap servers: {cluster.bootstrap_servers}")
+    if cluster.security is not None:
+        print(paste_settings(cluster.security, cluster.bootstrap_servers))
 
 
 def cmd_down(args: argparse.Namespace) -> None:

@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from odradek.admin.errors import ClusterError
+from odradek.admin.zookeeper import use_credentials
 from odradek.cli.output import plural
+from odradek.cluster import secure_setup
+from odradek.cluster.secure_setup import SecureCluster
 
 if TYPE_CHECKING:
     from odradek.zk.server import QuorumPeer, ZooKeeperEnsemble, ZooKeeperServer
@@ -25,7 +28,7 @@ STATE_FILE = "cluster.json"
 #: that tell the operator which flag contradicts cluster.json
 UP_FLAGS = {"brokers": "--brokers", "base_port": "--base-port", "zk_port": "--zk-port",
             "zookeeper": "--zookeeper", "host": "--host", "zookeeper_nodes": "--zookeeper-nodes",
-            "metrics_base_port": "--metrics-base-port"}
+            "metrics_base_port": "--metrics-base-port", "secure": "--secure"}
 
 
 class ClusterSpec:
@@ -51,10 +54,13 @@ class ClusterSpec:
         zookeeper_nodes: int = 1,
         quorum_peers: "list[QuorumPeer] | None" = None,
         metrics_base_port: int | None = None,
+        secure: bool = False,
     ) -> None:
         """``quorum_peers``: the ensemble's recorded addresses (ClusterSpec.load); without
         them a new ensemble gets free quorum and election ports. With ``metrics_base_port``
-        broker i serves Prometheus metrics on metrics_base_port + i - 1."""
+        broker i serves Prometheus metrics on metrics_base_port + i - 1. ``secure``: TLS, SASL,
+        ACLs and an authenticated ZooKeeper (cluster/secure_setup.py); this process's clients
+        then use the cluster's admin settings."""
         if brokers < 1:
             raise ClusterError("a cluster needs at least one broker")
         if zookeeper_nodes < 1:
@@ -76,6 +82,15 @@ class ClusterSpec:
         self._quorum_peers = quorum_peers
         self.broker_args = dict(broker_args or {})
         self.metrics_base_port = metrics_base_port
+        self.secure = secure
+        if secure and metrics_base_port is not None:
+            raise ClusterError("--metrics-base-port: the metrics endpoint has no TLS or login yet, so a secured "
+                               "cluster serves none")
+        self.security: SecureCluster | None = None
+        if secure:
+            self.security = secure_setup.load(self.data_dir) or secure_setup.prepare(self.data_dir, host)
+            self.security.use_admin_settings()
+            use_credentials(self.security.zookeeper_credentials())
         if zookeeper_nodes > 1 and quorum_peers is None:
             self._quorum_peers = self._recorded_quorum_peers()
         self._zookeeper = zookeeper or ",".join(s.connect_string for s in self.zookeeper_servers())
@@ -106,6 +121,7 @@ class ClusterSpec:
             broker_args=state.get("broker_args"),
             zookeeper_nodes=state.get("zookeeper_nodes", 1),
             metrics_base_port=state.get("metrics_base_port"),
+            secure=state.get("secure", False),
         )
 
     @classmethod
@@ -132,11 +148,13 @@ class ClusterSpec:
                                    f"(it has no {STATE_FILE} yet)")
             brokers, base_port = int(flags["brokers"]), int(flags.get("base_port", 9092))
             metrics = flags.get("metrics_base_port")
-            if metrics is None:  # the default, where it fits below 65536
-                metrics = base_port + 1000 if base_port + 1000 + brokers <= 65536 else 0
+            secure = bool(flags.get("secure", False))
+            if metrics is None:  # the default, where it fits below 65536 (none for a secured cluster, see __init__)
+                metrics = base_port + 1000 if base_port + 1000 + brokers <= 65536 and not secure else 0
             return cls(Path(data_dir), brokers, base_port=base_port, zk_port=int(flags.get("zk_port", 2181)),
                        zookeeper=flags.get("zookeeper"), host=str(flags.get("host", "127.0.0.1")),
-                       zookeeper_nodes=int(flags.get("zookeeper_nodes", 1)), metrics_base_port=int(metrics) or None)
+                       zookeeper_nodes=int(flags.get("zookeeper_nodes", 1)), metrics_base_port=int(metrics) or None,
+                       secure=secure)
         cluster = cls.load(data_dir)
         recorded = cluster.settings()
         for key, value in flags.items():
@@ -147,7 +165,8 @@ class ClusterSpec:
             cluster = cls(cluster.data_dir, cluster.brokers + 1, base_port=cluster.base_port,
                           zk_port=cluster.zk_port, zookeeper=None if cluster.private_zookeeper else cluster._zookeeper,
                           host=cluster.host, broker_args=cluster.broker_args,
-                          zookeeper_nodes=cluster.zookeeper_nodes, metrics_base_port=cluster.metrics_base_port)
+                          zookeeper_nodes=cluster.zookeeper_nodes, metrics_base_port=cluster.metrics_base_port,
+                          secure=cluster.secure)
         return cluster
 
     def settings(self) -> dict[str, object]:
@@ -155,7 +174,8 @@ class ClusterSpec:
         metrics is 0, a private ZooKeeper is zookeeper None)."""
         return {"brokers": self.brokers, "base_port": self.base_port, "zk_port": self.zk_port,
                 "zookeeper": None if self.private_zookeeper else self._zookeeper, "host": self.host,
-                "zookeeper_nodes": self.zookeeper_nodes, "metrics_base_port": self.metrics_base_port or 0}
+                "zookeeper_nodes": self.zookeeper_nodes, "metrics_base_port": self.metrics_base_port or 0,
+                "secure": self.secure}
 
     def _recorded_quorum_peers(self) -> "list[QuorumPeer]":
         """The ensemble's addresses from cluster.json when an earlier `up` made one here (a
@@ -229,7 +249,8 @@ class ClusterSpec:
             return []
         if self._quorum_peers:
             return list(self.zookeeper_ensemble().servers.values())
-        return [ZooKeeperServer(self.data_dir / "zookeeper", self.zk_port, host=self.host)]
+        return [ZooKeeperServer(self.data_dir / "zookeeper", self.zk_port, host=self.host,
+                                sasl_users=self.security.zookeeper_users() if self.security else None)]
 
     def zookeeper_ensemble(self) -> "ZooKeeperEnsemble":
         """The private ensemble (with --zookeeper-nodes > 1), to kill and restart servers by id."""
@@ -237,7 +258,8 @@ class ClusterSpec:
 
         if not (self.private_zookeeper and self._quorum_peers):
             raise ClusterError(f"the cluster in {self.data_dir} runs no private ZooKeeper ensemble")
-        return ZooKeeperEnsemble(self.data_dir / "zookeeper", self._quorum_peers)
+        return ZooKeeperEnsemble(self.data_dir / "zookeeper", self._quorum_peers,
+                                 sasl_users=self.security.zookeeper_users() if self.security else None)
 
     def _write_state(self) -> None:
         """Record the cluster in cluster.json, with the pids it has now; written to a temporary
@@ -260,6 +282,7 @@ class ClusterSpec:
             "bootstrap_servers": self.bootstrap_servers,
             "broker_args": self.broker_args,
             "metrics_base_port": self.metrics_base_port,
+            "secure": self.secure,
             "brokers": [
                 {"id": b, "port": self.broker_port(b), "pid": read_pid(self.broker_dir(b) / "broker.pid"),
                  "metrics_url": self.metrics_url(b)}

@@ -31,11 +31,14 @@ from odradek.admin.admin_client import metadata_request
 from odradek.admin.errors import AdminError, ClusterError
 from odradek.admin.zookeeper import collect_data, connect_zk
 from odradek.cli.output import duration
+from odradek.cluster import secure_setup
 from odradek.cluster.cluster_spec import STATE_FILE, ClusterSpec, peer_of, read_pid
 from odradek.common.errors import os_error_text
 from odradek.common.netutil import port_free
 from odradek.common.process import process_alive
 from odradek.zk import paths
+from odradek.zk.admin_zk_client import USERS
+from odradek.zk.client import KafkaZkClient
 
 if TYPE_CHECKING:
     from odradek.zk.server import ZooKeeperServer
@@ -153,6 +156,8 @@ class LocalCluster(ClusterSpec):
             for server in servers:
                 server.wait_serving(timeout=max(5.0, deadline - time.monotonic()))
             self._ensure_chroot(deadline)
+            if self.security is not None and brokers:
+                self._ensure_admin_user()
             for broker_id in brokers:
                 launched.append((f"broker {broker_id}", self.start_broker(broker_id), None))
             self._write_state()
@@ -232,6 +237,20 @@ class LocalCluster(ClusterSpec):
                 zk.ensure_path("/" + chroot)
         finally:
             zk.stop()
+            zk.close()
+
+    def _ensure_admin_user(self) -> None:
+        """A secured cluster's SCRAM user admin in /config/users before any broker starts (the
+        brokers log in to each other as admin), as kafka-configs.sh --zookeeper adds the
+        inter-broker user before the first broker starts; kept when it is there."""
+        assert self.security is not None
+        zk = KafkaZkClient(self._zookeeper, sasl=self.security.zookeeper_credentials(), set_acl=True)
+        zk.start()
+        try:
+            stored = zk.get_entity_configs(USERS, [secure_setup.ADMIN_USER]).get(secure_setup.ADMIN_USER) or {}
+            if not stored:
+                zk.change_entity_configs({(USERS, secure_setup.ADMIN_USER): self.security.admin_credentials()})
+        finally:
             zk.close()
 
     def _roll_back(self, launched: "list[tuple[str, int, ZooKeeperServer | None]]", previous: str | None) -> str:
@@ -342,6 +361,8 @@ class LocalCluster(ClusterSpec):
         settings = dict(self.broker_args)
         if self.metrics_base_port is not None:
             settings["metrics_port"] = self.metrics_base_port + broker_id - 1
+        if self.security is not None:
+            settings.update(self.security.broker_settings(self.host))
         if settings:
             props = bdir / "server.properties"
             port = self.broker_port(broker_id)
