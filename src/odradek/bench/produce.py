@@ -26,6 +26,7 @@ from confluent_kafka import Producer
 from odradek.admin.admin_client import create_topic, describe_topics, quiet_logger
 from odradek.admin.errors import AdminError
 from odradek.cli.output import Progress
+from odradek.client import client_config
 from odradek.cluster.local_cluster import LocalCluster
 from odradek.common.netutil import free_port, free_port_block
 
@@ -76,7 +77,7 @@ def wait_for_leaders(bootstrap: str, topic: str, timeout: float = 30.0) -> None:
 
 
 def produce_bench(bootstrap: str, messages: int, size: int, acks: str, replication_factor: int,
-                  partitions: int = 6, keep: bool = False) -> ProduceResult:
+                  partitions: int = 6, keep: bool = False, default_batches: bool = False) -> ProduceResult:
     """Produce `messages` records of `size` bytes to a new topic and measure the run; the
     topic is deleted afterwards (a user's cluster keeps no bench-* topics) unless ``keep``.
 
@@ -85,7 +86,7 @@ def produce_bench(bootstrap: str, messages: int, size: int, acks: str, replicati
     topic = f"bench-rf{replication_factor}-acks{acks}-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, partitions, replication_factor)
     try:
-        return _measure(bootstrap, topic, messages, size, acks, replication_factor, partitions)
+        return _measure(bootstrap, topic, messages, size, acks, replication_factor, partitions, default_batches)
     finally:
         if not keep:
             _delete_quietly(bootstrap, topic)
@@ -101,8 +102,13 @@ def _delete_quietly(bootstrap: str, topic: str) -> None:
         print(f"odradek: warning: benchmark topic {topic} not deleted: {exc}", file=sys.stderr)
 
 
+#: the batching the throughput runs use (one request carries up to a megabyte per partition);
+#: ``default_batches`` leaves librdkafka's own (batch.num.messages 10,000), as an application has
+_BIG_BATCHES = {"batch.size": 1_000_000, "batch.num.messages": 1_000_000}
+
+
 def _measure(bootstrap: str, topic: str, messages: int, size: int, acks: str, replication_factor: int,
-             partitions: int) -> ProduceResult:
+             partitions: int, default_batches: bool = False) -> ProduceResult:
     wait_for_leaders(bootstrap, topic)
     failures: list[str] = []
 
@@ -110,12 +116,12 @@ def _measure(bootstrap: str, topic: str, messages: int, size: int, acks: str, re
         if err is not None:
             failures.append(str(err))
 
-    producer = Producer({
-        "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "batch.size": 1_000_000,
-        "batch.num.messages": 1_000_000, "queue.buffering.max.messages": 2_000_000,
+    producer = Producer(client_config.librdkafka({
+        "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, **({} if default_batches else _BIG_BATCHES),
+        "queue.buffering.max.messages": 2_000_000,
         "queue.buffering.max.kbytes": 2_097_151, "compression.type": "none",
         "on_delivery": on_error, "logger": quiet_logger(),
-    })
+    }))
     producer.list_topics(topic, timeout=10)  # metadata fetched before the clock starts
     payload = os.urandom(size)
     every = max(1, messages // _LATENCY_SAMPLES)
@@ -188,12 +194,15 @@ def _ratio(results: list[ProduceResult]) -> float:
 
 
 def _child_run(bootstrap: str, messages: int, size: int, acks: str, replication_factor: int,
-               partitions: int, keep: bool) -> ProduceResult:
-    """One measurement in a fresh interpreter, so no run inherits another's heap or threads."""
+               partitions: int, keep: bool, command_config: Path | None = None,
+               default_batches: bool = False) -> ProduceResult:
+    """One measurement in a fresh interpreter, so no run inherits another's heap or threads;
+    ``command_config``: the client security settings it connects with."""
     cmd = [sys.executable, "-m", "odradek", "bench", "produce", "--bootstrap-server", bootstrap,
            "--messages", str(messages), "--size", str(size), "--acks", acks,
            "--replication-factor", str(replication_factor), "--partitions", str(partitions), "--json",
-           *(["--keep"] if keep else [])]
+           *(["--keep"] if keep else []), *(["--command-config", str(command_config)] if command_config else []),
+           *(["--default-batches"] if default_batches else [])]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise AdminError(f"benchmark run failed: {out.stderr.strip().splitlines()[-1:]}")
@@ -206,7 +215,8 @@ def _median_run(runs: list[ProduceResult]) -> ProduceResult:
 
 
 def run_produce_command(bootstrap: str | None, *, messages: int, size: int, acks: str, replication_factor: int,
-                        partitions: int, compare: bool, as_json: bool, rounds: int = 3, keep: bool = False) -> str:
+                        partitions: int, compare: bool, as_json: bool, rounds: int = 3, keep: bool = False,
+                        default_batches: bool = False) -> str:
     """What `odradek bench produce` prints: one run, or with `compare` RF3 acks=all and RF1
     acks=1 alternated for `rounds` rounds, each run in its own process, and the ratio of the
     median throughputs (the first run in a process is measurably faster than later ones).
@@ -216,7 +226,8 @@ def run_produce_command(bootstrap: str | None, *, messages: int, size: int, acks
             bootstrap = stack.enter_context(private_cluster())
             keep = True
         if not compare:
-            results = [produce_bench(bootstrap, messages, size, acks, replication_factor, partitions, keep)]
+            results = [produce_bench(bootstrap, messages, size, acks, replication_factor, partitions, keep,
+                                     default_batches)]
         else:
             # each child's own bar goes to a pipe (not drawn): this one counts the runs
             runs = [(rf, a) for _ in range(rounds) for rf, a in ((3, "all"), (1, "1"))]

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from odradek.cli.args import UserError, positive_int, seconds_arg
-from odradek.cli.bootstrap import add_cluster_options, require_broker
+from odradek.cli.bootstrap import add_cluster_options, require_broker, use_command_config
 
 
 def add_commands(sub: Any) -> None:
@@ -24,6 +24,12 @@ def add_commands(sub: Any) -> None:
     bp.add_argument("--compare", action="store_true",
                     help="alternate RF3 acks=all and RF1 acks=1 runs on one cluster, each in its own "
                          "process, and print the ratio of the median throughputs")
+    bp.add_argument("--security-protocol", choices=("PLAINTEXT", "SASL_SSL"), default="PLAINTEXT",
+                    help="with --compare and SASL_SSL: alternate PLAINTEXT and SASL_SSL runs on one private "
+                         "cluster with both listeners (librdkafka's default batches) and print their throughput "
+                         "ratio and the ACL check's cost per request")
+    bp.add_argument("--default-batches", action="store_true",
+                    help="librdkafka's default batching instead of megabyte batches")
     bp.add_argument("--rounds", type=positive_int, default=3, metavar="N", help="runs of each kind with --compare")
     bp.add_argument("--keep", action="store_true", help="keep the benchmark's bench-* topics (default: each "
                     "is deleted after its run)")
@@ -93,7 +99,7 @@ def add_commands(sub: Any) -> None:
     for parser in (bp, bs):
         add_cluster_options(parser.add_mutually_exclusive_group(),
                             "the cluster to measure (default: a private 3-broker cluster)",
-                            "measure the cluster `odradek up` runs in DIR")
+                            "measure the cluster `odradek up` runs in DIR", settings_to=parser)
 
 
 def _add_leadership_options(parser: argparse.ArgumentParser, rounds_help: str) -> None:
@@ -116,7 +122,9 @@ def _add_private_cluster_options(parser: argparse.ArgumentParser) -> None:
 
 def _measured_cluster(args: argparse.Namespace) -> str | None:
     """--bootstrap-server, else every broker of --data-dir's cluster, else None (the benchmark
-    starts a private cluster); checked to answer before the run."""
+    starts a private cluster); checked to answer before the run. --command-config (or the data
+    dir's admin settings) are the clients' security settings."""
+    use_command_config(args)
     bootstrap = args.bootstrap_server
     if args.cluster_dir is not None:
         from odradek.cluster.local_cluster import LocalCluster
@@ -129,9 +137,20 @@ def _measured_cluster(args: argparse.Namespace) -> str | None:
 def cmd_bench_produce(args: argparse.Namespace) -> None:
     from odradek.bench.produce import run_produce_command
 
+    if args.security_protocol != "PLAINTEXT":
+        if not args.compare or args.bootstrap_server or args.cluster_dir:
+            raise UserError("--security-protocol SASL_SSL measures a private cluster of its own with --compare "
+                            "(give --compare, and no --bootstrap-server or --data-dir)")
+        from odradek.bench.security import run_security_compare
+
+        print(run_security_compare(messages=args.messages, size=args.size, acks=args.acks,
+                                   replication_factor=args.replication_factor, partitions=args.partitions,
+                                   rounds=args.rounds, as_json=args.json))
+        return
     print(run_produce_command(_measured_cluster(args), messages=args.messages, size=args.size, acks=args.acks,
                               replication_factor=args.replication_factor, partitions=args.partitions,
-                              compare=args.compare, as_json=args.json, rounds=args.rounds, keep=args.keep))
+                              compare=args.compare, as_json=args.json, rounds=args.rounds, keep=args.keep,
+                              default_batches=args.default_batches))
 
 
 def cmd_bench_spark_read(args: argparse.Namespace) -> None:

@@ -25,14 +25,16 @@ def add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(resolve_bootstrap=True)
 
 
-def add_cluster_options(container: argparse._ActionsContainer, bootstrap_help: str, data_dir_help: str) -> None:
+def add_cluster_options(container: argparse._ActionsContainer, bootstrap_help: str, data_dir_help: str,
+                        settings_to: argparse._ActionsContainer | None = None) -> None:
     """--bootstrap-server and --data-dir (as ``cluster_dir``) with a command's own help: the
     client commands' (add_bootstrap_options), or a benchmark's, which measures a private
-    cluster when neither is given."""
+    cluster when neither is given; and --command-config, to ``settings_to`` when ``container``
+    is a group of exclusive options (a benchmark's)."""
     container.add_argument("--bootstrap-server", type=bootstrap_list_arg, metavar="HOST:PORT[,...]",
                            help=bootstrap_help)
     container.add_argument("--data-dir", type=directory_arg, metavar="DIR", dest="cluster_dir", help=data_dir_help)
-    container.add_argument("--command-config", type=Path, metavar="FILE",
+    (settings_to or container).add_argument("--command-config", type=Path, metavar="FILE",
                            help="client security settings, as Kafka's tools take them: security.protocol, "
                                 "sasl.mechanism, sasl.username, sasl.password, ssl.ca.location ... (default: "
                                 f"--data-dir's {ADMIN_PROPERTIES} when the cluster is secured)")
