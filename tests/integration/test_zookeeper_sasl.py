@@ -6,6 +6,7 @@ Kafka's secure ACL, so another ZooKeeper user cannot read /config/users/<user> n
 credentials, refuses to start with one line."""
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -24,7 +25,13 @@ from cluster_helpers import SESSION_TIMEOUT_MS
 from odradek.admin.admin_client import metadata_request
 from odradek.cluster.local_cluster import LocalCluster
 from odradek.common.netutil import free_port, free_port_block
-from odradek.security.scram import credential_to_string, generate_credential
+from odradek.security.scram import (
+    ScramSaslClient,
+    ScramSaslServer,
+    credential_from_string,
+    credential_to_string,
+    generate_credential,
+)
 from odradek.zk import paths
 from odradek.zk.client import KafkaZkClient
 from odradek.zk.sasl import ZkSaslCredentials
@@ -210,3 +217,45 @@ def test_set_acl_without_credentials_refuses_to_start(zookeeper_sasl: ZooKeeperS
     assert ("zookeeper.set.acl is true, but the verification of the JAAS login file failed"
             in result.stderr.strip().splitlines()[-1]), result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_users_add_writes_the_inter_broker_user_to_zookeeper_before_any_broker_runs(
+        zookeeper_sasl: ZooKeeperServer, tmp_path: Path) -> None:
+    """`odradek users add NAME --zookeeper CONN --zookeeper-jaas FILE`, kafka-configs.sh
+    --zookeeper's way: the credential in Kafka's format at /config/users/NAME with its change
+    notification, the znode readable by the brokers' ZooKeeper user only; a second mechanism
+    keeps the first."""
+    chroot = f"/users-{uuid.uuid4().hex[:8]}"
+    connect = zookeeper_sasl.connect_string + chroot
+    client_jaas = jaas(tmp_path / "jaas.conf", USERS["kafka"])
+    for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
+        run = subprocess.run([sys.executable, "-m", "odradek", "users", "add", "broker", "--password", "b-secret",
+                              "--mechanism", mechanism, "--zookeeper", connect, "--zookeeper-jaas", str(client_jaas)],
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+    kafka = kazoo(zookeeper_sasl.connect_string, KAFKA)
+    try:
+        data, _ = kafka.get(f"{chroot}/config/users/broker")
+        acl, _ = kafka.get_acls(f"{chroot}/config/users/broker")
+        assert kafka.get_children(f"{chroot}/config/changes")
+    finally:
+        stop(kafka)
+    stored = json.loads(data)["config"]
+    assert set(stored) == {"SCRAM-SHA-512", "SCRAM-SHA-256"}
+    credential = credential_from_string(stored["SCRAM-SHA-512"])
+    server = ScramSaslServer("SCRAM-SHA-512", lambda user: credential if user == "broker" else None)
+    client = ScramSaslClient("SCRAM-SHA-512", "broker", "b-secret")
+    client.evaluate(server.evaluate(client.evaluate(server.evaluate(client.evaluate(b"")))))
+    assert server.complete and client.complete
+    assert acl == [ALL_FOR_KAFKA]  # sensitive: no world read
+    mallory = kazoo(zookeeper_sasl.connect_string, MALLORY)
+    try:
+        with pytest.raises(NoAuthError):
+            mallory.get(f"{chroot}/config/users/broker")
+    finally:
+        stop(mallory)
+    wrong = subprocess.run([sys.executable, "-m", "odradek", "users", "add", "x", "--password", "p", "--zookeeper",
+                            connect, "--zookeeper-jaas", str(jaas(tmp_path / "wrong.conf", "guess"))],
+                           capture_output=True, text=True, timeout=60)
+    assert wrong.returncode == 1 and "Traceback" not in wrong.stderr and len(wrong.stderr.splitlines()) == 1, \
+        wrong.stderr

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from odradek.admin.admin_client import (
@@ -150,3 +151,40 @@ def format_list(rows: list[dict[str, Any]]) -> str:
         return "no SCRAM credentials"
     return format_table([("User", "Mechanism", "Iterations")]
                         + [(r["user"], r["mechanism"], str(r["iterations"])) for r in rows])
+
+
+def add_in_zookeeper(connect: str, jaas_file: Path | None, user: str, password: str, mechanism: str,
+                     iterations: int) -> None:
+    """Write ``user``'s ``mechanism`` credential to /config/users in ZooKeeper directly, with its
+    change notification, as kafka-configs.sh --zookeeper does: the one way to create the user
+    the brokers log in to each other as before any broker runs. With ``jaas_file`` (the brokers'
+    JAAS file) it logs in to ZooKeeper as its Client section says and creates the znode with
+    Kafka's ACLs, which only that user may read. The user's other configs are kept."""
+    from odradek.common.sanitizer import sanitize
+    from odradek.security import jaas
+    from odradek.security.scram import credential_to_string, generate_credential
+    from odradek.zk.admin_zk_client import USERS
+    from odradek.zk.client import KafkaZkClient
+    from odradek.zk.sasl import ZkSaslCredentials
+
+    credentials = None
+    if jaas_file is not None:
+        try:
+            section = jaas.parse_jaas(jaas_file.read_text()).section("Client")
+            credentials = ZkSaslCredentials(*jaas.digest_client_login(section))
+        except OSError as exc:
+            raise AdminError(f"--zookeeper-jaas {jaas_file}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise AdminError(f"--zookeeper-jaas {jaas_file}: {exc}") from None
+    zk = KafkaZkClient(connect, sasl=credentials, set_acl=credentials is not None)
+    try:
+        zk.start()
+    except Exception as exc:  # noqa: BLE001 - kazoo's timeouts and refusals: one line for the tool
+        raise AdminError(f"cannot reach ZooKeeper at {connect} ({type(exc).__name__}: {exc})") from None
+    try:
+        node = sanitize(user)
+        config = dict(zk.get_entity_configs(USERS, [node]).get(node) or {})
+        config[mechanism] = credential_to_string(generate_credential(mechanism, password, iterations))
+        zk.change_entity_configs({(USERS, node): config})
+    finally:
+        zk.close()

@@ -7,6 +7,7 @@ import argparse
 import getpass
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from odradek.cli.args import UserError, seconds_arg
@@ -39,6 +40,12 @@ def add_commands(sub: Any) -> None:
     ua.add_argument("--mechanism", choices=MECHANISMS, default=SCRAM_SHA_256, help="the SCRAM mechanism")
     ua.add_argument("--iterations", type=iterations_arg, default=DEFAULT_ITERATIONS, metavar="N",
                     help="PBKDF2 iterations of the credential")
+    ua.add_argument("--zookeeper", metavar="CONN", help="write the credential to this ZooKeeper directly (HOST:PORT"
+                    "[/chroot]), as kafka-configs.sh --zookeeper does: for the brokers' own user, before any "
+                    "broker runs")
+    ua.add_argument("--zookeeper-jaas", type=Path, metavar="FILE",
+                    help="with --zookeeper: the JAAS file whose Client section logs in to ZooKeeper (the brokers' "
+                         "java.security.auth.login.config); the znode then gets Kafka's ACLs (zookeeper.set.acl)")
     ua.set_defaults(func=cmd_users_add)
 
     ul = usub.add_parser("list", help="the users with SCRAM credentials, each mechanism with its iterations "
@@ -84,6 +91,16 @@ def _password(args: argparse.Namespace) -> str:
 def cmd_users_add(args: argparse.Namespace) -> None:
     if not args.name:
         raise UserError("users add: the user name is empty")
+    if args.zookeeper_jaas is not None and args.zookeeper is None:
+        raise UserError("users add: --zookeeper-jaas goes with --zookeeper")
+    if args.zookeeper is not None:
+        from odradek.admin.user_scram_command import add_in_zookeeper
+
+        add_in_zookeeper(args.zookeeper, args.zookeeper_jaas, args.name, _password(args), args.mechanism,
+                         args.iterations)
+        print(f"user {args.name}: {args.mechanism} credential written to ZooKeeper {args.zookeeper} "
+              f"({args.iterations} iterations)")
+        return
     admin = _admin(args)  # a cluster that is not there fails before the password is asked for
     admin.add(args.name, _password(args), args.mechanism, args.iterations)
     print(f"user {args.name}: {args.mechanism} credential set ({args.iterations} iterations)")
