@@ -37,7 +37,7 @@ class CommitMarkers:
             if self.topic in md.topics():
                 return
             brokers = len(md._consumer.list_topics(timeout=10).brokers)
-        admin = AdminClient({"bootstrap.servers": self.kafka_conf["bootstrap.servers"]})
+        admin = AdminClient(dict(self.kafka_conf))  # its security settings too
         topic = NewTopic(self.topic, 1, min(3, max(1, brokers)), config={"cleanup.policy": "compact"})
         for future in admin.create_topics([topic]).values():
             try:
