@@ -30,6 +30,7 @@ from odradek.security.client_security import ClientSecurity
 from odradek.security.plain import PlainSaslServer
 from odradek.security.sasl import MECHANISMS, PLAIN, SaslServer
 from odradek.security.scram import ScramCredential, ScramSaslServer
+from odradek.security.ssl_factory import SslEngineFactory
 from odradek.security.ssl_principal_mapper import SslPrincipalMapper
 
 DEFAULT_MECHANISMS = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
@@ -43,20 +44,41 @@ _LOGIN_MODULES = {PLAIN: "org.apache.kafka.common.security.plain.PlainLoginModul
 ScramLookup = Callable[[str, str], "ScramCredential | None"]  # (mechanism, username)
 
 
-@dataclass(frozen=True)
+@dataclass
 class ListenerSecurity:
     listener: Listener
-    ssl_factory: ssl_factory.SslEngineFactory | None
+    ssl_factory: SslEngineFactory | None
     mechanisms: tuple[str, ...]
     plain_users: Mapping[str, str]
     scram_credentials: ScramLookup
     principal_mapper: SslPrincipalMapper
     reauth_ms: int
     max_receive_size: int
+    settings: Mapping[str, str]  # the listener's own (listener_settings)
+    inter_broker: bool = False
 
-    @property
-    def ssl_context(self) -> ssl.SSLContext | None:
-        return self.ssl_factory.context if self.ssl_factory is not None else None
+    def __post_init__(self) -> None:
+        # the context the listener's server was made with, for its whole life: a new keystore is
+        # loaded into it (reload_keystore), so new handshakes present the new certificate
+        self.ssl_context: ssl.SSLContext | None = self.ssl_factory.context if self.ssl_factory is not None else None
+
+    def replaced_stores(self) -> SslEngineFactory | None:
+        """The listener's stores read again when a store file was replaced (certificates renewed
+        in place), None when none was; blocking (it reads and checks the files). SslConfigError
+        when the new ones are refused: unreadable, another subject or fewer subject alternative
+        names (ssl.allow.dn.changes / ssl.allow.san.changes), or, on the inter-broker listener,
+        stores that cannot complete a handshake with the old ones."""
+        if self.ssl_factory is None:
+            return None
+        new = ssl_factory.reconfigure(self.ssl_factory, self.settings, verify_with_truststore=self.inter_broker)
+        return None if new is self.ssl_factory else new
+
+    def use_stores(self, new: SslEngineFactory) -> None:
+        """Present ``new``'s certificate from the next handshake on (on the event loop, which
+        makes the handshakes: OpenSSL's context is not changed under one)."""
+        assert self.ssl_context is not None
+        ssl_factory.update_context(self.ssl_context, new)
+        self.ssl_factory = new
 
     def sasl_server(self, mechanism: str) -> SaslServer:
         if mechanism == PLAIN:
@@ -111,7 +133,7 @@ def login_options(settings: Mapping[str, str], mechanism: str, jaas_file: str | 
 
 
 def listener_security(listener: Listener, settings: Mapping[str, str], scram: ScramLookup,
-                      jaas_file: str | None) -> ListenerSecurity:
+                      jaas_file: str | None, inter_broker: bool = False) -> ListenerSecurity:
     """One listener's security from the broker's settings (its own listener.name.<l>.* keys
     applied); ValueError or ssl_factory.SslConfigError naming the key at fault."""
     own = listener_settings(settings, listener.name)
@@ -124,7 +146,8 @@ def listener_security(listener: Listener, settings: Mapping[str, str], scram: Sc
     return ListenerSecurity(listener, factory, mechanisms, plain_users, scram,
                             SslPrincipalMapper(own.get("ssl.principal.mapping.rules")),
                             _int(own, "connections.max.reauth.ms", 0),
-                            _int(own, "sasl.server.max.receive.size", DEFAULT_MAX_RECEIVE))
+                            _int(own, "sasl.server.max.receive.size", DEFAULT_MAX_RECEIVE), own,
+                            inter_broker=inter_broker)
 
 
 def inter_broker_client(listeners: Listeners, settings: Mapping[str, str], jaas_file: str | None) -> ClientSecurity:

@@ -10,6 +10,7 @@ import asyncio
 import faulthandler
 import logging
 import signal
+import ssl
 import time
 from typing import Any
 
@@ -18,6 +19,7 @@ from kazoo.client import KazooState
 from odradek.broker import broker_metadata_checkpoint, producer_state_snapshots
 from odradek.broker.acl_manager import AclManager, authorizer_from_config
 from odradek.broker.broker_metadata_checkpoint import BrokerMetadata
+from odradek.broker.client_quotas import ClientQuotas
 from odradek.broker.config import BrokerConfig
 from odradek.broker.connection import Handler, KafkaConnection
 from odradek.broker.context import BrokerContext
@@ -34,6 +36,7 @@ from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.metrics import (
     BrokerCollector,
     BrokerMetrics,
+    ClientQuotaCollector,
     EventLoopCollector,
     GcCollector,
     LogMetrics,
@@ -68,6 +71,7 @@ from odradek.log.log_cleaner import LogCleaner
 from odradek.log.log_dir_lock import LogDirLock
 from odradek.log.log_manager import LogManager
 from odradek.security.scram import ScramCredential
+from odradek.security.ssl_factory import SslConfigError
 from odradek.security.ssl_principal_mapper import principal_for
 from odradek.zk import admin_zk_client
 from odradek.zk.client import KafkaZkClient
@@ -76,6 +80,9 @@ from odradek.zk.errors import BrokerIdInUseError
 log = logging.getLogger("odradek.broker")
 
 HW_CHECKPOINT_INTERVAL_S = 5.0
+#: how often the listeners' keystore and truststore files are checked for a replacement (a
+#: stat() of each; the files are read only when one changed)
+KEYSTORE_CHECK_INTERVAL_S = 5.0
 
 
 class Broker:
@@ -95,8 +102,10 @@ class Broker:
         self.listeners = config.listeners()
         self.zk.inter_broker_listener = self.listeners.inter_broker.name
         self.inter_broker_security = inter_broker_client(self.listeners, config.security, config.jaas_file)
-        self.listener_securities = [listener_security(listener, config.security, self._scram_credential,
-                                                      config.jaas_file) for listener in self.listeners.listeners]
+        self.listener_securities = [
+            listener_security(listener, config.security, self._scram_credential, config.jaas_file,
+                              inter_broker=listener is self.listeners.inter_broker)
+            for listener in self.listeners.listeners]
         self.metadata = MetadataCache()
         # every topic config's broker default (log.segment.bytes, log.cleanup.policy, ...), as
         # Kafka's LogConfig takes them from KafkaConfig; the dynamic layers follow at startup
@@ -148,6 +157,10 @@ class Broker:
         # every user's SCRAM credentials (/config/users), loaded at startup and kept current
         self.credential_cache = CredentialCache()
         self.dynamic_config.register(admin_zk_client.USERS, self.credential_cache.on_user_config)
+        # client quotas (KIP-13/55/124): /config/users and /config/clients, loaded at startup and kept current
+        self.client_quotas = ClientQuotas(config.quota_window_num, config.quota_window_size_seconds)
+        self.dynamic_config.register(admin_zk_client.USERS, self.client_quotas.on_user_config)
+        self.dynamic_config.register(admin_zk_client.CLIENTS, self.client_quotas.on_client_config)
         # authorizer.class.name: the ACLs in ZooKeeper, kept current in this broker's authorizer
         self.authorizer = authorizer_from_config(config)
         self.acl_manager = AclManager(self.zk, self.authorizer) if self.authorizer is not None else None
@@ -180,6 +193,7 @@ class Broker:
         metrics.add_section(LogMetrics(rm.partitions).render)
         metrics.add_collector(EventLoopCollector(lambda: (self._watchdog.stalls, self._watchdog.longest_stall_s)))
         metrics.add_collector(GcCollector(self._gc_pauses))
+        metrics.add_collector(ClientQuotaCollector(self.client_quotas.metrics, asyncio.get_running_loop()))
         metrics.add_collector(TransactionsCollector(self.transaction_coordinator.open_transactions,
                                                     lambda: dict(self.transaction_coordinator.aborts), rm.partitions))
         try:
@@ -269,7 +283,8 @@ class Broker:
                             self.group_coordinator, self.transaction_coordinator, self.txn_verifier,
                             self._start_metrics(),
                             replication_quotas=self.replication_quotas,
-                            authorizer=self.authorizer, acl_manager=self.acl_manager)
+                            authorizer=self.authorizer, acl_manager=self.acl_manager,
+                            client_quotas=self.client_quotas)
         apis = KafkaApis(ctx)
         loop = asyncio.get_running_loop()
         for security in self.listener_securities:
@@ -304,6 +319,7 @@ class Broker:
                                               self._retention)),
                  loop.create_task(self._every(FREEZE_EVERY_S, gc_policy.tick)),
                  loop.create_task(self._every(CHECK_INTERVAL_S, self.marked_partitions.check)),
+                 loop.create_task(self._every(KEYSTORE_CHECK_INTERVAL_S, self._reload_keystores)),
                  loop.create_task(self._every(cfg.offsets_retention_check_interval_ms / 1000,
                                               self.group_coordinator.expire_offsets))]
         await self._stopping.wait()
@@ -394,6 +410,19 @@ class Broker:
                     await result
             except Exception:
                 log.exception("periodic task %s failed", fn.__name__)
+
+    async def _reload_keystores(self) -> None:
+        """Certificates renewed in place: a listener whose keystore or truststore file was
+        replaced loads it (checked, off the event loop) for every new connection."""
+        for security in self.listener_securities:
+            name = security.listener.name
+            try:
+                new = await asyncio.to_thread(security.replaced_stores)
+                if new is not None:
+                    security.use_stores(new)
+                    log.info("listener %s: reloaded its keystore; new connections get the new certificate", name)
+            except (SslConfigError, OSError, ssl.SSLError) as exc:
+                log.error("listener %s: keeping its certificate, the replaced store is refused: %s", name, exc)
 
     def _checkpoint(self) -> None:
         self.replica_manager.checkpoint_high_watermarks()

@@ -541,6 +541,17 @@ def verify_handshake(server: ssl.SSLContext, client: ssl.SSLContext, server_host
     raise ssl.SSLError("the handshake did not finish")
 
 
+def update_context(context: ssl.SSLContext, factory: SslEngineFactory) -> None:
+    """Give a running listener's ``context`` the stores of ``factory`` (reconfigure's): OpenSSL
+    then presents the new certificate in every handshake that starts after this; connections
+    already made keep theirs. The CAs of the new truststore are added to those trusted (an
+    SSLContext can trust more CAs, not fewer: a CA dropped from the truststore needs a restart)."""
+    if factory.keystore is not None:
+        _load_keystore(context, factory.keystore)
+    if factory.truststore is not None:
+        context.load_verify_locations(cadata=_pem(factory.truststore).decode("ascii"))
+
+
 def _validation_contexts(factory: SslEngineFactory) -> tuple[ssl.SSLContext, ssl.SSLContext]:
     """A server and a client context from one factory's stores, host names unchecked, as
     SslEngineValidator makes its engines."""
