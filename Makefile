@@ -75,9 +75,11 @@ faults: setup
 	exit $$status
 
 # Protocol fuzzing (docs/reliability.md): 1,000,000 frames against the broker in-process on two
-# workers, then 3,000 over TCP to a live broker; prints counts and findings, exits 1 on any.
+# workers, then 3,000 over TCP to a live broker; then the SASL exchange of a SASL_PLAINTEXT
+# listener (odradek/fuzz/sasl_*.py), 200,000 exchanges in-process and 3,000 over TCP; prints
+# counts and findings, exits 1 on any.
 fuzz: setup
-	$(VENV)/bin/python -m odradek.fuzz --frames 1000000 --tcp-frames 3000
+	$(VENV)/bin/python -m odradek.fuzz --frames 1000000 --tcp-frames 3000 --sasl-cases 200000 --sasl-tcp-cases 3000
 
 demo: setup
 	scripts/demo.sh

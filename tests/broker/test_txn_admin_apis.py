@@ -41,7 +41,7 @@ def context(tmp_path: Path, coordinator: Any = None) -> tuple[SimpleNamespace, d
                     tuple(PartitionState(tp, 1, OTHER if tp != LED else ME, 1, (ME, OTHER), 0, (ME, OTHER))
                           for tp in (LED, FOLLOWED, ELSEWHERE)))
     return SimpleNamespace(replica_manager=SimpleNamespace(get=hosted.get), metadata=metadata,
-                           transaction_coordinator=coordinator), hosted
+                           transaction_coordinator=coordinator, authorizer=None), hosted
 
 
 def ask(handler: Any, ctx: Any, api_key: int, version: int, body: dict[str, Any]) -> Any:

@@ -48,7 +48,8 @@ def value_for(action: argparse.Action, tmp: Path) -> list[str]:
 ONE_OF_REQUIRED = {("topics", "alter"): ["--partitions", "9"], ("configs", "alter"): ["--set", "a=b"],
                    ("reassign",): ["--topics", "t", "--brokers", "1,2"],
                    ("acls", "add"): ["--topic", "t", "--allow-principal", "User:a"],
-                   ("acls", "remove"): ["--topic", "t", "--force"]}
+                   ("acls", "remove"): ["--topic", "t", "--force"],
+                   ("quotas", "alter"): ["--client-id", "c", "--add-config", "producer_byte_rate=1"]}
 
 
 def required_args(parser: argparse.ArgumentParser, tmp: Path) -> list[str]:

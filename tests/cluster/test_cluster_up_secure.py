@@ -32,7 +32,7 @@ def test_a_secured_cluster_serves_logged_in_clients_only_and_keeps_its_secrets(t
     data_dir = tmp_path / "secure"
     base, zk_port = free_port_block(2), free_port()
     up = run("up", "--brokers", "2", "--data-dir", str(data_dir), "--secure", "--base-port", str(base),
-             "--zk-port", str(zk_port), timeout=120)
+             "--zk-port", str(zk_port), "--metrics-base-port", str(free_port_block(2)), timeout=120)
     try:
         assert up.returncode == 0, up.stderr
         settings = _settings(data_dir)

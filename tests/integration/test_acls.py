@@ -337,9 +337,10 @@ def test_bad_bindings_are_refused_with_invalid_request_and_nothing_is_stored(acl
     assert info.value.args[0].code() == INVALID_REQUEST
 
 
-def test_a_deny_acl_refuses_produce_once_produce_is_authorized(acl_cluster: LocalCluster) -> None:
-    """Produce authorization is not this change's: until the Produce handler asks the authorizer,
-    a DENY on the topic does not stop a producer (xfail records that)."""
+def test_a_deny_acl_refuses_produce(acl_cluster: LocalCluster) -> None:
+    """A DENY of WRITE on the topic wins over the ALLOW ALL on the cluster and over
+    allow.everyone.if.no.acl.found: the producer's records are refused with
+    TOPIC_AUTHORIZATION_FAILED (broker/request_authorization.py)."""
     topic = "denied-topic"
     admin = AdminClient({"bootstrap.servers": acl_cluster.bootstrap_servers})
     from confluent_kafka.admin import NewTopic
@@ -352,7 +353,5 @@ def test_a_deny_acl_refuses_produce_once_produce_is_authorized(acl_cluster: Loca
     errors: list[Any] = []
     producer.produce(topic, b"x", on_delivery=lambda err, _msg: errors.append(err))
     producer.flush(15)
-    assert len(errors) == 1
-    if errors[0] is None:
-        pytest.xfail("Produce does not ask the authorizer yet: the DENY ACL is stored but not enforced on Produce")
+    assert len(errors) == 1 and errors[0] is not None
     assert errors[0].code() == TOPIC_AUTHORIZATION_FAILED

@@ -43,7 +43,6 @@ import signal
 import statistics
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +60,7 @@ from odradek.bench.common import (
     wait_record,
 )
 from odradek.cli.output import Progress
+from odradek.client.metrics_http import open_metrics
 from odradek.cluster.local_cluster import LocalCluster
 from odradek.common.netutil import free_port, free_port_block
 
@@ -247,7 +247,7 @@ def gc_pauses(metrics_url: str | None) -> dict[str, Any]:
         return {}
     query = "&".join(f"name[]={name}" for name in GC_METRICS)
     try:
-        with urllib.request.urlopen(f"{metrics_url}?{query}", timeout=60) as answer:
+        with open_metrics(f"{metrics_url}?{query}", timeout=60) as answer:
             text = answer.read().decode()
     except OSError:
         return {}

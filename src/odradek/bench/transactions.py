@@ -26,7 +26,6 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from odradek.admin.admin_client import create_topic, quiet_logger
 from odradek.bench.common import format_machine, machine, private_cluster
+from odradek.client.metrics_http import open_metrics
 from odradek.cluster.local_cluster import LocalCluster
 
 INTERVALS_MS = (10, 100, 1000)
@@ -121,7 +121,7 @@ def _request_times(cluster: LocalCluster) -> dict[str, float]:
         url = cluster.metrics_url(broker)
         if url is None:
             continue
-        with urllib.request.urlopen(url, timeout=10) as response:
+        with open_metrics(url, timeout=10) as response:
             for key, value in request_totals(response.read().decode()).items():
                 out[key] = out.get(key, 0.0) + value
     return out

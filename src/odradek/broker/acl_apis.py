@@ -23,12 +23,11 @@ from typing import Any
 
 from odradek.broker import api_keys
 from odradek.broker.acl_manager import AclManager
-from odradek.broker.authorization import authorize
 from odradek.broker.context import BrokerContext
+from odradek.broker.request_authorization import allowed, wire
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
 from odradek.security.acl import (
-    CLUSTER_NAME,
     AccessControlEntry,
     AccessControlEntryFilter,
     AclBinding,
@@ -44,6 +43,7 @@ from odradek.security.acl import (
     filter_request_error,
     normalized_filter,
 )
+from odradek.security.authorization_table import Check
 
 _CLUSTER_DENIED = AclError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
 _NO_MANAGER = AclError(ErrorCode.UNKNOWN_SERVER_ERROR, "This broker keeps no ACLs in ZooKeeper")
@@ -53,9 +53,14 @@ def _encode(api_key: int, version: int, header: Any, body: dict[str, Any]) -> by
     return kio_util.encode_response(api_key, version, header.correlation_id, {"throttle_time": 0, **body})
 
 
-def _cluster_error(ctx: BrokerContext, operation: AclOperation, disabled: str) -> AclError | None:
+_DESCRIBE_CHECK = wire(api_keys.DESCRIBE_ACLS).check(AclOperation.DESCRIBE, ResourceType.CLUSTER)
+_CREATE_CHECK = wire(api_keys.CREATE_ACLS).check(AclOperation.ALTER, ResourceType.CLUSTER)
+_DELETE_CHECK = wire(api_keys.DELETE_ACLS).check(AclOperation.ALTER, ResourceType.CLUSTER)
+
+
+def _cluster_error(ctx: BrokerContext, check: Check, disabled: str) -> AclError | None:
     """Kafka's checks before any ACL is looked at: the cluster permission, then an authorizer."""
-    if not authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME):
+    if not allowed(ctx, check):
         return _CLUSTER_DENIED
     if ctx.authorizer is None:
         return AclError(ErrorCode.SECURITY_DISABLED, disabled)
@@ -94,7 +99,7 @@ def _error_fields(error: AclError | None) -> dict[str, Any]:
 
 def describe_acls(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     """The ACLs the filter selects, grouped by resource pattern (DescribeAclsResponse.aclsResources)."""
-    error = _cluster_error(ctx, AclOperation.DESCRIBE, "No Authorizer is configured on the broker")
+    error = _cluster_error(ctx, _DESCRIBE_CHECK, "No Authorizer is configured on the broker")
     filter_ = filter_of(req)
     if error is None:
         error = filter_request_error(filter_, version)
@@ -113,7 +118,7 @@ def describe_acls(ctx: BrokerContext, header: Any, req: Any, version: int) -> by
 
 def create_acls(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes | Awaitable[bytes]:
     bindings = [binding_of(c) for c in req.creations]
-    error = _cluster_error(ctx, AclOperation.ALTER, "No Authorizer is configured.")
+    error = _cluster_error(ctx, _CREATE_CHECK, "No Authorizer is configured.")
     if error is None:
         error = create_request_error(bindings, version)
     if error is None and ctx.acl_manager is None:
@@ -135,7 +140,7 @@ def _create_response(version: int, header: Any, results: list[AclError | None]) 
 
 def delete_acls(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes | Awaitable[bytes]:
     filters = [filter_of(f) for f in req.filters]
-    error = _cluster_error(ctx, AclOperation.ALTER, "No Authorizer is configured.")
+    error = _cluster_error(ctx, _DELETE_CHECK, "No Authorizer is configured.")
     if error is None:
         error = next((e for f in filters if (e := filter_request_error(f, version)) is not None), None)
     if error is None and ctx.acl_manager is None:

@@ -54,6 +54,8 @@ ELECT_LEADERS = 43
 ALTER_PARTITION_REASSIGNMENTS = 45
 LIST_PARTITION_REASSIGNMENTS = 46
 OFFSET_DELETE = 47
+DESCRIBE_CLIENT_QUOTAS = 48
+ALTER_CLIENT_QUOTAS = 49
 DESCRIBE_USER_SCRAM_CREDENTIALS = 50
 ALTER_USER_SCRAM_CREDENTIALS = 51
 DESCRIBE_CLUSTER = 60
@@ -123,6 +125,9 @@ VERSIONS: dict[int, tuple[int, int]] = {
     # SCRAM credentials in ZooKeeper (KIP-554, broker/scram_credential_apis.py): v0 is all Kafka has
     DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    # client quotas in ZooKeeper (KIP-546, broker/client_quota_apis.py): v1 is v0 made flexible
+    DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ALTER_CLIENT_QUOTAS: (0, 1),
     # the SASL exchange (broker/sasl_server_authenticator.py) as Kafka 3.x: SaslHandshake v0 is
     # followed by bare tokens, v1 by SaslAuthenticate; SaslAuthenticate v1 adds KIP-368's session lifetime
     SASL_HANDSHAKE: (0, 1),

@@ -76,6 +76,9 @@ class BrokerConfig:
     # samples of this many seconds each (Kafka's replication.quota.window.*)
     replication_quota_window_num: int = 11
     replication_quota_window_size_seconds: int = 1
+    # the client quotas' meters (broker/client_quotas.py): the same, Kafka's quota.window.*
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
     message_max_bytes: int = 1024 * 1024 + 12
     socket_request_max_bytes: int = 100 * 1024 * 1024
     max_open_files: int = 1000
@@ -93,6 +96,11 @@ class BrokerConfig:
     # Prometheus metrics (broker/metrics.py) served on this port of the listener's host; 0: none.
     # Kafka exposes JMX and leaves Prometheus to an exporter; the names here are the exporter's.
     metrics_port: int = 0
+    # its security on a secured cluster (broker/metrics_security.py): HTTPS with the inter-broker
+    # listener's keystore, and HTTP Basic logins of the cluster's SCRAM users; None: from the
+    # listeners (TLS when one uses SSL or SASL_SSL, basic when one uses SASL)
+    metrics_ssl_enabled: bool | None = None
+    metrics_authentication: str | None = None
     # Authorization (broker/acl_manager.py): authorizer.class.name names Kafka's ZooKeeper ACL
     # authorizer (ACL_AUTHORIZER_CLASSES) or is empty, the default: every request allowed and the
     # ACL APIs answer SECURITY_DISABLED. super.users ("User:admin;User:ops") may do anything;
@@ -246,10 +254,13 @@ def _coerce(type_name: object, value: str, key: str) -> object:
     try:
         typed = _PARSERS.get(kind, str)(value)
     except ValueError:
-        expected = {"int": "an integer", "float": "a number", "bool": "true or false"}[kind]
+        expected = {"int": "an integer", "float": "a number", "bool": "true or false",
+                    "bool | None": "true or false"}[kind]
         raise ValueError(f"{key}={value}: {expected} is expected") from None
     check_static_value(key, value)
     _check_authorization_value(key, value)
+    if key == "metrics.authentication":
+        _check_metrics_authentication(value)
     return typed
 
 
@@ -294,7 +305,18 @@ def _check_authorization_value(key: str, value: str) -> None:
 
 
 #: how a config file's value becomes each field type (by the type's name); any other is a str
-_PARSERS: dict[str, Callable[[str], object]] = {"int": int, "float": float, "bool": _bool, "Path": Path}
+_PARSERS: dict[str, Callable[[str], object]] = {"int": int, "float": float, "bool": _bool, "bool | None": _bool,
+                                                "Path": Path}
+
+
+#: metrics.authentication's values (broker/metrics_security.py)
+METRICS_AUTHENTICATION_MODES = ("basic", "none")
+
+
+def _check_metrics_authentication(value: str) -> None:
+    if value.strip().lower() not in METRICS_AUTHENTICATION_MODES:
+        raise ValueError(f"metrics.authentication={value}: one of {', '.join(METRICS_AUTHENTICATION_MODES)} "
+                         f"is expected")
 
 
 def _listener_address(found: dict[str, tuple[int, str]]) -> dict[str, object]:
@@ -413,6 +435,9 @@ FIELD_DOCS: dict[str, str] = {
                    "keeps a partition's replicas on different racks",
     "replication_quota_window_num": "Samples in the replication throttles' rate window",
     "replication_quota_window_size_seconds": "Seconds per sample of the replication throttles' rate window",
+    "quota_window_num": "Samples in the client quotas' rate window (a new client may use this many windows' "
+                        "quota less one at once before it is throttled)",
+    "quota_window_size_seconds": "Seconds per sample of the client quotas' rate window",
     "socket_request_max_bytes": "The largest request frame a client may send; a larger one closes the connection",
     "max_open_files": "Open segment files kept at most (least recently used ones are closed)",
     "controlled_shutdown_enable": "On SIGTERM, ask the controller to move this broker's leadership away "
@@ -425,6 +450,13 @@ FIELD_DOCS: dict[str, str] = {
     "leader_imbalance_per_broker_percentage": "The share (%) of a broker's preferred partitions it may "
                                               "not lead before the controller moves them back",
     "metrics_port": "The port of the Prometheus endpoint (/metrics) on the listener's host; 0: none",
+    "metrics_ssl_enabled": "Whether the metrics endpoint (/metrics, /state-change-log) is served over HTTPS, with "
+                           "the keystore of the inter-broker listener (of the first TLS listener when that one has "
+                           "no TLS); unset: true when any listener uses SSL or SASL_SSL",
+    "metrics_authentication": "basic: the metrics endpoint asks for an HTTP Basic login of a SCRAM user of the "
+                              "cluster, allowed DESCRIBE on the cluster when an authorizer is set (401 without a "
+                              "valid login, 403 without the permission); none: no login. Unset: basic when any "
+                              "listener uses SASL",
     "authorizer_class_name": "kafka.security.authorizer.AclAuthorizer (or its older name "
                              "kafka.security.auth.SimpleAclAuthorizer) authorizes every request by the ACLs "
                              "in ZooKeeper; empty: none, every request is allowed and the ACL APIs answer "

@@ -7,6 +7,10 @@ then log.retention.ms of this broker, of the cluster default, of the config file
 
 The dynamic layers are read from ZooKeeper for each request rather than taken from this
 broker's applied copy, so a describe right after an alter shows the alter on every broker.
+
+With an authorizer, as Kafka's ConfigHelper: a topic needs DESCRIBE_CONFIGS on it (else
+TOPIC_AUTHORIZATION_FAILED), a broker (or broker logger) DESCRIBE_CONFIGS on the cluster (else
+CLUSTER_AUTHORIZATION_FAILED); a denied resource is answered without configs and not read.
 """
 from __future__ import annotations
 
@@ -25,12 +29,39 @@ from odradek.broker.dynamic_broker_config import (
     config_type,
     documentation,
 )
+from odradek.broker.request_authorization import MESSAGES, allowed, denied, refusal, wire
 from odradek.broker.topic_admin import TOPIC_CONFIG_DEFAULTS, is_legal_topic_name
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.authorization_table import Check
 from odradek.zk import admin_zk_client as azk
 
-TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE = 2, 4, 8
+
+_DESCRIBE_CONFIGS = wire(api_keys.DESCRIBE_CONFIGS)
+_DESCRIBE_BROKER = _DESCRIBE_CONFIGS.check(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER)
+_DESCRIBE_TOPIC = _DESCRIBE_CONFIGS.check(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC)
+
+
+def unauthorized_resources(ctx: BrokerContext, resources: Any, broker: Check, topic: Check,
+                           broker_types: tuple[int, ...] = (BROKER_RESOURCE, BROKER_LOGGER_RESOURCE)
+                           ) -> dict[int, ErrorCode]:
+    """By position in ``resources``, the config resources the principal may not see or change:
+    those of ``broker_types`` without the ``broker`` check on the cluster, the topics without the
+    ``topic`` check on them (Kafka's ConfigHelper and processAlterConfigsRequest). Each topic
+    and the cluster are asked once."""
+    if ctx.authorizer is None:
+        return {}
+    topics = denied(ctx, topic, (r.resource_name for r in resources if r.resource_type == TOPIC_RESOURCE))
+    brokers_denied = any(r.resource_type in broker_types for r in resources) and not allowed(ctx, broker)
+    out = {}
+    for i, r in enumerate(resources):
+        if r.resource_type == TOPIC_RESOURCE and r.resource_name in topics:
+            out[i] = refusal(topic)
+        elif r.resource_type in broker_types and brokers_denied:
+            out[i] = refusal(broker)
+    return out
 
 
 def current_broker_config(ctx: BrokerContext) -> DynamicBrokerConfig:
@@ -85,16 +116,21 @@ def _config_entry(name: str, layers: list[Synonym], read_only: bool, is_topic: b
 
 
 async def describe_configs(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
-    topics = [r.resource_name for r in req.resources
-              if r.resource_type == TOPIC_RESOURCE and is_legal_topic_name(r.resource_name)]
+    unauthorized = unauthorized_resources(ctx, req.resources, _DESCRIBE_BROKER, _DESCRIBE_TOPIC)
+    topics = [r.resource_name for i, r in enumerate(req.resources)
+              if r.resource_type == TOPIC_RESOURCE and is_legal_topic_name(r.resource_name) and i not in unauthorized]
     config, stored, existing = await asyncio.to_thread(_read, ctx, topics)
     synonyms_wanted = bool(getattr(req, "include_synonyms", False))
     docs_wanted = bool(getattr(req, "include_documentation", False))
     results = []
-    for res in req.resources:
+    for i, res in enumerate(req.resources):
         entry: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
                                  "resource_name": res.resource_name, "configs": []}
         values: dict[str, list[Synonym]]
+        if i in unauthorized:
+            entry.update(error_code=unauthorized[i], error_message=MESSAGES[unauthorized[i]])
+            results.append(entry)
+            continue
         if res.resource_type == TOPIC_RESOURCE:
             name = res.resource_name
             if not is_legal_topic_name(name) or (

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from odradek.broker.acl_manager import AclManager
+from odradek.broker.client_quotas import ClientQuotas
 from odradek.broker.config import BrokerConfig
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.metrics import BrokerMetrics
@@ -36,8 +37,10 @@ class BrokerContext:
     metrics: BrokerMetrics | None = None  # None when metrics.port is 0
     replication_quotas: ReplicationQuotas | None = None  # the leader side is the fetch handler's
     # Kafka's authorizer.class.name: None (the default, empty) allows every request; else the
-    # ACLs (security/acl_authorizer.py) that broker/authorization.py asks
+    # ACLs (security/acl_authorizer.py) that broker/request_authorization.py asks
     authorizer: AclAuthorizer | None = None
     # with an authorizer: the ACLs in ZooKeeper that CreateAcls and DeleteAcls change and that
     # keep the authorizer current (broker/acl_manager.py)
     acl_manager: AclManager | None = None
+    # client quotas (broker/client_quotas.py): KafkaApis meters each request against them
+    client_quotas: ClientQuotas | None = None

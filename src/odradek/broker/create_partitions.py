@@ -19,6 +19,9 @@ which writes only the znode's undeleted_partition_count (ordered_partition_count
 and what is refused). For such a topic the answer also waits until this broker's metadata has
 the new undeleted count from the controller, so a producer asking this broker next routes with
 it.
+
+With an authorizer, as Kafka's handleCreatePartitionsRequest: each topic named once needs ALTER
+on it, else TOPIC_AUTHORIZATION_FAILED ("The topic authorization is failed.").
 """
 from __future__ import annotations
 
@@ -34,14 +37,18 @@ from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
 from odradek.broker.delete_topics import wait_until
 from odradek.broker.ordered_partition_count import is_ordered, partitions_past_count, plan_ordered
+from odradek.broker.request_authorization import denied, wire
 from odradek.broker.topic_admin import TopicError, assign_replicas, check_fits_in_zookeeper, check_partition_count_fits
 from odradek.common.internal_topics import is_internal
 from odradek.common.metadata import TopicAssignment, TopicPartition
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.zk.request_size import JUTE_MAXBUFFER
 
 log = logging.getLogger("odradek.broker.admin")
+
+_ALTER_TOPIC = wire(api_keys.CREATE_PARTITIONS).check(AclOperation.ALTER, ResourceType.TOPIC)
 
 
 @dataclass(frozen=True)
@@ -60,11 +67,15 @@ async def create_partitions(ctx: BrokerContext, header: Any, req: Any, version: 
     live = ([b.id for b in ctx.metadata.live_brokers] if ctx.metadata.initialized
             else sorted(await asyncio.to_thread(ctx.zk.get_live_brokers)))
     names = [t.name for t in req.topics]
+    refused = denied(ctx, _ALTER_TOPIC, (n for n in names if names.count(n) == 1))
     results: list[dict[str, Any]] = []
     todo = []
     for topic in req.topics:
         results.append({"name": topic.name, "error_code": 0, "error_message": None})
-        if names.count(topic.name) == 1:
+        if topic.name in refused:
+            results[-1].update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                               error_message="The topic authorization is failed.")
+        elif names.count(topic.name) == 1:
             todo.append(topic)
     try:
         outcomes: Mapping[str, Changed | Exception] = await asyncio.to_thread(
@@ -75,6 +86,8 @@ async def create_partitions(ctx: BrokerContext, header: Any, req: Any, version: 
     changed: dict[str, Changed] = {}
     for result in results:
         name = result["name"]
+        if name in refused:
+            continue
         outcome = outcomes.get(name, TopicError(
             ErrorCode.INVALID_REQUEST, f"Topic {name} appears more than once in the request."))
         if isinstance(outcome, TopicError):

@@ -5,7 +5,13 @@ once this broker's metadata has the new topics' leaders (Kafka's DelayedCreatePa
 
 The reads and rules a new topic needs (the live brokers, the existing names, the default
 assignment, "it exists already") are shared with the topics a Metadata request creates
-(auto_topic_creation.py)."""
+(auto_topic_creation.py).
+
+With an authorizer, as Kafka's handleCreateTopicsRequest: a topic needs CREATE on itself unless
+the principal may CREATE on the cluster (else TOPIC_AUTHORIZATION_FAILED, "Authorization
+failed."); one it may create but not DESCRIBE_CONFIGS is created all the same, answered without
+its configs, partition count and replication factor, and with TOPIC_AUTHORIZATION_FAILED as its
+topic_config_error_code (v5+)."""
 from __future__ import annotations
 
 import asyncio
@@ -18,6 +24,7 @@ from kazoo.exceptions import NodeExistsError
 from odradek.broker import api_keys
 from odradek.broker.config_helper import created_topic_configs, current_broker_config
 from odradek.broker.context import BrokerContext
+from odradek.broker.request_authorization import denied, wire
 from odradek.broker.topic_admin import (
     TopicError,
     assign_replicas,
@@ -30,10 +37,15 @@ from odradek.broker.topic_admin import (
 from odradek.common.metadata import TopicAssignment
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.zk.errors import TopicExistsError
 from odradek.zk.paths import new_topic_id
 
 log = logging.getLogger("odradek.broker.admin")
+
+_CREATE_TOPICS = wire(api_keys.CREATE_TOPICS)
+_CREATE = _CREATE_TOPICS.check(AclOperation.CREATE, ResourceType.TOPIC)
+_DESCRIBE_CONFIGS = _CREATE_TOPICS.check(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC)
 
 
 async def create_topics(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
@@ -43,25 +55,39 @@ async def create_topics(ctx: BrokerContext, header: Any, req: Any, version: int)
     existing = await existing_topics_if_needed(ctx, [t.name for t in req.topics])
     # the defaults a new topic's configs fall back to (CreateTopics v5+ lists them)
     broker_config = await asyncio.to_thread(current_broker_config, ctx) if version >= 5 and req.topics else None
+    names = [t.name for t in req.topics]
+    refused = denied(ctx, _CREATE, names)
+    undescribed = denied(ctx, _DESCRIBE_CONFIGS, names)
     for topic in req.topics:
         result: dict[str, Any] = {"name": topic.name, "topic_id": None, "error_code": 0, "error_message": None,
-                                  "num_partitions": -1, "replication_factor": -1, "configs": []}
+                                  "num_partitions": -1, "replication_factor": -1, "configs": [],
+                                  "topic_config_error_code": ErrorCode.NONE}
+        if topic.name in refused:
+            result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.",
+                          topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED if topic.name in undescribed
+                          else ErrorCode.NONE)
+            results.append(result)
+            continue
         try:
             assignment, configs = _plan_topic(ctx, topic, live, existing | set(created))
             check_fits_in_zookeeper(assignment, configs, ctx.config.zookeeper_jute_maxbuffer)
-            result.update(num_partitions=len(assignment.partitions),
-                          replication_factor=len(assignment.partitions[0]),
-                          configs=created_topic_configs(broker_config, configs) if broker_config is not None else [])
+            if topic.name in undescribed:  # created, but its settings not shown (Kafka's ZkAdminManager)
+                result.update(topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            else:
+                result.update(num_partitions=len(assignment.partitions),
+                              replication_factor=len(assignment.partitions[0]),
+                              configs=created_topic_configs(broker_config, configs) if broker_config is not None
+                              else [])
             if not req.validate_only:
                 await asyncio.to_thread(ctx.zk.create_topic, assignment, configs)
                 created.append(topic.name)
                 log.info("created topic %s with %d partitions", topic.name, len(assignment.partitions))
         except TopicError as exc:
-            result.update(error_code=exc.code, error_message=str(exc))
+            result.update(error_code=exc.code, error_message=str(exc), topic_config_error_code=ErrorCode.NONE)
         except Exception as exc:  # ZooKeeper trouble, or the name was taken meanwhile
             code = ErrorCode.TOPIC_ALREADY_EXISTS if is_topic_exists_error(exc) else ErrorCode.UNKNOWN_SERVER_ERROR
             result.update(error_code=code, error_message=f"Topic '{topic.name}' already exists."
-                          if code == ErrorCode.TOPIC_ALREADY_EXISTS else str(exc))
+                          if code == ErrorCode.TOPIC_ALREADY_EXISTS else str(exc), topic_config_error_code=ErrorCode.NONE)
         results.append(result)
     if created:
         await _wait_for_leaders(ctx, created, req.timeout.total_seconds())

@@ -7,6 +7,9 @@ theirs in the Fetch after (partition.py, fetcher.py). The answer, each partition
 watermark, waits until every ISR member has moved, or the request's timeout passes
 (REQUEST_TIMED_OUT). Records below the log start are gone for every reader: ListOffsets
 earliest answers the new log start, a fetch below it is OFFSET_OUT_OF_RANGE.
+
+With an authorizer, each topic needs DELETE (Kafka's handleDeleteRecordsRequest), else its
+partitions answer TOPIC_AUTHORIZATION_FAILED and keep their records.
 """
 from __future__ import annotations
 
@@ -17,14 +20,18 @@ from typing import Any, Awaitable
 from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
 from odradek.broker.partition import DeleteRecordsPolicyError
+from odradek.broker.request_authorization import denied, wire
 from odradek.common.errors import NotLeaderError
 from odradek.common.metadata import TopicPartition
 from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC
 from odradek.log.errors import OffsetOutOfRangeError
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger("odradek.broker.delete_records")
+
+_DELETE_TOPIC = wire(api_keys.DELETE_RECORDS).check(AclOperation.DELETE, ResourceType.TOPIC)
 
 INVALID_LOW_WATERMARK = -1  # Kafka's DeleteRecordsResponse.INVALID_LOW_WATERMARK
 
@@ -35,10 +42,14 @@ Results = dict[str, dict[int, list[int]]]
 def delete_records(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes | Awaitable[bytes]:
     results: Results = {}
     waits: list[tuple[list[int], asyncio.Future[int]]] = []
+    refused = denied(ctx, _DELETE_TOPIC, (t.name for t in req.topics))
     for topic in req.topics:
         out = results.setdefault(topic.name, {})
         for p in topic.partitions:
             entry = out[p.partition_index] = [int(ErrorCode.NONE), INVALID_LOW_WATERMARK]
+            if refused and topic.name in refused:
+                entry[0] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                continue
             error, required = _delete_on_leader(ctx, TopicPartition(topic.name, p.partition_index), p.offset)
             if error is not None:
                 entry[0] = int(error)

@@ -13,8 +13,12 @@ write is ZooKeeper's, and the wait is on this broker's own metadata and the mark
 Internal topics (__consumer_offsets, __transaction_state) are refused with
 INVALID_TOPIC_EXCEPTION, the code Kafka's brokers give for appending to one or deleting its
 records. Kafka's brokers let any authorized client delete them and only kafka-topics.sh
-refused; odradek has no authorizer, so the broker is the only place that can keep a client
-from dropping every group's committed offsets.
+refused; odradek's broker refuses them whatever the authorizer allows, so that no client can
+drop every group's committed offsets.
+
+With an authorizer, as Kafka's handleDeleteTopicsRequest: each topic needs DELETE (else
+TOPIC_AUTHORIZATION_FAILED), checked before whether it exists. Kafka's DESCRIBE check of a topic
+named by id never applies here: odradek answers every id UNKNOWN_TOPIC_ID before it.
 """
 from __future__ import annotations
 
@@ -25,11 +29,19 @@ from typing import Any
 
 from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
+from odradek.broker.request_authorization import denied, wire
 from odradek.common.internal_topics import is_internal
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger("odradek.broker.admin")
+
+_DELETE_TOPICS = wire(api_keys.DELETE_TOPICS)
+_DELETE = _DELETE_TOPICS.check(AclOperation.DELETE, ResourceType.TOPIC)
+_DELETE_TOPICS.not_applicable(_DELETE_TOPICS.check(AclOperation.DESCRIBE, ResourceType.TOPIC),
+                              "topics named by id are answered UNKNOWN_TOPIC_ID: this broker's metadata "
+                              "has no topic ids, so no name is ever withheld")
 
 #: how long an admin request may wait for the metadata to show its effect, whatever it asks
 MAX_WAIT_S = 60.0
@@ -43,6 +55,7 @@ async def delete_topics(ctx: BrokerContext, header: Any, req: Any, version: int)
     results: list[dict[str, Any]] = []
     names = [name for name, _ in asked if name is not None]
     duplicated = {n for n in names if names.count(n) > 1}
+    refused = denied(ctx, _DELETE, names)
     to_delete: list[str] = []
     for name, topic_id in asked:
         result: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0,
@@ -54,6 +67,8 @@ async def delete_topics(ctx: BrokerContext, header: Any, req: Any, version: int)
         elif name is None:
             # by topic id (v6): this broker's metadata names topics only
             result.update(error_code=ErrorCode.UNKNOWN_TOPIC_ID, error_message=f"Unknown topic id {topic_id}")
+        elif name in refused:
+            result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None)  # as Kafka
         elif is_internal(name):
             result.update(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=internal_topic_refusal(name))
         elif name in duplicated:

@@ -15,6 +15,9 @@ replica's own high watermark, which a follower never moves past its log end
 (the current log's end minus the future log's end, during AlterReplicaLogDirs), which odradek
 never has. How far a replica being added has got is its size against the leader's, which is
 what `odradek reassign --verify` compares (reassign_partitions_command.partition_states).
+
+With an authorizer, DESCRIBE on the cluster is needed, as in Kafka: without it the answer has no
+log dirs and (v3+) CLUSTER_AUTHORIZATION_FAILED.
 """
 from __future__ import annotations
 
@@ -24,11 +27,18 @@ from typing import Any
 from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
 from odradek.broker.partition import Partition
+from odradek.broker.request_authorization import allowed, refusal, wire
 from odradek.common.metadata import TopicPartition
 from odradek.protocol import kio_util
+from odradek.security.acl import AclOperation, ResourceType
+
+_DESCRIBE_CLUSTER = wire(api_keys.DESCRIBE_LOG_DIRS).check(AclOperation.DESCRIBE, ResourceType.CLUSTER)
 
 
 def describe_log_dirs(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    if not allowed(ctx, _DESCRIBE_CLUSTER):
+        return kio_util.encode_response(api_keys.DESCRIBE_LOG_DIRS, version, header.correlation_id, {
+            "throttle_time": 0, "error_code": refusal(_DESCRIBE_CLUSTER), "results": []})
     hosted = {p.tp: p for p in ctx.replica_manager.partitions()}
     if req.topics is None:
         chosen = list(hosted.values())

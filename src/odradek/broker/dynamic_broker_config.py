@@ -65,7 +65,7 @@ def _config_type(name: str) -> int:
         return TOPIC_CONFIGS[topic][1]
     f = _FIELD_OF.get(name)
     kind = str(f.type) if f is not None else "int"
-    return {"int": LONG, "bool": BOOLEAN, "str": STRING, "Path": STRING}.get(kind, STRING)
+    return {"int": LONG, "bool": BOOLEAN, "bool | None": BOOLEAN, "str": STRING, "Path": STRING}.get(kind, STRING)
 
 
 def config_type(name: str, topic: bool) -> int:

@@ -20,11 +20,12 @@ set the config itself, log.cleaner.backoff.ms the cleaner's idle wait, and the t
 replication throttle rates the quotas' bounds.
 
 Other entity types (users, clients) are followed by whoever registers a listener for them
-(``register``): the broker's SCRAM credential cache for users (credential_cache.py). A listener
-gets every stored entity of its type at startup and, after that, each entity a notification
-names with its whole config re-read ({} once it has none), on the event loop; an entity below
-another (users/<user>/clients/<id>) reaches it as "<user>/clients/<id>" when changed, but is not
-read at startup (only /config/<type>/<name> is).
+(``register``): the broker's SCRAM credential cache for users (credential_cache.py), its client
+quotas for users and clients (client_quotas.py). A listener gets every stored entity of its type
+at startup and, after that, each entity a notification names with its whole config re-read ({}
+once it has none), on the event loop. An entity below another, /config/users/<user>/clients/<id>,
+reaches the "users" listeners as "<user>/clients/<id>", at startup too (as Kafka's startup reads
+fetchAllChildEntityConfigs): the users and their clients are listed, then read in one batch.
 """
 from __future__ import annotations
 
@@ -120,8 +121,12 @@ class DynamicConfigManager:
 
     def _read_all(self, entity_type: str) -> dict[str, dict[str, str]]:
         """On a thread: every /config/<entity_type>/<name> and its config (Kafka's
-        fetchAllEntityConfigs)."""
-        return self.zk.get_entity_configs(entity_type, self.zk.get_entity_names(entity_type))
+        fetchAllEntityConfigs), for "users" also every users/<user>/clients/<id> (Kafka's
+        fetchAllChildEntityConfigs), in one batched read."""
+        names = self.zk.get_entity_names(entity_type)
+        if entity_type == azk.USERS:
+            names += self.zk.get_child_entity_names(entity_type, names, azk.CLIENTS)
+        return self.zk.get_entity_configs(entity_type, names)
 
     def _notify(self, entity_type: str, configs: dict[str, dict[str, str]]) -> None:
         for name, config in configs.items():

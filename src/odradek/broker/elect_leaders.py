@@ -1,6 +1,9 @@
 """ElectLeaders (KIP-460; Kafka's KafkaApis.handleElectLeaders): preferred or unclean leader
 elections the controller runs for the partitions a client names, answered once this broker's
-metadata shows the new leaders (Kafka's DelayedElectLeader)."""
+metadata shows the new leaders (Kafka's DelayedElectLeader).
+
+With an authorizer, ALTER on the cluster is needed (a gate KafkaApis runs before this handler):
+denied, the request's error and every partition it names are CLUSTER_AUTHORIZATION_FAILED."""
 from __future__ import annotations
 
 import asyncio
@@ -9,6 +12,7 @@ from typing import Any, cast
 
 from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
+from odradek.broker.request_authorization import wire
 from odradek.common.metadata import LeaderAndIsr, TopicPartition
 from odradek.controller.events import (
     ElectionNotNeededError,
@@ -21,6 +25,10 @@ from odradek.controller.events import (
 )
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import AclOperation, ResourceType
+
+_ELECT_LEADERS = wire(api_keys.ELECT_LEADERS)
+_ELECT_LEADERS.requires(_ELECT_LEADERS.check(AclOperation.ALTER, ResourceType.CLUSTER))
 
 
 async def elect_leaders(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:

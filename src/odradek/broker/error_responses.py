@@ -189,6 +189,12 @@ _SHAPES: dict[int, Callable[[Any, int, str | None], Body]] = {
     42: _named("results", "groups_names", "group_id", lambda g: g),
     43: _elect_leaders,
     44: _resources("responses"),
+    45: lambda r, e, m: {"error_code": e, "error_message": m, "responses": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": e, "error_message": m}
+                                        for p in t.partitions]} for t in r.topics]},
+    49: lambda r, e, m: {"entries": [{"error_code": e, "error_message": m,
+                                      "entity": [{"entity_type": c.entity_type, "entity_name": c.entity_name}
+                                                 for c in entry.entity]} for entry in r.entries]},
     50: lambda r, e, m: {"error_code": e, "error_message": m,
                          "results": [{"user": n, "error_code": e, "error_message": m}
                                      for n in dict.fromkeys(u.name for u in r.users or ())]},

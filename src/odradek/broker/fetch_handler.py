@@ -9,6 +9,13 @@ A replica's fetch of a partition in leader.replication.throttled.replicas is ans
 records while the leader's replication quota is exceeded, unless the replica is in the ISR
 (Kafka's ReplicaManager.shouldLeaderThrottle); the records sent for such partitions are counted
 against that quota (replication_quota.py).
+
+With an authorizer, KafkaApis sends fetches to `authorized` (Kafka's handleFetchRequest): a
+follower (replica_id >= 0) needs CLUSTER_ACTION on the cluster, else every partition answers
+TOPIC_AUTHORIZATION_FAILED; a consumer needs READ on each topic. As Kafka's fetch contexts do,
+every partition of the fetch session is authorized on every fetch, incremental ones included,
+so a revoked ACL stops the next fetch; a denied partition is answered at once, with the error,
+like any partition with an error, and nothing is read from it.
 """
 from __future__ import annotations
 
@@ -16,20 +23,27 @@ import asyncio
 import time
 from typing import Any, Awaitable, Iterable
 
+from odradek.broker import api_keys, client_quotas
 from odradek.broker.connection import Response
 from odradek.broker.context import BrokerContext
 from odradek.broker.fetch_session import FetchSession, FetchSessionCache, FetchSessionError, FetchTarget
 from odradek.broker.partition import Partition
+from odradek.broker.request_authorization import allowed, denied, wire
 from odradek.common.gc_policy import paused_for
 from odradek.common.metadata import TopicPartition
 from odradek.log.errors import OffsetOutOfRangeError
 from odradek.protocol import fast_paths
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import AclOperation, ResourceType
 
 Topics = list[tuple[str, list[fast_paths.FetchPartition]]]
 READ_COMMITTED = 1  # FetchRequest isolation_level (0: read_uncommitted)
 # what a response tells each target; recorded in the session only once the response is sent
 Told = list[tuple[FetchTarget, int, int]]
+
+_FETCH = wire(api_keys.FETCH)
+_REPLICATE = _FETCH.check(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
+_READ_TOPIC = _FETCH.check(AclOperation.READ, ResourceType.TOPIC)
 
 
 def leader_for(ctx: BrokerContext, tp: TopicPartition,
@@ -59,7 +73,12 @@ class FetchHandler:
         with paused_for(sum(len(t.partitions) for t in req.topics)):
             return self._handle(header, req, version)
 
-    def _handle(self, header: Any, req: Any, version: int) -> Response | Awaitable[Response]:
+    def authorized(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> Response | Awaitable[Response]:
+        """A fetch when an authorizer is configured: as __call__, after Kafka's checks."""
+        with paused_for(sum(len(t.partitions) for t in req.topics)):
+            return self._handle(header, req, version, authorize=True)
+
+    def _handle(self, header: Any, req: Any, version: int, authorize: bool = False) -> Response | Awaitable[Response]:
         requested = [FetchTarget(TopicPartition(t.topic, p.partition), p.fetch_offset, p.partition_max_bytes,
                                  getattr(p, "current_leader_epoch", -1), getattr(p, "log_start_offset", -1))
                      for t in req.topics for p in t.partitions]
@@ -71,6 +90,11 @@ class FetchHandler:
             return fast_paths.fetch_response(version, header.correlation_id, [], error_code=exc.code)
         replica_id = getattr(req, "replica_id", -1)
         committed = replica_id < 0 and getattr(req, "isolation_level", 0) == READ_COMMITTED
+        if authorize:
+            refused = self._denied(list(session.targets.values()) if session is not None else requested, replica_id)
+            if refused:
+                return self._answer_denied(header.correlation_id, version, req, session, full, requested, replica_id,
+                                           committed, refused)
         max_wait = req.max_wait.total_seconds()
         if session is not None and not full:
             # incremental: only what it asked about and what changed since (FetchSession)
@@ -91,6 +115,39 @@ class FetchHandler:
             return _respond(version, header.correlation_id, topics, told, session_id)
         return self._delayed(header.correlation_id, version, req, targets, replica_id, committed, full,
                              session_id, readable, time.monotonic() + max_wait)
+
+    def _denied(self, targets: list[FetchTarget], replica_id: int) -> list[FetchTarget]:
+        """The targets this fetch may not read: all of them for a follower without CLUSTER_ACTION
+        on the cluster, a consumer's of the topics it may not READ (each topic asked once)."""
+        if replica_id >= 0:
+            return [] if allowed(self.ctx, _REPLICATE) else targets
+        names = denied(self.ctx, _READ_TOPIC, (t.tp.topic for t in targets))
+        return [t for t in targets if t.tp.topic in names] if names else []
+
+    def _answer_denied(self, correlation_id: int, version: int, req: Any, session: FetchSession | None, full: bool,
+                       requested: list[FetchTarget], replica_id: int, committed: bool,
+                       refused: list[FetchTarget]) -> Response:
+        """The answer when some partitions are denied: at once, as for any partition error; the
+        others are read as usual, the denied ones answer TOPIC_AUTHORIZATION_FAILED and stay due
+        in the session (told again each time, and everything once they are allowed again)."""
+        skipped = {t.tp for t in refused}
+        if session is not None and not full:
+            targets = _visit(session, requested)
+        else:
+            targets = list(session.targets.values()) if session is not None else requested
+            if session is not None:
+                session.dirty.clear()
+        topics, told, _, _, _ = self._read([t for t in targets if t.tp not in skipped], replica_id, committed,
+                                           req.max_bytes, full, session)
+        errors: dict[str, list[fast_paths.FetchPartition]] = {}
+        for t in refused:
+            errors.setdefault(t.tp.topic, []).append(
+                (t.tp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1, b"", -1, None))
+            told.append((t, -2, -2))
+            if session is not None:
+                session.dirty.add(t.tp)
+        return _respond(version, correlation_id, topics + list(errors.items()), told,
+                        session.id if session is not None else 0)
 
     async def _delayed_incremental(self, correlation_id: int, version: int, req: Any,
                                    session: FetchSession, replica_id: int, committed: bool,
@@ -143,6 +200,9 @@ class FetchHandler:
         are watched, and a target with an error or with records left unread (the response was
         full) stays due for the session's next visit."""
         total = 0
+        quota_limit = client_quotas.fetch_response_limit()  # a consumer's fetch quota caps its response
+        if quota_limit is not None:
+            budget = min(budget, quota_limit)
         told: Told = []
         out: dict[str, list[fast_paths.FetchPartition]] = {}
         readable: list[Partition] = []
@@ -168,7 +228,7 @@ class FetchHandler:
                     limit = partition.last_stable_offset
                 else:
                     limit = partition.high_watermark
-                max_bytes = min(t.max_bytes, budget - total) if total else t.max_bytes
+                max_bytes = min(t.max_bytes, budget - total) if total or quota_limit is not None else t.max_bytes
                 if t.fetch_offset != limit:  # an idle partition reads nothing
                     throttled = throttling and quota is not None and quota.is_throttled(t.tp)
                     held = False
@@ -240,4 +300,7 @@ def _visit(session: FetchSession, requested: Iterable[FetchTarget]) -> list[Fetc
 def _respond(version: int, correlation_id: int, topics: Topics, told: Told, session_id: int) -> Response:
     for target, hw, log_start in told:
         target.sent_high_watermark, target.sent_log_start = hw, log_start
-    return fast_paths.fetch_response(version, correlation_id, topics, session_id=session_id)
+    # a consumer's bytes against its consumer_byte_rate (client quotas), and the throttle they earn
+    throttle_ms = client_quotas.record_fetch_response(sum(len(p[4]) for _, parts in topics for p in parts))
+    return fast_paths.fetch_response(version, correlation_id, topics, session_id=session_id,
+                                     throttle_time_ms=throttle_ms)

@@ -8,6 +8,15 @@ module only translates. FindCoordinator answers for transactional ids too (key t
 creates the coordinator's internal topic (`__consumer_offsets`, `__transaction_state`) the
 first time a client looks for one of its coordinators, as Kafka does, answering
 COORDINATOR_NOT_AVAILABLE (retriable) until its partitions have leaders.
+
+With an authorizer, as Kafka's KafkaApis: JoinGroup, SyncGroup, Heartbeat and LeaveGroup need
+READ on the group, OffsetCommit READ on the group and on each topic, TxnOffsetCommit WRITE on
+the transactional id besides, OffsetDelete DELETE on the group and READ on each topic (those
+request-wide checks are gates, run by KafkaApis before the handler); OffsetFetch DESCRIBE on each
+group and topic (a request for all of a group's offsets leaves out the topics it may not
+DESCRIBE); FindCoordinator DESCRIBE on each group or transactional id it looks for (a denied key
+creates no internal topic); DescribeGroups DESCRIBE and DeleteGroups DELETE on each group;
+ListGroups lists only the groups the principal may DESCRIBE, unless it may DESCRIBE the cluster.
 """
 from __future__ import annotations
 
@@ -22,6 +31,16 @@ from odradek.broker.create_topics import is_topic_exists_error
 from odradek.broker.metadata_apis import cache_until_the_controller_speaks
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition_existence import NotKnownYet, unknown_partitions
+from odradek.broker.request_authorization import (
+    MESSAGES,
+    NOT_REQUESTED,
+    allowed,
+    authorized_operations,
+    denied,
+    refusal,
+    visible,
+    wire,
+)
 from odradek.broker.session import current_session
 from odradek.broker.topic_admin import assign_replicas
 from odradek.common.metadata import TopicAssignment, TopicPartition
@@ -33,11 +52,42 @@ from odradek.coordinator.scheduler import BackgroundTasks
 from odradek.coordinator.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.authorization_table import Check, Scope
 from odradek.zk.paths import new_topic_id
 
 log = logging.getLogger("odradek.broker.group_apis")
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+# -- what these APIs authorize (broker/request_authorization.py) ------------------------------------
+
+_READ, _DESCRIBE, _DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
+_GROUP, _TOPIC = ResourceType.GROUP, ResourceType.TOPIC
+for _key in (api_keys.JOIN_GROUP, api_keys.SYNC_GROUP, api_keys.HEARTBEAT, api_keys.LEAVE_GROUP):
+    _wiring = wire(_key)
+    _wiring.requires(_wiring.check(_READ, _GROUP), lambda req, _version: req.group_id)
+_OFFSET_COMMIT = wire(api_keys.OFFSET_COMMIT)
+_OFFSET_COMMIT.requires(_OFFSET_COMMIT.check(_READ, _GROUP), lambda req, _version: req.group_id)
+_COMMIT_TOPIC = _OFFSET_COMMIT.check(_READ, _TOPIC)
+_TXN_OFFSET_COMMIT = wire(api_keys.TXN_OFFSET_COMMIT)
+_TXN_OFFSET_COMMIT.requires(_TXN_OFFSET_COMMIT.check(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID),
+                            lambda req, _version: req.transactional_id)
+_TXN_OFFSET_COMMIT.requires(_TXN_OFFSET_COMMIT.check(_READ, _GROUP), lambda req, _version: req.group_id)
+_TXN_COMMIT_TOPIC = _TXN_OFFSET_COMMIT.check(_READ, _TOPIC)
+_OFFSET_DELETE = wire(api_keys.OFFSET_DELETE)
+_OFFSET_DELETE.requires(_OFFSET_DELETE.check(_DELETE, _GROUP), lambda req, _version: req.group_id)
+_OFFSET_DELETE_TOPIC = _OFFSET_DELETE.check(_READ, _TOPIC)
+_OFFSET_FETCH = wire(api_keys.OFFSET_FETCH)
+_FETCH_GROUP = _OFFSET_FETCH.check(_DESCRIBE, _GROUP)
+_FETCH_NAMED_TOPIC = _OFFSET_FETCH.check(_DESCRIBE, _TOPIC, Scope.EACH)
+_FETCH_ALL_TOPICS = _OFFSET_FETCH.check(_DESCRIBE, _TOPIC, Scope.HIDDEN)
+_FIND_COORDINATOR = wire(api_keys.FIND_COORDINATOR)
+_FIND_CHECKS = {GROUP_KEY: _FIND_COORDINATOR.check(_DESCRIBE, _GROUP),
+                TRANSACTION_KEY: _FIND_COORDINATOR.check(_DESCRIBE, ResourceType.TRANSACTIONAL_ID)}
+_DESCRIBE_GROUP = wire(api_keys.DESCRIBE_GROUPS).check(_DESCRIBE, _GROUP)
+_LIST_GROUP = wire(api_keys.LIST_GROUPS).check(_DESCRIBE, _GROUP)
+_DELETE_GROUP = wire(api_keys.DELETE_GROUPS).check(_DELETE, _GROUP)
 
 
 def _encode(api_key: int, version: int, header: Any, body: dict[str, Any]) -> bytes:
@@ -118,43 +168,48 @@ def find_coordinator(ctx: BrokerContext, header: Any, req: Any, version: int) ->
         keys = [req.key]
     key_type = req.key_type if version >= 1 else GROUP_KEY
     creator = _CREATORS.get(key_type)
-    if creator is None or not keys:
-        return _find_coordinator_response(ctx.metadata, header, version, keys, key_type)
+    refused = denied(ctx, _FIND_CHECKS[key_type], keys) if creator is not None else frozenset()
+    if creator is None or not keys or len(refused) == len(set(keys)):  # nothing to create the topic for
+        return _find_coordinator_response(ctx.metadata, header, version, keys, key_type, refused)
     if not ctx.metadata.initialized:
-        return _find_coordinator_from_zookeeper(ctx, header, version, keys, key_type, creator)
-    return _answer_from_cache(ctx, header, version, keys, key_type, creator)
+        return _find_coordinator_from_zookeeper(ctx, header, version, keys, key_type, creator, refused)
+    return _answer_from_cache(ctx, header, version, keys, key_type, creator, refused)
 
 
 async def _creating_internal_topic(ctx: BrokerContext, header: Any, version: int, keys: list[str],
-                                   key_type: int, creator: InternalTopicCreator) -> bytes:
+                                   key_type: int, creator: InternalTopicCreator, refused: frozenset[str]) -> bytes:
     """Starts creating the coordinator's topic (on the event loop, where its task runs) and
     answers at once: COORDINATOR_NOT_AVAILABLE, which clients retry."""
     creator.ensure(ctx)
-    return _find_coordinator_response(ctx.metadata, header, version, keys, key_type)
+    return _find_coordinator_response(ctx.metadata, header, version, keys, key_type, refused)
 
 
 async def _find_coordinator_from_zookeeper(ctx: BrokerContext, header: Any, version: int, keys: list[str],
-                                           key_type: int, creator: InternalTopicCreator) -> bytes:
+                                           key_type: int, creator: InternalTopicCreator,
+                                           refused: frozenset[str]) -> bytes:
     """The answer from the coordinator topic's state in ZooKeeper. A topic missing there too is
     created by the first broker the controller has spoken to (creating needs the live brokers):
     until then COORDINATOR_NOT_AVAILABLE, as for any topic being created."""
     cache = await cache_until_the_controller_speaks(ctx, [creator.topic])
     if cache is ctx.metadata and cache.partitions(creator.topic) is None:
-        return await _creating_internal_topic(ctx, header, version, keys, key_type, creator)
-    return _find_coordinator_response(cache, header, version, keys, key_type)
+        return await _creating_internal_topic(ctx, header, version, keys, key_type, creator, refused)
+    return _find_coordinator_response(cache, header, version, keys, key_type, refused)
 
 
 def _answer_from_cache(ctx: BrokerContext, header: Any, version: int, keys: list[str], key_type: int,
-                       creator: InternalTopicCreator) -> bytes | Awaitable[bytes]:
+                       creator: InternalTopicCreator, refused: frozenset[str]) -> bytes | Awaitable[bytes]:
     """The answer from the metadata cache (creating the coordinator's topic if it is missing)."""
     if ctx.metadata.partitions(creator.topic) is None:
-        return _creating_internal_topic(ctx, header, version, keys, key_type, creator)
-    return _find_coordinator_response(ctx.metadata, header, version, keys, key_type)
+        return _creating_internal_topic(ctx, header, version, keys, key_type, creator, refused)
+    return _find_coordinator_response(ctx.metadata, header, version, keys, key_type, refused)
 
 
 def _find_coordinator_response(cache: MetadataCache, header: Any, version: int, keys: list[str],
-                               key_type: int) -> bytes:
-    answers = [_coordinator_for(cache, key, key_type) for key in keys]
+                               key_type: int, refused: frozenset[str] = frozenset()) -> bytes:
+    """``refused``: the keys the principal may not DESCRIBE (GROUP_AUTHORIZATION_FAILED or
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, without a coordinator)."""
+    answers = [_coordinator_for(cache, key, key_type) if key not in refused
+               else _denied_key(key_type) for key in keys]
     if version >= 4:
         return _encode(api_keys.FIND_COORDINATOR, version, header, {"coordinators": [
             {"key": key, "node_id": node, "host": host, "port": port, "error_code": error, "error_message": message}
@@ -162,6 +217,11 @@ def _find_coordinator_response(cache: MetadataCache, header: Any, version: int, 
     error, message, node, host, port = answers[0]
     return _encode(api_keys.FIND_COORDINATOR, version, header, {
         "error_code": error, "error_message": message, "node_id": node, "host": host, "port": port})
+
+
+def _denied_key(key_type: int) -> tuple[int, str | None, int, str, int]:
+    error = refusal(_FIND_CHECKS[key_type])
+    return error, MESSAGES[error], -1, "", -1
 
 
 def _coordinator_for(cache: MetadataCache, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
@@ -255,12 +315,27 @@ async def _not_committable(ctx: BrokerContext, offsets: Iterable[TopicPartition]
         return dict.fromkeys(offsets, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
 
 
+def _unauthorized_topics(ctx: BrokerContext, check: Check, offsets: dict[TopicPartition, OffsetAndMetadata]
+                         ) -> dict[TopicPartition, ErrorCode]:
+    """The partitions of ``offsets`` in topics the principal may not READ, taken out of it:
+    TOPIC_AUTHORIZATION_FAILED, as Kafka answers them before it looks at anything else."""
+    refused = denied(ctx, check, (tp.topic for tp in offsets))
+    if not refused:
+        return {}
+    out = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in offsets if tp.topic in refused}
+    for tp in out:
+        del offsets[tp]
+    return out
+
+
 async def offset_commit(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     now = ctx.group_coordinator.clock.milliseconds()
     offsets = {TopicPartition(t.name, p.partition_index): OffsetAndMetadata(
         p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now)
         for t in req.topics for p in t.partitions}
+    unauthorized = _unauthorized_topics(ctx, _COMMIT_TOPIC, offsets)
     results = await _not_committable(ctx, offsets)
+    results.update(unauthorized)
     known = {tp: o for tp, o in offsets.items() if tp not in results}
     if known:
         results.update(await ctx.group_coordinator.commit_offsets(
@@ -278,8 +353,10 @@ async def txn_offset_commit(ctx: BrokerContext, header: Any, req: Any, version: 
     offsets = {TopicPartition(t.name, p.partition_index): OffsetAndMetadata(
         p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata or "", now)
         for t in req.topics for p in t.partitions}
+    unauthorized = _unauthorized_topics(ctx, _TXN_COMMIT_TOPIC, offsets)
     results = await _not_committable(ctx, offsets)
     known = {tp: o for tp, o in offsets.items() if tp not in results}
+    results.update(unauthorized)
     error = await _verify_offsets_partition(ctx, req) if known else None
     if error is not None:
         results.update(dict.fromkeys(known, error))
@@ -331,11 +408,30 @@ def offset_fetch(ctx: BrokerContext, header: Any, req: Any, version: int) -> byt
 
 def _fetch_group(ctx: BrokerContext, group_id: str, topics: Any, require_stable: bool,
                  version: int) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    """One group's offsets. With an authorizer: the group needs DESCRIBE (else
+    GROUP_AUTHORIZATION_FAILED alone), each topic named too (else TOPIC_AUTHORIZATION_FAILED
+    for its partitions); all the group's offsets asked for leaves out the topics it may not
+    DESCRIBE."""
     partitions = None if topics is None else [TopicPartition(t.name, p) for t in topics for p in t.partition_indexes]
-    error, offsets = ctx.group_coordinator.fetch_offsets(group_id, partitions, require_stable)
+    unauthorized: dict[TopicPartition, ErrorCode] = {}
+    offsets: dict[TopicPartition, Any]
+    if not allowed(ctx, _FETCH_GROUP, group_id):
+        error, offsets = refusal(_FETCH_GROUP), {}
+    else:
+        if partitions:
+            refused = denied(ctx, _FETCH_NAMED_TOPIC, (tp.topic for tp in partitions))
+            if refused:
+                unauthorized = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in partitions if tp.topic in refused}
+                partitions = [tp for tp in partitions if tp not in unauthorized]
+        error, offsets = ctx.group_coordinator.fetch_offsets(group_id, partitions, require_stable)
+        if topics is None and error == ErrorCode.NONE and ctx.authorizer is not None:
+            hidden = denied(ctx, _FETCH_ALL_TOPICS, (tp.topic for tp in offsets))
+            offsets = {tp: o for tp, o in offsets.items() if tp.topic not in hidden}
     if error != ErrorCode.NONE:
         # from v2 the group's error stands alone; before, each partition carries it
-        offsets = {} if version >= 2 else dict.fromkeys(partitions or [], error)
+        offsets = {} if version >= 2 else dict.fromkeys([*(partitions or []), *unauthorized], error)
+    else:
+        offsets = {**offsets, **unauthorized}
 
     def entry(tp: TopicPartition, o: Any) -> dict[str, Any]:
         found = isinstance(o, OffsetAndMetadata)
@@ -347,7 +443,11 @@ def _fetch_group(ctx: BrokerContext, group_id: str, topics: Any, require_stable:
 
 def offset_delete(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     partitions = [TopicPartition(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-    error, results = ctx.group_coordinator.delete_offsets(req.group_id, partitions)
+    refused = denied(ctx, _OFFSET_DELETE_TOPIC, (tp.topic for tp in partitions))
+    error, results = ctx.group_coordinator.delete_offsets(req.group_id,
+                                                          [tp for tp in partitions if tp.topic not in refused])
+    if refused and error == ErrorCode.NONE:
+        results.update({tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in partitions if tp.topic in refused})
     return _encode(api_keys.OFFSET_DELETE, version, header, {"error_code": error, "topics": _by_topic(
         results, lambda tp, e: {"partition_index": tp.partition, "error_code": e})})
 
@@ -364,18 +464,28 @@ def _by_topic(per_partition: dict[TopicPartition, Any], entry: Any) -> list[dict
 def list_groups(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     states = set(getattr(req, "states_filter", ()) or ())
     error, groups = ctx.group_coordinator.list_groups(states)
+    groups = visible(ctx, _LIST_GROUP, groups, lambda g: g[0])  # DESCRIBE on the cluster shows them all
     return _encode(api_keys.LIST_GROUPS, version, header, {"error_code": error, "groups": [
         {"group_id": g, "protocol_type": t, "group_state": s} for g, t, s in sorted(groups)]})
 
 
 def describe_groups(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    """Each group the principal may DESCRIBE (else GROUP_AUTHORIZATION_FAILED); v3+ asked for
+    it, a described group's authorized operations as Kafka's bit field."""
     described = []
+    refused = denied(ctx, _DESCRIBE_GROUP, req.groups)
+    operations_wanted = version >= 3 and req.include_authorized_operations
     for group_id in req.groups:
+        if group_id in refused:
+            described.append({"error_code": refusal(_DESCRIBE_GROUP), "group_id": group_id, "group_state": "",
+                              "protocol_type": "", "protocol_data": "", "members": []})
+            continue
         error, summary = ctx.group_coordinator.describe_group(group_id)
         described.append({
             "error_code": error, "group_id": group_id, "group_state": summary.state,
             "protocol_type": summary.protocol_type, "protocol_data": summary.protocol_name,
-            "authorized_operations": -2147483648,
+            "authorized_operations": authorized_operations(ctx, ResourceType.GROUP, group_id)
+            if operations_wanted and error == ErrorCode.NONE else NOT_REQUESTED,
             "members": [{"member_id": m, "group_instance_id": i, "client_id": c, "client_host": h,
                          "member_metadata": md, "member_assignment": a}
                         for m, i, c, h, md, a in summary.members]})
@@ -383,7 +493,11 @@ def describe_groups(ctx: BrokerContext, header: Any, req: Any, version: int) -> 
 
 
 async def delete_groups(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
-    results = await ctx.group_coordinator.delete_groups(list(req.groups_names))
+    """The groups the principal may DELETE are deleted; the others answer
+    GROUP_AUTHORIZATION_FAILED, after them (as Kafka lists them)."""
+    refused = denied(ctx, _DELETE_GROUP, req.groups_names)
+    results = await ctx.group_coordinator.delete_groups([g for g in req.groups_names if g not in refused])
+    results.update((g, refusal(_DELETE_GROUP)) for g in dict.fromkeys(req.groups_names) if g in refused)
     return _encode(api_keys.DELETE_GROUPS, version, header, {"results": [
         {"group_id": g, "error_code": e} for g, e in results.items()]})
 

@@ -17,12 +17,15 @@ from typing import Any, Awaitable
 from odradek.broker import (
     acl_apis,
     api_keys,
+    client_quota_apis,
+    client_quotas,
     config_helper,
     error_responses,
     group_apis,
     metadata_apis,
     ordered_delivery_apis,
     reassignment_apis,
+    request_authorization,
     scram_credential_apis,
     txn_admin_apis,
     txn_apis,
@@ -42,7 +45,9 @@ from odradek.broker.metrics import REQUEST_NAMES, BrokerMetrics
 from odradek.broker.ordered_delivery_fence import OrderedDeliveryFence
 from odradek.broker.partition import Partition
 from odradek.broker.producer_state import ProducerStateError
+from odradek.broker.request_authorization import allowed, denied, wire
 from odradek.broker.sasl_server_authenticator import illegal_sasl_state
+from odradek.broker.session import current_session
 from odradek.broker.txn_marker_apis import write_txn_markers
 from odradek.common.errors import NotLeaderError
 from odradek.common.metadata import TopicPartition
@@ -52,6 +57,7 @@ from odradek.protocol import controller_api, fast_paths, kio_util
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import parse_request_header
 from odradek.protocol.records import TRANSACTIONAL_FLAG, has_keyless_record, iter_batches
+from odradek.security.acl import AclOperation, ResourceType
 
 #: the low byte of the first batch's attributes (base offset, length, leader epoch, magic, CRC
 #: and the attributes' high byte come before it)
@@ -59,14 +65,46 @@ TRANSACTIONAL_ATTRIBUTE_BYTE = 22
 
 log = logging.getLogger("odradek.broker.kafka_apis")
 
+# what the handlers of this module authorize (broker/request_authorization.py)
+_PRODUCE = wire(api_keys.PRODUCE)
+_WRITE_TRANSACTIONAL_ID = _PRODUCE.check(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID)
+_WRITE_TOPIC = _PRODUCE.check(AclOperation.WRITE, ResourceType.TOPIC)
+_DESCRIBE_LISTED_TOPIC = wire(api_keys.LIST_OFFSETS).check(AclOperation.DESCRIBE, ResourceType.TOPIC)
+_DESCRIBE_EPOCH_TOPIC = wire(api_keys.OFFSET_FOR_LEADER_EPOCH).check(AclOperation.DESCRIBE, ResourceType.TOPIC)
+#: the controller's requests and ControlledShutdown: CLUSTER_ACTION on the cluster
+_CONTROLLER_CHECKS = {key: wire(key).check(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
+                      for key in controller_api.VERSIONS}
+# the SASL exchange is the authenticator's, before any principal exists: nothing to check
+wire(api_keys.SASL_HANDSHAKE)
+wire(api_keys.SASL_AUTHENTICATE)
+
+
+@_PRODUCE.gate
+def _transactional_produce_denied(ctx: BrokerContext, req: Any, _version: int) -> ErrorCode | None:
+    """Kafka's handleProduceRequest: records of a transaction need WRITE on its transactional id
+    (records claiming one without a transactional id are denied too)."""
+    for topic in req.topic_data:
+        for pdata in topic.partition_data:
+            records = pdata.records
+            if records and len(records) > TRANSACTIONAL_ATTRIBUTE_BYTE \
+                    and records[TRANSACTIONAL_ATTRIBUTE_BYTE] & TRANSACTIONAL_FLAG:
+                if req.transactional_id is None or not allowed(ctx, _WRITE_TRANSACTIONAL_ID, req.transactional_id):
+                    return _WRITE_TRANSACTIONAL_ID.error
+                return None
+    return None
+
 
 class KafkaApis:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
         self.ordered_delivery_fence = OrderedDeliveryFence(ctx.metadata.ordered_partition_counts)
+        # UpdateMetadata's brokers are known by this listener's addresses (the inter-broker
+        # clients of transaction markers and KIP-890's checks connect there)
+        self._inter_broker_listener = ctx.config.listeners().inter_broker.name
+        fetch = FetchHandler(ctx)
         self._routes = {
             api_keys.PRODUCE: self.produce,
-            api_keys.FETCH: FetchHandler(ctx),
+            api_keys.FETCH: fetch,
             api_keys.LIST_OFFSETS: self.list_offsets,
             api_keys.METADATA: metadata_apis.metadata,
             api_keys.API_VERSIONS: metadata_apis.api_versions,
@@ -97,28 +135,65 @@ class KafkaApis:
             **group_apis.ROUTES,
             **scram_credential_apis.ROUTES,
             **acl_apis.ROUTES,
+            **client_quota_apis.ROUTES,
         }
+        # with an authorizer, the hot paths' own entry points, which authorize (the others check
+        # inside, after one attribute test)
+        self._authorized_routes: dict[int, Any] = {api_keys.PRODUCE: self._produce_authorized,
+                                                   api_keys.FETCH: fetch.authorized}
 
     def __call__(self, frame: memoryview, conn: KafkaConnection) -> bytes | None | Awaitable[bytes | None]:
         started = time.perf_counter()
-        result = self._handle(frame, conn)
+        # client quotas (client_quotas.py): None unless one is set; then the handler runs as the
+        # request's, its time metered, and a throttled response mutes the connection
+        quotas = self.ctx.client_quotas
+        quota = None if quotas is None else quotas.begin(frame, conn.session)
+        if quota is None:
+            result = self._handle(frame, conn)
+        else:
+            if quota.produce_ms:  # known at once: the requests pipelined behind this one wait
+                conn.throttle(quota.produce_ms)
+            token = client_quotas.enter(quota)
+            busy_from = time.perf_counter_ns()
+            try:
+                result = self._handle(frame, conn)
+            finally:
+                quota.busy_ns += time.perf_counter_ns() - busy_from
+                client_quotas.leave(token)
         metrics = self.ctx.metrics
-        if metrics is None:
+        if metrics is None and quota is None:
             return result
         api_key, version = struct.unpack_from(">hh", frame, 0)  # _handle checked the length
         if result is None or isinstance(result, (bytes, list)):
-            metrics.request_done(api_key, version, started, result)
+            if metrics is not None:
+                metrics.request_done(api_key, version, started, result)
+            if quota is not None:
+                conn.throttle(quota.quotas.finish(quota, result))
             return result
-        return self._timed(result, metrics, api_key, version, started)
+        return self._timed(result, metrics, api_key, version, started, quota, conn)
 
-    async def _timed(self, pending: Awaitable[bytes | None], metrics: BrokerMetrics, api_key: int, version: int,
-                     started: float) -> bytes | None:
+    async def _timed(self, pending: Awaitable[bytes | None], metrics: BrokerMetrics | None, api_key: int,
+                     version: int, started: float, quota: client_quotas.RequestQuota | None = None,
+                     conn: KafkaConnection | None = None) -> bytes | None:
+        """A response given later: its time (metrics) and, with client quotas, the handler's
+        steps metered as the request's (it sees the request's quota in this task), then the
+        connection throttled once the response is there."""
         response = None
         try:
-            response = await pending
+            if quota is None:
+                response = await pending
+            else:
+                token = client_quotas.enter(quota)
+                try:
+                    response = await client_quotas.metered(pending, quota)
+                finally:
+                    client_quotas.leave(token)
             return response
         finally:
-            metrics.request_done(api_key, version, started, response)
+            if metrics is not None:
+                metrics.request_done(api_key, version, started, response)
+            if quota is not None and conn is not None:
+                conn.throttle(quota.quotas.finish(quota, response))
 
     def _handle(self, frame: memoryview, conn: KafkaConnection) -> bytes | None | Awaitable[bytes | None]:
         if len(frame) < 8:
@@ -137,7 +212,9 @@ class KafkaApis:
         except Exception as exc:
             raise CloseConnection(f"malformed request (key {api_key} v{version}): {exc!r}") from None
         try:
-            if api_key == api_keys.JOIN_GROUP:  # the one API that records who asked (DescribeGroups' client host)
+            if self.ctx.authorizer is not None:  # authorizer.class.name: Kafka's checks first
+                result = self._handle_authorized(api_key, version, header, request, conn)
+            elif api_key == api_keys.JOIN_GROUP:  # the one API that records who asked (DescribeGroups' client host)
                 result = group_apis.join_group(self.ctx, header, request, version, conn.peer)
             else:
                 result = self._routes[api_key](self.ctx, header, request, version)
@@ -148,6 +225,18 @@ class KafkaApis:
         if result is None or isinstance(result, (bytes, list)):
             return result
         return self._answered_if_failed(result, api_key, version, header, request, conn)
+
+    def _handle_authorized(self, api_key: int, version: int, header: Any, request: Any,
+                           conn: KafkaConnection) -> bytes | None | Awaitable[bytes | None]:
+        """_handle's dispatch with an authorizer: the API's request-wide checks (a denial is the
+        answer), then its handler, which makes the per-resource ones (request_authorization.py)."""
+        refused = request_authorization.check_request(self.ctx, api_key, version, header.correlation_id, request)
+        if refused is not None:
+            return refused
+        if api_key == api_keys.JOIN_GROUP:
+            return group_apis.join_group(self.ctx, header, request, version, conn.peer)
+        route = self._authorized_routes.get(api_key) or self._routes[api_key]
+        return route(self.ctx, header, request, version)
 
     async def _answered_if_failed(self, pending: Awaitable[bytes | None], api_key: int, version: int, header: Any,
                                   request: Any, conn: KafkaConnection) -> bytes | None:
@@ -176,9 +265,11 @@ class KafkaApis:
             raise CloseConnection(f"unsupported controller API {api_key} v{version}")
         try:
             header_end = parse_request_header(frame)[4]
-            request = controller_api.decode_request(api_key, version, frame[header_end:])
+            request = controller_api.decode_request(api_key, version, frame[header_end:], self._inter_broker_listener)
         except Exception as exc:
             raise CloseConnection(f"malformed controller request {api_key}: {exc!r}") from None
+        if self.ctx.authorizer is not None and not allowed(self.ctx, _CONTROLLER_CHECKS[api_key]):
+            return _controller_denied(api_key, version, correlation_id, request)
         return self.ctx.controller_requests(api_key, version, correlation_id, request)
 
     # -- Produce -------------------------------------------------------------------------------
@@ -187,8 +278,23 @@ class KafkaApis:
                 version: int) -> bytes | None | Awaitable[bytes | None]:
         checks = self._transactions_to_verify(req)
         if checks:
-            return self._produce_verified(header, req, version, checks)
+            return self._produce_verified(header, req, version, checks, {})
         return self._produce(header, req, version, {})
+
+    def _produce_authorized(self, ctx: BrokerContext, header: Any, req: Any,
+                            version: int) -> bytes | None | Awaitable[bytes | None]:
+        """Produce with an authorizer (its transactional id was checked by the gate above): each
+        partition of a topic the principal may not WRITE answers TOPIC_AUTHORIZATION_FAILED and
+        is neither verified nor appended; the rest goes as `produce`."""
+        names = denied(ctx, _WRITE_TOPIC, (t.name for t in req.topic_data))
+        if not names:
+            return self.produce(ctx, header, req, version)
+        refused = {TopicPartition(t.name, p.index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                   for t in req.topic_data if t.name in names for p in t.partition_data}
+        checks = {tp: c for tp, c in self._transactions_to_verify(req).items() if tp not in refused}
+        if checks:
+            return self._produce_verified(header, req, version, checks, refused)
+        return self._produce(header, req, version, refused)
 
     def _transactions_to_verify(self, req: Any) -> dict[TopicPartition, tuple[Partition, int, int]]:
         """The partitions whose batch opens a transaction here: KIP-890's check first (the
@@ -215,7 +321,8 @@ class KafkaApis:
         return checks
 
     async def _produce_verified(self, header: Any, req: Any, version: int,
-                                checks: dict[TopicPartition, tuple[Partition, int, int]]) -> bytes | None:
+                                checks: dict[TopicPartition, tuple[Partition, int, int]],
+                                refused: dict[TopicPartition, ErrorCode]) -> bytes | None:
         """Produce once the transaction coordinator confirmed that each transaction these
         batches would open is open and names their partitions (txn_verification.py); behind
         the producer's earlier requests to the same partitions that wait on such a check, so
@@ -224,7 +331,7 @@ class KafkaApis:
         verdicts: dict[TopicPartition, ErrorCode] = {}
         try:
             await self._verify(req, checks, turns, verdicts)
-            response = self._produce(header, req, version, {tp: e for tp, e in verdicts.items() if e})
+            response = self._produce(header, req, version, {**refused, **{tp: e for tp, e in verdicts.items() if e}})
         finally:
             for tp, (partition, pid, epoch) in checks.items():
                 partition.verifications.turn_done(pid, epoch, turns[tp][1], verdicts.get(tp, ErrorCode.NOT_ENOUGH_REPLICAS))
@@ -368,11 +475,16 @@ class KafkaApis:
     def list_offsets(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
         topics = []
         committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
+        refused = denied(ctx, _DESCRIBE_LISTED_TOPIC, (t.name for t in req.topics))
         for topic in req.topics:
             parts = []
             for p in topic.partitions:
                 entry: dict[str, Any] = {"partition_index": p.partition_index, "error_code": 0,
                                          "timestamp": -1, "offset": -1, "leader_epoch": -1}
+                if refused and topic.name in refused:
+                    entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    parts.append(entry)
+                    continue
                 partition, error = leader_for(self.ctx, TopicPartition(topic.name, p.partition_index),
                                                     getattr(p, "current_leader_epoch", -1))
                 if error is not None:
@@ -391,11 +503,17 @@ class KafkaApis:
 
     def offset_for_leader_epoch(self, ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
         topics = []
+        # Kafka (KIP-320): CLUSTER_ACTION on the cluster (a follower) or DESCRIBE on each topic
+        refused = denied(ctx, _DESCRIBE_EPOCH_TOPIC, (t.topic for t in req.topics))
         for topic in req.topics:
             parts = []
             for p in topic.partitions:
                 entry: dict[str, Any] = {"partition": p.partition, "error_code": 0, "leader_epoch": -1,
                                          "end_offset": -1}
+                if refused and topic.topic in refused:
+                    entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    parts.append(entry)
+                    continue
                 partition, error = leader_for(self.ctx, TopicPartition(topic.topic, p.partition),
                                                     p.current_leader_epoch)
                 if error is not None:
@@ -416,6 +534,25 @@ class KafkaApis:
             topics.append({"topic": topic.topic, "partitions": parts})
         return kio_util.encode_response(api_keys.OFFSET_FOR_LEADER_EPOCH, version, header.correlation_id,
                                         {"throttle_time": 0, "topics": topics})
+
+
+def _controller_denied(api_key: int, version: int, correlation_id: int, request: Any) -> bytes:
+    """A controller request (or ControlledShutdown) from a principal without CLUSTER_ACTION on
+    the cluster: CLUSTER_AUTHORIZATION_FAILED at the top and, where the response lists
+    partitions, for each partition the request named (Kafka's getErrorResponse)."""
+    error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    response: controller_api.Response
+    if api_key == controller_api.API_CONTROLLED_SHUTDOWN:
+        response = controller_api.ControlledShutdownResponse(error)
+    elif api_key == controller_api.API_LEADER_AND_ISR:
+        response = controller_api.ControllerResponse(error, {st.tp: error for st in request.partition_states})
+    elif api_key == controller_api.API_STOP_REPLICA:
+        response = controller_api.ControllerResponse(error, dict.fromkeys(request.partitions, error))
+    else:
+        response = controller_api.ControllerResponse(error)
+    log.warning("refused controller request %d: the principal %s lacks CLUSTER_ACTION on the cluster", api_key,
+                current_session().principal)
+    return controller_api.encode_response(api_key, version, correlation_id, response)
 
 
 def _offset_for(partition: Partition, timestamp: int, committed: bool) -> int | None:
@@ -443,4 +580,4 @@ def _produce_response(correlation_id: int, version: int, results: dict[str, list
                       messages: dict[tuple[str, int], str]) -> bytes:
     return fast_paths.produce_response(version, correlation_id,
                                        [(t, [tuple(e) for e in ps]) for t, ps in results.items()],  # type: ignore[misc]
-                                       messages)
+                                       messages, throttle_time_ms=client_quotas.throttle_time_ms())

@@ -56,6 +56,9 @@ class ListenerSecurity:
     max_receive_size: int
     settings: Mapping[str, str]  # the listener's own (listener_settings)
     inter_broker: bool = False
+    #: the cluster's key for an unknown SCRAM user's made-up salt, the same on every broker
+    #: (set once ZooKeeper is reached; see security/scram.py)
+    unknown_user_key: bytes | None = None
 
     def __post_init__(self) -> None:
         # the context the listener's server was made with, for its whole life: a new keystore is
@@ -83,7 +86,8 @@ class ListenerSecurity:
     def sasl_server(self, mechanism: str) -> SaslServer:
         if mechanism == PLAIN:
             return PlainSaslServer(self.plain_users.get)
-        return ScramSaslServer(mechanism, lambda user: self.scram_credentials(mechanism, user))
+        return ScramSaslServer(mechanism, lambda user: self.scram_credentials(mechanism, user),
+                               unknown_user_key=self.unknown_user_key)
 
 
 def _mechanisms(settings: Mapping[str, str]) -> tuple[str, ...]:

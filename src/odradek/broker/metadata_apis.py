@@ -1,7 +1,15 @@
 """ApiVersions, Metadata and DescribeCluster: what a client learns of the cluster before it asks
 anything else (Kafka's KafkaApis.handleApiVersionsRequest, handleTopicMetadataRequest and
 handleDescribeCluster). Answered from the broker's metadata cache, none of them touches a log;
-a Metadata request may create the topics it names (auto_topic_creation.py)."""
+a Metadata request may create the topics it names (auto_topic_creation.py).
+
+With an authorizer, as Kafka's handleTopicMetadataRequest: a request for every topic leaves out
+those the principal may not DESCRIBE; a topic named without DESCRIBE answers
+TOPIC_AUTHORIZATION_FAILED whether it exists or not (its existence is not disclosed), and one
+that would be created without CREATE on it (or on the cluster) too. Asked for (v8+), each
+topic's authorized operations and (v8-10) the cluster's are the bit fields Kafka computes.
+DescribeCluster is never refused: without DESCRIBE on the cluster its authorized operations
+are 0."""
 from __future__ import annotations
 
 import asyncio
@@ -12,12 +20,31 @@ from odradek.broker.auto_topic_creation import auto_create_topics
 from odradek.broker.connection import CloseConnection
 from odradek.broker.context import BrokerContext
 from odradek.broker.metadata_cache import MetadataCache, from_zookeeper
+from odradek.broker.request_authorization import (
+    NOT_REQUESTED,
+    authorized_operations,
+    cluster_authorized_operations,
+    denied,
+    visible,
+    wire,
+)
 from odradek.broker.session import current_session
 from odradek.broker.topic_admin import is_legal_topic_name
 from odradek.common.internal_topics import is_internal
 from odradek.common.metadata import BrokerInfo
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.authorization_table import Scope
+
+_METADATA = wire(api_keys.METADATA)
+_DESCRIBE_NAMED = _METADATA.check(AclOperation.DESCRIBE, ResourceType.TOPIC, Scope.EACH)
+_DESCRIBE_LISTED = _METADATA.check(AclOperation.DESCRIBE, ResourceType.TOPIC, Scope.HIDDEN)
+_CREATE_TOPIC = _METADATA.check(AclOperation.CREATE, ResourceType.TOPIC)
+wire(api_keys.API_VERSIONS)  # answered to anyone, before authentication too
+_DESCRIBE_CLUSTER = wire(api_keys.DESCRIBE_CLUSTER).check(AclOperation.DESCRIBE, ResourceType.CLUSTER)
+#: Metadata's DESCRIBE on the cluster for IncludeClusterAuthorizedOperations is the same question
+_CLUSTER_OPERATIONS_CHECK = _DESCRIBE_CLUSTER
 
 _API_KEYS = [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(api_keys.ADVERTISED.items())]
 
@@ -43,28 +70,51 @@ def metadata(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes |
     from ZooKeeper (metadata_cache.py says why)."""
     if not ctx.metadata.initialized:
         return _metadata_from_zookeeper(ctx, header, req, version)
-    missing = _topics_to_create(ctx, ctx.metadata, req, version)
+    refused = _refused(ctx, ctx.metadata, req, version)
+    missing = _topics_to_create(ctx, ctx.metadata, req, version, refused)
     if missing:
-        return _metadata_creating_topics(ctx, ctx.metadata, missing, header, req, version)
-    return _metadata_response(ctx, ctx.metadata, header, req, version)
+        return _metadata_creating_topics(ctx, ctx.metadata, missing, header, req, version, refused)
+    return _metadata_response(ctx, ctx.metadata, header, req, version, refused=refused)
 
 
-def _topics_to_create(ctx: BrokerContext, cache: MetadataCache, req: Any, version: int) -> list[str]:
+def _auto_creation(ctx: BrokerContext, req: Any, version: int) -> bool:
+    """Whether a Metadata request creates the missing topics it names: the broker allows it and
+    the request does too (Metadata v4+ carries allow_auto_topic_creation, KIP-204; older
+    clients always allow)."""
+    return ctx.config.auto_create_topics_enable and (version < 4 or req.allow_auto_topic_creation)
+
+
+def _topics_to_create(ctx: BrokerContext, cache: MetadataCache, req: Any, version: int,
+                      refused: frozenset[str]) -> list[str]:
     """The topics a Metadata request creates (Kafka's auto.create.topics.enable): those it
-    names that do not exist, when the broker allows it and the request does too (Metadata v4+
-    carries allow_auto_topic_creation, KIP-204; older clients always allow). A request for
-    every topic creates none, and no other API creates topics (FindCoordinator and Produce
-    answer unknown topics as unknown)."""
-    if not ctx.config.auto_create_topics_enable or (version >= 4 and not req.allow_auto_topic_creation):
+    names that do not exist and the principal may describe and create, when creating applies
+    (_auto_creation). A request for every topic creates none, and no other API creates topics
+    (FindCoordinator and Produce answer unknown topics as unknown)."""
+    if not _auto_creation(ctx, req, version):
         return []
     names = _requested_topics(req, version) or []
-    return list(dict.fromkeys(n for n in names if n and cache.partitions(n) is None))
+    return list(dict.fromkeys(n for n in names if n and n not in refused and cache.partitions(n) is None))
+
+
+def _refused(ctx: BrokerContext, cache: MetadataCache, req: Any, version: int) -> frozenset[str]:
+    """The named topics answered TOPIC_AUTHORIZATION_FAILED (empty without an authorizer): those
+    the principal may not DESCRIBE, and those it may but that do not exist, would be created
+    and that it may not CREATE (without CREATE on the cluster)."""
+    names = _requested_topics(req, version)
+    if ctx.authorizer is None or not names:
+        return frozenset()
+    named = [n for n in names if n is not None]
+    refused = denied(ctx, _DESCRIBE_NAMED, named)
+    if _auto_creation(ctx, req, version):
+        missing = [n for n in named if n not in refused and cache.partitions(n) is None]
+        refused |= denied(ctx, _CREATE_TOPIC, missing)
+    return refused
 
 
 async def _metadata_creating_topics(ctx: BrokerContext, cache: MetadataCache, names: list[str], header: Any,
-                                    req: Any, version: int) -> bytes:
+                                    req: Any, version: int, refused: frozenset[str]) -> bytes:
     created = await auto_create_topics(ctx, names)
-    return _metadata_response(ctx, cache, header, req, version, created)
+    return _metadata_response(ctx, cache, header, req, version, created, refused)
 
 
 async def cache_until_the_controller_speaks(ctx: BrokerContext, topics: list[str] | None) -> MetadataCache:
@@ -82,10 +132,11 @@ async def _metadata_from_zookeeper(ctx: BrokerContext, header: Any, req: Any, ve
     topics = _requested_topics(req, version)
     valid = None if topics is None else [t for t in topics if t is not None and is_legal_topic_name(t)]
     cache = await cache_until_the_controller_speaks(ctx, valid)
-    missing = _topics_to_create(ctx, cache, req, version)
+    refused = _refused(ctx, cache, req, version)
+    missing = _topics_to_create(ctx, cache, req, version, refused)
     if missing:
-        return await _metadata_creating_topics(ctx, cache, missing, header, req, version)
-    return _metadata_response(ctx, cache, header, req, version)
+        return await _metadata_creating_topics(ctx, cache, missing, header, req, version, refused)
+    return _metadata_response(ctx, cache, header, req, version, refused=refused)
 
 
 def _requested_topics(req: Any, version: int) -> list[str] | None:
@@ -96,15 +147,21 @@ def _requested_topics(req: Any, version: int) -> list[str] | None:
 
 
 def _metadata_response(ctx: BrokerContext, cache: MetadataCache, header: Any, req: Any, version: int,
-                       created: dict[str, int] | None = None) -> bytes:
+                       created: dict[str, int] | None = None, refused: frozenset[str] = frozenset()) -> bytes:
     """The answer from `cache`; `created` has the error of each topic this request tried to
-    create (LEADER_NOT_AVAILABLE once written)."""
+    create (LEADER_NOT_AVAILABLE once written), `refused` the named topics denied (_refused)."""
     live = {b.id for b in cache.live_brokers}
     names = _requested_topics(req, version)
     if names is None:
-        names = cache.topics()
+        names = visible(ctx, _DESCRIBE_LISTED, cache.topics(), _same)
+    topic_operations = version >= 8 and req.include_topic_authorized_operations
     topics = []
     for name in names:
+        if refused and name in refused:
+            # not disclosed whether it exists: no partitions, not internal, no id
+            topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "topic_id": None,
+                           "is_internal": False, "partitions": []})
+            continue
         # a topic this request created is answered as created even if the controller's
         # UpdateMetadata for it arrived meanwhile, as Kafka's getTopicMetadata answers it
         parts = cache.partitions(name) if name and name not in (created or {}) else None
@@ -114,11 +171,12 @@ def _metadata_response(ctx: BrokerContext, cache: MetadataCache, header: Any, re
             topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None if version >= 12 else "",
                            "topic_id": None, "is_internal": False, "partitions": []})
             continue
+        operations = authorized_operations(ctx, ResourceType.TOPIC, name) if topic_operations else NOT_REQUESTED
         if parts is None:
             code = (created or {}).get(name) or (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if is_legal_topic_name(name)
                                                  else ErrorCode.INVALID_TOPIC_EXCEPTION)
             topics.append({"error_code": code, "name": name, "topic_id": None, "is_internal": False,
-                           "partitions": []})
+                           "partitions": [], "topic_authorized_operations": operations})
             continue
         plist = []
         for p, state in sorted(parts.items()):
@@ -133,12 +191,19 @@ def _metadata_response(ctx: BrokerContext, cache: MetadataCache, header: Any, re
                 "offline_replicas": [r for r in state.replicas if r not in live],
             })
         topics.append({"error_code": 0, "name": name, "topic_id": None, "is_internal": is_internal(name),
-                       "partitions": plist})
+                       "partitions": plist, "topic_authorized_operations": operations})
+    cluster_operations = NOT_REQUESTED
+    if 8 <= version <= 10 and req.include_cluster_authorized_operations:
+        cluster_operations = cluster_authorized_operations(ctx, _CLUSTER_OPERATIONS_CHECK)
     body = {"throttle_time": 0, "cluster_id": ctx.cluster_id, "controller_id": cache.controller_id,
             "brokers": [{"node_id": b.id, "host": host, "port": port, "rack": b.rack}
                         for b, host, port in reachable_brokers(cache)],
-            "topics": topics}
+            "topics": topics, "cluster_authorized_operations": cluster_operations}
     return kio_util.encode_response(api_keys.METADATA, version, header.correlation_id, body)
+
+
+def _same(name: str) -> str:
+    return name
 
 
 def reachable_brokers(cache: MetadataCache) -> list[tuple[BrokerInfo, str, int]]:
@@ -150,8 +215,11 @@ def reachable_brokers(cache: MetadataCache) -> list[tuple[BrokerInfo, str, int]]
 
 
 def describe_cluster(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
+    operations = (cluster_authorized_operations(ctx, _DESCRIBE_CLUSTER) if req.include_cluster_authorized_operations
+                  else NOT_REQUESTED)
     body = {"throttle_time": 0, "error_code": 0, "error_message": None, "cluster_id": ctx.cluster_id,
             "controller_id": ctx.metadata.controller_id,
             "brokers": [{"broker_id": b.id, "host": host, "port": port, "rack": b.rack}
-                        for b, host, port in reachable_brokers(ctx.metadata)]}
+                        for b, host, port in reachable_brokers(ctx.metadata)],
+            "cluster_authorized_operations": operations}
     return kio_util.encode_response(api_keys.DESCRIBE_CLUSTER, version, header.correlation_id, body)

@@ -24,6 +24,8 @@ The registry is served on ``/metrics`` by the broker's HTTP server (http_endpoin
 """
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import logging
 import sys
@@ -64,6 +66,7 @@ REQUEST_NAMES: dict[int, str] = {
     19: "CreateTopics", 20: "DeleteTopics", 21: "DeleteRecords", 33: "AlterConfigs", 37: "CreatePartitions",
     44: "IncrementalAlterConfigs", 45: "AlterPartitionReassignments", 46: "ListPartitionReassignments",
     api_keys.DESCRIBE_ACLS: "DescribeAcls", api_keys.CREATE_ACLS: "CreateAcls", api_keys.DELETE_ACLS: "DeleteAcls",
+    api_keys.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas", api_keys.ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
     50: "DescribeUserScramCredentials", 51: "AlterUserScramCredentials",
     api_keys.CONSUMER_GROUP_POSITION: "ConsumerGroupPosition",
     api_keys.PARTITION_LEADER_EPOCHS_FOR_PARTITIONS: "PartitionLeaderEpochsForPartitions",
@@ -164,10 +167,13 @@ class BrokerMetrics:
         text = generate_latest(self.registry if names is None else _Only(self.registry, names))
         return text + b"".join(render(names) for render in self._sections)
 
-    def serve(self, host: str, port: int, state_change_log: Path | None = None) -> ThreadingHTTPServer:
+    def serve(self, host: str, port: int, state_change_log: Path | None = None, *,
+              ssl_context: http_endpoints.TlsContext | None = None,
+              authenticate: http_endpoints.Authenticate | None = None) -> ThreadingHTTPServer:
         """``/metrics`` and ``/state-change-log`` (http_endpoints.py) on daemon threads of
-        their own; OSError when the port cannot be bound."""
-        return http_endpoints.serve(host, port, self.exposition, state_change_log)
+        their own, over TLS and behind a login when given (broker/metrics_security.py); OSError
+        when the port cannot be bound."""
+        return http_endpoints.serve(host, port, self.exposition, state_change_log, ssl_context, authenticate)
 
     def listen_to_controller(self) -> None:
         logger = logging.getLogger(CONTROLLER_TIMING_LOGGER)
@@ -407,6 +413,60 @@ class TransactionsCollector(Collector):
                 if behind > 0:
                     lag.add_metric([p.tp.topic, str(p.tp.partition)], behind)
         yield lag
+
+
+class ClientQuotaCollector(Collector):
+    """Kafka's client quota metrics (broker/client_quotas.py): per meter (user, client-id, a tag
+    the meter is not kept by being "") kafka.server:type=Produce and type=Fetch byte-rate and
+    throttle-time, type=Request request-time and throttle-time, and type=Request
+    exempt-request-time, named as the JMX exporter names them, lowercased:
+    kafka_server_produce_byte_rate{user="alice",client_id="app"}. A meter is there from its
+    client's first request once any quota of its type is set, until an hour after its last.
+    The meters are the event loop's: the scrape's thread has the loop compute them and waits at
+    most ``timeout_s`` (a stalled loop leaves them out of that scrape)."""
+
+    def __init__(self, quota_metrics: Callable[[], Iterable[Any]], loop: asyncio.AbstractEventLoop,
+                 timeout_s: float = 2.0) -> None:
+        self._quota_metrics = quota_metrics
+        self._loop = loop
+        self._timeout_s = timeout_s
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def _on_loop(self) -> list[Any]:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            return list(self._quota_metrics())
+        done: concurrent.futures.Future[list[Any]] = concurrent.futures.Future()
+
+        def compute() -> None:
+            try:
+                done.set_result(list(self._quota_metrics()))
+            except Exception as exc:  # noqa: BLE001 - handed to the scrape's thread
+                done.set_exception(exc)
+
+        self._loop.call_soon_threadsafe(compute)
+        return done.result(timeout=self._timeout_s)
+
+    def collect(self) -> Iterator[Any]:
+        try:
+            metrics = self._on_loop()
+        except Exception as exc:  # noqa: BLE001 - a stalled or closed loop: no quota metrics this scrape
+            log.warning("client quota metrics left out of this scrape: %r", exc)
+            return
+        families: dict[str, GaugeMetricFamily] = {}
+        for metric in metrics:
+            name = f"kafka_server_{metric.group.lower()}_{metric.name.replace('-', '_')}"
+            family = families.get(name)
+            if family is None:
+                family = families[name] = GaugeMetricFamily(
+                    name, metric.description, labels=[tag.replace("-", "_") for tag, _value in metric.tags])
+            family.add_metric([value for _tag, value in metric.tags], metric.value)
+        yield from families.values()
 
 
 class EventLoopCollector(Collector):

@@ -17,6 +17,12 @@ Both are inert for topics without enable.ordered.delivery: such partitions have 
 come back null) and no member asks for their positions. Bytes that are not one of these
 requests close the connection (kafka_apis.py's rule for what is not a Kafka request); a request
 that decodes always gets an answer.
+
+With an authorizer each is authorized as the Kafka API it resembles (security/authorization_table.py):
+ConsumerGroupPosition as Heartbeat (READ on the group, else GROUP_AUTHORIZATION_FAILED),
+PartitionLeaderEpochsForPartitions as a client's OffsetForLeaderEpoch (DESCRIBE on each topic,
+else TOPIC_AUTHORIZATION_FAILED for its partitions and counts, and nothing of it is read),
+DescribeOrderedGroups as DescribeGroups (DESCRIBE on each group).
 """
 from __future__ import annotations
 
@@ -27,12 +33,14 @@ from weakref import WeakKeyDictionary
 
 from odradek.broker.connection import CloseConnection
 from odradek.broker.context import BrokerContext
+from odradek.broker.request_authorization import allowed, denied, refusal, wire
 from odradek.common.metadata import LeaderAndIsr, TopicPartition
 from odradek.coordinator.group.group_coordinator import GroupCoordinator
 from odradek.coordinator.group.group_positions import GroupPositions
 from odradek.protocol import ordered_delivery_api as api
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.kio_util import EncodedResponse
+from odradek.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger("odradek.broker.ordered_delivery_apis")
 
@@ -41,6 +49,11 @@ log = logging.getLogger("odradek.broker.ordered_delivery_apis")
 ZOOKEEPER_READ_TIMEOUT_S = 10.0
 
 _exchanges: WeakKeyDictionary[GroupCoordinator, GroupPositions] = WeakKeyDictionary()
+
+_READ_GROUP = wire(api.API_CONSUMER_GROUP_POSITION).check(AclOperation.READ, ResourceType.GROUP)
+_DESCRIBE_TOPIC = wire(api.API_PARTITION_LEADER_EPOCHS_FOR_PARTITIONS).check(AclOperation.DESCRIBE,
+                                                                              ResourceType.TOPIC)
+_DESCRIBE_GROUP = wire(api.API_DESCRIBE_ORDERED_GROUPS).check(AclOperation.DESCRIBE, ResourceType.GROUP)
 
 
 def positions_of(coordinator: GroupCoordinator) -> GroupPositions:
@@ -59,12 +72,17 @@ def handle(ctx: BrokerContext, frame: memoryview) -> bytes | Awaitable[bytes]:
     except Exception as exc:  # noqa: BLE001 - whatever the bytes, the broker stays up
         raise CloseConnection(f"malformed ordered delivery request: {exc!r}") from None
     if isinstance(request, api.ConsumerGroupPositionRequest):
+        if not allowed(ctx, _READ_GROUP, request.group_id):
+            return _encoded(api_key, version, correlation_id, api.ConsumerGroupPositionResponse(refusal(_READ_GROUP)))
         exchange = _exported(ctx)
         response = exchange.exchange(request, lambda tp: ctx.metadata.partition(tp) is not None)
         return _encoded(api_key, version, correlation_id, response)
     if isinstance(request, api.DescribeOrderedGroupsRequest):
         exchange = _exported(ctx)
-        described = api.DescribeOrderedGroupsResponse({g: exchange.describe(g) for g in request.groups})
+        refused = denied(ctx, _DESCRIBE_GROUP, request.groups)
+        described = api.DescribeOrderedGroupsResponse({
+            g: api.OrderedGroupDescription(refusal(_DESCRIBE_GROUP)) if g in refused else exchange.describe(g)
+            for g in request.groups})
         return _encoded(api_key, version, correlation_id, described)
     return _partition_leader_epochs(ctx, api_key, version, correlation_id, request)
 
@@ -88,15 +106,19 @@ async def _partition_leader_epochs(ctx: BrokerContext, api_key: int, version: in
                                    request: api.PartitionLeaderEpochsForPartitionsRequest) -> bytes:
     answers: dict[TopicPartition, api.PartitionLeaderEpochs] = {}
     known = []
+    refused = denied(ctx, _DESCRIBE_TOPIC, request.topic_names())
     for tp in request.partitions:
-        if ctx.metadata.partition(tp) is None:
+        if tp.topic in refused:
+            answers[tp] = api.PartitionLeaderEpochs(refusal(_DESCRIBE_TOPIC))
+        elif ctx.metadata.partition(tp) is None:
             answers[tp] = api.PartitionLeaderEpochs(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         else:
             known.append(tp)
     if known:
         answers.update(await _read_epochs(ctx, known))
     ordered = {tp: answers[tp] for tp in request.partitions}  # the request's order
-    counts = {topic: _counts(ctx, topic) for topic in request.topic_names()}
+    counts = {topic: api.TopicPartitionCounts(refusal(_DESCRIBE_TOPIC)) if topic in refused else _counts(ctx, topic)
+              for topic in request.topic_names()}
     return _encoded(api_key, version, correlation_id,
                     api.PartitionLeaderEpochsForPartitionsResponse(ordered, counts=counts))
 

@@ -5,6 +5,9 @@ answers NOT_CONTROLLER, as Kafka's do, and the client looks again. AlterPartitio
 is answered once the reassignments are started (onPartitionReassignment's phases U and A), not when
 they complete: a move of gigabytes takes minutes. ListPartitionReassignments shows the
 partitions still moving, with the replicas being added and removed.
+
+With an authorizer, as Kafka: ALTER on the cluster to alter, DESCRIBE to list, else
+CLUSTER_AUTHORIZATION_FAILED (gates KafkaApis runs before these handlers).
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from typing import Any, cast
 
 from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
+from odradek.broker.request_authorization import wire
 from odradek.common.metadata import ReplicaAssignment, TopicPartition
 from odradek.controller.events import (
     AlterPartitionReassignments,
@@ -24,6 +28,12 @@ from odradek.controller.events import (
 )
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import AclOperation, ResourceType
+
+for _key, _operation in ((api_keys.ALTER_PARTITION_REASSIGNMENTS, AclOperation.ALTER),
+                        (api_keys.LIST_PARTITION_REASSIGNMENTS, AclOperation.DESCRIBE)):
+    _wiring = wire(_key)
+    _wiring.requires(_wiring.check(_operation, ResourceType.CLUSTER))
 
 _ERRORS = {
     UnknownPartitionError: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

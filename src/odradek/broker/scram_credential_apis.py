@@ -54,13 +54,13 @@ import weakref
 from typing import Any
 
 from odradek.broker import api_keys
-from odradek.broker.authorization import authorize
 from odradek.broker.context import BrokerContext
 from odradek.broker.dynamic_broker_config import DEFAULT_ENTITY
+from odradek.broker.request_authorization import allowed, wire
 from odradek.common.sanitizer import desanitize, sanitize
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
-from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.security.scram import (
     MAX_ITERATIONS,
     MECHANISM_TYPES,
@@ -88,6 +88,9 @@ NOT_CONTROLLER = "This is not the correct controller for this cluster."
 CLUSTER_AUTHORIZATION_FAILED = "Cluster authorization failed."
 UNKNOWN_SERVER_ERROR = "The server experienced an unexpected error when processing the request."
 
+_DESCRIBE_CLUSTER = wire(api_keys.DESCRIBE_USER_SCRAM_CREDENTIALS).check(AclOperation.DESCRIBE, ResourceType.CLUSTER)
+_ALTER_CLUSTER = wire(api_keys.ALTER_USER_SCRAM_CREDENTIALS).check(AclOperation.ALTER, ResourceType.CLUSTER)
+
 #: (error code, message) of one user's answer
 Outcome = tuple[ErrorCode, str | None]
 OK: Outcome = (ErrorCode.NONE, None)
@@ -97,7 +100,7 @@ OK: Outcome = (ErrorCode.NONE, None)
 
 async def describe_user_scram_credentials(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     names = None if req.users is None else [u.name for u in req.users]
-    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+    if not allowed(ctx, _DESCRIBE_CLUSTER):
         body = describe_error(names, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED)
     else:
         configs = await asyncio.to_thread(_read_described, ctx.zk, names or None)
@@ -192,7 +195,7 @@ def _alter_lock() -> asyncio.Lock:
 async def alter_user_scram_credentials(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     if ctx.metadata.controller_id != ctx.config.broker_id:
         results = alter_error(req, ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER)
-    elif not authorize(ctx, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+    elif not allowed(ctx, _ALTER_CLUSTER):
         results = alter_error(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED)
     else:
         async with _alter_lock():

@@ -43,6 +43,7 @@ from odradek.broker.metrics import (
     TransactionsCollector,
     controller_view,
 )
+from odradek.broker.metrics_security import BASIC, BasicAuthenticator, MetricsSecurity, metrics_security
 from odradek.broker.partition import Partition
 from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.producer_state import AbortedTxn
@@ -70,6 +71,7 @@ from odradek.coordinator.transaction.transaction_state_manager import (
 from odradek.log.log_cleaner import LogCleaner
 from odradek.log.log_dir_lock import LogDirLock
 from odradek.log.log_manager import LogManager
+from odradek.security import ssl_factory
 from odradek.security.scram import ScramCredential
 from odradek.security.ssl_factory import SslConfigError
 from odradek.security.ssl_principal_mapper import principal_for
@@ -164,6 +166,9 @@ class Broker:
         # authorizer.class.name: the ACLs in ZooKeeper, kept current in this broker's authorizer
         self.authorizer = authorizer_from_config(config)
         self.acl_manager = AclManager(self.zk, self.authorizer) if self.authorizer is not None else None
+        # the metrics endpoint's TLS and logins (broker/metrics_security.py), checked before anything starts
+        self.metrics_security: MetricsSecurity | None = (
+            metrics_security(config, self.listeners) if config.metrics_port else None)
         # KIP-253: partitions marked for deletion this broker leads are rolled, then reported
         # to the controller once empty
         self.marked_partitions = MarkedPartitions(self.replica_manager.partitions,
@@ -196,13 +201,18 @@ class Broker:
         metrics.add_collector(ClientQuotaCollector(self.client_quotas.metrics, asyncio.get_running_loop()))
         metrics.add_collector(TransactionsCollector(self.transaction_coordinator.open_transactions,
                                                     lambda: dict(self.transaction_coordinator.aborts), rm.partitions))
+        secured = self.metrics_security
+        assert secured is not None  # made in __init__ with a metrics port
+        authenticate = (BasicAuthenticator(self.credential_cache.lookup, self.authorizer)
+                        if secured.authentication == BASIC else None)
         try:
-            metrics.serve(self.config.host, self.config.metrics_port, self.config.data_dir / "state-change.log")
+            metrics.serve(self.config.host, self.config.metrics_port, self.config.data_dir / "state-change.log",
+                          ssl_context=secured.ssl_context, authenticate=authenticate)
         except OSError as exc:  # refused as a taken listen port is: a broker silently without metrics misleads
             raise OSError(exc.errno, f"cannot serve metrics on {self.config.host}:{self.config.metrics_port} "
                                      f"(metrics.port): {exc.strerror or exc}") from None
         metrics.listen_to_controller()
-        self._metrics_url = f"http://{self.config.host}:{self.config.metrics_port}/metrics"
+        self._metrics_url = f"{secured.scheme}://{self.config.host}:{self.config.metrics_port}/metrics"
         return metrics
 
     def _offsets_partition_count(self) -> int:
@@ -274,6 +284,10 @@ class Broker:
         bind_outgoing_to(cfg.host)
         await asyncio.to_thread(self.zk.start)
         cluster_id = await asyncio.to_thread(self.zk.until_connected, self.zk.get_or_create_cluster_id)
+        if any(s.listener.uses_sasl for s in self.listener_securities):
+            key = await asyncio.to_thread(self.zk.until_connected, self.zk.get_or_create_scram_unknown_user_key)
+            for security in self.listener_securities:
+                security.unknown_user_key = key
         await self._claim_data_dir(cluster_id)
         await self.dynamic_config.startup()  # before any partition: they start with the dynamic defaults
         if self.acl_manager is not None:  # every ACL loaded before the first request is served
@@ -421,6 +435,9 @@ class Broker:
                 if new is not None:
                     security.use_stores(new)
                     log.info("listener %s: reloaded its keystore; new connections get the new certificate", name)
+                    secured = self.metrics_security
+                    if secured is not None and secured.ssl_context is not None and secured.tls_listener == name:
+                        ssl_factory.update_context(secured.ssl_context, new)  # the metrics endpoint's too
             except (SslConfigError, OSError, ssl.SSLError) as exc:
                 log.error("listener %s: keeping its certificate, the replaced store is refused: %s", name, exc)
 

@@ -14,6 +14,11 @@ kio cannot read back the DescribeTransactions that Kafka (and this module) sends
 with no transaction yet: its start time is -1, which kio's reader refuses as a negative
 timestamp. `read_describe_transactions_response` reads it instead (for the tools and the
 fuzzer's oracle).
+
+With an authorizer, as Kafka's KafkaApis: DescribeProducers needs READ on each topic (after its
+name is found legal; else TOPIC_AUTHORIZATION_FAILED on each partition), DescribeTransactions
+DESCRIBE on each transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and shows only
+the topics the principal may DESCRIBE, ListTransactions lists only the ids it may DESCRIBE.
 """
 from __future__ import annotations
 
@@ -23,13 +28,21 @@ from typing import Any, NamedTuple
 from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
 from odradek.broker.partition import Partition
+from odradek.broker.request_authorization import denied, refusal, visible, wire
 from odradek.broker.topic_admin import TopicError, validate_topic_name
 from odradek.common.metadata import TopicPartition
 from odradek.coordinator.transaction.transaction_coordinator import TransactionDescription
 from odradek.protocol import kio_util, schema
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import AclOperation, ResourceType
 
 _EPOCH = datetime.datetime.fromtimestamp(0, datetime.timezone.utc)
+
+_READ_PRODUCERS = wire(api_keys.DESCRIBE_PRODUCERS).check(AclOperation.READ, ResourceType.TOPIC)
+_DESCRIBE_TRANSACTIONS = wire(api_keys.DESCRIBE_TRANSACTIONS)
+_DESCRIBE_ID = _DESCRIBE_TRANSACTIONS.check(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID)
+_DESCRIBE_TXN_TOPIC = _DESCRIBE_TRANSACTIONS.check(AclOperation.DESCRIBE, ResourceType.TOPIC)
+_LIST_ID = wire(api_keys.LIST_TRANSACTIONS).check(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID)
 
 
 def _encode(api_key: int, version: int, header: Any, body: dict[str, Any]) -> bytes:
@@ -40,8 +53,9 @@ def _encode(api_key: int, version: int, header: Any, body: dict[str, Any]) -> by
 
 def describe_producers(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     topics = []
+    refused = denied(ctx, _READ_PRODUCERS, (t.name for t in req.topics))
     for topic in req.topics:
-        error, message = _topic_error(ctx, topic.name)
+        error, message = _topic_error(ctx, topic.name, refused)
         partitions = []
         for index in topic.partition_indexes:
             if error is not None:
@@ -52,12 +66,15 @@ def describe_producers(ctx: BrokerContext, header: Any, req: Any, version: int) 
     return _encode(api_keys.DESCRIBE_PRODUCERS, version, header, {"topics": topics})
 
 
-def _topic_error(ctx: BrokerContext, name: str) -> tuple[ErrorCode | None, str | None]:
-    """Kafka's checks of the topic, before any partition: a legal name, known to the metadata."""
+def _topic_error(ctx: BrokerContext, name: str, refused: frozenset[str]) -> tuple[ErrorCode | None, str | None]:
+    """Kafka's checks of the topic, before any partition: a legal name, READ on it (not in
+    ``refused``), known to the metadata."""
     try:
         validate_topic_name(name)
     except TopicError as exc:
         return exc.code, str(exc)
+    if name in refused:
+        return refusal(_READ_PRODUCERS), None
     if not ctx.metadata.partitions(name):
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
     return None, None
@@ -101,10 +118,11 @@ def list_transactions(ctx: BrokerContext, header: Any, req: Any, version: int) -
     listing = ctx.transaction_coordinator.list_transactions(
         frozenset(int(p) for p in req.producer_id_filters), req.state_filters,
         int(getattr(req, "duration_filter", -1)))
+    shown = visible(ctx, _LIST_ID, listing.transactions, lambda t: t.transactional_id)
     return _encode(api_keys.LIST_TRANSACTIONS, version, header, {
         "error_code": listing.error, "unknown_state_filters": listing.unknown_state_filters,
         "transaction_states": [{"transactional_id": t.transactional_id, "producer_id": t.producer_id,
-                                "transaction_state": t.state.kafka_name} for t in listing.transactions]})
+                                "transaction_state": t.state.kafka_name} for t in shown]})
 
 
 # -- DescribeTransactions (API 65) ----------------------------------------------------------------
@@ -112,8 +130,20 @@ def list_transactions(ctx: BrokerContext, header: Any, req: Any, version: int) -
 def describe_transactions(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     """Each id in request order, described by this broker's coordinator (or its error)."""
     coordinator = ctx.transaction_coordinator
-    states = [_described(coordinator.describe_transaction(t)) for t in req.transactional_ids]
+    refused = denied(ctx, _DESCRIBE_ID, req.transactional_ids)
+    states = [_refused_id(t) if t in refused else _described(coordinator.describe_transaction(t))
+              for t in req.transactional_ids]
+    if ctx.authorizer is not None:  # only the topics the principal may DESCRIBE
+        hidden = denied(ctx, _DESCRIBE_TXN_TOPIC, (topic["topic"] for s in states for topic in s["topics"]))
+        for state in states:
+            state["topics"] = [topic for topic in state["topics"] if topic["topic"] not in hidden]
     return _encode(api_keys.DESCRIBE_TRANSACTIONS, version, header, {"transaction_states": states})
+
+
+def _refused_id(transactional_id: str) -> dict[str, Any]:
+    return {"error_code": refusal(_DESCRIBE_ID), "transactional_id": transactional_id, "transaction_state": "",
+            "transaction_timeout": 0, "transaction_start_time": _EPOCH, "producer_id": 0, "producer_epoch": 0,
+            "topics": []}
 
 
 def _described(d: TransactionDescription) -> dict[str, Any]:

@@ -5,6 +5,12 @@ AddOffsetsToTxn and EndTxn.
 Requests become calls on the TransactionCoordinator (coordinator/transaction/) and its answers
 responses for the version the client asked; the rules live there, this module only
 translates, as group_apis.py does for groups.
+
+With an authorizer, as Kafka's KafkaApis: a producer needs WRITE on its transactional id for
+each of them (AddOffsetsToTxn READ on the group too); AddPartitionsToTxn v0-3 WRITE on each
+topic, where internal topics are always denied and, while any partition is, the others answer
+OPERATION_NOT_ATTEMPTED; v4 comes from partition leaders and needs CLUSTER_ACTION on the
+cluster. The request-wide checks are gates, which KafkaApis runs before these handlers.
 """
 from __future__ import annotations
 
@@ -13,12 +19,28 @@ from typing import Any
 from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
 from odradek.broker.partition_existence import NotKnownYet, unknown_partitions
+from odradek.broker.request_authorization import denied, wire
+from odradek.common.internal_topics import is_internal
 from odradek.common.metadata import TopicPartition
 from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC
 from odradek.coordinator.partitioning import partition_for
 from odradek.coordinator.transaction.transaction_metadata import ProducerIdAndEpoch
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+
+_WRITE, _TXN = AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID
+_ADD_PARTITIONS = wire(api_keys.ADD_PARTITIONS_TO_TXN)
+_ADD_PARTITIONS.requires(_ADD_PARTITIONS.check(_WRITE, _TXN),
+                         lambda req, version: req.v3_and_below_transactional_id if version <= 3 else None)
+_ADD_PARTITIONS.requires(_ADD_PARTITIONS.check(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER),
+                         lambda _req, version: None if version <= 3 else CLUSTER_NAME)
+_ADD_TOPIC = _ADD_PARTITIONS.check(_WRITE, ResourceType.TOPIC)
+_ADD_OFFSETS = wire(api_keys.ADD_OFFSETS_TO_TXN)
+_ADD_OFFSETS.requires(_ADD_OFFSETS.check(_WRITE, _TXN), lambda req, _version: req.transactional_id)
+_ADD_OFFSETS.requires(_ADD_OFFSETS.check(AclOperation.READ, ResourceType.GROUP), lambda req, _version: req.group_id)
+_END_TXN = wire(api_keys.END_TXN)
+_END_TXN.requires(_END_TXN.check(_WRITE, _TXN), lambda req, _version: req.transactional_id)
 
 
 def _encode(api_key: int, version: int, header: Any, body: dict[str, Any]) -> bytes:
@@ -69,17 +91,20 @@ async def _add_partitions(ctx: BrokerContext, transactional_id: str, producer_id
                           topics: Any, verify_only: bool, version: int) -> list[dict[str, Any]]:
     """Per topic, per partition answers. As Kafka's handleAddPartitionToTransactionRequest: if
     any topic is unknown, those partitions answer UNKNOWN_TOPIC_OR_PARTITION and the others
-    OPERATION_NOT_ATTEMPTED, and nothing is added. ``verify_only`` (v4, from a partition
+    OPERATION_NOT_ATTEMPTED, and nothing is added; so too a topic the producer may not WRITE
+    (v0-3, with an authorizer: TOPIC_AUTHORIZATION_FAILED). ``verify_only`` (v4, from a partition
     leader): only check that each partition is in the open transaction (KIP-890)."""
     partitions = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
+    refused = _unauthorized(ctx, partitions) if version <= 3 and ctx.authorizer is not None else set()
     try:
-        unknown = await unknown_partitions(ctx, partitions)
+        unknown = await unknown_partitions(ctx, [tp for tp in partitions if tp.topic not in refused])
     except NotKnownYet:  # retriable: the coordinator is as good as still loading
         return _by_topic(dict.fromkeys(partitions, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
     coordinator = ctx.transaction_coordinator
     errors: dict[TopicPartition, ErrorCode]
-    if unknown:
-        errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+    if unknown or refused:
+        errors = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp.topic in refused
+                  else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
                   for tp in partitions}
     elif verify_only:
         errors = {tp: coordinator.verify_partition(transactional_id, producer_id, producer_epoch, tp)
@@ -88,6 +113,13 @@ async def _add_partitions(ctx: BrokerContext, transactional_id: str, producer_id
         error = await coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions)
         errors = dict.fromkeys(partitions, _fenced(error, version, 2))
     return _by_topic(errors)
+
+
+def _unauthorized(ctx: BrokerContext, partitions: list[TopicPartition]) -> set[str]:
+    """The topics a producer may not add to its transaction: those it may not WRITE, and
+    internal topics always (Kafka filters them out before it asks the authorizer)."""
+    internal = {tp.topic for tp in partitions if is_internal(tp.topic)}
+    return internal | denied(ctx, _ADD_TOPIC, (tp.topic for tp in partitions if tp.topic not in internal))
 
 
 def _by_topic(errors: dict[TopicPartition, ErrorCode]) -> list[dict[str, Any]]:

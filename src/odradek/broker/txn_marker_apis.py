@@ -15,6 +15,10 @@ harmless, a transaction ends once.
 Once a marker is on a `__consumer_offsets` partition, the group coordinator settles the offsets
 the producer committed in the transaction (GroupCoordinator.handle_txn_completion). Errors are
 answered per partition, grouped by producer id as Kafka's response map is.
+
+With an authorizer only a principal with CLUSTER_ACTION on the cluster (a broker) may send it,
+as in Kafka 3.7; any other is answered CLUSTER_AUTHORIZATION_FAILED on every partition (a gate
+KafkaApis runs before this handler).
 """
 from __future__ import annotations
 
@@ -26,14 +30,19 @@ from odradek.broker import api_keys
 from odradek.broker.context import BrokerContext
 from odradek.broker.partition import Partition
 from odradek.broker.producer_state import ProducerStateError
+from odradek.broker.request_authorization import wire
 from odradek.common.errors import NotLeaderError
 from odradek.common.metadata import TopicPartition
 from odradek.coordinator.group.group_metadata_manager import OFFSETS_TOPIC
 from odradek.log.errors import CorruptRecordError
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import AclOperation, ResourceType
 
 log = logging.getLogger("odradek.broker.txn_marker_apis")
+
+_WRITE_TXN_MARKERS = wire(api_keys.WRITE_TXN_MARKERS)
+_WRITE_TXN_MARKERS.requires(_WRITE_TXN_MARKERS.check(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER))
 
 #: how long a marker waits for the ISR (Kafka's request.timeout.ms, its delayed produce's timeout)
 MARKER_ACKS_TIMEOUT_MS = 30_000

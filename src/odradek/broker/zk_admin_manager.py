@@ -7,6 +7,11 @@ The accepted resources are written together, each with its change notification, 
 ZooKeeper multi (zk/admin_zk_client.py), which also checks that each topic exists; the brokers
 apply them when the notification reaches them (dynamic_config_manager.py). validate_only
 checks everything and writes nothing.
+
+With an authorizer, as Kafka's KafkaApis: a topic needs ALTER_CONFIGS on it (else
+TOPIC_AUTHORIZATION_FAILED), a broker ALTER_CONFIGS on the cluster (else
+CLUSTER_AUTHORIZATION_FAILED; IncrementalAlterConfigs checks broker loggers so too), before
+anything else about the resource is looked at; a denied resource is not written.
 """
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ import asyncio
 from typing import Any, Callable
 
 from odradek.broker import api_keys
-from odradek.broker.config_helper import BROKER_RESOURCE, TOPIC_RESOURCE
+from odradek.broker.config_helper import BROKER_LOGGER_RESOURCE, BROKER_RESOURCE, TOPIC_RESOURCE, unauthorized_resources
 from odradek.broker.context import BrokerContext
 from odradek.broker.dynamic_broker_config import (
     DEFAULT_ENTITY,
@@ -22,16 +27,28 @@ from odradek.broker.dynamic_broker_config import (
     config_type,
     validate_broker_config,
 )
+from odradek.broker.request_authorization import wire
 from odradek.broker.topic_admin import TOPIC_CONFIG_DEFAULTS, TopicError, validate_configs, validate_topic_name
 from odradek.broker.topic_config_synonyms import LIST
 from odradek.protocol import kio_util
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import AclOperation, ResourceType
+from odradek.security.authorization_table import Check
 from odradek.zk import admin_zk_client as azk
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OPERATIONS = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 Entity = tuple[str, str]  # (azk.TOPICS or azk.BROKERS, name)
+
+_ALTER_CONFIGS, _INCREMENTAL = wire(api_keys.ALTER_CONFIGS), wire(api_keys.INCREMENTAL_ALTER_CONFIGS)
+#: (the cluster's check for broker resources, the topics' check) of each API
+_CHECKS: dict[int, tuple[Check, Check]] = {
+    api_keys.ALTER_CONFIGS: (_ALTER_CONFIGS.check(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER),
+                             _ALTER_CONFIGS.check(AclOperation.ALTER_CONFIGS, ResourceType.TOPIC)),
+    api_keys.INCREMENTAL_ALTER_CONFIGS: (_INCREMENTAL.check(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER),
+                                         _INCREMENTAL.check(AclOperation.ALTER_CONFIGS, ResourceType.TOPIC)),
+}
 
 
 def _entity(ctx: BrokerContext, res: Any) -> Entity:
@@ -102,24 +119,30 @@ async def alter_configs(ctx: BrokerContext, header: Any, req: Any, version: int)
         _no_duplicates([c.name for c in res.configs])
         return _validate(entity, {c.name: c.value for c in res.configs})
 
-    results = await _alter(ctx, req, replace, read_current=False)
+    results = await _alter(ctx, req, replace, read_current=False, api_key=api_keys.ALTER_CONFIGS)
     return kio_util.encode_response(api_keys.ALTER_CONFIGS, version, header.correlation_id,
                                     {"throttle_time": 0, "responses": results})
 
 
 async def incremental_alter_configs(ctx: BrokerContext, header: Any, req: Any, version: int) -> bytes:
     results = await _alter(ctx, req, lambda entity, current, res: _incremental(entity, current, res.configs),
-                           read_current=True)
+                           read_current=True, api_key=api_keys.INCREMENTAL_ALTER_CONFIGS)
     return kio_util.encode_response(api_keys.INCREMENTAL_ALTER_CONFIGS, version, header.correlation_id,
                                     {"throttle_time": 0, "responses": results})
 
 
 async def _alter(ctx: BrokerContext, req: Any,
                  new_config: Callable[[Entity, dict[str, str], Any], dict[str, str]],
-                 read_current: bool) -> list[dict[str, Any]]:
-    errors: dict[int, tuple[int, str]] = {}
+                 read_current: bool, api_key: int) -> list[dict[str, Any]]:
+    errors: dict[int, tuple[int, str | None]] = {}
+    # AlterConfigs knows no broker loggers (refused below as an unsupported type)
+    broker_types = (BROKER_RESOURCE,) if api_key == api_keys.ALTER_CONFIGS else (BROKER_RESOURCE, BROKER_LOGGER_RESOURCE)
+    unauthorized = unauthorized_resources(ctx, req.resources, *_CHECKS[api_key], broker_types)
+    errors.update((i, (code, None)) for i, code in unauthorized.items())
     entities: dict[int, Entity] = {}
     for i, res in enumerate(req.resources):
+        if i in errors:
+            continue
         try:
             entities[i] = _entity(ctx, res)
         except TopicError as exc:

@@ -98,6 +98,14 @@ def add_commands(sub: Any) -> None:
     ui.add_argument("--host", default="127.0.0.1", help="address to serve the dashboard on")
     ui.add_argument("--port", type=port_or_zero_arg, default=8080, help="port to serve the dashboard on")
     ui.add_argument("--interval-s", type=seconds_arg, default=1.0, help="how often ZooKeeper is read")
+    ui.add_argument("--command-config", type=Path, metavar="FILE",
+                    help="client security settings, as Kafka's tools take them (default: --data-dir's "
+                         "security/admin.properties when the cluster is secured); with SASL settings the dashboard "
+                         "serves HTTPS to the cluster's users only, and reads the brokers' metrics with that login")
+    ui.add_argument("--tls-cert", type=Path, metavar="FILE",
+                    help="the dashboard's certificate chain (PEM) for HTTPS (default on a secured cluster of "
+                         "`odradek up --secure`: the brokers' keystore in its data dir)")
+    ui.add_argument("--tls-key", type=Path, metavar="FILE", help="the key of --tls-cert (default: in its file)")
     ui.set_defaults(func=cmd_ui)
 
 
@@ -242,6 +250,9 @@ def _broker_processes(cluster: LocalCluster) -> dict[int, Any]:
 
 
 def cmd_ui(args: argparse.Namespace) -> None:
+    from odradek.cli.bootstrap import use_command_config
+    from odradek.client import client_config
+    from odradek.ui.access import AccessError, dashboard_access
     from odradek.ui.poller import ClusterSource, source_from_data_dir
     from odradek.ui.server import serve
 
@@ -249,4 +260,9 @@ def cmd_ui(args: argparse.Namespace) -> None:
         source = source_from_data_dir(args.data_dir, args.bootstrap_server)
     else:
         source = ClusterSource(args.zookeeper or "127.0.0.1:2181", args.bootstrap_server)
-    serve(source, args.host, args.port, args.interval_s)
+    use_command_config(argparse.Namespace(command_config=args.command_config, cluster_dir=args.data_dir))
+    try:
+        access = dashboard_access(client_config.security(), args.data_dir, args.tls_cert, args.tls_key)
+    except AccessError as exc:
+        raise UserError(f"ui: {exc}") from None
+    serve(source, args.host, args.port, args.interval_s, access)

@@ -10,6 +10,7 @@ import odradek.cli.cluster_commands as cluster_commands
 import odradek.cli.configs as configs
 import odradek.cli.groups as groups
 import odradek.cli.log_dirs as log_dirs
+import odradek.cli.quotas as quotas
 import odradek.cli.reassign as reassign
 import odradek.cli.records as records
 import odradek.cli.topics as topics
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     transactions.add_commands(sub)
     acls.add_commands(sub)
     users.add_commands(sub)
+    quotas.add_commands(sub)
     bench.add_commands(sub)
 
     cp = sub.add_parser("completion", help="print the shell code that completes odradek's commands and "

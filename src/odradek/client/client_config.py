@@ -50,6 +50,12 @@ def use(settings: dict[str, str]) -> None:
     _settings, _security = dict(settings), security
 
 
+def settings() -> dict[str, str]:
+    """The process's client settings as given to ``use`` (empty: none), for a child process
+    that must connect as this one does."""
+    return dict(_settings)
+
+
 def security() -> ClientSecurity:
     """How odradek's own connections reach brokers (TLS, SASL), PLAINTEXT by default."""
     return _security

@@ -59,8 +59,8 @@ class ClusterSpec:
         """``quorum_peers``: the ensemble's recorded addresses (ClusterSpec.load); without
         them a new ensemble gets free quorum and election ports. With ``metrics_base_port``
         broker i serves Prometheus metrics on metrics_base_port + i - 1. ``secure``: TLS, SASL,
-        ACLs and an authenticated ZooKeeper (cluster/secure_setup.py); this process's clients
-        then use the cluster's admin settings."""
+        ACLs and an authenticated ZooKeeper (cluster/secure_setup.py), the metrics over HTTPS
+        with HTTP Basic logins; this process's clients then use the cluster's admin settings."""
         if brokers < 1:
             raise ClusterError("a cluster needs at least one broker")
         if zookeeper_nodes < 1:
@@ -83,9 +83,6 @@ class ClusterSpec:
         self.broker_args = dict(broker_args or {})
         self.metrics_base_port = metrics_base_port
         self.secure = secure
-        if secure and metrics_base_port is not None:
-            raise ClusterError("--metrics-base-port: the metrics endpoint has no TLS or login yet, so a secured "
-                               "cluster serves none")
         self.security: SecureCluster | None = None
         if secure:
             self.security = secure_setup.load(self.data_dir) or secure_setup.prepare(self.data_dir, host)
@@ -149,8 +146,8 @@ class ClusterSpec:
             brokers, base_port = int(flags["brokers"]), int(flags.get("base_port", 9092))
             metrics = flags.get("metrics_base_port")
             secure = bool(flags.get("secure", False))
-            if metrics is None:  # the default, where it fits below 65536 (none for a secured cluster, see __init__)
-                metrics = base_port + 1000 if base_port + 1000 + brokers <= 65536 and not secure else 0
+            if metrics is None:  # the default, where it fits below 65536
+                metrics = base_port + 1000 if base_port + 1000 + brokers <= 65536 else 0
             return cls(Path(data_dir), brokers, base_port=base_port, zk_port=int(flags.get("zk_port", 2181)),
                        zookeeper=flags.get("zookeeper"), host=str(flags.get("host", "127.0.0.1")),
                        zookeeper_nodes=int(flags.get("zookeeper_nodes", 1)), metrics_base_port=int(metrics) or None,
@@ -214,10 +211,12 @@ class ClusterSpec:
         return self.base_port + broker_id - 1
 
     def metrics_url(self, broker_id: int) -> str | None:
-        """Where broker `broker_id` serves Prometheus metrics, if it does."""
+        """Where broker `broker_id` serves Prometheus metrics, if it does (over HTTPS, behind a
+        login, on a secured cluster: broker/metrics_security.py)."""
         if self.metrics_base_port is None:
             return None
-        return f"http://{self.host}:{self.metrics_base_port + broker_id - 1}/metrics"
+        scheme = "https" if self.secure else "http"
+        return f"{scheme}://{self.host}:{self.metrics_base_port + broker_id - 1}/metrics"
 
     def broker_dir(self, broker_id: int) -> Path:
         return self.data_dir / f"broker-{broker_id}"

@@ -7,7 +7,10 @@ from dataclasses import dataclass, field
 #: outcomes a frame can have; the last four are findings
 OUTCOMES = ("answered-with-error", "answered-without-error", "no-response (acks=0)", "closed",
             "incomplete (waits for more bytes)", "crash", "hang", "malformed-response", "state-changed")
-FAILURES = ("crash", "hang", "malformed-response", "state-changed")
+#: the SASL fuzzer's own findings (sasl_driver.py): a request served to a connection that had not
+#: authenticated (or as another principal), and a correct login refused
+SASL_FAILURES = ("auth-bypass", "login-refused")
+FAILURES = ("crash", "hang", "malformed-response", "state-changed") + SASL_FAILURES
 
 
 @dataclass
@@ -71,7 +74,8 @@ class Report:
     def summary(self, title: str) -> str:
         lines = [f"{title}: {self.frames:,} frames in {self.cases:,} cases, {self.seconds:.1f} s"]
         lines.append("  frames by kind: " + ", ".join(f"{k} {n:,}" for k, n in sorted(self.kinds.items())))
-        lines.append("  outcomes: " + ", ".join(f"{k} {self.outcomes[k]:,}" for k in OUTCOMES))
+        shown = OUTCOMES + tuple(k for k in SASL_FAILURES if k in self.outcomes)
+        lines.append("  outcomes: " + ", ".join(f"{k} {self.outcomes[k]:,}" for k in shown))
         if self.writes:
             lines.append("  counted apart: " + ", ".join(f"{k} {n:,}" for k, n in sorted(self.writes.items())))
         lines.append(f"  findings: {len(self.findings)}")

@@ -130,6 +130,8 @@ class Walker:
             return self.records()
         if kind == "bytes":  # group protocol metadata and assignments: opaque to the broker
             return bytes(self.c.integer(0, 255) for _ in range(self.c.integer(0, 24)))
+        if kind == "float64":  # client quota values: byte rates, percentages, and what no quota can be
+            return self.c.pick([0.0, 1.0, 1.5, 1048576.0, 200.0, -1.0, 1e300, float("nan"), float("inf")])
         raise ValueError(f"no generator for kafka type {kind!r}")
 
     def entity(self, cls: type, depth: int = 0) -> Any:

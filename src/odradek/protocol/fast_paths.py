@@ -57,9 +57,10 @@ def _frame(parts: list[bytes | memoryview]) -> list[bytes | memoryview]:
 
 def produce_response(version: int, correlation_id: int,
                      topics: Sequence[tuple[str, Sequence[ProducePartition]]],
-                     messages: Mapping[tuple[str, int], str] | None = None) -> bytes:
+                     messages: Mapping[tuple[str, int], str] | None = None, throttle_time_ms: int = 0) -> bytes:
     """ProduceResponse v3-v9 with its header and size prefix; ``messages`` the ErrorMessage
-    (v8+, KIP-467) of a partition whose error needs words, by (topic, partition)."""
+    (v8+, KIP-467) of a partition whose error needs words, by (topic, partition);
+    ``throttle_time_ms`` how long a client quota throttles the client."""
     flexible = version >= 9
     out: list[bytes | memoryview] = [b"", _I32.pack(correlation_id) + (b"\0" if flexible else b"")]
     out.append(_count(len(topics), flexible))
@@ -81,21 +82,22 @@ def produce_response(version: int, correlation_id: int,
                 out.append(b"\0")
         if flexible:
             out.append(b"\0")
-    out.append(_I32.pack(0))  # throttle time
+    out.append(_I32.pack(throttle_time_ms))
     if flexible:
         out.append(b"\0")
     return b"".join(_frame(out))
 
 
 def fetch_response(version: int, correlation_id: int, topics: Iterable[tuple[str, Sequence[FetchPartition]]],
-                   error_code: int = 0, session_id: int = 0) -> list[bytes | memoryview]:
-    """FetchResponse v4-v12 as buffers for writelines; record data is referenced, not copied."""
+                   error_code: int = 0, session_id: int = 0, throttle_time_ms: int = 0) -> list[bytes | memoryview]:
+    """FetchResponse v4-v12 as buffers for writelines; record data is referenced, not copied;
+    ``throttle_time_ms`` how long a client quota throttles the client."""
     flexible = version >= 12
     topics = list(topics)
     head = bytearray(_I32.pack(correlation_id))
     if flexible:
         head += b"\0"
-    head += _I32.pack(0)  # throttle time
+    head += _I32.pack(throttle_time_ms)
     if version >= 7:
         head += _I16.pack(error_code) + _I32.pack(session_id)
     head += _count(len(topics), flexible)

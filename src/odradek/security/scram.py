@@ -154,6 +154,19 @@ def credential_from_salted_password(mechanism: str, salt: bytes, salted: bytes, 
     return ScramCredential(salt, stored_key, _hmac(hash_name, salted, b"Server Key"), iterations)
 
 
+def password_matches(mechanism: str, credential: ScramCredential, password: str) -> bool:
+    """Whether ``password`` is the one ``credential`` was made from: the stored key of its salted
+    password (Hi(password, salt, i), then H(HMAC(salted, "Client Key"))) compared in constant time
+    (for logins that carry the password itself, as HTTP Basic authentication does). False for a
+    credential outside Kafka's iteration bounds, which a SCRAM exchange refuses too."""
+    if not MIN_ITERATIONS <= credential.iterations <= MAX_ITERATIONS:
+        return False
+    hash_name = _hash_name(mechanism)
+    salted = hashlib.pbkdf2_hmac(hash_name, password.encode(), credential.salt, credential.iterations)
+    stored_key = hashlib.new(hash_name, _hmac(hash_name, salted, b"Client Key")).digest()
+    return hmac.compare_digest(stored_key, credential.stored_key)
+
+
 def credential_to_string(credential: ScramCredential) -> str:
     """ScramCredentialUtils.credentialToString: the value of a user's ``SCRAM-SHA-256`` (or -512)
     key in ZooKeeper's /config/users/<user>, the form Kafka's brokers and kafka-configs read."""
@@ -381,7 +394,11 @@ class ScramSaslServer(SaslServer):
         assert first is not None and credential is not None
         if final.channel_binding != first.gs2_header.encode():
             raise _Refusal("c= does not carry the gs2 header of the client-first message")
-        if not hmac.compare_digest(final.nonce.encode(), self._nonce.encode()):
+        # the nonce must end with the one the server-first gave: librdkafka before 2.6.1 puts
+        # its own nonce in front of it again, which Apache Kafka accepts from 3.8.1 on
+        # (librdkafka #4895); the proof is checked over the client's text as it sent it
+        given, expected = final.nonce.encode(), self._nonce.encode()
+        if len(given) < len(expected) or not hmac.compare_digest(given[len(given) - len(expected):], expected):
             raise _Refusal("invalid nonce in the client-final message")
         auth_message = f"{first.bare},{self._server_first},{final.without_proof}".encode()
         signature = _hmac(self._hash, credential.stored_key, auth_message)

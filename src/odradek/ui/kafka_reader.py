@@ -18,7 +18,9 @@ leaves with os._exit when the dashboard closes its stdin. Each request carries l
 request_timeout (GroupAdmin), so it ends on its own; a round that would still run past its
 budget stops describing groups, and a child silent past that is killed and replaced.
 
-The protocol is one JSON line each way per round on the child's stdin and stdout.
+The protocol is one JSON line each way per round on the child's stdin and stdout; a request
+carries the server's client security settings (client_config, over the pipe, never on a command
+line), which the child's clients connect with.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ import time
 from typing import IO, Any
 
 from odradek.admin.errors import AdminError
+from odradek.client import client_config
 
 #: consumer groups described per round (each costs a DescribeGroups, OffsetFetch and ListOffsets)
 MAX_GROUPS = 50
@@ -92,8 +95,8 @@ class GroupReader:
             killer.start()
             try:
                 assert proc.stdin is not None and proc.stdout is not None
-                proc.stdin.write(json.dumps({"bootstrap": bootstrap, "timeout": timeout, "budget": budget}).encode()
-                                 + b"\n")
+                proc.stdin.write(json.dumps({"bootstrap": bootstrap, "timeout": timeout, "budget": budget,
+                                             "settings": client_config.settings()}).encode() + b"\n")
                 proc.stdin.flush()
                 line = proc.stdout.readline()
             except (OSError, ValueError):  # its stdin closed under us: it died, or the server is stopping
@@ -158,10 +161,15 @@ def main() -> None:
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # anything else printed goes to stderr, not into the replies
     clients: dict[str, Any] = {}
+    retired: list[Any] = []
     for line in sys.stdin.buffer:
         request = json.loads(line)
         bootstrap, timeout = request["bootstrap"], float(request["timeout"])
         try:
+            if request.get("settings") and request["settings"] != client_config.settings():
+                client_config.use(request["settings"])
+                retired.extend(clients.values())  # made with other settings, kept: never destroyed (module doc)
+                clients.clear()
             if bootstrap not in clients:
                 clients[bootstrap] = admin_client(bootstrap)
             reply: dict[str, Any] = {"groups": read_groups(GroupAdmin(bootstrap, timeout, clients[bootstrap]),

@@ -37,6 +37,9 @@ State-change logs and metrics need no files: each broker registers where it serv
 serves its state-change log's tail (/state-change-log, broker/http_endpoints.py). With a data directory
 the logs are still read from the files (read_log_chunk, the same reader the broker's route
 uses): they work for brokers without a metrics port and keep a dead broker's log readable.
+On a secured cluster both are HTTPS behind a login (broker/metrics_security.py): they are read
+with the process's client settings, the CA of ssl.ca.location and an HTTP Basic login of
+sasl.username / sasl.password (client/metrics_http.py).
 """
 from __future__ import annotations
 
@@ -61,9 +64,11 @@ from odradek.admin import reassign_client
 from odradek.admin.errors import ClusterError
 from odradek.admin.zookeeper import collect_data, connect_zk
 from odradek.broker.state_change_log_reader import LogChunk, read_log_chunk
+from odradek.client import client_config, metrics_http
 from odradek.cluster.cluster_spec import read_pid
 from odradek.cluster.local_cluster import LocalCluster, pid_alive
 from odradek.common.metadata import TopicPartition
+from odradek.security.client_security import ClientSecurity
 from odradek.ui import model, plain_words
 from odradek.ui.kafka_reader import ROUND_TIMEOUTS, GroupReader
 from odradek.ui.plain_words import ZooKeeperSilent
@@ -307,8 +312,11 @@ class Poller:
                 "errors")
 
     def __init__(self, source: ClusterSource, zk_interval: float = 1.0, kafka_interval: float = 3.0,
-                 metrics_interval: float = 2.0, timeout: float = 5.0) -> None:
+                 metrics_interval: float = 2.0, timeout: float = 5.0, security: ClientSecurity | None = None) -> None:
+        """``security``: how the brokers' metrics endpoints are read (their CA and login; the
+        process's client settings by default)."""
         self.source = source
+        self.security = security or client_config.security()
         self.zk_interval, self.kafka_interval, self.metrics_interval = zk_interval, kafka_interval, metrics_interval
         self.timeout = timeout
         self.sections: dict[str, str] = {}  # name -> JSON, the last value published
@@ -521,7 +529,8 @@ class Poller:
             query = {"max_bytes": str(TAIL_START_BYTES), **({} if offset is None else {"offset": str(offset)})}
             assert self._http is not None  # start() made it before starting this loop
             try:
-                async with self._http.get(url, params=query, timeout=self._http_timeout()) as response:
+                async with self._http.get(url, params=query, timeout=self._http_timeout(),
+                                          **self._http_options(url)) as response:
                     response.raise_for_status()
                     body = await response.json()
                 return LogChunk(int(body["start"]), int(body["next_offset"]), int(body["size"]),
@@ -545,8 +554,18 @@ class Poller:
                 raise StateChangeLogUnread("; ".join(failed))
         await self._guarded("state_change_log", read())
 
+    def _http_options(self, url: str) -> dict[str, Any]:
+        """The CA and login a request to a broker's metrics endpoint is made with."""
+        context = metrics_http.tls_context(self.security)
+        return {"headers": metrics_http.headers_for(url, self.security),
+                "ssl": context if context is not None else True}
+
     def _http_timeout(self) -> aiohttp.ClientTimeout:
         return aiohttp.ClientTimeout(total=min(self.timeout, self.metrics_interval * 2))
+
+    def bootstrap(self) -> str | None:
+        """The brokers to ask (the dashboard's logins are checked with one of them)."""
+        return self._bootstrap()
 
     def _bootstrap(self) -> str | None:
         """--bootstrap-server, else the live brokers ZooKeeper lists."""
@@ -627,7 +646,8 @@ class Poller:
         async def one(broker: int, url: str) -> str | None:
             assert self._http is not None  # start() made it before starting this loop
             try:
-                async with self._http.get(url, params=only, timeout=self._http_timeout()) as response:
+                async with self._http.get(url, params=only, timeout=self._http_timeout(),
+                                          **self._http_options(url)) as response:
                     response.raise_for_status()
                     text = await response.text()
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:

@@ -24,8 +24,11 @@ from odradek.zk import paths
 log = logging.getLogger("odradek.zk.admin")
 
 TOPICS, BROKERS = "topics", "brokers"
-#: /config/users/<sanitized user>: SCRAM credentials (KIP-554) and the user's quotas
+#: /config/users/<sanitized user>: SCRAM credentials (KIP-554) and the user's quotas; a user's
+#: per-client-id quotas below it, /config/users/<user>/clients/<sanitized client-id>
 USERS = "users"
+#: /config/clients/<sanitized client-id>: client-id quotas (KIP-13); also the child type of USERS
+CLIENTS = "clients"
 CONFIG_CHANGE_PREFIX = "config_change_"
 #: Kafka's ZkConfigManager changeExpirationMs: notifications older than this are deleted
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000
@@ -113,6 +116,75 @@ def _change_entity_configs(kz: Any, changes: dict[tuple[str, str], dict[str, str
         if not isinstance(failures[0], (BadVersionError, NodeExistsError)):
             raise failures[0]
     raise RuntimeError(f"configs of {sorted(changes)} changed concurrently {retries} times; try again")
+
+
+#: the entity configs ``update_entity_configs`` reads and writes, by (entity type, name)
+EntityConfigs = dict[tuple[str, str], dict[str, str]]
+
+
+def update_entity_configs(kz: Any, keys: list[tuple[str, str]], update: Callable[[EntityConfigs], EntityConfigs],
+                          validate_only: bool = False, acl_for: Callable[[str], list[ACL]] | None = None,
+                          retries: int = 5) -> EntityConfigs:
+    """Read the configs of the entities ``keys`` names (pipelined; {} for one without a node),
+    let ``update`` compute the new configs of those that change from them, and write those in
+    one multi, each with its change notification, each conditional on the version read (none
+    with validate_only). A concurrent writer of one of them (another broker, the SCRAM APIs)
+    makes us read and call ``update`` again, so keys this change does not name are never lost
+    to a write we did not see. An entity below another (users/<user>/clients/<id>) gets its
+    missing parents created in the same multi: the user's node with an empty config (as Kafka
+    writes an entity without configs), the clients node without data. Returns what was written
+    (what would be, with validate_only); ``update`` may raise to write nothing."""
+    for _ in range(retries):
+        reads = {key: kz.get_async(entity_path(*key)) for key in keys}
+        current: EntityConfigs = {}
+        versions: dict[tuple[str, str], int | None] = {}
+        for key, result in reads.items():
+            try:
+                data, stat = result.get()
+            except NoNodeError:
+                current[key], versions[key] = {}, None
+            else:
+                current[key], versions[key] = paths.decode_topic_config(data), stat.version
+        changes = update({key: dict(config) for key, config in current.items()})
+        if not changes or validate_only:
+            return changes
+        writes = {entity_path(*key): (paths.encode_topic_config(config), versions.get(key))
+                   for key, config in changes.items()}
+        for path, data in _missing_parents(kz, [key for key in changes if versions.get(key) is None]):
+            writes.setdefault(path, (data, None))  # a parent that is itself written is created as such
+        tx = kz.transaction()
+        for path in sorted(writes, key=lambda p: p.count("/")):  # parents first
+            data, version = writes[path]
+            if version is None:
+                tx.create(path, data, acl=acl_for(path) if acl_for else None)
+            else:
+                tx.set_data(path, data, version)
+        notification = f"{paths.CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}"
+        for entity_type, name in changes:
+            tx.create(notification, encode_notification(entity_type, name),
+                      acl=acl_for(notification) if acl_for else None, sequence=True)
+        results = tx.commit()
+        failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if not failures:
+            return changes
+        if not isinstance(failures[0], (BadVersionError, NodeExistsError, NoNodeError)):
+            raise failures[0]
+    raise RuntimeError(f"configs of {sorted(keys)} changed concurrently {retries} times; try again")
+
+
+def _missing_parents(kz: Any, keys: list[tuple[str, str]]) -> list[tuple[str, bytes]]:
+    """The znodes between /config/<type> and each nested entity (``users/alice/clients/app``:
+    /config/users/alice, /config/users/alice/clients) that do not exist, parents first, with
+    the data each is created with."""
+    wanted: dict[str, bytes] = {}
+    for entity_type, name in keys:
+        parts = name.split("/")
+        for depth in range(1, len(parts)):
+            path = entity_path(entity_type, "/".join(parts[:depth]))
+            # an entity's node (odd depth: users/<user>) holds a config; the type below it none
+            wanted.setdefault(path, paths.encode_topic_config({}) if depth % 2 else b"")
+    exists = {path: kz.exists_async(path) for path in wanted}
+    return [(path, data) for path, data in wanted.items() if exists[path].get() is None]
 
 
 def config_changes(kz: Any) -> list[str]:

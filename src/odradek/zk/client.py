@@ -31,6 +31,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import logging
+import os
 import threading
 import time
 import uuid
@@ -606,6 +607,28 @@ class KafkaZkClient:
         except NoNodeError:
             return []
 
+    def get_child_entity_names(self, entity_type: str, parents: Iterable[str], child_type: str) -> list[str]:
+        """The entities of ``child_type`` below each of ``parents`` (/config/users/<user>/clients/<id>
+        for "users", names, "clients"), as the entity names of ``entity_type`` that name them:
+        "<user>/clients/<id>", sorted; one pipelined listing per parent (Kafka's
+        fetchAllChildEntityConfigs lists them so)."""
+        listings = {parent: self._zk.get_children_async(f"{paths.CONFIG}/{entity_type}/{parent}/{child_type}")
+                    for parent in parents}
+        names = []
+        for parent, result in listings.items():
+            try:
+                names += [f"{parent}/{child_type}/{child}" for child in result.get()]
+            except NoNodeError:
+                pass
+        return sorted(names)
+
+    def update_entity_configs(self, keys: list[tuple[str, str]],
+                              update: Callable[[admin_zk_client.EntityConfigs], admin_zk_client.EntityConfigs],
+                              validate_only: bool = False) -> admin_zk_client.EntityConfigs:
+        """Entity configs read, changed by ``update`` and written back with their change
+        notifications in one conditional multi (admin_zk_client.update_entity_configs)."""
+        return admin_zk_client.update_entity_configs(self._zk, keys, update, validate_only, self.acl_for)
+
     def get_config_change_notifications(self, children: Iterable[str]) -> dict[str, bytes]:
         """The data of each /config/changes/<child>, in one batched read; those gone
         (purged by another broker) are left out."""
@@ -952,6 +975,17 @@ class KafkaZkClient:
         except NodeExistsError:
             pass
         return paths.decode_cluster_id(self._zk.get(paths.CLUSTER_ID)[0])
+
+    def get_or_create_scram_unknown_user_key(self) -> bytes:
+        """The cluster's key for unknown SCRAM users' salts (paths.SCRAM_UNKNOWN_USER_KEY): made
+        once by the first broker, read by every later one; a sensitive znode."""
+        try:
+            self._ensure_path(self._zk, paths.SCRAM_UNKNOWN_USER_KEY.rpartition("/")[0])
+            self._zk.create(paths.SCRAM_UNKNOWN_USER_KEY, base64.b64encode(os.urandom(32)),
+                            acl=self.acl_for(paths.SCRAM_UNKNOWN_USER_KEY))
+        except NodeExistsError:
+            pass
+        return base64.b64decode(self._zk.get(paths.SCRAM_UNKNOWN_USER_KEY)[0])
 
     def allocate_producer_id_block(self, broker_id: int, size: int = 1000) -> paths.ProducerIdBlock:
         """Claim the next block of producer ids with a conditional update (retried on races)."""

@@ -41,6 +41,9 @@ ISR_CHANGE_PREFIX = "/isr_change_notification/isr_change_"
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CLUSTER_ID = "/cluster/id"
+#: the key every broker makes an unknown SCRAM user's salt with (security/scram.py), the same on
+#: all of them so the salt does not tell an unknown user from a known one; odradek's own
+SCRAM_UNKNOWN_USER_KEY = "/odradek/scram_unknown_user_key"
 #: KIP-253: a partition marked for deletion that its leader found empty is reported here
 #: (persistent sequential children, read and removed by the controller)
 ORDERED_PARTITION_REMOVALS = "/admin/ordered_partition_removals"

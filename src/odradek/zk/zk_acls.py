@@ -24,7 +24,8 @@ from __future__ import annotations
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, Id, Permissions
 
 #: Kafka's ZkData.SensitiveRootPaths
-SENSITIVE_ROOT_PATHS: tuple[str, ...] = ("/config/users", "/config/brokers", "/delegation_token/tokens")
+SENSITIVE_ROOT_PATHS: tuple[str, ...] = ("/config/users", "/config/brokers", "/delegation_token/tokens",
+                                         "/odradek/scram_unknown_user_key")
 #: Kafka's ConsumerPathZNode: open whatever zookeeper.set.acl says
 CONSUMERS_PATH = "/consumers"
 #: the SASL scheme's Id for an authenticated user (ZooKeeper's SASLAuthenticationProvider)
