@@ -194,7 +194,8 @@ def test_auto_create_off_leaves_a_missing_topic_missing(zookeeper: ZooKeeperServ
 
 @pytest.mark.parametrize("line, message", [
     ("log.dirs=/tmp/a,/tmp/b", "one directory"),
-    ("listeners=SSL://127.0.0.1:9093", "PLAINTEXT only"),
+    ("listeners=SSL://127.0.0.1:9093", "ssl.keystore.location: a server needs a keystore"),
+    ("listeners=SASL_PLAINTEXT://127.0.0.1:9093\nsasl.enabled.mechanisms=GSSAPI", "GSSAPI is not supported"),
     ("log.segment.bytes=ten", "log.segment.bytes=ten: an integer is expected"),
     ("log.cleanup.policy=forever", "log.cleanup.policy"),
 ])

@@ -154,6 +154,15 @@ def listener_security(listener: Listener, settings: Mapping[str, str], scram: Sc
                             inter_broker=inter_broker)
 
 
+def check_listeners(settings: Mapping[str, str], listeners: Listeners, jaas_file: str | None) -> None:
+    """Every listener's security and the inter-broker client's built once, so a broker with a
+    configuration it cannot serve refuses to start with the key at fault (ValueError, of which
+    SslConfigError is one) before it touches its data or ZooKeeper."""
+    for listener in listeners.listeners:
+        listener_security(listener, settings, lambda _mechanism, _user: None, jaas_file)
+    inter_broker_client(listeners, settings, jaas_file)
+
+
 def inter_broker_client(listeners: Listeners, settings: Mapping[str, str], jaas_file: str | None) -> ClientSecurity:
     """How this broker connects to the others' inter-broker listener: its security protocol, a
     client TLS context from the listener's truststore (and keystore, for ssl.client.auth), and

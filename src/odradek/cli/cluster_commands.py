@@ -146,12 +146,19 @@ def cmd_broker(args: argparse.Namespace) -> None:
         if missing:
             raise UserError(f"broker: missing {', '.join(missing)} (or give them in --config)")
         config = BrokerConfig(**{k: v for k, v in flags.items() if v is not None})
+    from odradek.broker.listener_security import check_listeners
     from odradek.broker.server import run_broker
     from odradek.common.netutil import port_free
 
-    if not port_free(config.host, config.port):
-        raise UserError(f"broker: {config.host}:{config.port} is already in use (stop what listens there, "
-                        f"or give another --listen)")
+    try:
+        check_listeners(config.security, config.listeners(), config.jaas_file)
+    except ValueError as exc:  # SslConfigError too: a keystore missing or unreadable
+        raise UserError(f"broker {config.broker_id}: {exc}") from None
+
+    for listener in config.listeners().listeners:
+        if not port_free(listener.host, listener.port):
+            raise UserError(f"broker: {listener.host}:{listener.port} ({listener.name}) is already in use (stop what "
+                            f"listens there, or give another --listen or listeners)")
     if config.metrics_port and not port_free(config.host, config.metrics_port):
         raise UserError(f"broker: metrics port {config.host}:{config.metrics_port} is already in use (stop what "
                         f"listens there, or set another metrics.port in --config)")

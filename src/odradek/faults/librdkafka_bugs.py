@@ -56,12 +56,15 @@ def librdkafka_5476(stacks: str) -> bool:
         "rd_kafka_toppar_forget_leader" in stacks or "rd_kafka_toppar_undelegate" in stacks)
 
 
-def send_offsets_stalls(lines: Iterable[str], client: str, timeout_s: float) -> list[str]:
+def send_offsets_stalls(lines: Iterable[str], client: str, timeout_s: float,
+                        now: datetime | None = None) -> list[str]:
     """The send_offsets_to_transaction calls of ``client`` (its librdkafka log name, e.g.
     "faults-txn-copier#producer-12") whose TxnOffsetCommit was not answered within
     ``timeout_s`` (the call's own timeout) of AddOffsetsToTxn's success: issue #5456's stall,
     whether the request was never sent (#5511) or sent on a connection that then broke and
-    never sent again. One line each."""
+    never sent again. One line each. ``now`` (local time, as the log's): when the run asks,
+    for a call still open at the log's end; a stalled client may log nothing more for minutes,
+    so its last line says nothing of how long it has waited."""
     found = []
     added_at: datetime | None = None   # AddOffsetsToTxn answered NO_ERROR in the open call
     last: datetime | None = None
@@ -83,9 +86,10 @@ def send_offsets_stalls(lines: Iterable[str], client: str, timeout_s: float) -> 
                 found.append(f"AddOffsetsToTxn succeeded at {added_at:%H:%M:%S}, TxnOffsetCommit not answered "
                              f"for {waited:.0f} s (the call's timeout: {timeout_s:.0f} s)")
             added_at = None
-    if added_at is not None and last is not None and (last - added_at).total_seconds() > timeout_s:
+    end = now if now is not None else last
+    if added_at is not None and end is not None and (end - added_at).total_seconds() > timeout_s:
         found.append(f"AddOffsetsToTxn succeeded at {added_at:%H:%M:%S}, TxnOffsetCommit never answered "
-                     f"(the log ends {(last - added_at).total_seconds():.0f} s later)")
+                     f"({(end - added_at).total_seconds():.0f} s later)")
     return found
 
 
