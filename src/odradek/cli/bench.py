@@ -1,4 +1,4 @@
-"""`odradek bench produce|failover|shutdown|reassign|groups|ordered|transactions|spark-read`: the arguments and the
+"""`odradek bench produce|latency|consume|failover|shutdown|reassign|groups|ordered|transactions|spark-read`: the arguments and the
 output of the benchmarks (the odradek.bench package runs them)."""
 from __future__ import annotations
 
@@ -35,6 +35,30 @@ def add_commands(sub: Any) -> None:
                     "is deleted after its run)")
     bp.add_argument("--json", action="store_true")
     bp.set_defaults(func=cmd_bench_produce)
+
+    bl = bsub.add_parser("latency", help="end-to-end latency (send to receipt, consumer in another process) "
+                                         "at fixed rates, RF 3 acks=all")
+    bl.add_argument("--rate", type=positive_int, nargs="+", default=[1000, 10_000], metavar="N",
+                    help="records/s, one run each (default 1000 10000)")
+    bl.add_argument("--seconds", type=positive_int, default=20, metavar="S",
+                    help="seconds measured per rate, after the warm-up (default 20)")
+    bl.add_argument("--warmup", type=seconds_arg, default=2.0, metavar="S",
+                    help="seconds sent first and not measured (default 2)")
+    bl.add_argument("--linger-ms", type=float, default=0.0, metavar="MS",
+                    help="the producer's linger.ms (default 0: no waiting for a batch; librdkafka's own is 5)")
+    bl.add_argument("--keep-dir", type=Path, metavar="DIR",
+                    help="run the private cluster in DIR and keep its logs (default: a temp dir, removed)")
+    bl.add_argument("--json", action="store_true")
+    bl.set_defaults(func=cmd_bench_latency)
+
+    bc = bsub.add_parser("consume", help="consumer throughput (one consumer, three in a group, each in its own "
+                                         "process) beside raw Fetch requests")
+    bc.add_argument("--records", type=positive_int, default=10_000_000, metavar="N",
+                    help="100-byte records produced once and read three ways (default 10,000,000)")
+    bc.add_argument("--keep-dir", type=Path, metavar="DIR",
+                    help="run the private cluster in DIR and keep its logs (default: a temp dir, removed)")
+    bc.add_argument("--json", action="store_true")
+    bc.set_defaults(func=cmd_bench_consume)
 
     bf = bsub.add_parser("failover", help="broker and controller failover time on a private cluster, "
                                           "with the ZooKeeper multi-write floor")
@@ -96,7 +120,7 @@ def add_commands(sub: Any) -> None:
     bs.add_argument("--master", default="local[2]", help="Spark master URL")
     bs.add_argument("--json", action="store_true")
     bs.set_defaults(func=cmd_bench_spark_read)
-    for parser in (bp, bs):
+    for parser in (bp, bs, bl, bc):
         add_cluster_options(parser.add_mutually_exclusive_group(),
                             "the cluster to measure (default: a private 3-broker cluster)",
                             "measure the cluster `odradek up` runs in DIR", settings_to=parser)
@@ -210,4 +234,19 @@ def cmd_bench_groups(args: argparse.Namespace) -> None:
     from odradek.bench.groups import format_result, run_groups_bench
 
     result = run_groups_bench(args.members, args.partitions, rounds=args.rounds, keep_dir=args.keep_dir)
+    print(json.dumps(result) if args.json else format_result(result))
+
+
+def cmd_bench_latency(args: argparse.Namespace) -> None:
+    from odradek.bench.latency import format_result, run_latency_bench
+
+    result = run_latency_bench(_measured_cluster(args), args.rate, float(args.seconds), args.warmup,
+                               keep_dir=args.keep_dir, linger_ms=args.linger_ms)
+    print(json.dumps(result) if args.json else format_result(result))
+
+
+def cmd_bench_consume(args: argparse.Namespace) -> None:
+    from odradek.bench.consume import format_result, run_consume_bench
+
+    result = run_consume_bench(_measured_cluster(args), args.records, keep_dir=args.keep_dir)
     print(json.dumps(result) if args.json else format_result(result))
