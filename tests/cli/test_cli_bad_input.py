@@ -176,6 +176,8 @@ OWN_BAD_INPUT = {
     ("bench", "groups"): (["--members", "0"], "positive integer"),
     ("bench", "ordered"): (["--expansions", "0"], "positive integer"),
     ("bench", "transactions"): (["--seconds", "0"], "positive integer"),
+    ("bench", "latency"): (["--bootstrap-server", "CLOSED"], "cannot reach"),
+    ("bench", "consume"): (["--bootstrap-server", "CLOSED"], "cannot reach"),
     ("completion",): (["tcsh"], "invalid choice"),
     ("ui",): (["--data-dir", "TMP"], "no cluster in"),
 }

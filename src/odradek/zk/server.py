@@ -303,21 +303,33 @@ class ZooKeeperServer:
         """SIGKILL the server (a crash: no clean shutdown) and wait until it is gone."""
         self.stop(timeout=0.0)
 
+    def _alive(self, pid: int) -> bool:
+        """Whether ``pid`` is still this server: alive and its command line naming this server's
+        directory. Once the server has exited its pid may be given to another process at once
+        (pid_max is 32,768 on many machines, and tests start processes all the time): seen when
+        a stop's SIGKILL took a broker another test had just started."""
+        if not process_alive(pid):
+            return False
+        try:
+            return str(self.data_dir).encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+
     def stop(self, timeout: float = 10.0) -> bool:
         """SIGTERM the server, SIGKILL it if still alive after `timeout` (at once with 0),
         remove the pid file. Returns whether it had to be killed."""
         pid = self.pid
         killed = False
-        if pid is not None and process_alive(pid):
+        if pid is not None and self._alive(pid):
             if timeout > 0:
                 os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout
-            while process_alive(pid) and time.monotonic() < deadline:
+            while self._alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            if process_alive(pid):
+            if self._alive(pid):
                 os.kill(pid, signal.SIGKILL)
                 killed = True
-                while process_alive(pid):
+                while self._alive(pid):
                     time.sleep(0.05)
         self.pid_file.unlink(missing_ok=True)
         return killed
