@@ -44,7 +44,10 @@ class Zk:
         return self.zk.exists(f"/brokers/topics/{self.topic}/partitions/{p}") is not None
 
     def reports(self) -> list[dict[str, Any]]:
-        return [json.loads(self.zk.get(f"{REPORTS}/{c}")[0]) for c in self.zk.get_children(REPORTS)]
+        """This topic's removal reports (the module's other tests share the cluster, and their
+        topics' reports may still be waiting for the controller)."""
+        found = [json.loads(self.zk.get(f"{REPORTS}/{c}")[0]) for c in self.zk.get_children(REPORTS)]
+        return [r for r in found if r.get("topic") == self.topic]
 
     def controller(self) -> int:
         return int(json.loads(self.zk.get("/controller")[0])["brokerid"])
