@@ -48,6 +48,11 @@ class Clock:
         return self.ms
 
 
+def _fetched(size: int) -> list[tuple[str, list[tuple[int, int, int, int, bytes, int, None]]]]:
+    """A Fetch response's topics (fast_paths' shape) carrying ``size`` bytes of records."""
+    return [("t", [(0, 0, 0, 0, b"r" * (size // 2), -1, None), (1, 0, 0, 0, b"r" * (size - size // 2), -1, None)])]
+
+
 def quotas_with(clock: Clock, *settings: tuple[QuotaEntity, str, float]) -> ClientQuotas:
     quotas = ClientQuotas(clock=clock)
     for entity, key, value in settings:
@@ -124,7 +129,7 @@ def fetch_frame(version: int, replica_id: int) -> bytes:
 def test_without_any_quota_a_request_costs_nothing() -> None:
     quotas = ClientQuotas()
     assert quotas.begin(produce_frame(100), ALICE) is None
-    assert throttle_time_ms() == 0 and record_fetch_response(100) == 0
+    assert throttle_time_ms() == 0 and record_fetch_response(_fetched(100)) == 0
 
 
 def test_a_produce_is_recorded_at_arrival_and_its_throttle_known_to_the_handler() -> None:
@@ -159,7 +164,7 @@ def test_a_consumer_fetch_is_recorded_once_and_a_followers_not_at_all() -> None:
         assert follower is not None and follower.exempt
         token = client_quotas.enter(follower)
         try:
-            assert record_fetch_response(10_000) == 0
+            assert record_fetch_response(_fetched(10_000)) == 0
         finally:
             client_quotas.leave(token)
         assert quotas.finish(follower, [b"x" * 10_000]) == 0
@@ -168,7 +173,7 @@ def test_a_consumer_fetch_is_recorded_once_and_a_followers_not_at_all() -> None:
     assert consumer is not None and not consumer.exempt
     token = client_quotas.enter(consumer)
     try:
-        throttle = record_fetch_response(2000)  # the handler records what it is about to send
+        throttle = record_fetch_response(_fetched(2000))  # the handler records what it is about to send
         assert throttle == round((2000 / 10 - 100) / 100 * 10_000)
         assert throttle_time_ms() == throttle
     finally:

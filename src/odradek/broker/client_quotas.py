@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import struct
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -160,14 +160,15 @@ def throttle_time_ms() -> int:
     return 0 if quota is None else max(quota.produce_ms, quota.fetch_ms)
 
 
-def record_fetch_response(response_bytes: int) -> int:
-    """For the Fetch handler, just before it encodes a consumer's response: record its bytes
-    against the client's consumer_byte_rate and return the throttle time the response carries
-    (0 for a follower, without quotas, or outside a request)."""
+def record_fetch_response(topics: Iterable[tuple[str, Iterable[Sequence[Any]]]]) -> int:
+    """For the Fetch handler, just before it encodes a consumer's response (fast_paths'
+    (topic, partitions) with each partition's records fifth): record its record bytes against
+    the client's consumer_byte_rate and return the throttle time the response carries (0 for a
+    follower, without quotas, or outside a request; then nothing is counted)."""
     quota = _CURRENT.get()
     if quota is None or quota.api_key != api_keys.FETCH or quota.exempt:
         return 0
-    return quota.quotas.record_fetch(quota, response_bytes)
+    return quota.quotas.record_fetch(quota, sum(len(p[4]) for _, parts in topics for p in parts))
 
 
 def fetch_response_limit() -> int | None:

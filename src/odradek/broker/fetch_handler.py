@@ -301,6 +301,6 @@ def _respond(version: int, correlation_id: int, topics: Topics, told: Told, sess
     for target, hw, log_start in told:
         target.sent_high_watermark, target.sent_log_start = hw, log_start
     # a consumer's bytes against its consumer_byte_rate (client quotas), and the throttle they earn
-    throttle_ms = client_quotas.record_fetch_response(sum(len(p[4]) for _, parts in topics for p in parts))
+    throttle_ms = client_quotas.record_fetch_response(topics)
     return fast_paths.fetch_response(version, correlation_id, topics, session_id=session_id,
                                      throttle_time_ms=throttle_ms)

@@ -429,6 +429,8 @@ class Broker:
         """Certificates renewed in place: a listener whose keystore or truststore file was
         replaced loads it (checked, off the event loop) for every new connection."""
         for security in self.listener_securities:
+            if security.ssl_factory is None:
+                continue
             name = security.listener.name
             try:
                 new = await asyncio.to_thread(security.replaced_stores)

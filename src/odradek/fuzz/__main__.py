@@ -24,6 +24,7 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from odradek.fuzz import inprocess
@@ -31,14 +32,21 @@ from odradek.fuzz.report import Report
 
 
 def in_process(frames: int, stream: int, workers: int, workdir: Path | None) -> Report:
+    return _on_workers(inprocess.worker, frames, stream, workers, workdir)
+
+
+def _on_workers(worker: Callable[[tuple[int, int, int, str | None]], Report], count: int, stream: int,
+                workers: int, workdir: Path | None) -> Report:
+    """``count`` cases shared among ``workers`` processes running ``worker`` (a module-level
+    function, which a spawned process can import), their reports merged."""
     started = time.perf_counter()
-    shares = [frames // workers + (1 if w < frames % workers else 0) for w in range(workers)]
+    shares = [count // workers + (1 if w < count % workers else 0) for w in range(workers)]
     jobs = [(share, stream, w, str(workdir) if workdir else None) for w, share in enumerate(shares)]
     if workers == 1:
-        results = [inprocess.worker(jobs[0])]
+        results = [worker(jobs[0])]
     else:
         with multiprocessing.get_context("spawn").Pool(workers) as pool:
-            results = pool.map(inprocess.worker, jobs)
+            results = pool.map(worker, jobs)
     total = Report()
     for r in results:
         total.merge(r)
@@ -66,19 +74,7 @@ def over_tcp(frames: int, stream: int, workdir: Path | None) -> Report:
 def sasl_in_process(cases: int, stream: int, workers: int, workdir: Path | None) -> Report:
     from odradek.fuzz import sasl_inprocess
 
-    started = time.perf_counter()
-    shares = [cases // workers + (1 if w < cases % workers else 0) for w in range(workers)]
-    jobs = [(share, stream, w, str(workdir) if workdir else None) for w, share in enumerate(shares)]
-    if workers == 1:
-        results = [sasl_inprocess.worker(jobs[0])]
-    else:
-        with multiprocessing.get_context("spawn").Pool(workers) as pool:
-            results = pool.map(sasl_inprocess.worker, jobs)
-    total = Report()
-    for r in results:
-        total.merge(r)
-    total.seconds = time.perf_counter() - started
-    return total
+    return _on_workers(sasl_inprocess.worker, cases, stream, workers, workdir)
 
 
 def sasl_over_tcp(cases: int, stream: int, workdir: Path | None) -> Report:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
@@ -204,9 +204,15 @@ def purge_obsolete_notifications(kz: Any, children: list[str], now_ms: int | Non
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     stats = {c: kz.exists_async(f"{paths.CONFIG_CHANGES}/{c}") for c in children}
     old = [c for c, r in stats.items() if (s := r.get()) is not None and now_ms - s.ctime > CHANGE_EXPIRATION_MS]
-    deletes = {c: kz.delete_async(f"{paths.CONFIG_CHANGES}/{c}") for c in old}
+    return delete_notifications(kz, paths.CONFIG_CHANGES, old)
+
+
+def delete_notifications(kz: Any, root: str, children: Iterable[str]) -> int:
+    """Delete these change notifications under ``root`` in one pipelined round (every broker
+    purges; one another broker deleted first is fine). How many this call deleted."""
+    pending = [kz.delete_async(f"{root}/{child}") for child in dict.fromkeys(children)]
     deleted = 0
-    for result in deletes.values():
+    for result in pending:
         try:
             result.get()
             deleted += 1

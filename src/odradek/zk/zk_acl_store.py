@@ -31,6 +31,7 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
+from odradek.zk import admin_zk_client
 from odradek.zk.client import MAX_MULTI_OPS, KafkaZkClient
 from odradek.zk.errors import RequestTooLargeError
 from odradek.zk.request_size import MULTI_OP_OVERHEAD, payload_budget
@@ -46,7 +47,7 @@ RETRY_BACKOFF_S = 0.1
 RETRY_JITTER_S = 0.05
 #: notifications older than this are deleted by whichever broker sees them first (Kafka's
 #: ZkNodeChangeNotificationListener changeExpirationMs, 15 minutes)
-CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+CHANGE_EXPIRATION_MS = admin_zk_client.CHANGE_EXPIRATION_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,14 +277,5 @@ class ZkAclStore:
         return {child: stat.ctime for child, result in pending.items() if (stat := result.get()) is not None}
 
     def delete_notifications(self, root: str, children: Iterable[str]) -> int:
-        """Delete these notifications (each broker purges; one another broker deleted first is
-        fine). How many this call deleted."""
-        pending = [self._kz.delete_async(f"{root}/{child}") for child in dict.fromkeys(children)]
-        deleted = 0
-        for result in pending:
-            try:
-                result.get()
-                deleted += 1
-            except NoNodeError:
-                pass
-        return deleted
+        """Delete these notifications (admin_zk_client's, shared with the config changes')."""
+        return admin_zk_client.delete_notifications(self._kz, root, children)
